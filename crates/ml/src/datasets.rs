@@ -1,0 +1,44 @@
+//! Synthetic data sets for tests, benchmarks and examples (no downloads: everything is
+//! generated from a seed).
+
+use crate::rng::Rng;
+use alloc::vec::Vec;
+
+/// KML's readahead sweep values in 512-byte sectors: 1 2 4 8 16 32 then 64..1024 step 64.
+pub fn kml_sweep_sectors() -> Vec<u32> {
+    let mut v = alloc::vec![1, 2, 4, 8, 16, 32];
+    v.extend((1..=16).map(|k| k * 64));
+    v
+}
+
+/// A 4-class data set shaped like KML's readahead features (raw, not normalised): five
+/// columns `[n_transactions, var_pop/range, var_sample/range, mean |page delta|, ra/1024]`,
+/// classes 0 readrandom, 1 readrandomwriterandom, 2 readseq, 3 readreverse, in KML's ranges
+/// (`shared/reference/kml/readahead/nn_arch_data`). `n_per_class` rows per class, shuffled.
+/// The classes overlap a little, so a good model scores high but not perfectly.
+pub fn kml_like(n_per_class: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
+    // (median n_tx, sigma), (var mean, sd), (median |delta|, sigma)
+    const P: [((f64, f64), (f64, f64), (f64, f64)); 4] = [
+        ((90_000.0, 0.25), (510.0, 12.0), (25.0, 0.25)),
+        ((40_000.0, 0.25), (510.0, 12.0), (80.0, 0.25)),
+        ((25_000.0, 0.25), (530.0, 50.0), (6.0, 0.20)),
+        ((12_000.0, 0.25), (490.0, 50.0), (2.0, 0.20)),
+    ];
+    let sweep = kml_sweep_sectors();
+    let mut rng = Rng::new(seed);
+    let mut rows: Vec<([f32; 5], f32)> = Vec::with_capacity(4 * n_per_class);
+    for (c, &((n_med, n_sig), (v_mu, v_sd), (d_med, d_sig))) in P.iter().enumerate() {
+        for _ in 0..n_per_class {
+            let n = (n_med * libm::exp(n_sig * rng.normal())).max(2.0);
+            let var = (v_mu + v_sd * rng.normal()).max(1.0);
+            let delta = d_med * libm::exp(d_sig * rng.normal());
+            let ra = sweep[rng.below(sweep.len())] as f64 / 1024.0;
+            let row = [n as f32, var as f32, (var * n / (n - 1.0)) as f32, delta as f32, ra as f32];
+            rows.push((row, c as f32));
+        }
+    }
+    rng.shuffle(&mut rows);
+    let x = rows.iter().flat_map(|(r, _)| r.iter().copied()).collect();
+    let y = rows.iter().map(|(_, c)| *c).collect();
+    (x, y)
+}

@@ -1,0 +1,560 @@
+//! The iolearn model file: one versioned, checksummed binary format for every model, and a
+//! human-readable JSON dump. The byte layout is documented in `docs/formats.md`.
+//!
+//! Loading checks, in order: magic, version, declared length (truncation), CRC-32 (corruption),
+//! then every field while decoding (bounds, shapes, consistency). Any failure is an [`Error`]
+//! naming what is wrong; decoding never panics (the `fuzz/` target checks this).
+//!
+//! ```
+//! use iolearn_ml::{MlpBuilder, ModelFile, ModelKind};
+//! let net = MlpBuilder::new(3).output(2).build();
+//! let file = ModelFile::new(ModelKind::Mlp(net), "example-v1");
+//! let bytes = file.to_bytes();
+//! assert_eq!(ModelFile::from_bytes(&bytes).unwrap(), file);
+//! let mut bad = bytes.clone();
+//! bad[20] ^= 1;
+//! assert!(ModelFile::from_bytes(&bad).is_err());
+//! ```
+
+use crate::layer::{Layer, Linear};
+use crate::net::Sequential;
+use crate::norm::ZScore;
+use crate::tree::{DecisionTree, Node};
+use crate::{Error, Result};
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt::Write;
+
+/// First bytes of every model file.
+pub const MAGIC: [u8; 4] = *b"IOLM";
+/// Format version written by this build (and the newest it reads).
+pub const VERSION: u16 = 1;
+/// Bytes before the body: magic, version, kind, reserved, total length.
+const HEADER: usize = 4 + 2 + 1 + 1 + 4;
+
+/// The model inside a file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelKind {
+    /// A neural network.
+    Mlp(Sequential),
+    /// A decision tree.
+    Tree(DecisionTree),
+}
+
+impl ModelKind {
+    fn tag(&self) -> u8 {
+        match self {
+            ModelKind::Mlp(_) => 1,
+            ModelKind::Tree(_) => 2,
+        }
+    }
+
+    /// `"mlp"` or `"tree"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ModelKind::Mlp(_) => "mlp",
+            ModelKind::Tree(_) => "tree",
+        }
+    }
+
+    /// Input width.
+    pub fn in_dim(&self) -> usize {
+        match self {
+            ModelKind::Mlp(n) => n.in_dim(),
+            ModelKind::Tree(t) => t.n_features(),
+        }
+    }
+
+    /// Number of classes (outputs for a regression network).
+    pub fn n_outputs(&self) -> usize {
+        match self {
+            ModelKind::Mlp(n) => n.out_dim(),
+            ModelKind::Tree(t) => t.n_classes(),
+        }
+    }
+
+    /// Bytes the model occupies in memory.
+    pub fn bytes(&self) -> usize {
+        match self {
+            ModelKind::Mlp(n) => n.bytes(),
+            ModelKind::Tree(t) => t.bytes(),
+        }
+    }
+}
+
+/// What a predicted class means to the controller: a name and the action value (for
+/// readahead: `read_ahead_kb`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassAction {
+    /// Class name, e.g. `readseq`.
+    pub label: String,
+    /// Action value in [`ModelFile::action_unit`] units.
+    pub action: i64,
+}
+
+/// A model with everything needed to use it safely: feature schema, normaliser, class -> action
+/// map, and free-form metadata (seed, data source).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelFile {
+    /// The model.
+    pub kind: ModelKind,
+    /// Name of the feature schema the model was trained on (e.g. `kml-readahead-v1`).
+    pub schema: String,
+    /// Feature names in input order (empty, or one per input).
+    pub features: Vec<String>,
+    /// Normaliser applied to raw features before the model.
+    pub normaliser: Option<ZScore>,
+    /// Class -> action map (empty, or one per class).
+    pub classes: Vec<ClassAction>,
+    /// Unit of the actions (e.g. `read_ahead_kb`).
+    pub action_unit: String,
+    /// Key/value metadata (e.g. `seed`, `source`).
+    pub meta: Vec<(String, String)>,
+}
+
+impl ModelFile {
+    /// A file with only a model and a schema name.
+    pub fn new(kind: ModelKind, schema: &str) -> Self {
+        ModelFile {
+            kind,
+            schema: schema.to_string(),
+            features: Vec::new(),
+            normaliser: None,
+            classes: Vec::new(),
+            action_unit: String::new(),
+            meta: Vec::new(),
+        }
+    }
+
+    /// Error unless the model was trained for `schema`.
+    pub fn expect_schema(&self, schema: &str) -> Result<()> {
+        if self.schema == schema {
+            Ok(())
+        } else {
+            Err(Error::SchemaMismatch { expected: schema.to_string(), found: self.schema.clone() })
+        }
+    }
+
+    /// Check that the parts fit together (feature names, normaliser, classes vs the model).
+    pub fn validate(&self) -> Result<()> {
+        let d = self.kind.in_dim();
+        if !self.features.is_empty() && self.features.len() != d {
+            return Err(Error::Shape { what: "feature names", expected: d, found: self.features.len() });
+        }
+        if let Some(z) = &self.normaliser {
+            if z.dim() != d {
+                return Err(Error::Shape { what: "normaliser width", expected: d, found: z.dim() });
+            }
+        }
+        if !self.classes.is_empty() && self.classes.len() != self.kind.n_outputs().max(2) {
+            return Err(Error::Shape { what: "class map entries", expected: self.kind.n_outputs().max(2), found: self.classes.len() });
+        }
+        if self.schema.is_empty() {
+            return Err(Error::invalid("schema", "empty feature-schema name"));
+        }
+        Ok(())
+    }
+
+    /// Look up a metadata value.
+    pub fn meta(&self, key: &str) -> Option<&str> {
+        self.meta.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// Encode to bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut w = Vec::with_capacity(256);
+        w.extend_from_slice(&MAGIC);
+        w.extend_from_slice(&VERSION.to_le_bytes());
+        w.push(self.kind.tag());
+        w.push(0);
+        w.extend_from_slice(&0u32.to_le_bytes()); // total length, patched by `reseal`
+        put_str(&mut w, &self.schema);
+        put_u32(&mut w, self.features.len() as u32);
+        for f in &self.features {
+            put_str(&mut w, f);
+        }
+        match &self.normaliser {
+            None => w.push(0),
+            Some(z) => {
+                w.push(1);
+                put_u32(&mut w, z.dim() as u32);
+                z.mean.iter().chain(&z.std).for_each(|v| w.extend_from_slice(&v.to_le_bytes()));
+            }
+        }
+        put_u32(&mut w, self.classes.len() as u32);
+        for c in &self.classes {
+            put_str(&mut w, &c.label);
+            w.extend_from_slice(&c.action.to_le_bytes());
+        }
+        put_str(&mut w, &self.action_unit);
+        put_u32(&mut w, self.meta.len() as u32);
+        for (k, v) in &self.meta {
+            put_str(&mut w, k);
+            put_str(&mut w, v);
+        }
+        match &self.kind {
+            ModelKind::Mlp(net) => {
+                put_u32(&mut w, net.in_dim() as u32);
+                put_u32(&mut w, net.layers().len() as u32);
+                for l in net.layers() {
+                    match l {
+                        Layer::Linear(l) => {
+                            w.push(1);
+                            put_u32(&mut w, l.in_dim as u32);
+                            put_u32(&mut w, l.out_dim as u32);
+                            l.weight.iter().chain(&l.bias).for_each(|v| w.extend_from_slice(&v.to_le_bytes()));
+                        }
+                        Layer::Sigmoid => w.push(2),
+                        Layer::ReLU => w.push(3),
+                        Layer::Tanh => w.push(4),
+                        Layer::Softmax => w.push(5),
+                    }
+                }
+            }
+            ModelKind::Tree(t) => {
+                put_u32(&mut w, t.n_features() as u32);
+                put_u32(&mut w, t.n_classes() as u32);
+                put_u32(&mut w, t.nodes().len() as u32);
+                for n in t.nodes() {
+                    match *n {
+                        Node::Split { feature, threshold, left, right } => {
+                            w.push(1);
+                            put_u32(&mut w, feature);
+                            w.extend_from_slice(&threshold.to_le_bytes());
+                            put_u32(&mut w, left);
+                            put_u32(&mut w, right);
+                        }
+                        Node::Leaf { class } => {
+                            w.push(2);
+                            put_u32(&mut w, class);
+                        }
+                    }
+                }
+            }
+        }
+        w.extend_from_slice(&[0; 4]); // CRC, patched by `reseal`
+        reseal(&mut w);
+        w
+    }
+
+    /// Decode bytes written by [`ModelFile::to_bytes`].
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        if bytes.len() < 4 {
+            return Err(Error::Truncated { field: "magic" });
+        }
+        if bytes[..4] != MAGIC {
+            return Err(Error::BadMagic);
+        }
+        if bytes.len() < HEADER + 4 {
+            return Err(Error::Truncated { field: "header" });
+        }
+        let version = u16::from_le_bytes([bytes[4], bytes[5]]);
+        if version == 0 || version > VERSION {
+            return Err(Error::UnsupportedVersion { found: version, supported: VERSION });
+        }
+        let declared = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
+        if bytes.len() < declared {
+            return Err(Error::Truncated { field: "body (file shorter than its header says)" });
+        }
+        if bytes.len() > declared {
+            return Err(Error::invalid("length", alloc::format!("{} bytes after the end of the model", bytes.len() - declared)));
+        }
+        let (body, crc) = bytes.split_at(bytes.len() - 4);
+        let stored = u32::from_le_bytes(crc.try_into().unwrap());
+        let computed = crc32(body);
+        if stored != computed {
+            return Err(Error::ChecksumMismatch { stored, computed });
+        }
+        let mut r = Reader { buf: body, pos: HEADER };
+        let tag = bytes[6];
+        let schema = r.str("schema")?;
+        let nf = r.count("feature count", 2)?;
+        let features = (0..nf).map(|_| r.str("feature name")).collect::<Result<Vec<_>>>()?;
+        let normaliser = match r.u8("normaliser flag")? {
+            0 => None,
+            1 => {
+                let d = r.count("normaliser width", 16)?;
+                let mean = (0..d).map(|_| r.f64("normaliser mean")).collect::<Result<Vec<_>>>()?;
+                let std = (0..d).map(|_| r.f64("normaliser std")).collect::<Result<Vec<_>>>()?;
+                Some(ZScore::new(mean, std)?)
+            }
+            v => return Err(Error::invalid("normaliser flag", alloc::format!("{v} (expected 0 or 1)"))),
+        };
+        let nc = r.count("class count", 10)?;
+        let mut classes = Vec::with_capacity(nc);
+        for _ in 0..nc {
+            classes.push(ClassAction { label: r.str("class label")?, action: r.i64("class action")? });
+        }
+        let action_unit = r.str("action unit")?;
+        let nm = r.count("metadata count", 4)?;
+        let mut meta = Vec::with_capacity(nm);
+        for _ in 0..nm {
+            meta.push((r.str("metadata key")?, r.str("metadata value")?));
+        }
+        let kind = match tag {
+            1 => ModelKind::Mlp(read_mlp(&mut r)?),
+            2 => ModelKind::Tree(read_tree(&mut r)?),
+            t => return Err(Error::invalid("model kind", alloc::format!("unknown kind tag {t}"))),
+        };
+        if r.pos != body.len() {
+            return Err(Error::invalid("length", "unread bytes after the model"));
+        }
+        let file = ModelFile { kind, schema, features, normaliser, classes, action_unit, meta };
+        file.validate()?;
+        Ok(file)
+    }
+
+    /// A human-readable JSON rendering of the whole file (weights included).
+    pub fn to_json(&self) -> String {
+        let mut s = String::new();
+        let _ = write!(s, "{{\n  \"format_version\": {VERSION},\n  \"kind\": \"{}\",\n  \"schema\": {},\n", self.kind.name(), json_str(&self.schema));
+        let _ = writeln!(s, "  \"features\": [{}],", self.features.iter().map(|f| json_str(f)).collect::<Vec<_>>().join(", "));
+        match &self.normaliser {
+            None => s.push_str("  \"normaliser\": null,\n"),
+            Some(z) => {
+                let _ = writeln!(s, "  \"normaliser\": {{\"type\": \"zscore\", \"mean\": {}, \"std\": {}}},", json_nums(&z.mean), json_nums(&z.std));
+            }
+        }
+        let classes: Vec<String> = self.classes.iter().map(|c| alloc::format!("{{\"label\": {}, \"action\": {}}}", json_str(&c.label), c.action)).collect();
+        let _ = writeln!(s, "  \"classes\": [{}],", classes.join(", "));
+        let _ = writeln!(s, "  \"action_unit\": {},", json_str(&self.action_unit));
+        let meta: Vec<String> = self.meta.iter().map(|(k, v)| alloc::format!("{}: {}", json_str(k), json_str(v))).collect();
+        let _ = writeln!(s, "  \"meta\": {{{}}},", meta.join(", "));
+        match &self.kind {
+            ModelKind::Mlp(net) => {
+                let _ = writeln!(s, "  \"in_dim\": {},\n  \"layers\": [", net.in_dim());
+                let layers: Vec<String> = net
+                    .layers()
+                    .iter()
+                    .map(|l| match l {
+                        Layer::Linear(l) => alloc::format!(
+                            "    {{\"type\": \"linear\", \"in\": {}, \"out\": {}, \"weight\": {}, \"bias\": {}}}",
+                            l.in_dim,
+                            l.out_dim,
+                            json_nums32(&l.weight),
+                            json_nums32(&l.bias)
+                        ),
+                        other => alloc::format!("    {{\"type\": \"{}\"}}", other.name()),
+                    })
+                    .collect();
+                let _ = write!(s, "{}\n  ]\n}}\n", layers.join(",\n"));
+            }
+            ModelKind::Tree(t) => {
+                let _ = writeln!(s, "  \"n_features\": {},\n  \"n_classes\": {},\n  \"nodes\": [", t.n_features(), t.n_classes());
+                let nodes: Vec<String> = t
+                    .nodes()
+                    .iter()
+                    .map(|n| match *n {
+                        Node::Split { feature, threshold, left, right } => alloc::format!(
+                            "    {{\"feature\": {feature}, \"threshold\": {}, \"left\": {left}, \"right\": {right}}}",
+                            json_num32(threshold)
+                        ),
+                        Node::Leaf { class } => alloc::format!("    {{\"class\": {class}}}"),
+                    })
+                    .collect();
+                let _ = write!(s, "{}\n  ]\n}}\n", nodes.join(",\n"));
+            }
+        }
+        s
+    }
+}
+
+/// Recompute the length and CRC fields of an encoded model in place. `to_bytes` uses it; tests
+/// and the fuzzer use it to build files that pass the checksum and reach the field decoder.
+pub fn reseal(buf: &mut [u8]) {
+    if buf.len() < HEADER + 4 {
+        return;
+    }
+    let n = buf.len();
+    buf[8..12].copy_from_slice(&(n as u32).to_le_bytes());
+    let crc = crc32(&buf[..n - 4]);
+    buf[n - 4..].copy_from_slice(&crc.to_le_bytes());
+}
+
+fn read_mlp(r: &mut Reader) -> Result<Sequential> {
+    let in_dim = r.count("input width", 0)?;
+    let nl = r.count("layer count", 1)?;
+    let mut layers = Vec::with_capacity(nl);
+    for _ in 0..nl {
+        layers.push(match r.u8("layer type")? {
+            1 => {
+                let i = r.u32("linear input width")? as usize;
+                let o = r.u32("linear output width")? as usize;
+                let n = i.checked_mul(o).and_then(|n| n.checked_add(o)).ok_or(Error::invalid("linear layer", "size overflows"))?;
+                if n > r.remaining() / 4 {
+                    return Err(Error::Truncated { field: "linear weights" });
+                }
+                let mut vals = (0..n).map(|_| r.f32("linear weights")).collect::<Result<Vec<_>>>()?;
+                if vals.iter().any(|v| !v.is_finite()) {
+                    return Err(Error::invalid("linear weights", "NaN or infinite weight"));
+                }
+                let bias = vals.split_off(i * o);
+                Layer::Linear(Linear { in_dim: i, out_dim: o, weight: vals, bias })
+            }
+            2 => Layer::Sigmoid,
+            3 => Layer::ReLU,
+            4 => Layer::Tanh,
+            5 => Layer::Softmax,
+            t => return Err(Error::invalid("layer type", alloc::format!("unknown layer tag {t}"))),
+        });
+    }
+    Sequential::new(in_dim, layers)
+}
+
+fn read_tree(r: &mut Reader) -> Result<DecisionTree> {
+    let nf = r.u32("tree feature count")? as usize;
+    let nc = r.u32("tree class count")? as usize;
+    let nn = r.count("tree node count", 5)?;
+    let mut nodes = Vec::with_capacity(nn);
+    for _ in 0..nn {
+        nodes.push(match r.u8("tree node type")? {
+            1 => Node::Split {
+                feature: r.u32("split feature")?,
+                threshold: r.f32("split threshold")?,
+                left: r.u32("left child")?,
+                right: r.u32("right child")?,
+            },
+            2 => Node::Leaf { class: r.u32("leaf class")? },
+            t => return Err(Error::invalid("tree node type", alloc::format!("unknown node tag {t}"))),
+        });
+    }
+    DecisionTree::from_nodes(nodes, nf, nc)
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    fn take(&mut self, n: usize, field: &'static str) -> Result<&[u8]> {
+        if self.remaining() < n {
+            return Err(Error::Truncated { field });
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    fn u8(&mut self, f: &'static str) -> Result<u8> {
+        Ok(self.take(1, f)?[0])
+    }
+
+    fn u32(&mut self, f: &'static str) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.take(4, f)?.try_into().unwrap()))
+    }
+
+    /// A count of items each at least `min_item` bytes long: rejected early if the rest of the
+    /// file cannot hold them, so a corrupt count cannot trigger a huge allocation.
+    fn count(&mut self, f: &'static str, min_item: usize) -> Result<usize> {
+        let n = self.u32(f)? as usize;
+        if n.saturating_mul(min_item) > self.remaining() {
+            return Err(Error::Truncated { field: f });
+        }
+        Ok(n)
+    }
+
+    fn i64(&mut self, f: &'static str) -> Result<i64> {
+        Ok(i64::from_le_bytes(self.take(8, f)?.try_into().unwrap()))
+    }
+
+    fn f32(&mut self, f: &'static str) -> Result<f32> {
+        Ok(f32::from_le_bytes(self.take(4, f)?.try_into().unwrap()))
+    }
+
+    fn f64(&mut self, f: &'static str) -> Result<f64> {
+        Ok(f64::from_le_bytes(self.take(8, f)?.try_into().unwrap()))
+    }
+
+    fn str(&mut self, f: &'static str) -> Result<String> {
+        let n = u16::from_le_bytes(self.take(2, f)?.try_into().unwrap()) as usize;
+        let b = self.take(n, f)?;
+        core::str::from_utf8(b).map(|s| s.to_string()).map_err(|_| Error::invalid(f, "not UTF-8"))
+    }
+}
+
+fn put_u32(w: &mut Vec<u8>, v: u32) {
+    w.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_str(w: &mut Vec<u8>, s: &str) {
+    // Strings are names and short metadata; longer ones are cut at a character boundary.
+    let mut end = s.len().min(u16::MAX as usize);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    w.extend_from_slice(&(end as u16).to_le_bytes());
+    w.extend_from_slice(&s.as_bytes()[..end]);
+}
+
+const CRC_TABLE: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+            k += 1;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+};
+
+/// CRC-32 (IEEE 802.3, as zlib's `crc32`).
+pub fn crc32(data: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in data {
+        c = CRC_TABLE[((c ^ b as u32) & 0xFF) as usize] ^ (c >> 8);
+    }
+    !c
+}
+
+fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for ch in s.chars() {
+        match ch {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(o, "\\u{:04x}", c as u32);
+            }
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+fn json_num(v: f64) -> String {
+    if v.is_finite() {
+        alloc::format!("{v}")
+    } else {
+        "null".to_string()
+    }
+}
+
+fn json_nums(v: &[f64]) -> String {
+    let parts: Vec<String> = v.iter().map(|&x| json_num(x)).collect();
+    alloc::format!("[{}]", parts.join(", "))
+}
+
+fn json_num32(v: f32) -> String {
+    // f32's own Display is the shortest text that reads back to the same f32.
+    if v.is_finite() {
+        alloc::format!("{v}")
+    } else {
+        "null".to_string()
+    }
+}
+
+fn json_nums32(v: &[f32]) -> String {
+    let parts: Vec<String> = v.iter().map(|&x| json_num32(x)).collect();
+    alloc::format!("[{}]", parts.join(", "))
+}

@@ -1,0 +1,68 @@
+//! Scalar math that works the same with and without `std` (libm underneath).
+
+#[inline]
+pub(crate) fn exp(x: f32) -> f32 {
+    libm::expf(x)
+}
+
+#[inline]
+pub(crate) fn ln(x: f32) -> f32 {
+    libm::logf(x)
+}
+
+#[inline]
+pub(crate) fn tanh(x: f32) -> f32 {
+    libm::tanhf(x)
+}
+
+#[inline]
+pub(crate) fn sqrt64(x: f64) -> f64 {
+    libm::sqrt(x)
+}
+
+#[inline]
+pub(crate) fn ln64(x: f64) -> f64 {
+    libm::log(x)
+}
+
+/// Logistic function, written to avoid overflow for large |x|.
+#[inline]
+pub(crate) fn sigmoid(x: f32) -> f32 {
+    if x >= 0.0 {
+        1.0 / (1.0 + exp(-x))
+    } else {
+        let e = exp(x);
+        e / (1.0 + e)
+    }
+}
+
+/// Index of the largest value (first one on ties); 0 for an empty slice.
+#[inline]
+pub(crate) fn argmax(v: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if x > v[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// Numerically stable softmax of `z` into `out`.
+pub(crate) fn softmax(z: &[f32], out: &mut [f32]) {
+    let m = z.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0;
+    for (o, &x) in out.iter_mut().zip(z) {
+        *o = exp(x - m);
+        sum += *o;
+    }
+    for o in out.iter_mut() {
+        *o /= sum;
+    }
+}
+
+/// Whether `v` is a whole number in `[0, limit)`: a valid class index.
+#[inline]
+pub(crate) fn is_class_index(v: f64, limit: usize) -> bool {
+    v >= 0.0 && libm::trunc(v) == v && v < limit as f64
+}

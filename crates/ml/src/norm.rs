@@ -1,0 +1,164 @@
+//! Feature normalisation: fixed Z-score and online (Welford) statistics.
+//!
+//! Statistics are kept in `f64`: KML found single precision insufficient for running means and
+//! variances of page offsets in its large-memory runs (`shared/spec/kml.md` section 3).
+
+use crate::{math, Error, Result};
+use alloc::vec::Vec;
+
+/// Fixed Z-score normaliser: `(x - mean) / std` per feature.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZScore {
+    /// Per-feature mean.
+    pub mean: Vec<f64>,
+    /// Per-feature standard deviation (a zero is treated as 1, so constant features map to 0).
+    pub std: Vec<f64>,
+}
+
+impl ZScore {
+    /// From explicit statistics; lengths must match and values be finite.
+    pub fn new(mean: Vec<f64>, std: Vec<f64>) -> Result<Self> {
+        if mean.len() != std.len() {
+            return Err(Error::Shape { what: "normaliser std length", expected: mean.len(), found: std.len() });
+        }
+        if mean.iter().chain(&std).any(|v| !v.is_finite()) || std.iter().any(|&s| s < 0.0) {
+            return Err(Error::invalid("normaliser", "mean/std must be finite, std non-negative"));
+        }
+        Ok(ZScore { mean, std })
+    }
+
+    /// Fit to `n` rows of `dim` features (population standard deviation).
+    pub fn fit(x: &[f32], dim: usize) -> Result<Self> {
+        let mut w = Welford::new(dim, Weighting::Cumulative);
+        for row in x.chunks_exact(dim) {
+            w.update(row);
+        }
+        if w.count() == 0 {
+            return Err(Error::invalid("data", "no rows to fit a normaliser"));
+        }
+        Ok(w.to_zscore())
+    }
+
+    /// Number of features.
+    pub fn dim(&self) -> usize {
+        self.mean.len()
+    }
+
+    /// Normalise one row in place. No allocation.
+    #[inline]
+    pub fn transform(&self, row: &mut [f32]) {
+        for ((v, &m), &s) in row.iter_mut().zip(&self.mean).zip(&self.std) {
+            let s = if s > 0.0 { s } else { 1.0 };
+            *v = ((*v as f64 - m) / s) as f32;
+        }
+    }
+
+    /// Normalise many rows in place.
+    pub fn transform_rows(&self, x: &mut [f32]) {
+        for row in x.chunks_exact_mut(self.dim()) {
+            self.transform(row);
+        }
+    }
+}
+
+/// How [`Welford`] weighs old samples.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Weighting {
+    /// Every sample counts equally (KML's default).
+    Cumulative,
+    /// Exponentially weighted: each new sample has weight `alpha` (KML used 0.1 in its
+    /// large-memory runs), so the statistics follow a drifting workload.
+    Exponential(f64),
+}
+
+/// Online mean and variance per feature, in `f64`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Welford {
+    weighting: Weighting,
+    n: u64,
+    mean: Vec<f64>,
+    /// Cumulative: sum of squared deviations (M2). Exponential: the variance itself.
+    m2: Vec<f64>,
+}
+
+impl Welford {
+    /// Empty statistics for `dim` features.
+    pub fn new(dim: usize, weighting: Weighting) -> Self {
+        Welford { weighting, n: 0, mean: alloc::vec![0.0; dim], m2: alloc::vec![0.0; dim] }
+    }
+
+    /// Start from a fixed normaliser's statistics, counted as `n` samples (KML seeds its online
+    /// statistics from the training data).
+    pub fn from_zscore(z: &ZScore, n: u64, weighting: Weighting) -> Self {
+        let m2 = match weighting {
+            Weighting::Cumulative => z.std.iter().map(|s| s * s * n as f64).collect(),
+            Weighting::Exponential(_) => z.std.iter().map(|s| s * s).collect(),
+        };
+        Welford { weighting, n, mean: z.mean.clone(), m2 }
+    }
+
+    /// Samples seen.
+    pub fn count(&self) -> u64 {
+        self.n
+    }
+
+    /// Add one row. No allocation.
+    pub fn update(&mut self, row: &[f32]) {
+        self.n += 1;
+        match self.weighting {
+            Weighting::Cumulative => {
+                let n = self.n as f64;
+                for ((m, m2), &x) in self.mean.iter_mut().zip(&mut self.m2).zip(row) {
+                    let x = x as f64;
+                    let d = x - *m;
+                    *m += d / n;
+                    *m2 += d * (x - *m);
+                }
+            }
+            Weighting::Exponential(alpha) => {
+                for ((m, var), &x) in self.mean.iter_mut().zip(&mut self.m2).zip(row) {
+                    let x = x as f64;
+                    if self.n == 1 {
+                        *m = x;
+                        *var = 0.0;
+                        continue;
+                    }
+                    // Finch (2009), incremental exponentially weighted mean and variance.
+                    let d = x - *m;
+                    let incr = alpha * d;
+                    *m += incr;
+                    *var = (1.0 - alpha) * (*var + d * incr);
+                }
+            }
+        }
+    }
+
+    /// Current means.
+    pub fn mean(&self) -> &[f64] {
+        &self.mean
+    }
+
+    /// Current (population) variance of feature `i`.
+    pub fn variance(&self, i: usize) -> f64 {
+        match self.weighting {
+            Weighting::Cumulative if self.n > 0 => self.m2[i] / self.n as f64,
+            Weighting::Cumulative => 0.0,
+            Weighting::Exponential(_) => self.m2[i],
+        }
+    }
+
+    /// Snapshot as a fixed Z-score normaliser.
+    pub fn to_zscore(&self) -> ZScore {
+        let std = (0..self.mean.len()).map(|i| math::sqrt64(self.variance(i))).collect();
+        ZScore { mean: self.mean.clone(), std }
+    }
+
+    /// Normalise `row` in place with the current statistics. No allocation.
+    pub fn transform(&self, row: &mut [f32]) {
+        for (i, v) in row.iter_mut().enumerate() {
+            let s = math::sqrt64(self.variance(i));
+            let s = if s > 0.0 { s } else { 1.0 };
+            *v = ((*v as f64 - self.mean[i]) / s) as f32;
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Quantised inference: integer weights scaled by 1000 (LinnOS) and int8 with a per-layer
+//! scale. Built from a trained f32 [`Sequential`]; compare accuracy with [`crate::eval`].
+
+use crate::layer::Layer;
+use crate::net::Sequential;
+use crate::math;
+use alloc::vec::Vec;
+
+/// How weights are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// LinnOS: weights, biases and activations as integers scaled by 1000; products are
+    /// accumulated in i64 and rescaled after each layer. Exact for integer inputs such as
+    /// LinnOS's decimal digits.
+    Fixed1000,
+    /// int8 weights with one scale per layer (`max|w| / 127`); each layer's input is quantised
+    /// to int8 on the fly with its own scale, products accumulated in i32.
+    Int8,
+}
+
+#[derive(Debug, Clone)]
+enum QLayer {
+    Fixed { in_dim: usize, out_dim: usize, w: Vec<i32>, b: Vec<i64> },
+    Int8 { in_dim: usize, out_dim: usize, w: Vec<i8>, scale: f32, b: Vec<f32> },
+    Act(Layer),
+}
+
+/// A quantised copy of a network. Inference allocates nothing once a [`QWorkspace`] exists.
+#[derive(Debug, Clone)]
+pub struct QuantizedMlp {
+    scheme: Scheme,
+    layers: Vec<QLayer>,
+    dims: Vec<usize>,
+}
+
+/// Buffers for [`QuantizedMlp::forward`].
+#[derive(Debug, Clone)]
+pub struct QWorkspace {
+    a: Vec<f32>,
+    b: Vec<f32>,
+    ia: Vec<i64>,
+    ib: Vec<i64>,
+    q: Vec<i8>,
+}
+
+const SCALE: f32 = 1000.0;
+
+impl QuantizedMlp {
+    /// Quantise `net` with `scheme`.
+    pub fn new(net: &Sequential, scheme: Scheme) -> Self {
+        let layers = net
+            .layers()
+            .iter()
+            .map(|l| match (l, scheme) {
+                (Layer::Linear(l), Scheme::Fixed1000) => QLayer::Fixed {
+                    in_dim: l.in_dim,
+                    out_dim: l.out_dim,
+                    w: l.weight.iter().map(|&v| libm::roundf(v * SCALE) as i32).collect(),
+                    b: l.bias.iter().map(|&v| libm::roundf(v * SCALE) as i64).collect(),
+                },
+                (Layer::Linear(l), Scheme::Int8) => {
+                    let m = l.weight.iter().fold(0.0f32, |a, &v| a.max(v.abs()));
+                    let scale = if m > 0.0 { m / 127.0 } else { 1.0 };
+                    QLayer::Int8 {
+                        in_dim: l.in_dim,
+                        out_dim: l.out_dim,
+                        w: l.weight.iter().map(|&v| libm::roundf(v / scale) as i8).collect(),
+                        scale,
+                        b: l.bias.clone(),
+                    }
+                }
+                (other, _) => QLayer::Act(other.clone()),
+            })
+            .collect();
+        QuantizedMlp { scheme, layers, dims: net.dims().to_vec() }
+    }
+
+    /// The scheme.
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+
+    /// Output width.
+    pub fn out_dim(&self) -> usize {
+        *self.dims.last().unwrap()
+    }
+
+    /// Bytes of memory the quantised weights occupy (with the struct and tables).
+    pub fn bytes(&self) -> usize {
+        let mut b = core::mem::size_of::<Self>() + self.layers.capacity() * core::mem::size_of::<QLayer>() + self.dims.capacity() * 8;
+        for l in &self.layers {
+            b += match l {
+                QLayer::Fixed { w, b, .. } => w.capacity() * 4 + b.capacity() * 8,
+                QLayer::Int8 { w, b, .. } => w.capacity() + b.capacity() * 4,
+                QLayer::Act(_) => 0,
+            };
+        }
+        b
+    }
+
+    /// Buffers sized for this model.
+    pub fn workspace(&self) -> QWorkspace {
+        let w = *self.dims.iter().max().unwrap();
+        QWorkspace { a: alloc::vec![0.0; w], b: alloc::vec![0.0; w], ia: alloc::vec![0; w], ib: alloc::vec![0; w], q: alloc::vec![0; w] }
+    }
+
+    /// Run on one row; returns the outputs as f32 (logits for classifiers).
+    pub fn forward<'w>(&self, x: &[f32], ws: &'w mut QWorkspace) -> &'w [f32] {
+        match self.scheme {
+            Scheme::Fixed1000 => self.forward_fixed(x, ws),
+            Scheme::Int8 => self.forward_int8(x, ws),
+        }
+        &ws.a[..self.out_dim()]
+    }
+
+    /// Predicted class (argmax, or `>= 0.5` for one output).
+    pub fn predict_class(&self, x: &[f32], ws: &mut QWorkspace) -> usize {
+        let out = self.forward(x, ws);
+        if out.len() == 1 {
+            (out[0] >= 0.5) as usize
+        } else {
+            math::argmax(out)
+        }
+    }
+
+    fn forward_fixed(&self, x: &[f32], ws: &mut QWorkspace) {
+        for (d, &v) in ws.ia.iter_mut().zip(x) {
+            *d = libm::roundf(v * SCALE) as i64;
+        }
+        let mut width = x.len();
+        for layer in &self.layers {
+            match layer {
+                QLayer::Fixed { in_dim, out_dim, w, b } => {
+                    for o in 0..*out_dim {
+                        let row = &w[o * in_dim..(o + 1) * in_dim];
+                        let mut acc: i64 = 0;
+                        for (wi, xi) in row.iter().zip(&ws.ia[..*in_dim]) {
+                            acc += *wi as i64 * xi;
+                        }
+                        ws.ib[o] = acc / SCALE as i64 + b[o];
+                    }
+                    core::mem::swap(&mut ws.ia, &mut ws.ib);
+                    width = *out_dim;
+                }
+                QLayer::Act(Layer::ReLU) => ws.ia[..width].iter_mut().for_each(|v| *v = (*v).max(0)),
+                QLayer::Act(act) => {
+                    // Non-linear activations other than ReLU have no exact integer form: go
+                    // through f32 and back, as LinnOS would need a lookup table for.
+                    for i in 0..width {
+                        ws.a[i] = ws.ia[i] as f32 / SCALE;
+                    }
+                    act.forward(&ws.a[..width], &mut ws.b[..width]);
+                    for i in 0..width {
+                        ws.ia[i] = libm::roundf(ws.b[i] * SCALE) as i64;
+                    }
+                }
+                QLayer::Int8 { .. } => unreachable!("int8 layer in a fixed-point model"),
+            }
+        }
+        for i in 0..width {
+            ws.a[i] = ws.ia[i] as f32 / SCALE;
+        }
+    }
+
+    fn forward_int8(&self, x: &[f32], ws: &mut QWorkspace) {
+        ws.a[..x.len()].copy_from_slice(x);
+        let mut width = x.len();
+        for layer in &self.layers {
+            match layer {
+                QLayer::Int8 { in_dim, out_dim, w, scale, b } => {
+                    let m = ws.a[..*in_dim].iter().fold(0.0f32, |a, &v| a.max(v.abs()));
+                    let sx = if m > 0.0 { m / 127.0 } else { 1.0 };
+                    for (q, &v) in ws.q.iter_mut().zip(&ws.a[..*in_dim]) {
+                        *q = libm::roundf(v / sx) as i8;
+                    }
+                    let s = scale * sx;
+                    for o in 0..*out_dim {
+                        let row = &w[o * in_dim..(o + 1) * in_dim];
+                        let mut acc: i32 = 0;
+                        for (wi, xi) in row.iter().zip(&ws.q[..*in_dim]) {
+                            acc += *wi as i32 * *xi as i32;
+                        }
+                        ws.b[o] = acc as f32 * s + b[o];
+                    }
+                    core::mem::swap(&mut ws.a, &mut ws.b);
+                    width = *out_dim;
+                }
+                QLayer::Act(act) => {
+                    act.forward(&ws.a[..width], &mut ws.b[..width]);
+                    core::mem::swap(&mut ws.a, &mut ws.b);
+                }
+                QLayer::Fixed { .. } => unreachable!("fixed-point layer in an int8 model"),
+            }
+        }
+    }
+}

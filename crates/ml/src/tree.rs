@@ -1,0 +1,451 @@
+//! Decision trees: CART induction, allocation-free inference, and scikit-learn `export_text`
+//! export and import (the format of KML's `readahead_model.dt`).
+
+use crate::{math, Error, Result};
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt::Write;
+
+/// Deepest tree accepted from a file or text; recursion over trees is bounded by it.
+pub const MAX_DEPTH: usize = 1024;
+
+/// Split quality measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Criterion {
+    /// Gini impurity.
+    Gini,
+    /// Shannon entropy (information gain).
+    Entropy,
+}
+
+/// Induction settings; defaults match scikit-learn's `DecisionTreeClassifier`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TreeConfig {
+    /// Split quality measure (default Gini).
+    pub criterion: Criterion,
+    /// Deepest level allowed, root = 0 (default: unlimited).
+    pub max_depth: Option<usize>,
+    /// Fewest samples a node needs to be split (default 2).
+    pub min_samples_split: usize,
+    /// Fewest samples each child must keep (default 1).
+    pub min_samples_leaf: usize,
+}
+
+impl Default for TreeConfig {
+    fn default() -> Self {
+        TreeConfig { criterion: Criterion::Gini, max_depth: None, min_samples_split: 2, min_samples_leaf: 1 }
+    }
+}
+
+/// One node. A split sends `x[feature] <= threshold` to `left`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Node {
+    /// Internal node.
+    Split {
+        /// Feature index.
+        feature: u32,
+        /// Threshold.
+        threshold: f32,
+        /// Child for `x[feature] <= threshold`.
+        left: u32,
+        /// Child for `x[feature] > threshold`.
+        right: u32,
+    },
+    /// Leaf predicting `class`.
+    Leaf {
+        /// Predicted class.
+        class: u32,
+    },
+}
+
+/// A classification tree stored as a flat node array, root at index 0.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecisionTree {
+    nodes: Vec<Node>,
+    n_features: usize,
+    n_classes: usize,
+    /// Class fractions per node (`nodes.len() * n_classes`), kept for trained trees; empty for
+    /// imported ones, whose `predict_proba` is then one-hot.
+    proba: Vec<f32>,
+}
+
+impl DecisionTree {
+    /// A tree from nodes; checks that every index is in range and the graph is a tree.
+    pub fn from_nodes(nodes: Vec<Node>, n_features: usize, n_classes: usize) -> Result<Self> {
+        if nodes.is_empty() {
+            return Err(Error::invalid("tree", "no nodes"));
+        }
+        let mut seen = alloc::vec![false; nodes.len()];
+        let mut stack = alloc::vec![(0usize, 0usize)];
+        while let Some((i, depth)) = stack.pop() {
+            if depth > MAX_DEPTH {
+                return Err(Error::invalid("tree", alloc::format!("deeper than {MAX_DEPTH} levels")));
+            }
+            if seen[i] {
+                return Err(Error::invalid("tree", "a node is reachable twice (not a tree)"));
+            }
+            seen[i] = true;
+            match nodes[i] {
+                Node::Split { feature, threshold, left, right } => {
+                    if feature as usize >= n_features {
+                        return Err(Error::invalid("tree", alloc::format!("node {i} splits on feature {feature}, model has {n_features}")));
+                    }
+                    if threshold.is_nan() {
+                        return Err(Error::invalid("tree", alloc::format!("node {i} has a NaN threshold")));
+                    }
+                    for c in [left, right] {
+                        if c as usize >= nodes.len() {
+                            return Err(Error::invalid("tree", alloc::format!("node {i} points to missing node {c}")));
+                        }
+                        stack.push((c as usize, depth + 1));
+                    }
+                }
+                Node::Leaf { class } => {
+                    if class as usize >= n_classes {
+                        return Err(Error::invalid("tree", alloc::format!("leaf {i} predicts class {class}, model has {n_classes}")));
+                    }
+                }
+            }
+        }
+        if seen.iter().any(|s| !s) {
+            return Err(Error::invalid("tree", "unreachable nodes"));
+        }
+        Ok(DecisionTree { nodes, n_features, n_classes, proba: Vec::new() })
+    }
+
+    /// The nodes, root first.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// Number of input features.
+    pub fn n_features(&self) -> usize {
+        self.n_features
+    }
+
+    /// Number of classes.
+    pub fn n_classes(&self) -> usize {
+        self.n_classes
+    }
+
+    /// Depth of the deepest leaf (root alone = 0).
+    pub fn depth(&self) -> usize {
+        let mut best = 0;
+        let mut stack = alloc::vec![(0usize, 0usize)];
+        while let Some((i, d)) = stack.pop() {
+            best = best.max(d);
+            if let Node::Split { left, right, .. } = self.nodes[i] {
+                stack.push((left as usize, d + 1));
+                stack.push((right as usize, d + 1));
+            }
+        }
+        best
+    }
+
+    /// Bytes of memory the tree occupies.
+    pub fn bytes(&self) -> usize {
+        core::mem::size_of::<Self>() + self.nodes.capacity() * core::mem::size_of::<Node>() + self.proba.capacity() * 4
+    }
+
+    /// Predicted class of one row. No allocation.
+    #[inline]
+    pub fn predict_class(&self, x: &[f32]) -> usize {
+        self.leaf(x).1
+    }
+
+    #[inline]
+    fn leaf(&self, x: &[f32]) -> (usize, usize) {
+        let mut i = 0usize;
+        loop {
+            match self.nodes[i] {
+                Node::Split { feature, threshold, left, right } => {
+                    i = if x[feature as usize] <= threshold { left } else { right } as usize;
+                }
+                Node::Leaf { class } => return (i, class as usize),
+            }
+        }
+    }
+
+    /// Class probabilities of one row into `proba` (leaf class fractions; one-hot for imported
+    /// trees).
+    pub fn predict_proba(&self, x: &[f32], proba: &mut [f32]) {
+        let (i, c) = self.leaf(x);
+        if self.proba.is_empty() {
+            proba.iter_mut().enumerate().for_each(|(k, p)| *p = (k == c) as u8 as f32);
+        } else {
+            proba.copy_from_slice(&self.proba[i * self.n_classes..(i + 1) * self.n_classes]);
+        }
+    }
+
+    /// CART induction on `n` rows of `n_features` values with integer class labels in `y`.
+    pub fn fit(x: &[f32], y: &[f32], n_features: usize, cfg: &TreeConfig) -> Result<Self> {
+        if n_features == 0 || !x.len().is_multiple_of(n_features) {
+            return Err(Error::Shape { what: "input values (not whole rows)", expected: n_features, found: x.len() });
+        }
+        let n = x.len() / n_features;
+        if y.len() != n {
+            return Err(Error::Shape { what: "labels", expected: n, found: y.len() });
+        }
+        if n == 0 {
+            return Err(Error::invalid("data", "no rows"));
+        }
+        if x.iter().any(|v| !v.is_finite()) {
+            return Err(Error::invalid("data", "contains NaN or infinity"));
+        }
+        let mut labels = Vec::with_capacity(n);
+        for &v in y {
+            if !math::is_class_index(v as f64, 65536) {
+                return Err(Error::invalid("labels", alloc::format!("label {v} is not a class index")));
+            }
+            labels.push(v as usize);
+        }
+        let n_classes = labels.iter().max().unwrap() + 1;
+        let mut b = Builder { x, y: &labels, d: n_features, k: n_classes, cfg, nodes: Vec::new(), proba: Vec::new() };
+        let mut idx: Vec<usize> = (0..n).collect();
+        b.grow(&mut idx, 0);
+        let (nodes, proba) = (b.nodes, b.proba);
+        Ok(DecisionTree { nodes, n_features, n_classes, proba })
+    }
+
+    /// The tree as scikit-learn's `export_text` prints it (`decimals` digits, `feature_N` names,
+    /// `class: C.0` leaves, as in KML's `readahead_model.dt`).
+    pub fn export_text(&self, decimals: usize) -> String {
+        let mut out = String::new();
+        self.export_node(0, 0, decimals, &mut out);
+        out
+    }
+
+    fn export_node(&self, i: usize, depth: usize, dec: usize, out: &mut String) {
+        let indent = |out: &mut String| {
+            for _ in 0..depth {
+                out.push_str("|   ");
+            }
+            out.push_str("|--- ");
+        };
+        match self.nodes[i] {
+            Node::Split { feature, threshold, left, right } => {
+                indent(out);
+                let _ = writeln!(out, "feature_{feature} <= {threshold:.dec$}");
+                self.export_node(left as usize, depth + 1, dec, out);
+                indent(out);
+                let _ = writeln!(out, "feature_{feature} >  {threshold:.dec$}");
+                self.export_node(right as usize, depth + 1, dec, out);
+            }
+            Node::Leaf { class } => {
+                indent(out);
+                let _ = writeln!(out, "class: {class}.0");
+            }
+        }
+    }
+
+    /// Parse scikit-learn `export_text` output. Errors give the line number.
+    /// `n_features` and `n_classes` may be 0 to infer them from the text.
+    pub fn import_text(text: &str, n_features: usize, n_classes: usize) -> Result<Self> {
+        let mut lines = Vec::new();
+        for (no, raw) in text.lines().enumerate() {
+            if raw.trim().is_empty() {
+                continue;
+            }
+            lines.push(parse_line(no + 1, raw)?);
+        }
+        if lines.is_empty() {
+            return Err(Error::parse(1, "empty tree"));
+        }
+        let mut p = TextParser { lines: &lines, pos: 0, nodes: Vec::new() };
+        p.node(0)?;
+        if p.pos != lines.len() {
+            return Err(Error::parse(lines[p.pos].no, "unexpected line after the end of the tree"));
+        }
+        let max_f = p.nodes.iter().filter_map(|n| if let Node::Split { feature, .. } = n { Some(*feature as usize + 1) } else { None }).max().unwrap_or(0);
+        let max_c = p.nodes.iter().filter_map(|n| if let Node::Leaf { class } = n { Some(*class as usize + 1) } else { None }).max().unwrap_or(0);
+        let nf = if n_features == 0 { max_f } else { n_features };
+        let nc = if n_classes == 0 { max_c } else { n_classes };
+        DecisionTree::from_nodes(p.nodes, nf.max(1), nc.max(1))
+    }
+}
+
+struct Builder<'a> {
+    x: &'a [f32],
+    y: &'a [usize],
+    d: usize,
+    k: usize,
+    cfg: &'a TreeConfig,
+    nodes: Vec<Node>,
+    proba: Vec<f32>,
+}
+
+impl Builder<'_> {
+    fn impurity(&self, counts: &[usize], total: usize) -> f64 {
+        if total == 0 {
+            return 0.0;
+        }
+        let t = total as f64;
+        match self.cfg.criterion {
+            Criterion::Gini => 1.0 - counts.iter().map(|&c| (c as f64 / t) * (c as f64 / t)).sum::<f64>(),
+            Criterion::Entropy => -counts
+                .iter()
+                .filter(|&&c| c > 0)
+                .map(|&c| {
+                    let p = c as f64 / t;
+                    p * math::ln64(p)
+                })
+                .sum::<f64>(),
+        }
+    }
+
+    /// Grow the subtree for the rows in `idx`; returns its node index.
+    fn grow(&mut self, idx: &mut [usize], depth: usize) -> u32 {
+        let me = self.nodes.len();
+        let mut counts = alloc::vec![0usize; self.k];
+        for &i in idx.iter() {
+            counts[self.y[i]] += 1;
+        }
+        let majority = counts.iter().enumerate().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0))).unwrap().0;
+        self.nodes.push(Node::Leaf { class: majority as u32 });
+        self.proba.extend(counts.iter().map(|&c| c as f32 / idx.len() as f32));
+
+        let n = idx.len();
+        let parent = self.impurity(&counts, n);
+        let depth_ok = depth < MAX_DEPTH && self.cfg.max_depth.is_none_or(|m| depth < m);
+        if !depth_ok || n < self.cfg.min_samples_split.max(2) || parent <= 0.0 {
+            return me as u32;
+        }
+        // Best split over every feature and every midpoint between distinct sorted values.
+        let mut best: Option<(f64, usize, f32)> = None;
+        let mut left = alloc::vec![0usize; self.k];
+        for f in 0..self.d {
+            idx.sort_by(|&a, &b| self.x[a * self.d + f].total_cmp(&self.x[b * self.d + f]));
+            left.iter_mut().for_each(|c| *c = 0);
+            let mut right = counts.clone();
+            for s in 1..n {
+                let c = self.y[idx[s - 1]];
+                left[c] += 1;
+                right[c] -= 1;
+                let (a, b) = (self.x[idx[s - 1] * self.d + f], self.x[idx[s] * self.d + f]);
+                if a == b || s < self.cfg.min_samples_leaf || n - s < self.cfg.min_samples_leaf {
+                    continue;
+                }
+                let score = (s as f64 * self.impurity(&left, s) + (n - s) as f64 * self.impurity(&right, n - s)) / n as f64;
+                if best.is_none_or(|(bs, _, _)| score < bs - 1e-12) {
+                    let mut t = a + (b - a) / 2.0;
+                    if t >= b {
+                        t = a; // midpoint rounded up onto b: split at a itself keeps `<=` right
+                    }
+                    best = Some((score, f, t));
+                }
+            }
+        }
+        let Some((score, f, t)) = best else { return me as u32 };
+        if score >= parent - 1e-12 {
+            return me as u32;
+        }
+        // Partition rows: `<= t` first.
+        let mut lo = 0;
+        for j in 0..n {
+            if self.x[idx[j] * self.d + f] <= t {
+                idx.swap(lo, j);
+                lo += 1;
+            }
+        }
+        let (l_idx, r_idx) = idx.split_at_mut(lo);
+        let l = self.grow(l_idx, depth + 1);
+        let r = self.grow(r_idx, depth + 1);
+        self.nodes[me] = Node::Split { feature: f as u32, threshold: t, left: l, right: r };
+        me as u32
+    }
+}
+
+#[derive(Debug)]
+enum LineKind {
+    Le(u32, f32),
+    Gt(u32, f32),
+    Class(u32),
+}
+
+#[derive(Debug)]
+struct TextLine {
+    no: usize,
+    depth: usize,
+    kind: LineKind,
+}
+
+fn parse_line(no: usize, raw: &str) -> Result<TextLine> {
+    let mut rest = raw.trim_end();
+    let mut depth = 0;
+    while let Some(r) = rest.strip_prefix("|   ") {
+        depth += 1;
+        rest = r;
+    }
+    let body = rest.strip_prefix("|--- ").ok_or_else(|| Error::parse(no, "expected \"|--- \" after the indentation"))?;
+    let body = body.trim();
+    if let Some(c) = body.rsplit("class:").next().filter(|_| body.contains("class:")) {
+        let c = c.trim();
+        let v: f64 = c.parse().map_err(|_| Error::parse(no, alloc::format!("class {c:?} is not a number")))?;
+        if !math::is_class_index(v, 65536) {
+            return Err(Error::parse(no, alloc::format!("class {c:?} is not a class index")));
+        }
+        return Ok(TextLine { no, depth, kind: LineKind::Class(v as u32) });
+    }
+    if body.starts_with("truncated") {
+        return Err(Error::parse(no, "truncated branch: export the tree without max_depth"));
+    }
+    let (name, op, value) = if let Some((a, b)) = body.split_once("<=") {
+        (a, true, b)
+    } else if let Some((a, b)) = body.split_once('>') {
+        (a, false, b)
+    } else {
+        return Err(Error::parse(no, "expected \"feature_N <= T\", \"feature_N >  T\" or \"class: C\""));
+    };
+    let name = name.trim();
+    let feature: u32 = name
+        .strip_prefix("feature_")
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| Error::parse(no, alloc::format!("feature name {name:?} is not of the form feature_N")))?;
+    let value = value.trim();
+    let t: f32 = value.parse().map_err(|_| Error::parse(no, alloc::format!("threshold {value:?} is not a number")))?;
+    if !t.is_finite() {
+        return Err(Error::parse(no, "threshold is not finite"));
+    }
+    Ok(TextLine { no, depth, kind: if op { LineKind::Le(feature, t) } else { LineKind::Gt(feature, t) } })
+}
+
+struct TextParser<'a> {
+    lines: &'a [TextLine],
+    pos: usize,
+    nodes: Vec<Node>,
+}
+
+impl TextParser<'_> {
+    fn node(&mut self, depth: usize) -> Result<u32> {
+        let last_no = self.lines.last().map_or(1, |l| l.no);
+        if depth > MAX_DEPTH {
+            return Err(Error::parse(self.lines[self.pos.min(self.lines.len() - 1)].no, alloc::format!("tree deeper than {MAX_DEPTH} levels")));
+        }
+        let line = self.lines.get(self.pos).ok_or_else(|| Error::parse(last_no, "tree ends in the middle of a branch"))?;
+        if line.depth != depth {
+            return Err(Error::parse(line.no, alloc::format!("expected a line at depth {depth}, found depth {}", line.depth)));
+        }
+        let me = self.nodes.len();
+        match line.kind {
+            LineKind::Class(c) => {
+                self.pos += 1;
+                self.nodes.push(Node::Leaf { class: c });
+            }
+            LineKind::Le(f, t) => {
+                self.pos += 1;
+                self.nodes.push(Node::Leaf { class: 0 }); // placeholder until the children exist
+                let left = self.node(depth + 1)?;
+                let gt = self.lines.get(self.pos).ok_or_else(|| Error::parse(last_no, "missing the \">\" branch"))?;
+                match gt.kind {
+                    LineKind::Gt(f2, t2) if gt.depth == depth && f2 == f && t2 == t => {}
+                    _ => return Err(Error::parse(gt.no, alloc::format!("expected \"feature_{f} >  {t}\" at depth {depth}"))),
+                }
+                self.pos += 1;
+                let right = self.node(depth + 1)?;
+                self.nodes[me] = Node::Split { feature: f, threshold: t, left, right };
+            }
+            LineKind::Gt(..) => return Err(Error::parse(line.no, "a \">\" branch without its \"<=\" branch")),
+        }
+        Ok(me as u32)
+    }
+}

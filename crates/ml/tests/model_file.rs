@@ -1,0 +1,118 @@
+//! The model file format: round trips, and clear errors on truncated, corrupted, wrong-version
+//! and wrong-schema files (issue 2, must-show 5).
+
+mod common;
+use iolearn_ml::format::{reseal, VERSION};
+use iolearn_ml::{kml, Error, ModelFile};
+
+fn kml_files() -> (ModelFile, ModelFile) {
+    let d = common::kml_dir();
+    (
+        kml::import_network(&d.join("nn_arch_data")).unwrap(),
+        kml::import_tree(&d.join("decision_tree_model/readahead_model.dt"), &d.join("nn_arch_data")).unwrap(),
+    )
+}
+
+#[test]
+fn round_trip_is_exact() {
+    let (net, tree) = kml_files();
+    for f in [net, tree] {
+        let b = f.to_bytes();
+        assert_eq!(&b[..4], b"IOLM");
+        assert_eq!(ModelFile::from_bytes(&b).unwrap(), f);
+        assert_eq!(ModelFile::from_bytes(&b).unwrap().to_bytes(), b);
+    }
+}
+
+#[test]
+fn every_truncation_is_a_truncation_error() {
+    let (net, tree) = kml_files();
+    for f in [net, tree] {
+        let b = f.to_bytes();
+        for n in 0..b.len() {
+            match ModelFile::from_bytes(&b[..n]) {
+                Err(Error::Truncated { .. }) => {}
+                other => panic!("truncated to {n} of {} bytes: {other:?}", b.len()),
+            }
+        }
+    }
+}
+
+#[test]
+fn every_flipped_byte_is_detected() {
+    let (net, _) = kml_files();
+    let b = net.to_bytes();
+    for i in 0..b.len() {
+        let mut c = b.clone();
+        c[i] ^= 0x40;
+        let e = ModelFile::from_bytes(&c).expect_err("corruption not detected");
+        // Every error renders as a message.
+        assert!(!e.to_string().is_empty());
+    }
+    let mut c = b.clone();
+    c[40] ^= 1;
+    let e = ModelFile::from_bytes(&c).unwrap_err();
+    assert!(matches!(e, Error::ChecksumMismatch { .. }), "{e:?}");
+    assert!(e.to_string().contains("corrupted"), "{e}");
+}
+
+#[test]
+fn wrong_magic_version_and_trailing_bytes() {
+    let (net, _) = kml_files();
+    let b = net.to_bytes();
+    let mut c = b.clone();
+    c[0] = b'X';
+    assert_eq!(ModelFile::from_bytes(&c).unwrap_err(), Error::BadMagic);
+    let mut c = b.clone();
+    c[4..6].copy_from_slice(&(VERSION + 1).to_le_bytes());
+    reseal(&mut c);
+    let e = ModelFile::from_bytes(&c).unwrap_err();
+    assert_eq!(e, Error::UnsupportedVersion { found: VERSION + 1, supported: VERSION });
+    assert!(e.to_string().contains("unsupported model format version 2"), "{e}");
+    let mut c = b.clone();
+    c.push(0);
+    assert!(matches!(ModelFile::from_bytes(&c), Err(Error::Invalid { field: "length", .. })));
+}
+
+#[test]
+fn wrong_schema_is_refused() {
+    let (net, _) = kml_files();
+    assert!(net.expect_schema(kml::READAHEAD_SCHEMA).is_ok());
+    let e = net.expect_schema("linnos-v1").unwrap_err();
+    assert!(e.to_string().contains("kml-readahead-v1") && e.to_string().contains("linnos-v1"), "{e}");
+}
+
+#[test]
+fn resealed_garbage_in_fields_is_an_error() {
+    // Corrupt fields but fix the checksum, so the field decoder itself must catch them.
+    let (net, tree) = kml_files();
+    for f in [net, tree] {
+        let b = f.to_bytes();
+        for i in 12..b.len() - 4 {
+            for x in [0xFFu8, 0x01, 0x80] {
+                let mut c = b.clone();
+                c[i] ^= x;
+                reseal(&mut c);
+                let _ = ModelFile::from_bytes(&c); // must not panic; may be Ok (e.g. a weight changed)
+            }
+        }
+    }
+}
+
+#[test]
+fn inconsistent_parts_are_refused() {
+    let (mut net, _) = kml_files();
+    net.features.pop();
+    let e = ModelFile::from_bytes(&net.to_bytes()).unwrap_err();
+    assert!(e.to_string().contains("feature names"), "{e}");
+}
+
+#[test]
+fn json_dump_is_valid_and_complete() {
+    let (net, tree) = kml_files();
+    let j = net.to_json();
+    for key in ["\"kind\": \"mlp\"", "\"schema\": \"kml-readahead-v1\"", "\"readseq\"", "\"read_ahead_kb\"", "\"type\": \"sigmoid\""] {
+        assert!(j.contains(key), "{key} missing");
+    }
+    assert!(tree.to_json().contains("\"threshold\": -0.349458"));
+}
