@@ -24,8 +24,8 @@
 //! // Learn XOR with a 2-8-2 network.
 //! let x = [0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0];
 //! let y = [0.0, 1.0, 1.0, 0.0];
-//! let mut net = MlpBuilder::new(2).hidden(8, Activation::Tanh).output(2).seed(7).build();
-//! let cfg = TrainConfig { epochs: 400, lr: 0.1, momentum: 0.9, batch_size: 1, seed: 1 };
+//! let mut net = MlpBuilder::new(2).hidden(8, Activation::Tanh).output(2).seed(2).build();
+//! let cfg = TrainConfig { epochs: 2000, lr: 0.05, momentum: 0.9, batch_size: 4, seed: 2 };
 //! net.fit(&x, &y, &Loss::softmax_cross_entropy(), &cfg).unwrap();
 //! let mut ws = net.workspace();
 //! assert_eq!(net.predict_class(&[1.0, 0.0], &mut ws), 1);
