@@ -17,8 +17,10 @@ pub fn kml_sweep_sectors() -> Vec<u32> {
 /// (`shared/reference/kml/readahead/nn_arch_data`). `n_per_class` rows per class, shuffled.
 /// The classes overlap a little, so a good model scores high but not perfectly.
 pub fn kml_like(n_per_class: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
+    /// (median, log-sigma) or (mean, sd) of one feature.
+    type Dist = (f64, f64);
     // (median n_tx, sigma), (var mean, sd), (median |delta|, sigma)
-    const P: [((f64, f64), (f64, f64), (f64, f64)); 4] = [
+    const P: [(Dist, Dist, Dist); 4] = [
         ((90_000.0, 0.25), (510.0, 12.0), (25.0, 0.25)),
         ((40_000.0, 0.25), (510.0, 12.0), (80.0, 0.25)),
         ((25_000.0, 0.25), (530.0, 50.0), (6.0, 0.20)),
@@ -33,7 +35,13 @@ pub fn kml_like(n_per_class: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
             let var = (v_mu + v_sd * rng.normal()).max(1.0);
             let delta = d_med * libm::exp(d_sig * rng.normal());
             let ra = sweep[rng.below(sweep.len())] as f64 / 1024.0;
-            let row = [n as f32, var as f32, (var * n / (n - 1.0)) as f32, delta as f32, ra as f32];
+            let row = [
+                n as f32,
+                var as f32,
+                (var * n / (n - 1.0)) as f32,
+                delta as f32,
+                ra as f32,
+            ];
             rows.push((row, c as f32));
         }
     }

@@ -82,11 +82,17 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
-        Error::Invalid { field, reason: reason.into() }
+        Error::Invalid {
+            field,
+            reason: reason.into(),
+        }
     }
 
     pub(crate) fn parse(line: usize, reason: impl Into<String>) -> Self {
-        Error::Parse { line, reason: reason.into() }
+        Error::Parse {
+            line,
+            reason: reason.into(),
+        }
     }
 
     /// Attach a file path to this error.
@@ -94,7 +100,10 @@ impl Error {
     pub fn in_file(self, path: impl Into<std::path::PathBuf>) -> Self {
         match self {
             e @ (Error::Io { .. } | Error::InFile { .. }) => e,
-            e => Error::InFile { path: path.into(), source: alloc::boxed::Box::new(e) },
+            e => Error::InFile {
+                path: path.into(),
+                source: alloc::boxed::Box::new(e),
+            },
         }
     }
 }

@@ -15,7 +15,10 @@ pub struct ConfusionMatrix {
 impl ConfusionMatrix {
     /// An empty `k x k` matrix.
     pub fn new(k: usize) -> Self {
-        ConfusionMatrix { k, counts: alloc::vec![0; k * k] }
+        ConfusionMatrix {
+            k,
+            counts: alloc::vec![0; k * k],
+        }
     }
 
     /// From label and prediction lists; classes beyond the matrix grow it.
@@ -72,7 +75,10 @@ impl ConfusionMatrix {
 /// Split `0..n` into `k` shuffled folds of near-equal size (the test indices of each fold).
 pub fn kfold(n: usize, k: usize, seed: u64) -> Result<Vec<Vec<usize>>> {
     if k < 2 || k > n {
-        return Err(Error::invalid("folds", alloc::format!("need 2 <= k <= rows, got k={k}, rows={n}")));
+        return Err(Error::invalid(
+            "folds",
+            alloc::format!("need 2 <= k <= rows, got k={k}, rows={n}"),
+        ));
     }
     let mut idx: Vec<usize> = (0..n).collect();
     Rng::new(seed).shuffle(&mut idx);
@@ -112,23 +118,46 @@ fn gather(x: &[f32], d: usize, rows: &[usize]) -> Vec<f32> {
 
 /// k-fold cross-validation of a classifier. `fit_predict(train_x, train_y, test_x)` trains a
 /// fresh model on the training rows and returns one class per test row.
-pub fn cross_validate<F>(x: &[f32], y: &[f32], d: usize, k: usize, seed: u64, mut fit_predict: F) -> Result<CvReport>
+pub fn cross_validate<F>(
+    x: &[f32],
+    y: &[f32],
+    d: usize,
+    k: usize,
+    seed: u64,
+    mut fit_predict: F,
+) -> Result<CvReport>
 where
     F: FnMut(&[f32], &[f32], &[f32]) -> Result<Vec<usize>>,
 {
     if d == 0 || x.len() != y.len() * d {
-        return Err(Error::Shape { what: "cross-validation input values", expected: y.len() * d, found: x.len() });
+        return Err(Error::Shape {
+            what: "cross-validation input values",
+            expected: y.len() * d,
+            found: x.len(),
+        });
     }
     let folds = kfold(y.len(), k, seed)?;
     let classes = y.iter().fold(0usize, |m, &v| m.max(v as usize + 1));
     let mut confusion = ConfusionMatrix::new(classes);
     let mut fold_accuracy = Vec::with_capacity(k);
     for (f, test) in folds.iter().enumerate() {
-        let train: Vec<usize> = folds.iter().enumerate().filter(|(g, _)| *g != f).flat_map(|(_, v)| v.iter().copied()).collect();
-        let (tx, ty) = (gather(x, d, &train), train.iter().map(|&r| y[r]).collect::<Vec<_>>());
+        let train: Vec<usize> = folds
+            .iter()
+            .enumerate()
+            .filter(|(g, _)| *g != f)
+            .flat_map(|(_, v)| v.iter().copied())
+            .collect();
+        let (tx, ty) = (
+            gather(x, d, &train),
+            train.iter().map(|&r| y[r]).collect::<Vec<_>>(),
+        );
         let pred = fit_predict(&tx, &ty, &gather(x, d, test))?;
         if pred.len() != test.len() {
-            return Err(Error::Shape { what: "predictions", expected: test.len(), found: pred.len() });
+            return Err(Error::Shape {
+                what: "predictions",
+                expected: test.len(),
+                found: pred.len(),
+            });
         }
         let mut m = ConfusionMatrix::new(classes.max(pred.iter().max().map_or(0, |p| p + 1)));
         for (&r, &p) in test.iter().zip(&pred) {
@@ -139,7 +168,10 @@ where
         }
         fold_accuracy.push(m.accuracy());
     }
-    Ok(CvReport { fold_accuracy, confusion })
+    Ok(CvReport {
+        fold_accuracy,
+        confusion,
+    })
 }
 
 /// Permutation importance: the accuracy of a fitted model when one feature's column is
@@ -154,14 +186,31 @@ pub struct Importance {
 }
 
 /// Compute [`Importance`]; `predict(x)` returns one class per row of `x`.
-pub fn permutation_importance<P>(x: &[f32], y: &[f32], d: usize, repeats: usize, seed: u64, mut predict: P) -> Result<Importance>
+pub fn permutation_importance<P>(
+    x: &[f32],
+    y: &[f32],
+    d: usize,
+    repeats: usize,
+    seed: u64,
+    mut predict: P,
+) -> Result<Importance>
 where
     P: FnMut(&[f32]) -> Vec<usize>,
 {
     if d == 0 || x.len() != y.len() * d {
-        return Err(Error::Shape { what: "importance input values", expected: y.len() * d, found: x.len() });
+        return Err(Error::Shape {
+            what: "importance input values",
+            expected: y.len() * d,
+            found: x.len(),
+        });
     }
-    let acc = |pred: &[usize]| pred.iter().zip(y).filter(|(p, t)| **p == **t as usize).count() as f64 / y.len().max(1) as f64;
+    let acc = |pred: &[usize]| {
+        pred.iter()
+            .zip(y)
+            .filter(|(p, t)| **p == **t as usize)
+            .count() as f64
+            / y.len().max(1) as f64
+    };
     let baseline = acc(&predict(x));
     let mut rng = Rng::new(seed);
     let mut work = x.to_vec();
@@ -183,5 +232,8 @@ where
         }
         shuffled_accuracy.push(total / repeats.max(1) as f64);
     }
-    Ok(Importance { baseline, shuffled_accuracy })
+    Ok(Importance {
+        baseline,
+        shuffled_accuracy,
+    })
 }

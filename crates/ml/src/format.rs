@@ -131,7 +131,10 @@ impl ModelFile {
         if self.schema == schema {
             Ok(())
         } else {
-            Err(Error::SchemaMismatch { expected: schema.to_string(), found: self.schema.clone() })
+            Err(Error::SchemaMismatch {
+                expected: schema.to_string(),
+                found: self.schema.clone(),
+            })
         }
     }
 
@@ -139,15 +142,27 @@ impl ModelFile {
     pub fn validate(&self) -> Result<()> {
         let d = self.kind.in_dim();
         if !self.features.is_empty() && self.features.len() != d {
-            return Err(Error::Shape { what: "feature names", expected: d, found: self.features.len() });
+            return Err(Error::Shape {
+                what: "feature names",
+                expected: d,
+                found: self.features.len(),
+            });
         }
         if let Some(z) = &self.normaliser {
             if z.dim() != d {
-                return Err(Error::Shape { what: "normaliser width", expected: d, found: z.dim() });
+                return Err(Error::Shape {
+                    what: "normaliser width",
+                    expected: d,
+                    found: z.dim(),
+                });
             }
         }
         if !self.classes.is_empty() && self.classes.len() != self.kind.n_outputs().max(2) {
-            return Err(Error::Shape { what: "class map entries", expected: self.kind.n_outputs().max(2), found: self.classes.len() });
+            return Err(Error::Shape {
+                what: "class map entries",
+                expected: self.kind.n_outputs().max(2),
+                found: self.classes.len(),
+            });
         }
         if self.schema.is_empty() {
             return Err(Error::invalid("schema", "empty feature-schema name"));
@@ -157,7 +172,10 @@ impl ModelFile {
 
     /// Look up a metadata value.
     pub fn meta(&self, key: &str) -> Option<&str> {
-        self.meta.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.meta
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     /// Encode to bytes.
@@ -178,7 +196,10 @@ impl ModelFile {
             Some(z) => {
                 w.push(1);
                 put_u32(&mut w, z.dim() as u32);
-                z.mean.iter().chain(&z.std).for_each(|v| w.extend_from_slice(&v.to_le_bytes()));
+                z.mean
+                    .iter()
+                    .chain(&z.std)
+                    .for_each(|v| w.extend_from_slice(&v.to_le_bytes()));
             }
         }
         put_u32(&mut w, self.classes.len() as u32);
@@ -202,7 +223,10 @@ impl ModelFile {
                             w.push(1);
                             put_u32(&mut w, l.in_dim as u32);
                             put_u32(&mut w, l.out_dim as u32);
-                            l.weight.iter().chain(&l.bias).for_each(|v| w.extend_from_slice(&v.to_le_bytes()));
+                            l.weight
+                                .iter()
+                                .chain(&l.bias)
+                                .for_each(|v| w.extend_from_slice(&v.to_le_bytes()));
                         }
                         Layer::Sigmoid => w.push(2),
                         Layer::ReLU => w.push(3),
@@ -217,7 +241,12 @@ impl ModelFile {
                 put_u32(&mut w, t.nodes().len() as u32);
                 for n in t.nodes() {
                     match *n {
-                        Node::Split { feature, threshold, left, right } => {
+                        Node::Split {
+                            feature,
+                            threshold,
+                            left,
+                            right,
+                        } => {
                             w.push(1);
                             put_u32(&mut w, feature);
                             w.extend_from_slice(&threshold.to_le_bytes());
@@ -230,6 +259,11 @@ impl ModelFile {
                         }
                     }
                 }
+                let proba = t.leaf_proba();
+                w.push(u8::from(!proba.is_empty()));
+                proba
+                    .iter()
+                    .for_each(|v| w.extend_from_slice(&v.to_le_bytes()));
             }
         }
         w.extend_from_slice(&[0; 4]); // CRC, patched by `reseal`
@@ -250,14 +284,31 @@ impl ModelFile {
         }
         let version = u16::from_le_bytes([bytes[4], bytes[5]]);
         if version == 0 || version > VERSION {
-            return Err(Error::UnsupportedVersion { found: version, supported: VERSION });
+            return Err(Error::UnsupportedVersion {
+                found: version,
+                supported: VERSION,
+            });
+        }
+        if bytes[7] != 0 {
+            return Err(Error::invalid(
+                "reserved header byte",
+                alloc::format!("{} (must be 0 in version {VERSION})", bytes[7]),
+            ));
         }
         let declared = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
         if bytes.len() < declared {
-            return Err(Error::Truncated { field: "body (file shorter than its header says)" });
+            return Err(Error::Truncated {
+                field: "body (file shorter than its header says)",
+            });
         }
         if bytes.len() > declared {
-            return Err(Error::invalid("length", alloc::format!("{} bytes after the end of the model", bytes.len() - declared)));
+            return Err(Error::invalid(
+                "length",
+                alloc::format!(
+                    "{} bytes after the end of the model",
+                    bytes.len() - declared
+                ),
+            ));
         }
         let (body, crc) = bytes.split_at(bytes.len() - 4);
         let stored = u32::from_le_bytes(crc.try_into().unwrap());
@@ -265,25 +316,42 @@ impl ModelFile {
         if stored != computed {
             return Err(Error::ChecksumMismatch { stored, computed });
         }
-        let mut r = Reader { buf: body, pos: HEADER };
+        let mut r = Reader {
+            buf: body,
+            pos: HEADER,
+        };
         let tag = bytes[6];
         let schema = r.str("schema")?;
         let nf = r.count("feature count", 2)?;
-        let features = (0..nf).map(|_| r.str("feature name")).collect::<Result<Vec<_>>>()?;
+        let features = (0..nf)
+            .map(|_| r.str("feature name"))
+            .collect::<Result<Vec<_>>>()?;
         let normaliser = match r.u8("normaliser flag")? {
             0 => None,
             1 => {
                 let d = r.count("normaliser width", 16)?;
-                let mean = (0..d).map(|_| r.f64("normaliser mean")).collect::<Result<Vec<_>>>()?;
-                let std = (0..d).map(|_| r.f64("normaliser std")).collect::<Result<Vec<_>>>()?;
+                let mean = (0..d)
+                    .map(|_| r.f64("normaliser mean"))
+                    .collect::<Result<Vec<_>>>()?;
+                let std = (0..d)
+                    .map(|_| r.f64("normaliser std"))
+                    .collect::<Result<Vec<_>>>()?;
                 Some(ZScore::new(mean, std)?)
             }
-            v => return Err(Error::invalid("normaliser flag", alloc::format!("{v} (expected 0 or 1)"))),
+            v => {
+                return Err(Error::invalid(
+                    "normaliser flag",
+                    alloc::format!("{v} (expected 0 or 1)"),
+                ))
+            }
         };
         let nc = r.count("class count", 10)?;
         let mut classes = Vec::with_capacity(nc);
         for _ in 0..nc {
-            classes.push(ClassAction { label: r.str("class label")?, action: r.i64("class action")? });
+            classes.push(ClassAction {
+                label: r.str("class label")?,
+                action: r.i64("class action")?,
+            });
         }
         let action_unit = r.str("action unit")?;
         let nm = r.count("metadata count", 4)?;
@@ -294,12 +362,25 @@ impl ModelFile {
         let kind = match tag {
             1 => ModelKind::Mlp(read_mlp(&mut r)?),
             2 => ModelKind::Tree(read_tree(&mut r)?),
-            t => return Err(Error::invalid("model kind", alloc::format!("unknown kind tag {t}"))),
+            t => {
+                return Err(Error::invalid(
+                    "model kind",
+                    alloc::format!("unknown kind tag {t}"),
+                ))
+            }
         };
         if r.pos != body.len() {
             return Err(Error::invalid("length", "unread bytes after the model"));
         }
-        let file = ModelFile { kind, schema, features, normaliser, classes, action_unit, meta };
+        let file = ModelFile {
+            kind,
+            schema,
+            features,
+            normaliser,
+            classes,
+            action_unit,
+            meta,
+        };
         file.validate()?;
         Ok(file)
     }
@@ -307,18 +388,50 @@ impl ModelFile {
     /// A human-readable JSON rendering of the whole file (weights included).
     pub fn to_json(&self) -> String {
         let mut s = String::new();
-        let _ = write!(s, "{{\n  \"format_version\": {VERSION},\n  \"kind\": \"{}\",\n  \"schema\": {},\n", self.kind.name(), json_str(&self.schema));
-        let _ = writeln!(s, "  \"features\": [{}],", self.features.iter().map(|f| json_str(f)).collect::<Vec<_>>().join(", "));
+        let _ = write!(
+            s,
+            "{{\n  \"format_version\": {VERSION},\n  \"kind\": \"{}\",\n  \"schema\": {},\n",
+            self.kind.name(),
+            json_str(&self.schema)
+        );
+        let _ = writeln!(
+            s,
+            "  \"features\": [{}],",
+            self.features
+                .iter()
+                .map(|f| json_str(f))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         match &self.normaliser {
             None => s.push_str("  \"normaliser\": null,\n"),
             Some(z) => {
-                let _ = writeln!(s, "  \"normaliser\": {{\"type\": \"zscore\", \"mean\": {}, \"std\": {}}},", json_nums(&z.mean), json_nums(&z.std));
+                let _ = writeln!(
+                    s,
+                    "  \"normaliser\": {{\"type\": \"zscore\", \"mean\": {}, \"std\": {}}},",
+                    json_nums(&z.mean),
+                    json_nums(&z.std)
+                );
             }
         }
-        let classes: Vec<String> = self.classes.iter().map(|c| alloc::format!("{{\"label\": {}, \"action\": {}}}", json_str(&c.label), c.action)).collect();
+        let classes: Vec<String> = self
+            .classes
+            .iter()
+            .map(|c| {
+                alloc::format!(
+                    "{{\"label\": {}, \"action\": {}}}",
+                    json_str(&c.label),
+                    c.action
+                )
+            })
+            .collect();
         let _ = writeln!(s, "  \"classes\": [{}],", classes.join(", "));
         let _ = writeln!(s, "  \"action_unit\": {},", json_str(&self.action_unit));
-        let meta: Vec<String> = self.meta.iter().map(|(k, v)| alloc::format!("{}: {}", json_str(k), json_str(v))).collect();
+        let meta: Vec<String> = self
+            .meta
+            .iter()
+            .map(|(k, v)| alloc::format!("{}: {}", json_str(k), json_str(v)))
+            .collect();
         let _ = writeln!(s, "  \"meta\": {{{}}},", meta.join(", "));
         match &self.kind {
             ModelKind::Mlp(net) => {
@@ -328,10 +441,10 @@ impl ModelFile {
                     .iter()
                     .map(|l| match l {
                         Layer::Linear(l) => alloc::format!(
-                            "    {{\"type\": \"linear\", \"in\": {}, \"out\": {}, \"weight\": {}, \"bias\": {}}}",
+                            "    {{\"type\": \"linear\", \"in\": {}, \"out\": {}, \"weight_out_in\": {}, \"bias\": {}}}",
                             l.in_dim,
                             l.out_dim,
-                            json_nums32(&l.weight),
+                            json_nums32(&l.weight_out_in()),
                             json_nums32(&l.bias)
                         ),
                         other => alloc::format!("    {{\"type\": \"{}\"}}", other.name()),
@@ -340,7 +453,12 @@ impl ModelFile {
                 let _ = write!(s, "{}\n  ]\n}}\n", layers.join(",\n"));
             }
             ModelKind::Tree(t) => {
-                let _ = writeln!(s, "  \"n_features\": {},\n  \"n_classes\": {},\n  \"nodes\": [", t.n_features(), t.n_classes());
+                let _ = writeln!(
+                    s,
+                    "  \"n_features\": {},\n  \"n_classes\": {},\n  \"nodes\": [",
+                    t.n_features(),
+                    t.n_classes()
+                );
                 let nodes: Vec<String> = t
                     .nodes()
                     .iter()
@@ -380,22 +498,39 @@ fn read_mlp(r: &mut Reader) -> Result<Sequential> {
             1 => {
                 let i = r.u32("linear input width")? as usize;
                 let o = r.u32("linear output width")? as usize;
-                let n = i.checked_mul(o).and_then(|n| n.checked_add(o)).ok_or(Error::invalid("linear layer", "size overflows"))?;
+                let n = i
+                    .checked_mul(o)
+                    .and_then(|n| n.checked_add(o))
+                    .ok_or(Error::invalid("linear layer", "size overflows"))?;
                 if n > r.remaining() / 4 {
-                    return Err(Error::Truncated { field: "linear weights" });
+                    return Err(Error::Truncated {
+                        field: "linear weights",
+                    });
                 }
-                let mut vals = (0..n).map(|_| r.f32("linear weights")).collect::<Result<Vec<_>>>()?;
+                let mut vals = (0..n)
+                    .map(|_| r.f32("linear weights"))
+                    .collect::<Result<Vec<_>>>()?;
                 if vals.iter().any(|v| !v.is_finite()) {
                     return Err(Error::invalid("linear weights", "NaN or infinite weight"));
                 }
                 let bias = vals.split_off(i * o);
-                Layer::Linear(Linear { in_dim: i, out_dim: o, weight: vals, bias })
+                Layer::Linear(Linear {
+                    in_dim: i,
+                    out_dim: o,
+                    weight: vals,
+                    bias,
+                })
             }
             2 => Layer::Sigmoid,
             3 => Layer::ReLU,
             4 => Layer::Tanh,
             5 => Layer::Softmax,
-            t => return Err(Error::invalid("layer type", alloc::format!("unknown layer tag {t}"))),
+            t => {
+                return Err(Error::invalid(
+                    "layer type",
+                    alloc::format!("unknown layer tag {t}"),
+                ))
+            }
         });
     }
     Sequential::new(in_dim, layers)
@@ -414,11 +549,40 @@ fn read_tree(r: &mut Reader) -> Result<DecisionTree> {
                 left: r.u32("left child")?,
                 right: r.u32("right child")?,
             },
-            2 => Node::Leaf { class: r.u32("leaf class")? },
-            t => return Err(Error::invalid("tree node type", alloc::format!("unknown node tag {t}"))),
+            2 => Node::Leaf {
+                class: r.u32("leaf class")?,
+            },
+            t => {
+                return Err(Error::invalid(
+                    "tree node type",
+                    alloc::format!("unknown node tag {t}"),
+                ))
+            }
         });
     }
-    DecisionTree::from_nodes(nodes, nf, nc)
+    let mut tree = DecisionTree::from_nodes(nodes, nf, nc)?;
+    match r.u8("leaf probability flag")? {
+        0 => {}
+        1 => {
+            let n = nn
+                .checked_mul(nc)
+                .filter(|&n| n <= r.remaining() / 4)
+                .ok_or(Error::Truncated {
+                    field: "leaf probabilities",
+                })?;
+            let p = (0..n)
+                .map(|_| r.f32("leaf probabilities"))
+                .collect::<Result<Vec<_>>>()?;
+            tree.set_leaf_proba(p)?;
+        }
+        v => {
+            return Err(Error::invalid(
+                "leaf probability flag",
+                alloc::format!("{v} (expected 0 or 1)"),
+            ))
+        }
+    }
+    Ok(tree)
 }
 
 struct Reader<'a> {
@@ -473,7 +637,9 @@ impl Reader<'_> {
     fn str(&mut self, f: &'static str) -> Result<String> {
         let n = u16::from_le_bytes(self.take(2, f)?.try_into().unwrap()) as usize;
         let b = self.take(n, f)?;
-        core::str::from_utf8(b).map(|s| s.to_string()).map_err(|_| Error::invalid(f, "not UTF-8"))
+        core::str::from_utf8(b)
+            .map(|s| s.to_string())
+            .map_err(|_| Error::invalid(f, "not UTF-8"))
     }
 }
 
@@ -498,7 +664,11 @@ const CRC_TABLE: [u32; 256] = {
         let mut c = i as u32;
         let mut k = 0;
         while k < 8 {
-            c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
             k += 1;
         }
         t[i] = c;

@@ -29,7 +29,12 @@ pub const READAHEAD_FEATURES: [&str; 5] = [
 
 /// KML's classes (code release ids) and their readahead in KiB (KML's sectors / 2):
 /// readrandom 16, readrandomwriterandom 16, readseq 640, readreverse 960 sectors.
-pub const READAHEAD_CLASSES: [(&str, i64); 4] = [("readrandom", 8), ("readrandomwriterandom", 8), ("readseq", 320), ("readreverse", 480)];
+pub const READAHEAD_CLASSES: [(&str, i64); 4] = [
+    ("readrandom", 8),
+    ("readrandomwriterandom", 8),
+    ("readseq", 320),
+    ("readreverse", 480),
+];
 
 /// Parse whitespace-separated decimals; errors carry the 1-based line number.
 pub fn parse_numbers(text: &str) -> Result<Vec<f64>> {
@@ -39,9 +44,14 @@ pub fn parse_numbers(text: &str) -> Result<Vec<f64>> {
             if tok.is_empty() {
                 continue;
             }
-            let v: f64 = tok.parse().map_err(|_| Error::parse(no + 1, alloc::format!("{tok:?} is not a number")))?;
+            let v: f64 = tok
+                .parse()
+                .map_err(|_| Error::parse(no + 1, alloc::format!("{tok:?} is not a number")))?;
             if !v.is_finite() {
-                return Err(Error::parse(no + 1, alloc::format!("{tok:?} is not finite")));
+                return Err(Error::parse(
+                    no + 1,
+                    alloc::format!("{tok:?} is not finite"),
+                ));
             }
             out.push(v);
         }
@@ -51,7 +61,11 @@ pub fn parse_numbers(text: &str) -> Result<Vec<f64>> {
 
 fn expect_len(field: &'static str, v: Vec<f64>, n: usize) -> Result<Vec<f32>> {
     if v.len() != n {
-        return Err(Error::Shape { what: field, expected: n, found: v.len() });
+        return Err(Error::Shape {
+            what: field,
+            expected: n,
+            found: v.len(),
+        });
     }
     Ok(v.into_iter().map(|x| x as f32).collect())
 }
@@ -98,26 +112,44 @@ impl NetworkPart {
 }
 
 /// Build the readahead model file from KML's texts. On error, also says which part failed.
-pub fn import_network_texts(t: &NetworkTexts) -> core::result::Result<ModelFile, (NetworkPart, Error)> {
+pub fn import_network_texts(
+    t: &NetworkTexts,
+) -> core::result::Result<ModelFile, (NetworkPart, Error)> {
     let mut layers = Vec::new();
     for (i, &(din, dout)) in SHAPES.iter().enumerate() {
-        let w = parse_numbers(&t.weights[i]).and_then(|v| expect_len("weight count", v, din * dout)).map_err(|e| (NetworkPart::Weight(i), e))?;
-        let b = parse_numbers(&t.biases[i]).and_then(|v| expect_len("bias count", v, dout)).map_err(|e| (NetworkPart::Bias(i), e))?;
-        layers.push(Layer::Linear(Linear { in_dim: din, out_dim: dout, weight: w, bias: b }));
+        let w = parse_numbers(&t.weights[i])
+            .and_then(|v| expect_len("weight count", v, din * dout))
+            .map_err(|e| (NetworkPart::Weight(i), e))?;
+        let b = parse_numbers(&t.biases[i])
+            .and_then(|v| expect_len("bias count", v, dout))
+            .map_err(|e| (NetworkPart::Bias(i), e))?;
+        layers.push(Layer::Linear(Linear::from_out_in(din, dout, &w, b)));
         if i < 2 {
             layers.push(Layer::Sigmoid);
         }
     }
-    let mean = parse_numbers(&t.mean).and_then(check5).map_err(|e| (NetworkPart::Mean, e))?;
-    let std = parse_numbers(&t.stddev).and_then(check5).map_err(|e| (NetworkPart::Stddev, e))?;
+    let mean = parse_numbers(&t.mean)
+        .and_then(check5)
+        .map_err(|e| (NetworkPart::Mean, e))?;
+    let std = parse_numbers(&t.stddev)
+        .and_then(check5)
+        .map_err(|e| (NetworkPart::Stddev, e))?;
     let norm = ZScore::new(mean, std).map_err(|e| (NetworkPart::Stddev, e))?;
     let net = Sequential::new(5, layers).map_err(|e| (NetworkPart::Weight(0), e))?;
-    Ok(readahead_file(ModelKind::Mlp(net), norm, "kml nn_arch_data"))
+    Ok(readahead_file(
+        ModelKind::Mlp(net),
+        norm,
+        "kml nn_arch_data",
+    ))
 }
 
 fn check5(v: Vec<f64>) -> Result<Vec<f64>> {
     if v.len() != 5 {
-        return Err(Error::Shape { what: "statistics count", expected: 5, found: v.len() });
+        return Err(Error::Shape {
+            what: "statistics count",
+            expected: 5,
+            found: v.len(),
+        });
     }
     Ok(v)
 }
@@ -127,16 +159,30 @@ fn check5(v: Vec<f64>) -> Result<Vec<f64>> {
 pub fn import_tree_text(dt: &str, norm: ZScore) -> Result<ModelFile> {
     let tree = DecisionTree::import_text(dt, 5, 4)?;
     if norm.dim() != 5 {
-        return Err(Error::Shape { what: "normaliser width", expected: 5, found: norm.dim() });
+        return Err(Error::Shape {
+            what: "normaliser width",
+            expected: 5,
+            found: norm.dim(),
+        });
     }
-    Ok(readahead_file(ModelKind::Tree(tree), norm, "kml readahead_model.dt"))
+    Ok(readahead_file(
+        ModelKind::Tree(tree),
+        norm,
+        "kml readahead_model.dt",
+    ))
 }
 
 fn readahead_file(kind: ModelKind, norm: ZScore, source: &str) -> ModelFile {
     let mut f = ModelFile::new(kind, READAHEAD_SCHEMA);
     f.features = READAHEAD_FEATURES.iter().map(|s| s.to_string()).collect();
     f.normaliser = Some(norm);
-    f.classes = READAHEAD_CLASSES.iter().map(|&(l, a)| ClassAction { label: l.to_string(), action: a }).collect();
+    f.classes = READAHEAD_CLASSES
+        .iter()
+        .map(|&(l, a)| ClassAction {
+            label: l.to_string(),
+            action: a,
+        })
+        .collect();
     f.action_unit = "read_ahead_kb".to_string();
     f.meta = alloc::vec![("source".to_string(), source.to_string())];
     f
@@ -148,7 +194,10 @@ mod files {
     use std::path::Path;
 
     fn read(path: &Path) -> Result<String> {
-        std::fs::read_to_string(path).map_err(|e| Error::Io { path: path.to_path_buf(), reason: e.to_string() })
+        std::fs::read_to_string(path).map_err(|e| Error::Io {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })
     }
 
     /// Import KML's network from an `nn_arch_data` directory. Errors name the file at fault.
@@ -168,7 +217,9 @@ mod files {
     pub fn import_tree(dt: &Path, nn_arch_data: &Path) -> Result<ModelFile> {
         let stat = |name: &str| -> Result<Vec<f64>> {
             let p = nn_arch_data.join(name);
-            parse_numbers(&read(&p)?).and_then(check5).map_err(|e| e.in_file(p))
+            parse_numbers(&read(&p)?)
+                .and_then(check5)
+                .map_err(|e| e.in_file(p))
         };
         let norm = ZScore::new(stat("mean.csv")?, stat("stddev.csv")?)?;
         import_tree_text(&read(dt)?, norm).map_err(|e| e.in_file(dt))

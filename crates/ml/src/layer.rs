@@ -3,15 +3,20 @@
 use crate::math;
 use alloc::vec::Vec;
 
-/// A fully connected layer `y = W x + b`, `W` stored row-major as `out_dim` rows of `in_dim`
-/// (the layout of KML's `linearN_w.csv`), so a forward pass walks memory in order.
+/// A fully connected layer `y = W x + b`.
+///
+/// `weight` is stored input-major, `weight[i * out_dim + o] = W[o][i]` (the transpose of
+/// PyTorch's and KML's out x in layout): the forward pass then adds `x[i] * W[:, i]` to all
+/// outputs at once, a contiguous loop the compiler turns into SIMD, where a dot product per
+/// output would be a serial chain of dependent additions. Use [`Linear::from_out_in`] and
+/// [`Linear::weight_out_in`] to convert.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Linear {
     /// Number of inputs.
     pub in_dim: usize,
     /// Number of outputs.
     pub out_dim: usize,
-    /// `out_dim * in_dim` weights, row `o` holds the weights of output `o`.
+    /// `in_dim * out_dim` weights, input-major (see the type's docs).
     pub weight: Vec<f32>,
     /// `out_dim` biases.
     pub bias: Vec<f32>,
@@ -20,7 +25,45 @@ pub struct Linear {
 impl Linear {
     /// A zero-initialised layer.
     pub fn zeros(in_dim: usize, out_dim: usize) -> Self {
-        Linear { in_dim, out_dim, weight: alloc::vec![0.0; in_dim * out_dim], bias: alloc::vec![0.0; out_dim] }
+        Linear {
+            in_dim,
+            out_dim,
+            weight: alloc::vec![0.0; in_dim * out_dim],
+            bias: alloc::vec![0.0; out_dim],
+        }
+    }
+
+    /// From weights in out x in (row per output) order, as PyTorch and KML store them.
+    pub fn from_out_in(in_dim: usize, out_dim: usize, w_out_in: &[f32], bias: Vec<f32>) -> Self {
+        let mut weight = alloc::vec![0.0; in_dim * out_dim];
+        for o in 0..out_dim {
+            for i in 0..in_dim {
+                weight[i * out_dim + o] = w_out_in[o * in_dim + i];
+            }
+        }
+        Linear {
+            in_dim,
+            out_dim,
+            weight,
+            bias,
+        }
+    }
+
+    /// The weights in out x in (row per output) order.
+    pub fn weight_out_in(&self) -> Vec<f32> {
+        let mut w = alloc::vec![0.0; self.in_dim * self.out_dim];
+        for o in 0..self.out_dim {
+            for i in 0..self.in_dim {
+                w[o * self.in_dim + i] = self.weight[i * self.out_dim + o];
+            }
+        }
+        w
+    }
+
+    /// `W[o][i]`.
+    #[inline]
+    pub fn w(&self, o: usize, i: usize) -> f32 {
+        self.weight[i * self.out_dim + o]
     }
 
     /// Number of trainable parameters (weights, then biases, in gradient buffers).
@@ -30,26 +73,34 @@ impl Linear {
 
     #[inline]
     fn forward(&self, x: &[f32], y: &mut [f32]) {
-        for (o, (row, b)) in self.weight.chunks_exact(self.in_dim).zip(&self.bias).enumerate() {
-            let mut acc = *b;
-            for (w, xi) in row.iter().zip(x) {
-                acc += w * xi;
+        let y = &mut y[..self.out_dim];
+        y.copy_from_slice(&self.bias);
+        for (col, &xi) in self.weight.chunks_exact(self.out_dim).zip(x) {
+            for (yo, &w) in y.iter_mut().zip(col) {
+                *yo += w * xi;
             }
-            y[o] = acc;
         }
     }
 
     fn backward(&self, x: &[f32], dy: &[f32], dx: &mut [f32], grad: &mut [f32]) {
         let (gw, gb) = grad.split_at_mut(self.weight.len());
-        dx.iter_mut().for_each(|v| *v = 0.0);
-        for (o, &g) in dy.iter().enumerate() {
-            gb[o] += g;
-            let row = &self.weight[o * self.in_dim..(o + 1) * self.in_dim];
-            let grow = &mut gw[o * self.in_dim..(o + 1) * self.in_dim];
-            for i in 0..self.in_dim {
-                grow[i] += g * x[i];
-                dx[i] += g * row[i];
+        let dy = &dy[..self.out_dim];
+        for (g, &d) in gb.iter_mut().zip(dy) {
+            *g += d;
+        }
+        for (i, (col, gcol)) in self
+            .weight
+            .chunks_exact(self.out_dim)
+            .zip(gw.chunks_exact_mut(self.out_dim))
+            .enumerate()
+        {
+            let xi = x[i];
+            let mut acc = 0.0;
+            for ((g, &w), &d) in gcol.iter_mut().zip(col).zip(dy) {
+                *g += d * xi;
+                acc += w * d;
             }
+            dx[i] = acc;
         }
     }
 }
@@ -103,8 +154,14 @@ impl Layer {
     pub fn forward(&self, x: &[f32], y: &mut [f32]) {
         match self {
             Layer::Linear(l) => l.forward(x, y),
-            Layer::Sigmoid => y.iter_mut().zip(x).for_each(|(o, &i)| *o = math::sigmoid(i)),
-            Layer::ReLU => y.iter_mut().zip(x).for_each(|(o, &i)| *o = if i > 0.0 { i } else { 0.0 }),
+            Layer::Sigmoid => y
+                .iter_mut()
+                .zip(x)
+                .for_each(|(o, &i)| *o = math::sigmoid(i)),
+            Layer::ReLU => y
+                .iter_mut()
+                .zip(x)
+                .for_each(|(o, &i)| *o = if i > 0.0 { i } else { 0.0 }),
             Layer::Tanh => y.iter_mut().zip(x).for_each(|(o, &i)| *o = math::tanh(i)),
             Layer::Softmax => math::softmax(x, y),
         }

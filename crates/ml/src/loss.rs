@@ -40,7 +40,9 @@ pub enum Loss {
 impl Loss {
     /// Unweighted softmax cross-entropy.
     pub fn softmax_cross_entropy() -> Self {
-        Loss::SoftmaxCrossEntropy { class_weights: None }
+        Loss::SoftmaxCrossEntropy {
+            class_weights: None,
+        }
     }
 
     /// Whether the target is a class index (one value per sample).
@@ -104,7 +106,10 @@ impl Loss {
                 }
                 l / n
             }
-            Loss::CategoricalHinge { penalty, penalized_class } => {
+            Loss::CategoricalHinge {
+                penalty,
+                penalized_class,
+            } => {
                 let y = target[0] as usize;
                 let w = if y == *penalized_class { *penalty } else { 1.0 };
                 grad.iter_mut().for_each(|g| *g = 0.0);

@@ -2,7 +2,11 @@
 
 #[inline]
 pub(crate) fn exp(x: f32) -> f32 {
-    libm::expf(x)
+    // With std, the platform's expf (glibc: a few ns, table driven); without, libm's port.
+    #[cfg(feature = "std")]
+    return x.exp();
+    #[cfg(not(feature = "std"))]
+    return libm::expf(x);
 }
 
 #[inline]

@@ -46,10 +46,20 @@ impl Sequential {
             let d = *dims.last().unwrap();
             if let Layer::Linear(l) = layer {
                 if l.in_dim != d {
-                    return Err(Error::Shape { what: "linear layer input width", expected: d, found: l.in_dim });
+                    return Err(Error::Shape {
+                        what: "linear layer input width",
+                        expected: d,
+                        found: l.in_dim,
+                    });
                 }
-                if l.out_dim == 0 || l.weight.len() != l.in_dim * l.out_dim || l.bias.len() != l.out_dim {
-                    return Err(Error::invalid("linear layer", "weight/bias sizes do not match its shape"));
+                if l.out_dim == 0
+                    || l.weight.len() != l.in_dim * l.out_dim
+                    || l.bias.len() != l.out_dim
+                {
+                    return Err(Error::invalid(
+                        "linear layer",
+                        "weight/bias sizes do not match its shape",
+                    ));
                 }
             }
             dims.push(layer.out_dim(d));
@@ -107,7 +117,10 @@ impl Sequential {
         for d in &self.dims {
             offsets.push(offsets.last().unwrap() + d);
         }
-        Workspace { acts: alloc::vec![0.0; *offsets.last().unwrap()], offsets }
+        Workspace {
+            acts: alloc::vec![0.0; *offsets.last().unwrap()],
+            offsets,
+        }
     }
 
     /// Run the model on one input row; returns the output (logits for classifiers). No
@@ -154,7 +167,10 @@ impl Sequential {
     /// classifier (ML-MittOS's initialisation: training starts from the base rate).
     pub fn init_output_bias_log_odds(&mut self, pos: usize, neg: usize) -> Result<()> {
         if pos == 0 || neg == 0 {
-            return Err(Error::invalid("labels", "both classes must be present to set the log-odds bias"));
+            return Err(Error::invalid(
+                "labels",
+                "both classes must be present to set the log-odds bias",
+            ));
         }
         let v = math::ln(pos as f32 / neg as f32);
         match self.layers.iter_mut().rev().find_map(|l| match l {
@@ -173,18 +189,29 @@ impl Sequential {
     pub fn check_data(&self, x: &[f32], y: &[f32], loss: &Loss) -> Result<usize> {
         let d = self.in_dim();
         if !x.len().is_multiple_of(d) {
-            return Err(Error::Shape { what: "input values (not a whole number of rows)", expected: d, found: x.len() % d });
+            return Err(Error::Shape {
+                what: "input values (not a whole number of rows)",
+                expected: d,
+                found: x.len() % d,
+            });
         }
         let n = x.len() / d;
         let tw = loss.target_width(self.out_dim());
         if y.len() != n * tw {
-            return Err(Error::Shape { what: "target values", expected: n * tw, found: y.len() });
+            return Err(Error::Shape {
+                what: "target values",
+                expected: n * tw,
+                found: y.len(),
+            });
         }
         if loss.is_classification() {
             let classes = self.out_dim().max(2);
             for &v in y {
                 if !math::is_class_index(v as f64, classes) {
-                    return Err(Error::invalid("labels", alloc::format!("label {v} is not a class index below {classes}")));
+                    return Err(Error::invalid(
+                        "labels",
+                        alloc::format!("label {v} is not a class index below {classes}"),
+                    ));
                 }
             }
         }
@@ -197,7 +224,13 @@ impl Sequential {
     /// Train with mini-batch SGD with momentum. `x` holds `n` rows of [`Sequential::in_dim`]
     /// values, `y` the targets ([`Loss::target_width`] per row). Rows are shuffled each epoch
     /// with `cfg.seed`, so the same seed gives the same model. Returns the mean loss per epoch.
-    pub fn fit(&mut self, x: &[f32], y: &[f32], loss: &Loss, cfg: &TrainConfig) -> Result<Vec<f32>> {
+    pub fn fit(
+        &mut self,
+        x: &[f32],
+        y: &[f32],
+        loss: &Loss,
+        cfg: &TrainConfig,
+    ) -> Result<Vec<f32>> {
         cfg.validate()?;
         let n = self.check_data(x, y, loss)?;
         if n == 0 {
@@ -245,7 +278,13 @@ pub struct TrainConfig {
 
 impl Default for TrainConfig {
     fn default() -> Self {
-        TrainConfig { epochs: 50, lr: 0.01, momentum: 0.99, batch_size: 1, seed: 0 }
+        TrainConfig {
+            epochs: 50,
+            lr: 0.01,
+            momentum: 0.99,
+            batch_size: 1,
+            seed: 0,
+        }
     }
 }
 
@@ -302,7 +341,14 @@ impl Sgd {
     }
 
     /// Accumulate the gradient of one sample into the internal buffer; returns its loss.
-    pub fn accumulate(&mut self, net: &Sequential, ws: &mut Workspace, x: &[f32], target: &[f32], loss: &Loss) -> f32 {
+    pub fn accumulate(
+        &mut self,
+        net: &Sequential,
+        ws: &mut Workspace,
+        x: &[f32],
+        target: &[f32],
+        loss: &Loss,
+    ) -> f32 {
         let nl = net.layers.len();
         let out_dim = net.out_dim();
         net.forward(x, ws);
@@ -310,7 +356,13 @@ impl Sgd {
         for i in (0..nl).rev() {
             let (din, dout) = (net.dims[i], net.dims[i + 1]);
             let grad = &mut self.grad[self.param_offsets[i]..self.param_offsets[i + 1]];
-            net.layers[i].backward(ws.slot(i), ws.slot(i + 1), &self.dy[..dout], &mut self.dx[..din], grad);
+            net.layers[i].backward(
+                ws.slot(i),
+                ws.slot(i + 1),
+                &self.dy[..dout],
+                &mut self.dx[..din],
+                grad,
+            );
             core::mem::swap(&mut self.dy, &mut self.dx);
         }
         l
@@ -328,14 +380,27 @@ impl Sgd {
 
     /// One mini-batch step: mean gradient over the rows of `x` / `target`, then the update.
     /// Returns the mean loss of the batch (before the update).
-    pub fn step(&mut self, net: &mut Sequential, ws: &mut Workspace, x: &[f32], target: &[f32], loss: &Loss) -> f32 {
+    pub fn step(
+        &mut self,
+        net: &mut Sequential,
+        ws: &mut Workspace,
+        x: &[f32],
+        target: &[f32],
+        loss: &Loss,
+    ) -> f32 {
         let d = net.in_dim();
         let tw = loss.target_width(net.out_dim());
         let m = x.len() / d;
         self.zero_grad();
         let mut total = 0.0;
         for k in 0..m {
-            total += self.accumulate(net, ws, &x[k * d..(k + 1) * d], &target[k * tw..(k + 1) * tw], loss);
+            total += self.accumulate(
+                net,
+                ws,
+                &x[k * d..(k + 1) * d],
+                &target[k * tw..(k + 1) * tw],
+                loss,
+            );
         }
         let scale = self.lr / m as f32;
         for (i, layer) in net.layers.iter_mut().enumerate() {
@@ -383,7 +448,12 @@ impl Activation {
             "relu" => Activation::ReLU,
             "tanh" => Activation::Tanh,
             "softmax" => Activation::Softmax,
-            _ => return Err(Error::invalid("activation", alloc::format!("unknown activation {s:?} (sigmoid, relu, tanh, softmax)"))),
+            _ => {
+                return Err(Error::invalid(
+                    "activation",
+                    alloc::format!("unknown activation {s:?} (sigmoid, relu, tanh, softmax)"),
+                ))
+            }
         })
     }
 }
@@ -409,7 +479,13 @@ impl MlpBuilder {
     /// Start a network with `in_dim` inputs. Defaults: no hidden layer, 1 output, no output
     /// activation, seed 0.
     pub fn new(in_dim: usize) -> Self {
-        MlpBuilder { in_dim, hidden: Vec::new(), out_dim: 1, out_act: None, seed: 0 }
+        MlpBuilder {
+            in_dim,
+            hidden: Vec::new(),
+            out_dim: 1,
+            out_act: None,
+            seed: 0,
+        }
     }
 
     /// Add a hidden layer of `width` units followed by `act`.
@@ -447,7 +523,11 @@ impl MlpBuilder {
         let mut rng = Rng::new(self.seed);
         let mut layers = Vec::new();
         let mut d = self.in_dim;
-        let widths = self.hidden.iter().map(|&(w, a)| (w, Some(a))).chain(core::iter::once((self.out_dim, self.out_act)));
+        let widths = self
+            .hidden
+            .iter()
+            .map(|&(w, a)| (w, Some(a)))
+            .chain(core::iter::once((self.out_dim, self.out_act)));
         for (w, act) in widths {
             if w == 0 || d == 0 {
                 return Err(Error::invalid("architecture", "layer width 0"));
@@ -457,7 +537,9 @@ impl MlpBuilder {
                 _ => libm::sqrtf(6.0 / (d + w) as f32),
             };
             let mut lin = Linear::zeros(d, w);
-            lin.weight.iter_mut().for_each(|v| *v = rng.uniform(-fan, fan));
+            lin.weight
+                .iter_mut()
+                .for_each(|v| *v = rng.uniform(-fan, fan));
             layers.push(Layer::Linear(lin));
             if let Some(a) = act {
                 layers.push(a.layer());

@@ -19,10 +19,17 @@ impl ZScore {
     /// From explicit statistics; lengths must match and values be finite.
     pub fn new(mean: Vec<f64>, std: Vec<f64>) -> Result<Self> {
         if mean.len() != std.len() {
-            return Err(Error::Shape { what: "normaliser std length", expected: mean.len(), found: std.len() });
+            return Err(Error::Shape {
+                what: "normaliser std length",
+                expected: mean.len(),
+                found: std.len(),
+            });
         }
         if mean.iter().chain(&std).any(|v| !v.is_finite()) || std.iter().any(|&s| s < 0.0) {
-            return Err(Error::invalid("normaliser", "mean/std must be finite, std non-negative"));
+            return Err(Error::invalid(
+                "normaliser",
+                "mean/std must be finite, std non-negative",
+            ));
         }
         Ok(ZScore { mean, std })
     }
@@ -84,7 +91,12 @@ pub struct Welford {
 impl Welford {
     /// Empty statistics for `dim` features.
     pub fn new(dim: usize, weighting: Weighting) -> Self {
-        Welford { weighting, n: 0, mean: alloc::vec![0.0; dim], m2: alloc::vec![0.0; dim] }
+        Welford {
+            weighting,
+            n: 0,
+            mean: alloc::vec![0.0; dim],
+            m2: alloc::vec![0.0; dim],
+        }
     }
 
     /// Start from a fixed normaliser's statistics, counted as `n` samples (KML seeds its online
@@ -94,7 +106,12 @@ impl Welford {
             Weighting::Cumulative => z.std.iter().map(|s| s * s * n as f64).collect(),
             Weighting::Exponential(_) => z.std.iter().map(|s| s * s).collect(),
         };
-        Welford { weighting, n, mean: z.mean.clone(), m2 }
+        Welford {
+            weighting,
+            n,
+            mean: z.mean.clone(),
+            m2,
+        }
     }
 
     /// Samples seen.
@@ -149,8 +166,13 @@ impl Welford {
 
     /// Snapshot as a fixed Z-score normaliser.
     pub fn to_zscore(&self) -> ZScore {
-        let std = (0..self.mean.len()).map(|i| math::sqrt64(self.variance(i))).collect();
-        ZScore { mean: self.mean.clone(), std }
+        let std = (0..self.mean.len())
+            .map(|i| math::sqrt64(self.variance(i)))
+            .collect();
+        ZScore {
+            mean: self.mean.clone(),
+            std,
+        }
     }
 
     /// Normalise `row` in place with the current statistics. No allocation.

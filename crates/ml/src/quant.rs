@@ -2,8 +2,8 @@
 //! scale. Built from a trained f32 [`Sequential`]; compare accuracy with [`crate::eval`].
 
 use crate::layer::Layer;
-use crate::net::Sequential;
 use crate::math;
+use crate::net::Sequential;
 use alloc::vec::Vec;
 
 /// How weights are stored.
@@ -20,8 +20,20 @@ pub enum Scheme {
 
 #[derive(Debug, Clone)]
 enum QLayer {
-    Fixed { in_dim: usize, out_dim: usize, w: Vec<i32>, b: Vec<i64> },
-    Int8 { in_dim: usize, out_dim: usize, w: Vec<i8>, scale: f32, b: Vec<f32> },
+    // Weights input-major like `Linear`, so the inner loop runs over outputs (SIMD-friendly).
+    Fixed {
+        in_dim: usize,
+        out_dim: usize,
+        w: Vec<i64>,
+        b: Vec<i64>,
+    },
+    Int8 {
+        in_dim: usize,
+        out_dim: usize,
+        w: Vec<i8>,
+        scale: f32,
+        b: Vec<f32>,
+    },
     Act(Layer),
 }
 
@@ -55,8 +67,14 @@ impl QuantizedMlp {
                 (Layer::Linear(l), Scheme::Fixed1000) => QLayer::Fixed {
                     in_dim: l.in_dim,
                     out_dim: l.out_dim,
-                    w: l.weight.iter().map(|&v| libm::roundf(v * SCALE) as i32).collect(),
-                    b: l.bias.iter().map(|&v| libm::roundf(v * SCALE) as i64).collect(),
+                    w: l.weight
+                        .iter()
+                        .map(|&v| libm::roundf(v * SCALE) as i64)
+                        .collect(),
+                    b: l.bias
+                        .iter()
+                        .map(|&v| libm::roundf(v * SCALE) as i64)
+                        .collect(),
                 },
                 (Layer::Linear(l), Scheme::Int8) => {
                     let m = l.weight.iter().fold(0.0f32, |a, &v| a.max(v.abs()));
@@ -64,7 +82,10 @@ impl QuantizedMlp {
                     QLayer::Int8 {
                         in_dim: l.in_dim,
                         out_dim: l.out_dim,
-                        w: l.weight.iter().map(|&v| libm::roundf(v / scale) as i8).collect(),
+                        w: l.weight_out_in()
+                            .iter()
+                            .map(|&v| libm::roundf(v / scale) as i8)
+                            .collect(),
                         scale,
                         b: l.bias.clone(),
                     }
@@ -72,7 +93,11 @@ impl QuantizedMlp {
                 (other, _) => QLayer::Act(other.clone()),
             })
             .collect();
-        QuantizedMlp { scheme, layers, dims: net.dims().to_vec() }
+        QuantizedMlp {
+            scheme,
+            layers,
+            dims: net.dims().to_vec(),
+        }
     }
 
     /// The scheme.
@@ -87,10 +112,12 @@ impl QuantizedMlp {
 
     /// Bytes of memory the quantised weights occupy (with the struct and tables).
     pub fn bytes(&self) -> usize {
-        let mut b = core::mem::size_of::<Self>() + self.layers.capacity() * core::mem::size_of::<QLayer>() + self.dims.capacity() * 8;
+        let mut b = core::mem::size_of::<Self>()
+            + self.layers.capacity() * core::mem::size_of::<QLayer>()
+            + self.dims.capacity() * 8;
         for l in &self.layers {
             b += match l {
-                QLayer::Fixed { w, b, .. } => w.capacity() * 4 + b.capacity() * 8,
+                QLayer::Fixed { w, b, .. } => w.capacity() * 8 + b.capacity() * 8,
                 QLayer::Int8 { w, b, .. } => w.capacity() + b.capacity() * 4,
                 QLayer::Act(_) => 0,
             };
@@ -101,7 +128,13 @@ impl QuantizedMlp {
     /// Buffers sized for this model.
     pub fn workspace(&self) -> QWorkspace {
         let w = *self.dims.iter().max().unwrap();
-        QWorkspace { a: alloc::vec![0.0; w], b: alloc::vec![0.0; w], ia: alloc::vec![0; w], ib: alloc::vec![0; w], q: alloc::vec![0; w] }
+        QWorkspace {
+            a: alloc::vec![0.0; w],
+            b: alloc::vec![0.0; w],
+            ia: alloc::vec![0; w],
+            ib: alloc::vec![0; w],
+            q: alloc::vec![0; w],
+        }
     }
 
     /// Run on one row; returns the outputs as f32 (logits for classifiers).
@@ -130,19 +163,29 @@ impl QuantizedMlp {
         let mut width = x.len();
         for layer in &self.layers {
             match layer {
-                QLayer::Fixed { in_dim, out_dim, w, b } => {
-                    for o in 0..*out_dim {
-                        let row = &w[o * in_dim..(o + 1) * in_dim];
-                        let mut acc: i64 = 0;
-                        for (wi, xi) in row.iter().zip(&ws.ia[..*in_dim]) {
-                            acc += *wi as i64 * xi;
+                QLayer::Fixed {
+                    in_dim,
+                    out_dim,
+                    w,
+                    b,
+                } => {
+                    // Accumulate at scale 1e6, then rescale to 1e3 once per output.
+                    let acc = &mut ws.ib[..*out_dim];
+                    acc.iter_mut().for_each(|a| *a = 0);
+                    for (col, &xi) in w.chunks_exact(*out_dim).zip(&ws.ia[..*in_dim]) {
+                        for (a, &wv) in acc.iter_mut().zip(col) {
+                            *a += wv * xi;
                         }
-                        ws.ib[o] = acc / SCALE as i64 + b[o];
+                    }
+                    for (a, &bo) in acc.iter_mut().zip(b) {
+                        *a = *a / SCALE as i64 + bo;
                     }
                     core::mem::swap(&mut ws.ia, &mut ws.ib);
                     width = *out_dim;
                 }
-                QLayer::Act(Layer::ReLU) => ws.ia[..width].iter_mut().for_each(|v| *v = (*v).max(0)),
+                QLayer::Act(Layer::ReLU) => {
+                    ws.ia[..width].iter_mut().for_each(|v| *v = (*v).max(0))
+                }
                 QLayer::Act(act) => {
                     // Non-linear activations other than ReLU have no exact integer form: go
                     // through f32 and back, as LinnOS would need a lookup table for.
@@ -167,7 +210,13 @@ impl QuantizedMlp {
         let mut width = x.len();
         for layer in &self.layers {
             match layer {
-                QLayer::Int8 { in_dim, out_dim, w, scale, b } => {
+                QLayer::Int8 {
+                    in_dim,
+                    out_dim,
+                    w,
+                    scale,
+                    b,
+                } => {
                     let m = ws.a[..*in_dim].iter().fold(0.0f32, |a, &v| a.max(v.abs()));
                     let sx = if m > 0.0 { m / 127.0 } else { 1.0 };
                     for (q, &v) in ws.q.iter_mut().zip(&ws.a[..*in_dim]) {

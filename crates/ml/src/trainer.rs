@@ -51,7 +51,14 @@ pub struct TrainerConfig {
 
 impl Default for TrainerConfig {
     fn default() -> Self {
-        TrainerConfig { lr: 0.01, momentum: 0.99, batch_size: 1, ring_capacity: 4096, normalise: Some(Weighting::Cumulative), publish_every: 64 }
+        TrainerConfig {
+            lr: 0.01,
+            momentum: 0.99,
+            batch_size: 1,
+            ring_capacity: 4096,
+            normalise: Some(Weighting::Cumulative),
+            publish_every: 64,
+        }
     }
 }
 
@@ -78,8 +85,16 @@ pub struct AsyncTrainer;
 
 impl AsyncTrainer {
     /// Start training `net` in a background thread; returns the producer end of its ring.
-    pub fn spawn<const D: usize>(net: Sequential, loss: Loss, cfg: TrainerConfig) -> (Producer<Sample<D>>, TrainerHandle) {
-        assert_eq!(net.in_dim(), D, "sample width must equal the network's input width");
+    pub fn spawn<const D: usize>(
+        net: Sequential,
+        loss: Loss,
+        cfg: TrainerConfig,
+    ) -> (Producer<Sample<D>>, TrainerHandle) {
+        assert_eq!(
+            net.in_dim(),
+            D,
+            "sample width must equal the network's input width"
+        );
         let (tx, rx) = ring::<Sample<D>>(cfg.ring_capacity);
         let norm = cfg.normalise.map(|w| Welford::new(D, w));
         let snapshot = Arc::new(Mutex::new((net.clone(), norm.clone())));
@@ -89,7 +104,14 @@ impl AsyncTrainer {
             .name("iolearn-trainer".into())
             .spawn(move || run(net, norm, loss, cfg, rx, snap2, stats2))
             .expect("spawn trainer thread");
-        (tx, TrainerHandle { snapshot, stats, thread })
+        (
+            tx,
+            TrainerHandle {
+                snapshot,
+                stats,
+                thread,
+            },
+        )
     }
 }
 
@@ -161,7 +183,10 @@ fn publish<const D: usize>(
 impl TrainerHandle {
     /// The latest published model and normaliser.
     pub fn snapshot(&self) -> (Sequential, Option<Welford>) {
-        self.snapshot.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.snapshot
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Counters as of the latest snapshot.

@@ -33,7 +33,12 @@ pub struct TreeConfig {
 
 impl Default for TreeConfig {
     fn default() -> Self {
-        TreeConfig { criterion: Criterion::Gini, max_depth: None, min_samples_split: 2, min_samples_leaf: 1 }
+        TreeConfig {
+            criterion: Criterion::Gini,
+            max_depth: None,
+            min_samples_split: 2,
+            min_samples_leaf: 1,
+        }
     }
 }
 
@@ -79,30 +84,57 @@ impl DecisionTree {
         let mut stack = alloc::vec![(0usize, 0usize)];
         while let Some((i, depth)) = stack.pop() {
             if depth > MAX_DEPTH {
-                return Err(Error::invalid("tree", alloc::format!("deeper than {MAX_DEPTH} levels")));
+                return Err(Error::invalid(
+                    "tree",
+                    alloc::format!("deeper than {MAX_DEPTH} levels"),
+                ));
             }
             if seen[i] {
-                return Err(Error::invalid("tree", "a node is reachable twice (not a tree)"));
+                return Err(Error::invalid(
+                    "tree",
+                    "a node is reachable twice (not a tree)",
+                ));
             }
             seen[i] = true;
             match nodes[i] {
-                Node::Split { feature, threshold, left, right } => {
+                Node::Split {
+                    feature,
+                    threshold,
+                    left,
+                    right,
+                } => {
                     if feature as usize >= n_features {
-                        return Err(Error::invalid("tree", alloc::format!("node {i} splits on feature {feature}, model has {n_features}")));
+                        return Err(Error::invalid(
+                            "tree",
+                            alloc::format!(
+                                "node {i} splits on feature {feature}, model has {n_features}"
+                            ),
+                        ));
                     }
                     if threshold.is_nan() {
-                        return Err(Error::invalid("tree", alloc::format!("node {i} has a NaN threshold")));
+                        return Err(Error::invalid(
+                            "tree",
+                            alloc::format!("node {i} has a NaN threshold"),
+                        ));
                     }
                     for c in [left, right] {
                         if c as usize >= nodes.len() {
-                            return Err(Error::invalid("tree", alloc::format!("node {i} points to missing node {c}")));
+                            return Err(Error::invalid(
+                                "tree",
+                                alloc::format!("node {i} points to missing node {c}"),
+                            ));
                         }
                         stack.push((c as usize, depth + 1));
                     }
                 }
                 Node::Leaf { class } => {
                     if class as usize >= n_classes {
-                        return Err(Error::invalid("tree", alloc::format!("leaf {i} predicts class {class}, model has {n_classes}")));
+                        return Err(Error::invalid(
+                            "tree",
+                            alloc::format!(
+                                "leaf {i} predicts class {class}, model has {n_classes}"
+                            ),
+                        ));
                     }
                 }
             }
@@ -110,7 +142,12 @@ impl DecisionTree {
         if seen.iter().any(|s| !s) {
             return Err(Error::invalid("tree", "unreachable nodes"));
         }
-        Ok(DecisionTree { nodes, n_features, n_classes, proba: Vec::new() })
+        Ok(DecisionTree {
+            nodes,
+            n_features,
+            n_classes,
+            proba: Vec::new(),
+        })
     }
 
     /// The nodes, root first.
@@ -126,6 +163,30 @@ impl DecisionTree {
     /// Number of classes.
     pub fn n_classes(&self) -> usize {
         self.n_classes
+    }
+
+    /// Class fractions per node (`nodes * classes`), empty when the tree has none.
+    pub fn leaf_proba(&self) -> &[f32] {
+        &self.proba
+    }
+
+    /// Set the class fractions per node (`nodes * classes` values in [0, 1]).
+    pub fn set_leaf_proba(&mut self, proba: Vec<f32>) -> Result<()> {
+        if !proba.is_empty() && proba.len() != self.nodes.len() * self.n_classes {
+            return Err(Error::Shape {
+                what: "leaf probabilities",
+                expected: self.nodes.len() * self.n_classes,
+                found: proba.len(),
+            });
+        }
+        if proba.iter().any(|p| !(0.0..=1.0).contains(p)) {
+            return Err(Error::invalid(
+                "leaf probabilities",
+                "values must be in [0, 1]",
+            ));
+        }
+        self.proba = proba;
+        Ok(())
     }
 
     /// Depth of the deepest leaf (root alone = 0).
@@ -144,7 +205,9 @@ impl DecisionTree {
 
     /// Bytes of memory the tree occupies.
     pub fn bytes(&self) -> usize {
-        core::mem::size_of::<Self>() + self.nodes.capacity() * core::mem::size_of::<Node>() + self.proba.capacity() * 4
+        core::mem::size_of::<Self>()
+            + self.nodes.capacity() * core::mem::size_of::<Node>()
+            + self.proba.capacity() * 4
     }
 
     /// Predicted class of one row. No allocation.
@@ -158,8 +221,17 @@ impl DecisionTree {
         let mut i = 0usize;
         loop {
             match self.nodes[i] {
-                Node::Split { feature, threshold, left, right } => {
-                    i = if x[feature as usize] <= threshold { left } else { right } as usize;
+                Node::Split {
+                    feature,
+                    threshold,
+                    left,
+                    right,
+                } => {
+                    i = if x[feature as usize] <= threshold {
+                        left
+                    } else {
+                        right
+                    } as usize;
                 }
                 Node::Leaf { class } => return (i, class as usize),
             }
@@ -171,7 +243,10 @@ impl DecisionTree {
     pub fn predict_proba(&self, x: &[f32], proba: &mut [f32]) {
         let (i, c) = self.leaf(x);
         if self.proba.is_empty() {
-            proba.iter_mut().enumerate().for_each(|(k, p)| *p = (k == c) as u8 as f32);
+            proba
+                .iter_mut()
+                .enumerate()
+                .for_each(|(k, p)| *p = (k == c) as u8 as f32);
         } else {
             proba.copy_from_slice(&self.proba[i * self.n_classes..(i + 1) * self.n_classes]);
         }
@@ -180,11 +255,19 @@ impl DecisionTree {
     /// CART induction on `n` rows of `n_features` values with integer class labels in `y`.
     pub fn fit(x: &[f32], y: &[f32], n_features: usize, cfg: &TreeConfig) -> Result<Self> {
         if n_features == 0 || !x.len().is_multiple_of(n_features) {
-            return Err(Error::Shape { what: "input values (not whole rows)", expected: n_features, found: x.len() });
+            return Err(Error::Shape {
+                what: "input values (not whole rows)",
+                expected: n_features,
+                found: x.len(),
+            });
         }
         let n = x.len() / n_features;
         if y.len() != n {
-            return Err(Error::Shape { what: "labels", expected: n, found: y.len() });
+            return Err(Error::Shape {
+                what: "labels",
+                expected: n,
+                found: y.len(),
+            });
         }
         if n == 0 {
             return Err(Error::invalid("data", "no rows"));
@@ -195,16 +278,32 @@ impl DecisionTree {
         let mut labels = Vec::with_capacity(n);
         for &v in y {
             if !math::is_class_index(v as f64, 65536) {
-                return Err(Error::invalid("labels", alloc::format!("label {v} is not a class index")));
+                return Err(Error::invalid(
+                    "labels",
+                    alloc::format!("label {v} is not a class index"),
+                ));
             }
             labels.push(v as usize);
         }
         let n_classes = labels.iter().max().unwrap() + 1;
-        let mut b = Builder { x, y: &labels, d: n_features, k: n_classes, cfg, nodes: Vec::new(), proba: Vec::new() };
+        let mut b = Builder {
+            x,
+            y: &labels,
+            d: n_features,
+            k: n_classes,
+            cfg,
+            nodes: Vec::new(),
+            proba: Vec::new(),
+        };
         let mut idx: Vec<usize> = (0..n).collect();
         b.grow(&mut idx, 0);
         let (nodes, proba) = (b.nodes, b.proba);
-        Ok(DecisionTree { nodes, n_features, n_classes, proba })
+        Ok(DecisionTree {
+            nodes,
+            n_features,
+            n_classes,
+            proba,
+        })
     }
 
     /// The tree as scikit-learn's `export_text` prints it (`decimals` digits, `feature_N` names,
@@ -223,7 +322,12 @@ impl DecisionTree {
             out.push_str("|--- ");
         };
         match self.nodes[i] {
-            Node::Split { feature, threshold, left, right } => {
+            Node::Split {
+                feature,
+                threshold,
+                left,
+                right,
+            } => {
                 indent(out);
                 let _ = writeln!(out, "feature_{feature} <= {threshold:.dec$}");
                 self.export_node(left as usize, depth + 1, dec, out);
@@ -251,13 +355,42 @@ impl DecisionTree {
         if lines.is_empty() {
             return Err(Error::parse(1, "empty tree"));
         }
-        let mut p = TextParser { lines: &lines, pos: 0, nodes: Vec::new() };
+        let mut p = TextParser {
+            lines: &lines,
+            pos: 0,
+            nodes: Vec::new(),
+        };
         p.node(0)?;
         if p.pos != lines.len() {
-            return Err(Error::parse(lines[p.pos].no, "unexpected line after the end of the tree"));
+            return Err(Error::parse(
+                lines[p.pos].no,
+                "unexpected line after the end of the tree",
+            ));
         }
-        let max_f = p.nodes.iter().filter_map(|n| if let Node::Split { feature, .. } = n { Some(*feature as usize + 1) } else { None }).max().unwrap_or(0);
-        let max_c = p.nodes.iter().filter_map(|n| if let Node::Leaf { class } = n { Some(*class as usize + 1) } else { None }).max().unwrap_or(0);
+        let max_f = p
+            .nodes
+            .iter()
+            .filter_map(|n| {
+                if let Node::Split { feature, .. } = n {
+                    Some(*feature as usize + 1)
+                } else {
+                    None
+                }
+            })
+            .max()
+            .unwrap_or(0);
+        let max_c = p
+            .nodes
+            .iter()
+            .filter_map(|n| {
+                if let Node::Leaf { class } = n {
+                    Some(*class as usize + 1)
+                } else {
+                    None
+                }
+            })
+            .max()
+            .unwrap_or(0);
         let nf = if n_features == 0 { max_f } else { n_features };
         let nc = if n_classes == 0 { max_c } else { n_classes };
         DecisionTree::from_nodes(p.nodes, nf.max(1), nc.max(1))
@@ -281,7 +414,12 @@ impl Builder<'_> {
         }
         let t = total as f64;
         match self.cfg.criterion {
-            Criterion::Gini => 1.0 - counts.iter().map(|&c| (c as f64 / t) * (c as f64 / t)).sum::<f64>(),
+            Criterion::Gini => {
+                1.0 - counts
+                    .iter()
+                    .map(|&c| (c as f64 / t) * (c as f64 / t))
+                    .sum::<f64>()
+            }
             Criterion::Entropy => -counts
                 .iter()
                 .filter(|&&c| c > 0)
@@ -300,9 +438,17 @@ impl Builder<'_> {
         for &i in idx.iter() {
             counts[self.y[i]] += 1;
         }
-        let majority = counts.iter().enumerate().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0))).unwrap().0;
-        self.nodes.push(Node::Leaf { class: majority as u32 });
-        self.proba.extend(counts.iter().map(|&c| c as f32 / idx.len() as f32));
+        let majority = counts
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))
+            .unwrap()
+            .0;
+        self.nodes.push(Node::Leaf {
+            class: majority as u32,
+        });
+        self.proba
+            .extend(counts.iter().map(|&c| c as f32 / idx.len() as f32));
 
         let n = idx.len();
         let parent = self.impurity(&counts, n);
@@ -325,7 +471,9 @@ impl Builder<'_> {
                 if a == b || s < self.cfg.min_samples_leaf || n - s < self.cfg.min_samples_leaf {
                     continue;
                 }
-                let score = (s as f64 * self.impurity(&left, s) + (n - s) as f64 * self.impurity(&right, n - s)) / n as f64;
+                let score = (s as f64 * self.impurity(&left, s)
+                    + (n - s) as f64 * self.impurity(&right, n - s))
+                    / n as f64;
                 if best.is_none_or(|(bs, _, _)| score < bs - 1e-12) {
                     let mut t = a + (b - a) / 2.0;
                     if t >= b {
@@ -335,7 +483,9 @@ impl Builder<'_> {
                 }
             }
         }
-        let Some((score, f, t)) = best else { return me as u32 };
+        let Some((score, f, t)) = best else {
+            return me as u32;
+        };
         if score >= parent - 1e-12 {
             return me as u32;
         }
@@ -350,7 +500,12 @@ impl Builder<'_> {
         let (l_idx, r_idx) = idx.split_at_mut(lo);
         let l = self.grow(l_idx, depth + 1);
         let r = self.grow(r_idx, depth + 1);
-        self.nodes[me] = Node::Split { feature: f as u32, threshold: t, left: l, right: r };
+        self.nodes[me] = Node::Split {
+            feature: f as u32,
+            threshold: t,
+            left: l,
+            right: r,
+        };
         me as u32
     }
 }
@@ -376,37 +531,73 @@ fn parse_line(no: usize, raw: &str) -> Result<TextLine> {
         depth += 1;
         rest = r;
     }
-    let body = rest.strip_prefix("|--- ").ok_or_else(|| Error::parse(no, "expected \"|--- \" after the indentation"))?;
+    let body = rest
+        .strip_prefix("|--- ")
+        .ok_or_else(|| Error::parse(no, "expected \"|--- \" after the indentation"))?;
     let body = body.trim();
-    if let Some(c) = body.rsplit("class:").next().filter(|_| body.contains("class:")) {
+    if let Some(c) = body
+        .rsplit("class:")
+        .next()
+        .filter(|_| body.contains("class:"))
+    {
         let c = c.trim();
-        let v: f64 = c.parse().map_err(|_| Error::parse(no, alloc::format!("class {c:?} is not a number")))?;
+        let v: f64 = c
+            .parse()
+            .map_err(|_| Error::parse(no, alloc::format!("class {c:?} is not a number")))?;
         if !math::is_class_index(v, 65536) {
-            return Err(Error::parse(no, alloc::format!("class {c:?} is not a class index")));
+            return Err(Error::parse(
+                no,
+                alloc::format!("class {c:?} is not a class index"),
+            ));
         }
-        return Ok(TextLine { no, depth, kind: LineKind::Class(v as u32) });
+        return Ok(TextLine {
+            no,
+            depth,
+            kind: LineKind::Class(v as u32),
+        });
     }
     if body.starts_with("truncated") {
-        return Err(Error::parse(no, "truncated branch: export the tree without max_depth"));
+        return Err(Error::parse(
+            no,
+            "truncated branch: export the tree without max_depth",
+        ));
     }
     let (name, op, value) = if let Some((a, b)) = body.split_once("<=") {
         (a, true, b)
     } else if let Some((a, b)) = body.split_once('>') {
         (a, false, b)
     } else {
-        return Err(Error::parse(no, "expected \"feature_N <= T\", \"feature_N >  T\" or \"class: C\""));
+        return Err(Error::parse(
+            no,
+            "expected \"feature_N <= T\", \"feature_N >  T\" or \"class: C\"",
+        ));
     };
     let name = name.trim();
     let feature: u32 = name
         .strip_prefix("feature_")
         .and_then(|n| n.parse().ok())
-        .ok_or_else(|| Error::parse(no, alloc::format!("feature name {name:?} is not of the form feature_N")))?;
+        .ok_or_else(|| {
+            Error::parse(
+                no,
+                alloc::format!("feature name {name:?} is not of the form feature_N"),
+            )
+        })?;
     let value = value.trim();
-    let t: f32 = value.parse().map_err(|_| Error::parse(no, alloc::format!("threshold {value:?} is not a number")))?;
+    let t: f32 = value
+        .parse()
+        .map_err(|_| Error::parse(no, alloc::format!("threshold {value:?} is not a number")))?;
     if !t.is_finite() {
         return Err(Error::parse(no, "threshold is not finite"));
     }
-    Ok(TextLine { no, depth, kind: if op { LineKind::Le(feature, t) } else { LineKind::Gt(feature, t) } })
+    Ok(TextLine {
+        no,
+        depth,
+        kind: if op {
+            LineKind::Le(feature, t)
+        } else {
+            LineKind::Gt(feature, t)
+        },
+    })
 }
 
 struct TextParser<'a> {
@@ -419,11 +610,23 @@ impl TextParser<'_> {
     fn node(&mut self, depth: usize) -> Result<u32> {
         let last_no = self.lines.last().map_or(1, |l| l.no);
         if depth > MAX_DEPTH {
-            return Err(Error::parse(self.lines[self.pos.min(self.lines.len() - 1)].no, alloc::format!("tree deeper than {MAX_DEPTH} levels")));
+            return Err(Error::parse(
+                self.lines[self.pos.min(self.lines.len() - 1)].no,
+                alloc::format!("tree deeper than {MAX_DEPTH} levels"),
+            ));
         }
-        let line = self.lines.get(self.pos).ok_or_else(|| Error::parse(last_no, "tree ends in the middle of a branch"))?;
+        let line = self
+            .lines
+            .get(self.pos)
+            .ok_or_else(|| Error::parse(last_no, "tree ends in the middle of a branch"))?;
         if line.depth != depth {
-            return Err(Error::parse(line.no, alloc::format!("expected a line at depth {depth}, found depth {}", line.depth)));
+            return Err(Error::parse(
+                line.no,
+                alloc::format!(
+                    "expected a line at depth {depth}, found depth {}",
+                    line.depth
+                ),
+            ));
         }
         let me = self.nodes.len();
         match line.kind {
@@ -435,16 +638,34 @@ impl TextParser<'_> {
                 self.pos += 1;
                 self.nodes.push(Node::Leaf { class: 0 }); // placeholder until the children exist
                 let left = self.node(depth + 1)?;
-                let gt = self.lines.get(self.pos).ok_or_else(|| Error::parse(last_no, "missing the \">\" branch"))?;
+                let gt = self
+                    .lines
+                    .get(self.pos)
+                    .ok_or_else(|| Error::parse(last_no, "missing the \">\" branch"))?;
                 match gt.kind {
                     LineKind::Gt(f2, t2) if gt.depth == depth && f2 == f && t2 == t => {}
-                    _ => return Err(Error::parse(gt.no, alloc::format!("expected \"feature_{f} >  {t}\" at depth {depth}"))),
+                    _ => {
+                        return Err(Error::parse(
+                            gt.no,
+                            alloc::format!("expected \"feature_{f} >  {t}\" at depth {depth}"),
+                        ))
+                    }
                 }
                 self.pos += 1;
                 let right = self.node(depth + 1)?;
-                self.nodes[me] = Node::Split { feature: f, threshold: t, left, right };
+                self.nodes[me] = Node::Split {
+                    feature: f,
+                    threshold: t,
+                    left,
+                    right,
+                };
             }
-            LineKind::Gt(..) => return Err(Error::parse(line.no, "a \">\" branch without its \"<=\" branch")),
+            LineKind::Gt(..) => {
+                return Err(Error::parse(
+                    line.no,
+                    "a \">\" branch without its \"<=\" branch",
+                ))
+            }
         }
         Ok(me as u32)
     }

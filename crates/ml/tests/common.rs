@@ -7,7 +7,11 @@ use std::path::PathBuf;
 pub fn reference() -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let r = root.join("../shared/reference");
-    assert!(r.is_dir(), "reference data not found at {}: tests need ../shared beside the repository", r.display());
+    assert!(
+        r.is_dir(),
+        "reference data not found at {}: tests need ../shared beside the repository",
+        r.display()
+    );
     r
 }
 
@@ -33,7 +37,12 @@ pub fn kml_inference() -> Vec<(usize, usize, usize, [f32; 4])> {
         .map(|l| {
             let v: Vec<&str> = l.split(',').collect();
             let f = |i: usize| v[i].parse::<f32>().unwrap();
-            (v[1].parse().unwrap(), v[2].parse().unwrap(), v[3].parse().unwrap(), [f(4), f(5), f(6), f(7)])
+            (
+                v[1].parse().unwrap(),
+                v[2].parse().unwrap(),
+                v[3].parse().unwrap(),
+                [f(4), f(5), f(6), f(7)],
+            )
         })
         .collect()
 }

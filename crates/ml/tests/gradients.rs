@@ -26,7 +26,11 @@ fn check_model(net: &Sequential, x: &[f32], target: &[f32], loss: &Loss) {
             let numeric = (loss_of(&plus) - loss_of(&minus)) / (2.0 * eps);
             let a = analytic[k];
             let tol = 2e-2 * numeric.abs().max(a.abs()).max(1e-1);
-            assert!((numeric - a).abs() <= tol, "{}: layer {li} param {p}: analytic {a} numeric {numeric}", loss.name());
+            assert!(
+                (numeric - a).abs() <= tol,
+                "{}: layer {li} param {p}: analytic {a} numeric {numeric}",
+                loss.name()
+            );
             k += 1;
         }
     }
@@ -45,7 +49,9 @@ fn bump(net: &mut Sequential, li: usize, p: usize, by: f32) {
 
 fn random_linear(rng: &mut Rng, i: usize, o: usize) -> Layer {
     let mut l = Linear::zeros(i, o);
-    l.weight.iter_mut().for_each(|w| *w = rng.uniform(-0.8, 0.8));
+    l.weight
+        .iter_mut()
+        .for_each(|w| *w = rng.uniform(-0.8, 0.8));
     l.bias.iter_mut().for_each(|b| *b = rng.uniform(-0.3, 0.3));
     Layer::Linear(l)
 }
@@ -54,7 +60,15 @@ fn random_linear(rng: &mut Rng, i: usize, o: usize) -> Layer {
 /// through the activation's backward pass.
 fn sandwich(act: Layer, out: usize, seed: u64) -> Sequential {
     let mut rng = Rng::new(seed);
-    Sequential::new(4, vec![random_linear(&mut rng, 4, 5), act, random_linear(&mut rng, 5, out)]).unwrap()
+    Sequential::new(
+        4,
+        vec![
+            random_linear(&mut rng, 4, 5),
+            act,
+            random_linear(&mut rng, 5, out),
+        ],
+    )
+    .unwrap()
 }
 
 const X: [f32; 4] = [0.5, -1.2, 0.9, 0.3];
@@ -80,17 +94,38 @@ fn linear_layer_backward_matches_finite_differences() {
 fn softmax_cross_entropy_gradient() {
     let net = sandwich(Layer::Tanh, 4, 1);
     check_model(&net, &X, &[2.0], &Loss::softmax_cross_entropy());
-    let weighted = Loss::SoftmaxCrossEntropy { class_weights: Some(vec![1.0, 0.5, 3.0, 2.0]) };
+    let weighted = Loss::SoftmaxCrossEntropy {
+        class_weights: Some(vec![1.0, 0.5, 3.0, 2.0]),
+    };
     check_model(&net, &X, &[2.0], &weighted);
 }
 
 #[test]
 fn binary_cross_entropy_gradient() {
     let mut rng = Rng::new(4);
-    let net = Sequential::new(4, vec![random_linear(&mut rng, 4, 5), Layer::ReLU, random_linear(&mut rng, 5, 1), Layer::Sigmoid]).unwrap();
+    let net = Sequential::new(
+        4,
+        vec![
+            random_linear(&mut rng, 4, 5),
+            Layer::ReLU,
+            random_linear(&mut rng, 5, 1),
+            Layer::Sigmoid,
+        ],
+    )
+    .unwrap();
     for y in [0.0, 1.0] {
-        check_model(&net, &X, &[y], &Loss::BinaryCrossEntropy { pos_weight: 1.0 });
-        check_model(&net, &X, &[y], &Loss::BinaryCrossEntropy { pos_weight: 4.0 });
+        check_model(
+            &net,
+            &X,
+            &[y],
+            &Loss::BinaryCrossEntropy { pos_weight: 1.0 },
+        );
+        check_model(
+            &net,
+            &X,
+            &[y],
+            &Loss::BinaryCrossEntropy { pos_weight: 4.0 },
+        );
     }
 }
 
@@ -112,8 +147,24 @@ fn categorical_hinge_gradient() {
     let out = net.forward(&X, &mut ws).to_vec();
     // Pick the class that makes the margin positive and away from the kink.
     let y = if out[0] < out[1] { 0.0 } else { 1.0 };
-    check_model(&net, &X, &[y], &Loss::CategoricalHinge { penalty: 1.0, penalized_class: 1 });
-    check_model(&net, &X, &[y], &Loss::CategoricalHinge { penalty: 5.0, penalized_class: y as usize });
+    check_model(
+        &net,
+        &X,
+        &[y],
+        &Loss::CategoricalHinge {
+            penalty: 1.0,
+            penalized_class: 1,
+        },
+    );
+    check_model(
+        &net,
+        &X,
+        &[y],
+        &Loss::CategoricalHinge {
+            penalty: 5.0,
+            penalized_class: y as usize,
+        },
+    );
 }
 
 #[test]
@@ -134,12 +185,18 @@ fn asymmetric_mse_weights_underestimates_more() {
     let mut g = [0.0];
     let under = l.forward_backward(&[1.0], &[2.0], &mut g); // yhat < y
     let over = l.forward_backward(&[3.0], &[2.0], &mut g);
-    assert!((under - 2.25).abs() < 1e-6 && (over - 0.25).abs() < 1e-6, "{under} {over}");
+    assert!(
+        (under - 2.25).abs() < 1e-6 && (over - 0.25).abs() < 1e-6,
+        "{under} {over}"
+    );
 }
 
 #[test]
 fn hinge_penalty_multiplies_only_the_penalized_class() {
-    let l = Loss::CategoricalHinge { penalty: 3.0, penalized_class: 1 };
+    let l = Loss::CategoricalHinge {
+        penalty: 3.0,
+        penalized_class: 1,
+    };
     let mut g = [0.0; 2];
     assert!((l.forward_backward(&[0.5, 0.0], &[1.0], &mut g) - 4.5).abs() < 1e-6);
     assert!((l.forward_backward(&[0.0, 0.5], &[0.0], &mut g) - 1.5).abs() < 1e-6);

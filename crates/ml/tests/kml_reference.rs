@@ -8,7 +8,9 @@ use iolearn_ml::{kml, ModelKind};
 #[test]
 fn imported_network_matches_kml_code_on_every_row() {
     let file = kml::import_network(&kml_dir().join("nn_arch_data")).unwrap();
-    let ModelKind::Mlp(net) = &file.kind else { panic!("not an mlp") };
+    let ModelKind::Mlp(net) = &file.kind else {
+        panic!("not an mlp")
+    };
     assert_eq!(net.dims(), &[5, 15, 15, 5, 5, 4]);
     let inputs = rows(&kml_dir().join("nn_arch_data/input.csv"));
     let labels = rows(&kml_dir().join("nn_arch_data/output.csv"));
@@ -29,14 +31,23 @@ fn imported_network_matches_kml_code_on_every_row() {
     assert_eq!(same, 422, "network class differs from KML's code");
     assert_eq!(agree_labels, 390, "agreement with output.csv labels");
     // KML computes exp with its own approximation, so logits agree to ~1e-4, not bit for bit.
-    assert!(max_logit_err < 1e-3, "logits differ from KML's by {max_logit_err}");
+    assert!(
+        max_logit_err < 1e-3,
+        "logits differ from KML's by {max_logit_err}"
+    );
 }
 
 #[test]
 fn imported_tree_matches_kml_code_on_every_row() {
     let kml = kml_dir();
-    let file = kml::import_tree(&kml.join("decision_tree_model/readahead_model.dt"), &kml.join("nn_arch_data")).unwrap();
-    let ModelKind::Tree(tree) = &file.kind else { panic!("not a tree") };
+    let file = kml::import_tree(
+        &kml.join("decision_tree_model/readahead_model.dt"),
+        &kml.join("nn_arch_data"),
+    )
+    .unwrap();
+    let ModelKind::Tree(tree) = &file.kind else {
+        panic!("not a tree")
+    };
     assert_eq!(tree.nodes().len(), 59, "KML reports 59 nodes");
     assert_eq!(tree.depth(), 9, "KML reports depth 9");
     let inputs = rows(&kml.join("nn_arch_data/input.csv"));
@@ -53,22 +64,39 @@ fn imported_tree_matches_kml_code_on_every_row() {
 
 #[test]
 fn tree_text_round_trips_through_export() {
-    let text = std::fs::read_to_string(kml_dir().join("decision_tree_model/readahead_model.dt")).unwrap();
+    let text =
+        std::fs::read_to_string(kml_dir().join("decision_tree_model/readahead_model.dt")).unwrap();
     let tree = iolearn_ml::DecisionTree::import_text(&text, 5, 4).unwrap();
-    assert_eq!(tree.export_text(6), text, "export_text must reproduce KML's file byte for byte");
+    assert_eq!(
+        tree.export_text(6),
+        text,
+        "export_text must reproduce KML's file byte for byte"
+    );
 }
 
 #[test]
 fn import_errors_name_the_file() {
     let dir = tempdir();
-    for f in ["linear0_w.csv", "linear0_bias.csv", "linear1_w.csv", "linear1_bias.csv", "linear2_w.csv", "linear2_bias.csv", "mean.csv", "stddev.csv"] {
+    for f in [
+        "linear0_w.csv",
+        "linear0_bias.csv",
+        "linear1_w.csv",
+        "linear1_bias.csv",
+        "linear2_w.csv",
+        "linear2_bias.csv",
+        "mean.csv",
+        "stddev.csv",
+    ] {
         std::fs::copy(kml_dir().join("nn_arch_data").join(f), dir.join(f)).unwrap();
     }
     // One weight too few.
     let w = std::fs::read_to_string(dir.join("linear1_w.csv")).unwrap();
     std::fs::write(dir.join("linear1_w.csv"), &w[..w.rfind(' ').unwrap()]).unwrap();
     let e = kml::import_network(&dir).unwrap_err().to_string();
-    assert!(e.contains("linear1_w.csv") && e.contains("expected 75, found 74"), "{e}");
+    assert!(
+        e.contains("linear1_w.csv") && e.contains("expected 75, found 74"),
+        "{e}"
+    );
     // A bad number.
     std::fs::write(dir.join("linear1_w.csv"), w.replacen("0000", "zz00", 1)).unwrap();
     let e = kml::import_network(&dir).unwrap_err().to_string();
@@ -86,7 +114,11 @@ fn bias_on_one_line_is_accepted() {
     let d = kml_dir().join("nn_arch_data");
     for i in 0..3 {
         t.weights[i] = std::fs::read_to_string(d.join(format!("linear{i}_w.csv"))).unwrap();
-        t.biases[i] = std::fs::read_to_string(d.join(format!("linear{i}_bias.csv"))).unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
+        t.biases[i] = std::fs::read_to_string(d.join(format!("linear{i}_bias.csv")))
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
     }
     t.mean = std::fs::read_to_string(d.join("mean.csv")).unwrap();
     t.stddev = std::fs::read_to_string(d.join("stddev.csv")).unwrap();
@@ -106,7 +138,9 @@ fn tree_text_errors_carry_line_numbers() {
         ("|--- class: 1.0\n|--- class: 0.0\n", "line 2"),
     ];
     for (text, want) in cases {
-        let e = iolearn_ml::DecisionTree::import_text(text, 0, 0).unwrap_err().to_string();
+        let e = iolearn_ml::DecisionTree::import_text(text, 0, 0)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(want), "{text:?}: {e}");
     }
 }

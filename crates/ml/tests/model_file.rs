@@ -9,7 +9,11 @@ fn kml_files() -> (ModelFile, ModelFile) {
     let d = common::kml_dir();
     (
         kml::import_network(&d.join("nn_arch_data")).unwrap(),
-        kml::import_tree(&d.join("decision_tree_model/readahead_model.dt"), &d.join("nn_arch_data")).unwrap(),
+        kml::import_tree(
+            &d.join("decision_tree_model/readahead_model.dt"),
+            &d.join("nn_arch_data"),
+        )
+        .unwrap(),
     )
 }
 
@@ -67,11 +71,26 @@ fn wrong_magic_version_and_trailing_bytes() {
     c[4..6].copy_from_slice(&(VERSION + 1).to_le_bytes());
     reseal(&mut c);
     let e = ModelFile::from_bytes(&c).unwrap_err();
-    assert_eq!(e, Error::UnsupportedVersion { found: VERSION + 1, supported: VERSION });
-    assert!(e.to_string().contains("unsupported model format version 2"), "{e}");
+    assert_eq!(
+        e,
+        Error::UnsupportedVersion {
+            found: VERSION + 1,
+            supported: VERSION
+        }
+    );
+    assert!(
+        e.to_string().contains("unsupported model format version 2"),
+        "{e}"
+    );
     let mut c = b.clone();
     c.push(0);
-    assert!(matches!(ModelFile::from_bytes(&c), Err(Error::Invalid { field: "length", .. })));
+    assert!(matches!(
+        ModelFile::from_bytes(&c),
+        Err(Error::Invalid {
+            field: "length",
+            ..
+        })
+    ));
 }
 
 #[test]
@@ -79,7 +98,10 @@ fn wrong_schema_is_refused() {
     let (net, _) = kml_files();
     assert!(net.expect_schema(kml::READAHEAD_SCHEMA).is_ok());
     let e = net.expect_schema("linnos-v1").unwrap_err();
-    assert!(e.to_string().contains("kml-readahead-v1") && e.to_string().contains("linnos-v1"), "{e}");
+    assert!(
+        e.to_string().contains("kml-readahead-v1") && e.to_string().contains("linnos-v1"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -111,8 +133,44 @@ fn inconsistent_parts_are_refused() {
 fn json_dump_is_valid_and_complete() {
     let (net, tree) = kml_files();
     let j = net.to_json();
-    for key in ["\"kind\": \"mlp\"", "\"schema\": \"kml-readahead-v1\"", "\"readseq\"", "\"read_ahead_kb\"", "\"type\": \"sigmoid\""] {
+    for key in [
+        "\"kind\": \"mlp\"",
+        "\"schema\": \"kml-readahead-v1\"",
+        "\"readseq\"",
+        "\"read_ahead_kb\"",
+        "\"type\": \"sigmoid\"",
+    ] {
         assert!(j.contains(key), "{key} missing");
     }
     assert!(tree.to_json().contains("\"threshold\": -0.349458"));
+}
+
+#[test]
+fn trained_tree_keeps_its_leaf_probabilities() {
+    let (x, y) = iolearn_ml::datasets::kml_like(30, 2);
+    let t = iolearn_ml::DecisionTree::fit(
+        &x,
+        &y,
+        5,
+        &iolearn_ml::TreeConfig {
+            max_depth: Some(2),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let f = ModelFile::new(iolearn_ml::ModelKind::Tree(t.clone()), "t");
+    let back = ModelFile::from_bytes(&f.to_bytes()).unwrap();
+    assert_eq!(back, f);
+    let iolearn_ml::ModelKind::Tree(t2) = back.kind else {
+        panic!()
+    };
+    let (mut a, mut b) = ([0.0; 4], [0.0; 4]);
+    t.predict_proba(&x[..5], &mut a);
+    t2.predict_proba(&x[..5], &mut b);
+    assert_eq!(a, b);
+    assert_eq!(t.leaf_proba(), t2.leaf_proba());
+    assert!(
+        t2.leaf_proba().iter().any(|&p| p > 0.0 && p < 1.0),
+        "a depth-2 tree has mixed leaves"
+    );
 }

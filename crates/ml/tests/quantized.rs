@@ -7,17 +7,26 @@ use iolearn_ml::{datasets, kml, Activation, Loss, MlpBuilder, ModelKind, TrainCo
 fn agreement(net: &iolearn_ml::Sequential, q: &QuantizedMlp, rows: &[Vec<f32>]) -> f64 {
     let mut ws = net.workspace();
     let mut qws = q.workspace();
-    rows.iter().filter(|r| net.predict_class(r, &mut ws) == q.predict_class(r, &mut qws)).count() as f64 / rows.len() as f64
+    rows.iter()
+        .filter(|r| net.predict_class(r, &mut ws) == q.predict_class(r, &mut qws))
+        .count() as f64
+        / rows.len() as f64
 }
 
 #[test]
 fn kml_network_quantised_keeps_its_answers() {
     let file = kml::import_network(&common::kml_dir().join("nn_arch_data")).unwrap();
-    let ModelKind::Mlp(net) = file.kind else { panic!() };
+    let ModelKind::Mlp(net) = file.kind else {
+        panic!()
+    };
     let rows = common::rows(&common::kml_dir().join("nn_arch_data/input.csv"));
     let fixed = agreement(&net, &QuantizedMlp::new(&net, Scheme::Fixed1000), &rows);
     let int8 = agreement(&net, &QuantizedMlp::new(&net, Scheme::Int8), &rows);
-    eprintln!("KML readahead network: x1000 agrees with f32 on {:.2}%, int8 on {:.2}%", fixed * 100.0, int8 * 100.0);
+    eprintln!(
+        "KML readahead network: x1000 agrees with f32 on {:.2}%, int8 on {:.2}%",
+        fixed * 100.0,
+        int8 * 100.0
+    );
     assert_eq!(fixed, 1.0, "x1000 must keep every answer of KML's network");
     // int8 with one scale per layer is too coarse for KML's weights (|w| up to 57, logit margins
     // down to 0.14): it keeps only about three answers in four. Recorded in docs/benchmarks.md;
@@ -36,11 +45,36 @@ fn linnos_shaped_network_quantised_x1000_loses_at_most_a_tenth_of_a_percent() {
         x.extend(digits);
         y.push(slow as u8 as f32);
     }
-    let mut net = MlpBuilder::new(31).hidden(256, Activation::ReLU).output(2).seed(2).build();
-    let cfg = TrainConfig { epochs: 15, lr: 0.001, momentum: 0.9, batch_size: 16, seed: 2 };
-    net.fit(&x, &y, &Loss::CategoricalHinge { penalty: 2.0, penalized_class: 1 }, &cfg).unwrap();
+    let mut net = MlpBuilder::new(31)
+        .hidden(256, Activation::ReLU)
+        .output(2)
+        .seed(2)
+        .build();
+    let cfg = TrainConfig {
+        epochs: 15,
+        lr: 0.001,
+        momentum: 0.9,
+        batch_size: 16,
+        seed: 2,
+    };
+    net.fit(
+        &x,
+        &y,
+        &Loss::CategoricalHinge {
+            penalty: 2.0,
+            penalized_class: 1,
+        },
+        &cfg,
+    )
+    .unwrap();
     let rows: Vec<Vec<f32>> = x.chunks(31).map(|r| r.to_vec()).collect();
-    let acc = |pred: &dyn Fn(&[f32]) -> usize| rows.iter().zip(&y).filter(|(r, &t)| pred(r) == t as usize).count() as f64 / rows.len() as f64;
+    let acc = |pred: &dyn Fn(&[f32]) -> usize| {
+        rows.iter()
+            .zip(&y)
+            .filter(|(r, &t)| pred(r) == t as usize)
+            .count() as f64
+            / rows.len() as f64
+    };
     let mut ws = net.workspace();
     let q = QuantizedMlp::new(&net, Scheme::Fixed1000);
     let mut qws = q.workspace();
@@ -59,7 +93,11 @@ fn linnos_shaped_network_quantised_x1000_loses_at_most_a_tenth_of_a_percent() {
 #[test]
 fn quantised_outputs_track_f32_outputs() {
     let (x, _) = datasets::kml_like(10, 3);
-    let net = MlpBuilder::new(5).hidden(15, Activation::Tanh).output(3).seed(1).build();
+    let net = MlpBuilder::new(5)
+        .hidden(15, Activation::Tanh)
+        .output(3)
+        .seed(1)
+        .build();
     let q = QuantizedMlp::new(&net, Scheme::Fixed1000);
     let (mut ws, mut qws) = (net.workspace(), q.workspace());
     for r in x.chunks(5) {

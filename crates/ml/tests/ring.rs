@@ -12,7 +12,10 @@ fn full_ring_drops_and_counts() {
     }
     let s = tx.stats();
     assert_eq!((s.pushed, s.dropped, s.capacity), (4, 6, 4));
-    assert_eq!((0..4).map(|_| rx.pop().unwrap()).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+    assert_eq!(
+        (0..4).map(|_| rx.pop().unwrap()).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3]
+    );
     assert_eq!(rx.pop(), None);
     assert!(tx.push(99));
     assert_eq!(rx.pop(), Some(99));
@@ -57,8 +60,17 @@ fn dropping_a_ring_with_items_frees_them() {
 #[test]
 fn async_trainer_learns_from_pushed_samples() {
     let (x, y) = datasets::kml_like(400, 9);
-    let net = MlpBuilder::new(5).hidden(15, Activation::Sigmoid).hidden(5, Activation::Sigmoid).output(4).seed(1).build();
-    let cfg = TrainerConfig { ring_capacity: 1 << 16, batch_size: 4, ..Default::default() };
+    let net = MlpBuilder::new(5)
+        .hidden(15, Activation::Sigmoid)
+        .hidden(5, Activation::Sigmoid)
+        .output(4)
+        .seed(1)
+        .build();
+    let cfg = TrainerConfig {
+        ring_capacity: 1 << 16,
+        batch_size: 4,
+        ..Default::default()
+    };
     let (mut tx, handle) = AsyncTrainer::spawn::<5>(net, Loss::softmax_cross_entropy(), cfg);
     for _ in 0..10 {
         for (r, &c) in x.chunks(5).zip(&y) {

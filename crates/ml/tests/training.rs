@@ -1,18 +1,34 @@
 //! Training works and is reproducible (issue 2, must-show 3).
 
 use iolearn_ml::eval::{cross_validate, permutation_importance};
-use iolearn_ml::{datasets, Activation, DecisionTree, Loss, MlpBuilder, Sequential, TrainConfig, TreeConfig, ZScore};
+use iolearn_ml::{
+    datasets, Activation, DecisionTree, Loss, MlpBuilder, Sequential, TrainConfig, TreeConfig,
+    ZScore,
+};
 
 fn kml_net(seed: u64) -> Sequential {
-    MlpBuilder::new(5).hidden(15, Activation::Sigmoid).hidden(5, Activation::Sigmoid).output(4).seed(seed).build()
+    MlpBuilder::new(5)
+        .hidden(15, Activation::Sigmoid)
+        .hidden(5, Activation::Sigmoid)
+        .output(4)
+        .seed(seed)
+        .build()
 }
 
 /// KML's optimiser settings (lr 0.01, momentum 0.99); mini-batches of 8 keep the test quick.
 fn kml_cfg(seed: u64) -> TrainConfig {
-    TrainConfig { epochs: 40, lr: 0.01, momentum: 0.99, batch_size: 8, seed }
+    TrainConfig {
+        epochs: 40,
+        lr: 0.01,
+        momentum: 0.99,
+        batch_size: 8,
+        seed,
+    }
 }
 
-fn fit_predict_net(seed: u64) -> impl FnMut(&[f32], &[f32], &[f32]) -> iolearn_ml::Result<Vec<usize>> {
+fn fit_predict_net(
+    seed: u64,
+) -> impl FnMut(&[f32], &[f32], &[f32]) -> iolearn_ml::Result<Vec<usize>> {
     move |tx, ty, test| {
         let norm = ZScore::fit(tx, 5)?;
         let mut tx = tx.to_vec();
@@ -35,14 +51,38 @@ fn fit_predict_net(seed: u64) -> impl FnMut(&[f32], &[f32], &[f32]) -> iolearn_m
 fn xor_is_learnt() {
     let x = [0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0];
     let y = [0.0, 1.0, 1.0, 0.0];
-    for (act, seed) in [(Activation::Sigmoid, 1), (Activation::Tanh, 2), (Activation::ReLU, 3)] {
-        let mut net = MlpBuilder::new(2).hidden(8, act).output(2).seed(seed).build();
-        let cfg = TrainConfig { epochs: 2000, lr: 0.05, momentum: 0.9, batch_size: 4, seed };
-        let hist = net.fit(&x, &y, &Loss::softmax_cross_entropy(), &cfg).unwrap();
-        assert!(hist.last().unwrap() < &0.05, "{act:?}: final loss {}", hist.last().unwrap());
+    for (act, seed) in [
+        (Activation::Sigmoid, 1),
+        (Activation::Tanh, 2),
+        (Activation::ReLU, 3),
+    ] {
+        let mut net = MlpBuilder::new(2)
+            .hidden(8, act)
+            .output(2)
+            .seed(seed)
+            .build();
+        let cfg = TrainConfig {
+            epochs: 2000,
+            lr: 0.05,
+            momentum: 0.9,
+            batch_size: 4,
+            seed,
+        };
+        let hist = net
+            .fit(&x, &y, &Loss::softmax_cross_entropy(), &cfg)
+            .unwrap();
+        assert!(
+            hist.last().unwrap() < &0.05,
+            "{act:?}: final loss {}",
+            hist.last().unwrap()
+        );
         let mut ws = net.workspace();
         for (row, &t) in x.chunks(2).zip(&y) {
-            assert_eq!(net.predict_class(row, &mut ws), t as usize, "{act:?} on {row:?}");
+            assert_eq!(
+                net.predict_class(row, &mut ws),
+                t as usize,
+                "{act:?} on {row:?}"
+            );
         }
     }
 }
@@ -51,10 +91,22 @@ fn xor_is_learnt() {
 fn xor_with_binary_cross_entropy_and_log_odds_bias() {
     let x = [0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0];
     let y = [0.0, 1.0, 1.0, 0.0];
-    let mut net = MlpBuilder::new(2).hidden(8, Activation::Tanh).output(1).output_activation(Some(Activation::Sigmoid)).seed(5).build();
+    let mut net = MlpBuilder::new(2)
+        .hidden(8, Activation::Tanh)
+        .output(1)
+        .output_activation(Some(Activation::Sigmoid))
+        .seed(5)
+        .build();
     net.init_output_bias_log_odds(2, 2).unwrap();
-    let cfg = TrainConfig { epochs: 2000, lr: 0.05, momentum: 0.9, batch_size: 4, seed: 5 };
-    net.fit(&x, &y, &Loss::BinaryCrossEntropy { pos_weight: 1.0 }, &cfg).unwrap();
+    let cfg = TrainConfig {
+        epochs: 2000,
+        lr: 0.05,
+        momentum: 0.9,
+        batch_size: 4,
+        seed: 5,
+    };
+    net.fit(&x, &y, &Loss::BinaryCrossEntropy { pos_weight: 1.0 }, &cfg)
+        .unwrap();
     let mut ws = net.workspace();
     for (row, &t) in x.chunks(2).zip(&y) {
         assert_eq!(net.predict_class(row, &mut ws), t as usize);
@@ -63,7 +115,11 @@ fn xor_with_binary_cross_entropy_and_log_odds_bias() {
 
 #[test]
 fn log_odds_bias_is_ln_pos_over_neg() {
-    let mut net = MlpBuilder::new(3).hidden(4, Activation::ReLU).output(1).output_activation(Some(Activation::Sigmoid)).build();
+    let mut net = MlpBuilder::new(3)
+        .hidden(4, Activation::ReLU)
+        .output(1)
+        .output_activation(Some(Activation::Sigmoid))
+        .build();
     net.init_output_bias_log_odds(1, 9).unwrap();
     let mut ws = net.workspace();
     // With zero input, hidden ReLUs are 0 (zero bias), so the output is sigmoid(bias) = base rate.
@@ -84,7 +140,10 @@ fn kml_network_learns_kml_like_data_to_95_percent_10_fold() {
 #[test]
 fn tree_learns_kml_like_data() {
     let (x, y) = datasets::kml_like(150, 42);
-    let cfg = TreeConfig { max_depth: Some(8), ..Default::default() };
+    let cfg = TreeConfig {
+        max_depth: Some(8),
+        ..Default::default()
+    };
     let report = cross_validate(&x, &y, 5, 10, 7, |tx, ty, test| {
         let t = DecisionTree::fit(tx, ty, 5, &cfg)?;
         Ok(test.chunks_exact(5).map(|r| t.predict_class(r)).collect())
@@ -93,8 +152,22 @@ fn tree_learns_kml_like_data() {
     eprintln!("tree 10-fold accuracy {:.4}", report.mean_accuracy());
     assert!(report.mean_accuracy() >= 0.95, "{}", report.mean_accuracy());
     // Entropy criterion too.
-    let t = DecisionTree::fit(&x, &y, 5, &TreeConfig { criterion: iolearn_ml::Criterion::Entropy, ..cfg.clone() }).unwrap();
-    let train_acc = x.chunks_exact(5).zip(&y).filter(|(r, &c)| t.predict_class(r) == c as usize).count() as f64 / y.len() as f64;
+    let t = DecisionTree::fit(
+        &x,
+        &y,
+        5,
+        &TreeConfig {
+            criterion: iolearn_ml::Criterion::Entropy,
+            ..cfg.clone()
+        },
+    )
+    .unwrap();
+    let train_acc = x
+        .chunks_exact(5)
+        .zip(&y)
+        .filter(|(r, &c)| t.predict_class(r) == c as usize)
+        .count() as f64
+        / y.len() as f64;
     assert!(train_acc > 0.97, "{train_acc}");
 }
 
@@ -106,7 +179,8 @@ fn same_seed_same_model_different_seed_different_model() {
     norm.transform_rows(&mut xn);
     let train = |seed| {
         let mut n = kml_net(seed);
-        n.fit(&xn, &y, &Loss::softmax_cross_entropy(), &kml_cfg(seed)).unwrap();
+        n.fit(&xn, &y, &Loss::softmax_cross_entropy(), &kml_cfg(seed))
+            .unwrap();
         n
     };
     assert_eq!(train(11), train(11));
@@ -129,8 +203,20 @@ fn permutation_importance_finds_the_informative_feature() {
         x.extend([a, rng.uniform(-1.0, 1.0)]);
         y.push((a > 0.0) as u8 as f32);
     }
-    let tree = DecisionTree::fit(&x, &y, 2, &TreeConfig { max_depth: Some(3), ..Default::default() }).unwrap();
-    let imp = permutation_importance(&x, &y, 2, 5, 1, |xs| xs.chunks_exact(2).map(|r| tree.predict_class(r)).collect()).unwrap();
+    let tree = DecisionTree::fit(
+        &x,
+        &y,
+        2,
+        &TreeConfig {
+            max_depth: Some(3),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let imp = permutation_importance(&x, &y, 2, 5, 1, |xs| {
+        xs.chunks_exact(2).map(|r| tree.predict_class(r)).collect()
+    })
+    .unwrap();
     assert!(imp.baseline > 0.98);
     assert!(imp.shuffled_accuracy[0] < 0.65, "{imp:?}");
     assert!(imp.shuffled_accuracy[1] > 0.95, "{imp:?}");
@@ -147,7 +233,27 @@ fn bad_training_input_is_an_error_not_a_panic() {
     assert!(net.fit(&[1.0; 5], &[0.5], &loss, &cfg).is_err()); // not an index
     assert!(net.fit(&[f32::NAN; 5], &[0.0], &loss, &cfg).is_err());
     assert!(net.fit(&[], &[], &loss, &cfg).is_err());
-    assert!(net.fit(&[1.0; 5], &[0.0], &loss, &TrainConfig { batch_size: 0, ..cfg.clone() }).is_err());
-    assert!(net.fit(&[1.0; 5], &[0.0], &loss, &TrainConfig { momentum: 1.5, ..cfg }).is_err());
+    assert!(net
+        .fit(
+            &[1.0; 5],
+            &[0.0],
+            &loss,
+            &TrainConfig {
+                batch_size: 0,
+                ..cfg.clone()
+            }
+        )
+        .is_err());
+    assert!(net
+        .fit(
+            &[1.0; 5],
+            &[0.0],
+            &loss,
+            &TrainConfig {
+                momentum: 1.5,
+                ..cfg
+            }
+        )
+        .is_err());
     assert!(DecisionTree::fit(&[1.0; 5], &[-1.0], 5, &TreeConfig::default()).is_err());
 }

@@ -1,1 +1,533 @@
+//! `iolearn._native`: the Python package's native core. Thin bindings over `iolearn-ml`; the
+//! scikit-learn-style classes live in `python/iolearn/`.
 
+use iolearn_ml::eval::kfold as ml_kfold;
+use iolearn_ml::{
+    kml, Activation, ClassAction, Criterion, DecisionTree, Loss, MlpBuilder, ModelFile, ModelKind,
+    TrainConfig, TreeConfig, ZScore,
+};
+use numpy::ndarray::Array2;
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use std::path::PathBuf;
+
+fn err(e: iolearn_ml::Error) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+fn rows(x: &PyReadonlyArray2<f32>) -> PyResult<(Vec<f32>, usize)> {
+    let a = x.as_array();
+    let d = a.ncols();
+    Ok((a.iter().copied().collect(), d))
+}
+
+/// A model file in memory: model, schema, normaliser, class map.
+#[pyclass(module = "iolearn._native")]
+struct Model {
+    file: ModelFile,
+}
+
+#[pymethods]
+impl Model {
+    /// "mlp" or "tree".
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.file.kind.name()
+    }
+
+    #[getter]
+    fn schema(&self) -> String {
+        self.file.schema.clone()
+    }
+
+    #[setter]
+    fn set_schema(&mut self, s: String) {
+        self.file.schema = s;
+    }
+
+    #[getter]
+    fn features(&self) -> Vec<String> {
+        self.file.features.clone()
+    }
+
+    #[setter]
+    fn set_features(&mut self, f: Vec<String>) -> PyResult<()> {
+        if !f.is_empty() && f.len() != self.file.kind.in_dim() {
+            return Err(PyValueError::new_err(format!(
+                "{} feature names for {} inputs",
+                f.len(),
+                self.file.kind.in_dim()
+            )));
+        }
+        self.file.features = f;
+        Ok(())
+    }
+
+    /// Class map as a list of (label, action).
+    #[getter]
+    fn classes(&self) -> Vec<(String, i64)> {
+        self.file
+            .classes
+            .iter()
+            .map(|c| (c.label.clone(), c.action))
+            .collect()
+    }
+
+    #[setter]
+    fn set_classes(&mut self, c: Vec<(String, i64)>) -> PyResult<()> {
+        let n = self.file.kind.n_outputs().max(2);
+        if !c.is_empty() && c.len() != n {
+            return Err(PyValueError::new_err(format!(
+                "{} classes given, the model has {n}",
+                c.len()
+            )));
+        }
+        self.file.classes = c
+            .into_iter()
+            .map(|(label, action)| ClassAction { label, action })
+            .collect();
+        Ok(())
+    }
+
+    #[getter]
+    fn action_unit(&self) -> String {
+        self.file.action_unit.clone()
+    }
+
+    #[setter]
+    fn set_action_unit(&mut self, u: String) {
+        self.file.action_unit = u;
+    }
+
+    #[getter]
+    fn meta(&self) -> Vec<(String, String)> {
+        self.file.meta.clone()
+    }
+
+    #[setter]
+    fn set_meta(&mut self, m: Vec<(String, String)>) {
+        self.file.meta = m;
+    }
+
+    #[getter]
+    fn n_features(&self) -> usize {
+        self.file.kind.in_dim()
+    }
+
+    #[getter]
+    fn n_outputs(&self) -> usize {
+        self.file.kind.n_outputs()
+    }
+
+    /// Bytes the model occupies in memory.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.file.kind.bytes()
+    }
+
+    #[getter]
+    fn has_normaliser(&self) -> bool {
+        self.file.normaliser.is_some()
+    }
+
+    /// Raw model outputs (logits, probabilities or regression values), one row per input row.
+    #[pyo3(signature = (x, prenormalized=false))]
+    fn forward<'py>(
+        &self,
+        py: Python<'py>,
+        x: PyReadonlyArray2<f32>,
+        prenormalized: bool,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let (x, n, d) = self.prepare(&x, prenormalized)?;
+        let out_dim = self.file.kind.n_outputs();
+        let out = py.detach(|| {
+            let mut out = Vec::with_capacity(n * out_dim);
+            match &self.file.kind {
+                ModelKind::Mlp(net) => {
+                    let mut ws = net.workspace();
+                    for r in x.chunks_exact(d) {
+                        out.extend_from_slice(net.forward(r, &mut ws));
+                    }
+                }
+                ModelKind::Tree(t) => {
+                    let mut p = vec![0.0; out_dim];
+                    for r in x.chunks_exact(d) {
+                        t.predict_proba(r, &mut p);
+                        out.extend_from_slice(&p);
+                    }
+                }
+            }
+            out
+        });
+        Ok(Array2::from_shape_vec((n, out_dim), out)
+            .expect("shape")
+            .into_pyarray(py))
+    }
+
+    /// Predicted class per row.
+    #[pyo3(signature = (x, prenormalized=false))]
+    fn predict<'py>(
+        &self,
+        py: Python<'py>,
+        x: PyReadonlyArray2<f32>,
+        prenormalized: bool,
+    ) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let (x, _, d) = self.prepare(&x, prenormalized)?;
+        let out: Vec<i64> = py.detach(|| match &self.file.kind {
+            ModelKind::Mlp(net) => {
+                let mut ws = net.workspace();
+                x.chunks_exact(d)
+                    .map(|r| net.predict_class(r, &mut ws) as i64)
+                    .collect()
+            }
+            ModelKind::Tree(t) => x
+                .chunks_exact(d)
+                .map(|r| t.predict_class(r) as i64)
+                .collect(),
+        });
+        Ok(PyArray1::from_vec(py, out))
+    }
+
+    /// Class probabilities per row.
+    #[pyo3(signature = (x, prenormalized=false))]
+    fn predict_proba<'py>(
+        &self,
+        py: Python<'py>,
+        x: PyReadonlyArray2<f32>,
+        prenormalized: bool,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let (x, n, d) = self.prepare(&x, prenormalized)?;
+        let k = self.file.kind.n_outputs().max(2);
+        let out = py.detach(|| {
+            let mut out = vec![0.0f32; n * k];
+            match &self.file.kind {
+                ModelKind::Mlp(net) => {
+                    let mut ws = net.workspace();
+                    for (r, p) in x.chunks_exact(d).zip(out.chunks_exact_mut(k)) {
+                        net.predict_proba(r, &mut ws, p);
+                    }
+                }
+                ModelKind::Tree(t) => {
+                    for (r, p) in x.chunks_exact(d).zip(out.chunks_exact_mut(k)) {
+                        t.predict_proba(r, p);
+                    }
+                }
+            }
+            out
+        });
+        Ok(Array2::from_shape_vec((n, k), out)
+            .expect("shape")
+            .into_pyarray(py))
+    }
+
+    /// Write the model file atomically (temporary file + rename).
+    fn save(&self, path: PathBuf) -> PyResult<()> {
+        self.file.validate().map_err(err)?;
+        let bytes = self.file.to_bytes();
+        let tmp = path.with_file_name(format!(
+            ".{}.tmp.{}",
+            path.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default(),
+            std::process::id()
+        ));
+        let r = std::fs::write(&tmp, &bytes).and_then(|_| std::fs::rename(&tmp, &path));
+        if let Err(e) = r {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(PyOSError::new_err(format!("{}: {e}", path.display())));
+        }
+        Ok(())
+    }
+
+    /// The whole model as JSON text.
+    fn to_json(&self) -> String {
+        self.file.to_json()
+    }
+
+    /// Error unless the model was trained for `schema`.
+    fn expect_schema(&self, schema: &str) -> PyResult<()> {
+        self.file.expect_schema(schema).map_err(err)
+    }
+
+    /// Permutation importance (KML section 4.1): (baseline accuracy, accuracy with each
+    /// feature's column shuffled), computed by the Rust core.
+    #[pyo3(signature = (x, y, repeats=5, seed=0, prenormalized=false))]
+    fn permutation_importance(
+        &self,
+        py: Python<'_>,
+        x: PyReadonlyArray2<f32>,
+        y: PyReadonlyArray1<f32>,
+        repeats: usize,
+        seed: u64,
+        prenormalized: bool,
+    ) -> PyResult<(f64, Vec<f64>)> {
+        let (xv, _, d) = self.prepare(&x, prenormalized)?;
+        let yv: Vec<f32> = y.as_array().iter().copied().collect();
+        let imp = py
+            .detach(|| {
+                iolearn_ml::eval::permutation_importance(&xv, &yv, d, repeats, seed, |rows| {
+                    match &self.file.kind {
+                        ModelKind::Mlp(net) => {
+                            let mut ws = net.workspace();
+                            rows.chunks_exact(d)
+                                .map(|r| net.predict_class(r, &mut ws))
+                                .collect()
+                        }
+                        ModelKind::Tree(t) => {
+                            rows.chunks_exact(d).map(|r| t.predict_class(r)).collect()
+                        }
+                    }
+                })
+            })
+            .map_err(err)?;
+        Ok((imp.baseline, imp.shuffled_accuracy))
+    }
+
+    /// The tree in scikit-learn export_text style (trees only).
+    #[pyo3(signature = (decimals=6))]
+    fn export_text(&self, decimals: usize) -> PyResult<String> {
+        match &self.file.kind {
+            ModelKind::Tree(t) => Ok(t.export_text(decimals)),
+            _ => Err(PyValueError::new_err("export_text: not a decision tree")),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<iolearn Model kind={} schema={:?} inputs={} outputs={}>",
+            self.kind(),
+            self.file.schema,
+            self.n_features(),
+            self.n_outputs()
+        )
+    }
+}
+
+impl Model {
+    fn prepare(
+        &self,
+        x: &PyReadonlyArray2<f32>,
+        prenormalized: bool,
+    ) -> PyResult<(Vec<f32>, usize, usize)> {
+        let (mut v, d) = rows(x)?;
+        if d != self.file.kind.in_dim() {
+            return Err(PyValueError::new_err(format!(
+                "X has {d} features, the model expects {}",
+                self.file.kind.in_dim()
+            )));
+        }
+        if v.iter().any(|f| !f.is_finite()) {
+            return Err(PyValueError::new_err("X contains NaN or infinity"));
+        }
+        if !prenormalized {
+            if let Some(z) = &self.file.normaliser {
+                z.transform_rows(&mut v);
+            }
+        }
+        let n = v.len() / d.max(1);
+        Ok((v, n, d))
+    }
+}
+
+fn parse_loss(
+    name: &str,
+    class_weights: Option<Vec<f32>>,
+    pos_weight: f32,
+    b: f32,
+    penalty: f32,
+    penalized_class: usize,
+) -> PyResult<Loss> {
+    Ok(match name {
+        "cross_entropy" | "softmax_cross_entropy" => Loss::SoftmaxCrossEntropy { class_weights },
+        "binary_cross_entropy" | "bce" => Loss::BinaryCrossEntropy { pos_weight },
+        "mse" => Loss::Mse,
+        "asymmetric_mse" | "amse" => Loss::AsymmetricMse { b },
+        "hinge" | "categorical_hinge" => Loss::CategoricalHinge { penalty, penalized_class },
+        other => return Err(PyValueError::new_err(format!("unknown loss {other:?} (cross_entropy, binary_cross_entropy, mse, asymmetric_mse, categorical_hinge)"))),
+    })
+}
+
+/// Train an MLP. `y` holds class indices (classification losses) or targets (regression, one
+/// column per output).
+#[pyfunction]
+#[pyo3(signature = (x, y, hidden, activation, n_outputs, output_activation, loss, lr, momentum, batch_size, epochs, seed, normalize, class_weights=None, pos_weight=1.0, b=0.0, penalty=1.0, penalized_class=1, log_odds_bias=false))]
+#[allow(clippy::too_many_arguments)]
+fn fit_mlp(
+    py: Python<'_>,
+    x: PyReadonlyArray2<f32>,
+    y: PyReadonlyArray1<f32>,
+    hidden: Vec<usize>,
+    activation: &str,
+    n_outputs: usize,
+    output_activation: Option<&str>,
+    loss: &str,
+    lr: f32,
+    momentum: f32,
+    batch_size: usize,
+    epochs: usize,
+    seed: u64,
+    normalize: bool,
+    class_weights: Option<Vec<f32>>,
+    pos_weight: f32,
+    b: f32,
+    penalty: f32,
+    penalized_class: usize,
+    log_odds_bias: bool,
+) -> PyResult<(Model, Vec<f32>)> {
+    let (mut xv, d) = rows(&x)?;
+    let yv: Vec<f32> = y.as_array().iter().copied().collect();
+    let act = Activation::parse(activation).map_err(err)?;
+    let out_act = output_activation
+        .map(Activation::parse)
+        .transpose()
+        .map_err(err)?;
+    let loss = parse_loss(loss, class_weights, pos_weight, b, penalty, penalized_class)?;
+    let mut builder = MlpBuilder::new(d)
+        .output(n_outputs)
+        .output_activation(out_act)
+        .seed(seed);
+    for h in hidden {
+        builder = builder.hidden(h, act);
+    }
+    let mut net = builder.try_build().map_err(err)?;
+    let cfg = TrainConfig {
+        epochs,
+        lr,
+        momentum,
+        batch_size,
+        seed,
+    };
+    let (net, norm, history) = py
+        .detach(move || -> iolearn_ml::Result<_> {
+            let norm = if normalize {
+                Some(ZScore::fit(&xv, d)?)
+            } else {
+                None
+            };
+            if let Some(z) = &norm {
+                z.transform_rows(&mut xv);
+            }
+            if log_odds_bias {
+                let pos = yv.iter().filter(|&&v| v >= 0.5).count();
+                net.init_output_bias_log_odds(pos, yv.len() - pos)?;
+            }
+            let h = net.fit(&xv, &yv, &loss, &cfg)?;
+            Ok((net, norm, h))
+        })
+        .map_err(err)?;
+    let mut file = ModelFile::new(ModelKind::Mlp(net), "custom");
+    file.normaliser = norm;
+    file.meta = vec![
+        ("seed".into(), seed.to_string()),
+        ("trainer".into(), "iolearn python fit_mlp".into()),
+    ];
+    Ok((Model { file }, history))
+}
+
+/// Train a CART decision tree on class labels.
+#[pyfunction]
+#[pyo3(signature = (x, y, max_depth=None, min_samples_split=2, min_samples_leaf=1, criterion="gini", normalize=false))]
+#[allow(clippy::too_many_arguments)] // mirrors the Python keyword arguments one to one
+fn fit_tree(
+    py: Python<'_>,
+    x: PyReadonlyArray2<f32>,
+    y: PyReadonlyArray1<f32>,
+    max_depth: Option<usize>,
+    min_samples_split: usize,
+    min_samples_leaf: usize,
+    criterion: &str,
+    normalize: bool,
+) -> PyResult<Model> {
+    let (mut xv, d) = rows(&x)?;
+    let yv: Vec<f32> = y.as_array().iter().copied().collect();
+    let criterion = match criterion {
+        "gini" => Criterion::Gini,
+        "entropy" => Criterion::Entropy,
+        c => {
+            return Err(PyValueError::new_err(format!(
+                "unknown criterion {c:?} (gini, entropy)"
+            )))
+        }
+    };
+    let cfg = TreeConfig {
+        criterion,
+        max_depth,
+        min_samples_split,
+        min_samples_leaf,
+    };
+    let (tree, norm) = py
+        .detach(move || -> iolearn_ml::Result<_> {
+            let norm = if normalize {
+                Some(ZScore::fit(&xv, d)?)
+            } else {
+                None
+            };
+            if let Some(z) = &norm {
+                z.transform_rows(&mut xv);
+            }
+            Ok((DecisionTree::fit(&xv, &yv, d, &cfg)?, norm))
+        })
+        .map_err(err)?;
+    let mut file = ModelFile::new(ModelKind::Tree(tree), "custom");
+    file.normaliser = norm;
+    Ok(Model { file })
+}
+
+/// Load a model file.
+#[pyfunction]
+fn load(path: PathBuf) -> PyResult<Model> {
+    let bytes =
+        std::fs::read(&path).map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
+    let file = ModelFile::from_bytes(&bytes)
+        .map_err(|e| PyValueError::new_err(format!("{}: {e}", path.display())))?;
+    Ok(Model { file })
+}
+
+/// Import KML's readahead network (an nn_arch_data directory), or its tree with `tree=`.
+#[pyfunction]
+#[pyo3(signature = (nn_arch_data, tree=None))]
+fn import_kml(nn_arch_data: PathBuf, tree: Option<PathBuf>) -> PyResult<Model> {
+    let file = match tree {
+        Some(t) => kml::import_tree(&t, &nn_arch_data),
+        None => kml::import_network(&nn_arch_data),
+    }
+    .map_err(err)?;
+    Ok(Model { file })
+}
+
+/// Test-index folds of shuffled k-fold cross-validation (the same folds as the Rust core).
+#[pyfunction]
+fn kfold(n: usize, k: usize, seed: u64) -> PyResult<Vec<Vec<usize>>> {
+    ml_kfold(n, k, seed).map_err(err)
+}
+
+/// A synthetic 4-class data set shaped like KML's readahead features (raw).
+#[pyfunction]
+fn kml_like<'py>(
+    py: Python<'py>,
+    n_per_class: usize,
+    seed: u64,
+) -> (Bound<'py, PyArray2<f32>>, Bound<'py, PyArray1<f32>>) {
+    let (x, y) = iolearn_ml::datasets::kml_like(n_per_class, seed);
+    let n = y.len();
+    (
+        Array2::from_shape_vec((n, 5), x)
+            .expect("shape")
+            .into_pyarray(py),
+        PyArray1::from_vec(py, y),
+    )
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Model>()?;
+    m.add_function(wrap_pyfunction!(fit_mlp, m)?)?;
+    m.add_function(wrap_pyfunction!(fit_tree, m)?)?;
+    m.add_function(wrap_pyfunction!(load, m)?)?;
+    m.add_function(wrap_pyfunction!(import_kml, m)?)?;
+    m.add_function(wrap_pyfunction!(kfold, m)?)?;
+    m.add_function(wrap_pyfunction!(kml_like, m)?)?;
+    m.add("READAHEAD_SCHEMA", kml::READAHEAD_SCHEMA)?;
+    Ok(())
+}

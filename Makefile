@@ -1,0 +1,45 @@
+# iolearn: the README's commands. Each target installs what it needs and is idempotent.
+SHELL := /bin/bash
+VENV  := .venv
+PY    := $(VENV)/bin/python
+PIP   := $(VENV)/bin/pip
+PYDEPS := maturin numpy pytest ruff tqdm
+
+.PHONY: setup demo test bench lint fuzz clean
+
+## setup: Rust build, Python virtualenv with the native package installed (editable)
+setup: $(VENV)/.deps
+	cargo build --release --bin iolearn
+	$(VENV)/bin/maturin develop --release --quiet
+
+$(VENV)/.deps: pyproject.toml scripts/bootstrap.sh
+	bash scripts/bootstrap.sh $(VENV) $(PYDEPS)
+	touch $@
+
+## demo: the main job on the embedded default
+demo: setup
+	$(PY) -m iolearn.demo
+	./target/release/iolearn model inspect results/demo/readahead_nn.iolm
+
+## test: every test (Rust, Python, CLI, a short fuzz run where nightly Rust exists)
+test: setup
+	bash scripts/test.sh
+
+## bench: micro benchmarks of the ML runtime (numbers go to docs/benchmarks.md)
+bench: setup
+	cargo bench -p iolearn-ml --bench inference
+
+## lint: rustfmt, clippy with warnings as errors, ruff
+lint: $(VENV)/.deps
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	$(VENV)/bin/ruff check python tests
+	$(VENV)/bin/ruff format --check python tests
+
+## fuzz: run the fuzzers for FUZZ_SECONDS each (default 60)
+fuzz:
+	FUZZ_SECONDS=$${FUZZ_SECONDS:-60} bash scripts/fuzz.sh
+
+clean:
+	cargo clean
+	rm -rf $(VENV) results

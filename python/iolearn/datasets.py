@@ -1,0 +1,37 @@
+"""Data sets: generated ones (no downloads) and loaders for KML's released reference data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from . import _native
+
+#: KML's class ids (code release) and names.
+KML_CLASSES = ("readrandom", "readrandomwriterandom", "readseq", "readreverse")
+
+
+def kml_like(n_per_class: int = 100, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Synthetic raw features shaped like KML's readahead data: X (n, 5) float32, y (n,) int64."""
+    X, y = _native.kml_like(int(n_per_class), int(seed))
+    return X, y.astype(np.int64)
+
+
+def _numbers(path: Path) -> np.ndarray:
+    try:
+        return np.array(path.read_text().split(), dtype=np.float64)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+
+
+def load_kml_readahead(reference: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
+    """KML's labelled, already-normalised readahead rows (``nn_arch_data/input.csv`` and
+    ``output.csv``) from a ``shared/reference/kml/readahead`` directory."""
+    d = Path(reference) / "nn_arch_data"
+    X = _numbers(d / "input.csv")
+    y = _numbers(d / "output.csv")
+    if X.size != 5 * y.size:
+        raise ValueError(f"{d / 'input.csv'}: {X.size} values for {y.size} labels (expected 5 per row)")
+    return X.reshape(-1, 5).astype(np.float32), y.astype(np.int64)

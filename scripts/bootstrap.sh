@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Install what the project needs: system packages (when root and missing), the Rust toolchain
+# check, and a Python virtualenv with the given packages.
+set -euo pipefail
+venv=$1; shift
+
+need_apt=()
+command -v cc >/dev/null || need_apt+=(build-essential)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+if ((${#need_apt[@]})); then
+    if [[ $(id -u) == 0 ]]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
+    else
+        echo "bootstrap: missing ${need_apt[*]}; install them (apt-get install ${need_apt[*]}) or run as root" >&2
+        exit 1
+    fi
+fi
+if ! command -v cargo >/dev/null; then
+    echo "bootstrap: cargo not found; install Rust (https://rustup.rs) and re-run" >&2
+    exit 1
+fi
+[[ -x $venv/bin/python ]] || python3 -m venv "$venv"
+"$venv/bin/pip" install --quiet --upgrade pip
+"$venv/bin/pip" install --quiet "$@"
