@@ -1,6 +1,6 @@
 //! Layers with forward and backward passes over plain `f32` slices.
 
-use crate::math;
+use crate::{kernels, math};
 use alloc::vec::Vec;
 
 /// A fully connected layer `y = W x + b`.
@@ -71,15 +71,14 @@ impl Linear {
         self.weight.len() + self.bias.len()
     }
 
-    #[inline]
-    fn forward(&self, x: &[f32], y: &mut [f32]) {
-        let y = &mut y[..self.out_dim];
-        y.copy_from_slice(&self.bias);
-        for (col, &xi) in self.weight.chunks_exact(self.out_dim).zip(x) {
-            for (yo, &w) in y.iter_mut().zip(col) {
-                *yo += w * xi;
-            }
-        }
+    #[inline(always)]
+    fn forward<const FMA: bool>(&self, x: &[f32], y: &mut [f32]) {
+        kernels::linear_f32_body::<FMA>(
+            &self.weight,
+            &self.bias,
+            &x[..self.in_dim],
+            &mut y[..self.out_dim],
+        );
     }
 
     fn backward(&self, x: &[f32], dy: &[f32], dx: &mut [f32], grad: &mut [f32]) {
@@ -152,12 +151,23 @@ impl Layer {
     /// `y = layer(x)`. `y` has length [`Layer::out_dim`].
     #[inline]
     pub fn forward(&self, x: &[f32], y: &mut [f32]) {
+        struct Task<'a>(&'a Layer, &'a [f32], &'a mut [f32]);
+        impl kernels::SimdTask for Task<'_> {
+            type Out = ();
+            #[inline(always)]
+            fn run<const FMA: bool>(self) {
+                self.0.forward_in::<FMA>(self.1, self.2)
+            }
+        }
+        kernels::simd(Task(self, x, y))
+    }
+
+    /// [`Layer::forward`] for callers already inside [`kernels::simd`].
+    #[inline(always)]
+    pub(crate) fn forward_in<const FMA: bool>(&self, x: &[f32], y: &mut [f32]) {
         match self {
-            Layer::Linear(l) => l.forward(x, y),
-            Layer::Sigmoid => y
-                .iter_mut()
-                .zip(x)
-                .for_each(|(o, &i)| *o = math::sigmoid(i)),
+            Layer::Linear(l) => l.forward::<FMA>(x, y),
+            Layer::Sigmoid => kernels::sigmoid_body(x, y),
             Layer::ReLU => y
                 .iter_mut()
                 .zip(x)

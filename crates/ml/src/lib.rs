@@ -40,6 +40,7 @@ pub mod datasets;
 mod error;
 pub mod eval;
 pub mod format;
+mod kernels;
 pub mod kml;
 mod layer;
 mod loss;

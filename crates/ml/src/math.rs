@@ -29,17 +29,6 @@ pub(crate) fn ln64(x: f64) -> f64 {
     libm::log(x)
 }
 
-/// Logistic function, written to avoid overflow for large |x|.
-#[inline]
-pub(crate) fn sigmoid(x: f32) -> f32 {
-    if x >= 0.0 {
-        1.0 / (1.0 + exp(-x))
-    } else {
-        let e = exp(x);
-        e / (1.0 + e)
-    }
-}
-
 /// Index of the largest value (first one on ties); 0 for an empty slice.
 #[inline]
 pub(crate) fn argmax(v: &[f32]) -> usize {

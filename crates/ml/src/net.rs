@@ -128,7 +128,15 @@ impl Sequential {
     #[inline]
     pub fn forward<'w>(&self, x: &[f32], ws: &'w mut Workspace) -> &'w [f32] {
         debug_assert_eq!(x.len(), self.in_dim());
-        let n = self.layers.len();
+        self.forward_in(x, ws);
+        ws.slot(self.layers.len())
+    }
+
+    /// The forward pass proper. Each layer enters [`kernels::simd`] on its own: measured, one
+    /// SIMD region around the whole network ran slower (the compiler then vectorised the
+    /// inlined layer loop worse).
+    #[inline(always)]
+    fn forward_in(&self, x: &[f32], ws: &mut Workspace) {
         ws.acts[..self.dims[0]].copy_from_slice(x);
         for (i, layer) in self.layers.iter().enumerate() {
             let (before, after) = ws.acts.split_at_mut(ws.offsets[i + 1]);
@@ -136,7 +144,6 @@ impl Sequential {
             let output = &mut after[..self.dims[i + 1]];
             layer.forward(input, output);
         }
-        ws.slot(n)
     }
 
     /// Predicted class: argmax of the output, or `output >= 0.5` for a single output.

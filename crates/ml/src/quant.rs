@@ -2,8 +2,8 @@
 //! scale. Built from a trained f32 [`Sequential`]; compare accuracy with [`crate::eval`].
 
 use crate::layer::Layer;
-use crate::math;
 use crate::net::Sequential;
+use crate::{kernels, math};
 use alloc::vec::Vec;
 
 /// How weights are stored.
@@ -21,11 +21,14 @@ pub enum Scheme {
 #[derive(Debug, Clone)]
 enum QLayer {
     // Weights input-major like `Linear`, so the inner loop runs over outputs (SIMD-friendly).
+    // `l1` = the largest sum of |weights| into one output: with inputs bounded by `m`, no sum
+    // exceeds `m * l1`, which decides whether i32 sums are exact.
     Fixed {
         in_dim: usize,
         out_dim: usize,
-        w: Vec<i64>,
+        w: Vec<i32>,
         b: Vec<i64>,
+        l1: i64,
     },
     Int8 {
         in_dim: usize,
@@ -52,10 +55,26 @@ pub struct QWorkspace {
     b: Vec<f32>,
     ia: Vec<i64>,
     ib: Vec<i64>,
+    xi: Vec<i32>,
     q: Vec<i8>,
 }
 
 const SCALE: f32 = 1000.0;
+
+/// An integer dense layer as a SIMD task; `NARROW` selects i32 sums.
+struct IntLayer<'a, const NARROW: bool>(&'a [i32], &'a [i32], &'a mut [i64]);
+
+impl<const NARROW: bool> kernels::SimdTask for IntLayer<'_, NARROW> {
+    type Out = ();
+    #[inline(always)]
+    fn run<const FMA: bool>(self) {
+        if NARROW {
+            kernels::linear_i32_body(self.0, self.1, self.2)
+        } else {
+            kernels::linear_i64_body(self.0, self.1, self.2)
+        }
+    }
+}
 
 impl QuantizedMlp {
     /// Quantise `net` with `scheme`.
@@ -64,18 +83,33 @@ impl QuantizedMlp {
             .layers()
             .iter()
             .map(|l| match (l, scheme) {
-                (Layer::Linear(l), Scheme::Fixed1000) => QLayer::Fixed {
-                    in_dim: l.in_dim,
-                    out_dim: l.out_dim,
-                    w: l.weight
+                (Layer::Linear(l), Scheme::Fixed1000) => {
+                    let w: Vec<i32> = l
+                        .weight
+                        .iter()
+                        .map(|&v| libm::roundf(v * SCALE) as i32)
+                        .collect();
+                    let l1 = (0..l.out_dim)
+                        .map(|o| {
+                            (0..l.in_dim)
+                                .map(|i| (w[i * l.out_dim + o] as i64).abs())
+                                .sum::<i64>()
+                        })
+                        .max()
+                        .unwrap_or(0);
+                    let b = l
+                        .bias
                         .iter()
                         .map(|&v| libm::roundf(v * SCALE) as i64)
-                        .collect(),
-                    b: l.bias
-                        .iter()
-                        .map(|&v| libm::roundf(v * SCALE) as i64)
-                        .collect(),
-                },
+                        .collect();
+                    QLayer::Fixed {
+                        in_dim: l.in_dim,
+                        out_dim: l.out_dim,
+                        w,
+                        b,
+                        l1,
+                    }
+                }
                 (Layer::Linear(l), Scheme::Int8) => {
                     let m = l.weight.iter().fold(0.0f32, |a, &v| a.max(v.abs()));
                     let scale = if m > 0.0 { m / 127.0 } else { 1.0 };
@@ -117,7 +151,7 @@ impl QuantizedMlp {
             + self.dims.capacity() * 8;
         for l in &self.layers {
             b += match l {
-                QLayer::Fixed { w, b, .. } => w.capacity() * 8 + b.capacity() * 8,
+                QLayer::Fixed { w, b, .. } => w.capacity() * 4 + b.capacity() * 8,
                 QLayer::Int8 { w, b, .. } => w.capacity() + b.capacity() * 4,
                 QLayer::Act(_) => 0,
             };
@@ -132,6 +166,7 @@ impl QuantizedMlp {
             a: alloc::vec![0.0; w],
             b: alloc::vec![0.0; w],
             ia: alloc::vec![0; w],
+            xi: alloc::vec![0; w],
             ib: alloc::vec![0; w],
             q: alloc::vec![0; w],
         }
@@ -168,13 +203,28 @@ impl QuantizedMlp {
                     out_dim,
                     w,
                     b,
+                    l1,
                 } => {
-                    // Accumulate at scale 1e6, then rescale to 1e3 once per output.
+                    // Sums at scale 1e6, rescaled to 1e3 once per output: i32 sums (twice the
+                    // SIMD lanes) when they provably cannot overflow, else i64.
+                    let x = &ws.ia[..*in_dim];
+                    let m = x.iter().fold(0i64, |a, v| a.max(v.abs()));
                     let acc = &mut ws.ib[..*out_dim];
-                    acc.iter_mut().for_each(|a| *a = 0);
-                    for (col, &xi) in w.chunks_exact(*out_dim).zip(&ws.ia[..*in_dim]) {
-                        for (a, &wv) in acc.iter_mut().zip(col) {
-                            *a += wv * xi;
+                    if m <= i32::MAX as i64 {
+                        for (d, &v) in ws.xi.iter_mut().zip(x) {
+                            *d = v as i32;
+                        }
+                        let xi = &ws.xi[..*in_dim];
+                        if m.saturating_mul(*l1) <= i32::MAX as i64 {
+                            kernels::simd(IntLayer::<true>(w, xi, acc));
+                        } else {
+                            kernels::simd(IntLayer::<false>(w, xi, acc));
+                        }
+                    } else {
+                        for (o, a) in acc.iter_mut().enumerate() {
+                            *a = (0..*in_dim).fold(0i64, |s, i| {
+                                s.saturating_add((w[i * out_dim + o] as i64).saturating_mul(x[i]))
+                            });
                         }
                     }
                     for (a, &bo) in acc.iter_mut().zip(b) {
