@@ -218,20 +218,26 @@ impl DecisionTree {
 
     #[inline]
     fn leaf(&self, x: &[f32]) -> (usize, usize) {
+        assert!(
+            x.len() >= self.n_features,
+            "row has {} features, the tree needs {}",
+            x.len(),
+            self.n_features
+        );
         let mut i = 0usize;
         loop {
-            match self.nodes[i] {
+            // SAFETY: every constructor (`from_nodes`, `fit`) guarantees that child indices are
+            // below `nodes.len()` and split features below `n_features`, and `x` was checked to
+            // hold `n_features` values; the walk starts at the root, index 0 < len.
+            match unsafe { *self.nodes.get_unchecked(i) } {
                 Node::Split {
                     feature,
                     threshold,
                     left,
                     right,
                 } => {
-                    i = if x[feature as usize] <= threshold {
-                        left
-                    } else {
-                        right
-                    } as usize;
+                    let v = unsafe { *x.get_unchecked(feature as usize) };
+                    i = if v <= threshold { left } else { right } as usize;
                 }
                 Node::Leaf { class } => return (i, class as usize),
             }

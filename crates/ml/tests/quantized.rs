@@ -118,7 +118,9 @@ fn fixed_reference(net: &iolearn_ml::Sequential, x: &[f32]) -> Vec<f32> {
             iolearn_ml::Layer::Linear(l) => {
                 a = (0..l.out_dim)
                     .map(|o| {
-                        let s: i128 = (0..l.in_dim).map(|i| (l.w(o, i) * 1000.0).round() as i128 * a[i]).sum();
+                        let s: i128 = (0..l.in_dim)
+                            .map(|i| (l.w(o, i) * 1000.0).round() as i128 * a[i])
+                            .sum();
                         s / 1000 + (l.bias[o] * 1000.0).round() as i128
                     })
                     .collect();
@@ -132,7 +134,11 @@ fn fixed_reference(net: &iolearn_ml::Sequential, x: &[f32]) -> Vec<f32> {
 
 #[test]
 fn fixed_point_is_exact_on_both_the_i32_and_the_i64_path() {
-    let net = MlpBuilder::new(31).hidden(256, Activation::ReLU).output(2).seed(9).build();
+    let net = MlpBuilder::new(31)
+        .hidden(256, Activation::ReLU)
+        .output(2)
+        .seed(9)
+        .build();
     let q = QuantizedMlp::new(&net, Scheme::Fixed1000);
     let mut ws = q.workspace();
     let mut rng = iolearn_ml::Rng::new(4);
@@ -141,7 +147,11 @@ fn fixed_point_is_exact_on_both_the_i32_and_the_i64_path() {
     for scale in [9.0f32, 3.0e4, 5.0e6] {
         for _ in 0..20 {
             let x: Vec<f32> = (0..31).map(|_| (rng.uniform(0.0, scale)).round()).collect();
-            assert_eq!(q.forward(&x, &mut ws).to_vec(), fixed_reference(&net, &x), "scale {scale}");
+            assert_eq!(
+                q.forward(&x, &mut ws).to_vec(),
+                fixed_reference(&net, &x),
+                "scale {scale}"
+            );
         }
     }
 }
