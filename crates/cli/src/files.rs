@@ -14,20 +14,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path
         .file_name()
         .with_context(|| format!("{}: not a file name", path.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp.{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let tmp = dir.join(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id()));
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)
-            .with_context(|| format!("{}: cannot create", tmp.display()))?;
+        let mut f = std::fs::File::create(&tmp).with_context(|| format!("{}: cannot create", tmp.display()))?;
         f.write_all(bytes)
             .with_context(|| format!("{}: write failed", tmp.display()))?;
         f.sync_all()
             .with_context(|| format!("{}: fsync failed", tmp.display()))?;
-        std::fs::rename(&tmp, path)
-            .with_context(|| format!("{}: cannot rename into place", path.display()))
+        std::fs::rename(&tmp, path).with_context(|| format!("{}: cannot rename into place", path.display()))
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -67,11 +61,7 @@ pub fn read_rows(path: &Path, width: usize) -> Result<Vec<f32>> {
             Err(_) if i == 0 && out.is_empty() => continue, // header
             Err(_) => {
                 let bad = toks.iter().find(|t| t.parse::<f32>().is_err()).unwrap();
-                bail!(
-                    "{}: line {}: {bad:?} is not a number",
-                    path.display(),
-                    i + 1
-                )
+                bail!("{}: line {}: {bad:?} is not a number", path.display(), i + 1)
             }
         };
         if vals.len() != width {
@@ -83,11 +73,7 @@ pub fn read_rows(path: &Path, width: usize) -> Result<Vec<f32>> {
             );
         }
         if let Some(v) = vals.iter().find(|v| !v.is_finite()) {
-            bail!(
-                "{}: line {}: value {v} is not finite",
-                path.display(),
-                i + 1
-            );
+            bail!("{}: line {}: value {v} is not finite", path.display(), i + 1);
         }
         out.extend(vals);
     }

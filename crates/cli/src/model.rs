@@ -141,11 +141,7 @@ fn inspect(path: &Path, json: bool) -> Result<()> {
     writeln!(
         out,
         "normaliser:    {}",
-        if file.normaliser.is_some() {
-            "z-score"
-        } else {
-            "none"
-        }
+        if file.normaliser.is_some() { "z-score" } else { "none" }
     )?;
     if !file.classes.is_empty() {
         writeln!(
@@ -178,11 +174,7 @@ fn predict(path: &Path, csv: &Path, prenormalized: bool, labels: bool) -> Result
         }
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let name = |c: usize| {
-        file.classes
-            .get(c)
-            .map_or_else(|| c.to_string(), |a| a.label.clone())
-    };
+    let name = |c: usize| file.classes.get(c).map_or_else(|| c.to_string(), |a| a.label.clone());
     match &file.kind {
         ModelKind::Mlp(net) => {
             let mut ws = net.workspace();

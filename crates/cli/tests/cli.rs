@@ -102,12 +102,7 @@ fn predict_normalises_raw_rows() {
         .lines()
         .map(str::to_string)
         .collect();
-    let names = [
-        "readrandom",
-        "readrandomwriterandom",
-        "readseq",
-        "readreverse",
-    ];
+    let names = ["readrandom", "readrandomwriterandom", "readseq", "readreverse"];
     let want: Vec<String> = kml_column(2)
         .iter()
         .map(|c| names[c.parse::<usize>().unwrap()].to_string())
@@ -146,11 +141,7 @@ fn bad_model_files_give_clear_errors_and_exit_1() {
     let model = import(&d, false);
     let bytes = std::fs::read(&model).unwrap();
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        (
-            "truncated.iolm",
-            bytes[..bytes.len() / 2].to_vec(),
-            "truncated",
-        ),
+        ("truncated.iolm", bytes[..bytes.len() / 2].to_vec(), "truncated"),
         (
             "corrupt.iolm",
             {
@@ -177,9 +168,7 @@ fn bad_model_files_give_clear_errors_and_exit_1() {
         assert!(!err.contains("panicked"), "{err}");
     }
     let o = iolearn(&[&"model", &"inspect", &d.join("missing.iolm")]);
-    assert!(String::from_utf8(o.stderr)
-        .unwrap()
-        .contains("missing.iolm"));
+    assert!(String::from_utf8(o.stderr).unwrap().contains("missing.iolm"));
     std::fs::remove_dir_all(d).unwrap();
 }
 

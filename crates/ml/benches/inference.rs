@@ -7,9 +7,7 @@
 //! round.
 
 use iolearn_ml::quant::{QuantizedMlp, Scheme};
-use iolearn_ml::{
-    datasets, kml, Activation, DecisionTree, Loss, MlpBuilder, ModelKind, Rng, Sequential, Sgd,
-};
+use iolearn_ml::{datasets, kml, Activation, DecisionTree, Loss, MlpBuilder, ModelKind, Rng, Sequential, Sgd};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -81,8 +79,7 @@ fn measure(name: &str, bytes: usize, mut f: impl FnMut(usize)) -> Row {
 }
 
 fn kml_models() -> (Sequential, DecisionTree, iolearn_ml::ZScore, &'static str) {
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference/kml/readahead");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference/kml/readahead");
     let net = kml::import_network(&dir.join("nn_arch_data"));
     let tree = kml::import_tree(
         &dir.join("decision_tree_model/readahead_model.dt"),
@@ -90,9 +87,7 @@ fn kml_models() -> (Sequential, DecisionTree, iolearn_ml::ZScore, &'static str) 
     );
     match (net, tree) {
         (Ok(n), Ok(t)) => match (n.kind, t.kind) {
-            (ModelKind::Mlp(n), ModelKind::Tree(t)) => {
-                (n, t, n_norm(n_file_norm(&dir)), "KML's released weights")
-            }
+            (ModelKind::Mlp(n), ModelKind::Tree(t)) => (n, t, n_norm(n_file_norm(&dir)), "KML's released weights"),
             _ => unreachable!(),
         },
         _ => {
@@ -192,13 +187,9 @@ fn main() {
         .seed(4)
         .build();
     let mut hws = heimdall.workspace();
-    out.push(measure(
-        "Heimdall-size 12-128-16-1 (f32)",
-        heimdall.bytes(),
-        |i| {
-            black_box(heimdall.predict_class(black_box(&rows12[i & 63]), &mut hws));
-        },
-    ));
+    out.push(measure("Heimdall-size 12-128-16-1 (f32)", heimdall.bytes(), |i| {
+        black_box(heimdall.predict_class(black_box(&rows12[i & 63]), &mut hws));
+    }));
 
     // Training: one SGD step on one sample (KML's batch size 1), and on 32.
     let mut train_net = kml_net.clone();
@@ -208,21 +199,11 @@ fn main() {
     let flat: Vec<f32> = rows5.iter().flatten().copied().collect();
     let ys32: Vec<f32> = (0..32).map(|i| (i % 4) as f32).collect();
     let step1 = measure("training step, 5-15-5-4, batch 1", train_net.bytes(), |i| {
-        black_box(sgd.step(
-            &mut train_net,
-            &mut ws,
-            &rows5[i & 63],
-            &ys[i & 3..(i & 3) + 1],
-            &loss,
-        ));
+        black_box(sgd.step(&mut train_net, &mut ws, &rows5[i & 63], &ys[i & 3..(i & 3) + 1], &loss));
     });
-    let step32 = measure(
-        "training step, 5-15-5-4, batch 32",
-        train_net.bytes(),
-        |_| {
-            black_box(sgd.step(&mut train_net, &mut ws, &flat[..32 * 5], &ys32, &loss));
-        },
-    );
+    let step32 = measure("training step, 5-15-5-4, batch 32", train_net.bytes(), |_| {
+        black_box(sgd.step(&mut train_net, &mut ws, &flat[..32 * 5], &ys32, &loss));
+    });
 
     println!("iolearn-ml micro benchmarks ({source}); median of 5 rounds, [min-max]");
     println!();

@@ -12,20 +12,13 @@ fn main() {
         "tree" => {
             let (x, y) = iolearn_ml::datasets::kml_like(200, 0);
             let t = DecisionTree::fit(&x, &y, 5, &Default::default()).unwrap();
-            let rows: Vec<[f32; 5]> = x
-                .chunks(5)
-                .take(64)
-                .map(|r| r.try_into().unwrap())
-                .collect();
+            let rows: Vec<[f32; 5]> = x.chunks(5).take(64).map(|r| r.try_into().unwrap()).collect();
             for i in 0..n {
                 black_box(t.predict_class(black_box(&rows[i & 63])));
             }
         }
         "linnos" => {
-            let net = MlpBuilder::new(31)
-                .hidden(256, Activation::ReLU)
-                .output(2)
-                .build();
+            let net = MlpBuilder::new(31).hidden(256, Activation::ReLU).output(2).build();
             let mut ws = net.workspace();
             let rows: Vec<[f32; 31]> = (0..64)
                 .map(|_| core::array::from_fn(|_| rng.below(10) as f32))

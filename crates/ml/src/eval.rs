@@ -118,14 +118,7 @@ fn gather(x: &[f32], d: usize, rows: &[usize]) -> Vec<f32> {
 
 /// k-fold cross-validation of a classifier. `fit_predict(train_x, train_y, test_x)` trains a
 /// fresh model on the training rows and returns one class per test row.
-pub fn cross_validate<F>(
-    x: &[f32],
-    y: &[f32],
-    d: usize,
-    k: usize,
-    seed: u64,
-    mut fit_predict: F,
-) -> Result<CvReport>
+pub fn cross_validate<F>(x: &[f32], y: &[f32], d: usize, k: usize, seed: u64, mut fit_predict: F) -> Result<CvReport>
 where
     F: FnMut(&[f32], &[f32], &[f32]) -> Result<Vec<usize>>,
 {
@@ -147,10 +140,7 @@ where
             .filter(|(g, _)| *g != f)
             .flat_map(|(_, v)| v.iter().copied())
             .collect();
-        let (tx, ty) = (
-            gather(x, d, &train),
-            train.iter().map(|&r| y[r]).collect::<Vec<_>>(),
-        );
+        let (tx, ty) = (gather(x, d, &train), train.iter().map(|&r| y[r]).collect::<Vec<_>>());
         let pred = fit_predict(&tx, &ty, &gather(x, d, test))?;
         if pred.len() != test.len() {
             return Err(Error::Shape {
@@ -204,13 +194,8 @@ where
             found: x.len(),
         });
     }
-    let acc = |pred: &[usize]| {
-        pred.iter()
-            .zip(y)
-            .filter(|(p, t)| **p == **t as usize)
-            .count() as f64
-            / y.len().max(1) as f64
-    };
+    let acc =
+        |pred: &[usize]| pred.iter().zip(y).filter(|(p, t)| **p == **t as usize).count() as f64 / y.len().max(1) as f64;
     let baseline = acc(&predict(x));
     let mut rng = Rng::new(seed);
     let mut work = x.to_vec();

@@ -172,10 +172,7 @@ impl ModelFile {
 
     /// Look up a metadata value.
     pub fn meta(&self, key: &str) -> Option<&str> {
-        self.meta
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+        self.meta.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
     /// Encode to bytes.
@@ -261,9 +258,7 @@ impl ModelFile {
                 }
                 let proba = t.leaf_proba();
                 w.push(u8::from(!proba.is_empty()));
-                proba
-                    .iter()
-                    .for_each(|v| w.extend_from_slice(&v.to_le_bytes()));
+                proba.iter().for_each(|v| w.extend_from_slice(&v.to_le_bytes()));
             }
         }
         w.extend_from_slice(&[0; 4]); // CRC, patched by `reseal`
@@ -304,10 +299,7 @@ impl ModelFile {
         if bytes.len() > declared {
             return Err(Error::invalid(
                 "length",
-                alloc::format!(
-                    "{} bytes after the end of the model",
-                    bytes.len() - declared
-                ),
+                alloc::format!("{} bytes after the end of the model", bytes.len() - declared),
             ));
         }
         let (body, crc) = bytes.split_at(bytes.len() - 4);
@@ -316,26 +308,17 @@ impl ModelFile {
         if stored != computed {
             return Err(Error::ChecksumMismatch { stored, computed });
         }
-        let mut r = Reader {
-            buf: body,
-            pos: HEADER,
-        };
+        let mut r = Reader { buf: body, pos: HEADER };
         let tag = bytes[6];
         let schema = r.str("schema")?;
         let nf = r.count("feature count", 2)?;
-        let features = (0..nf)
-            .map(|_| r.str("feature name"))
-            .collect::<Result<Vec<_>>>()?;
+        let features = (0..nf).map(|_| r.str("feature name")).collect::<Result<Vec<_>>>()?;
         let normaliser = match r.u8("normaliser flag")? {
             0 => None,
             1 => {
                 let d = r.count("normaliser width", 16)?;
-                let mean = (0..d)
-                    .map(|_| r.f64("normaliser mean"))
-                    .collect::<Result<Vec<_>>>()?;
-                let std = (0..d)
-                    .map(|_| r.f64("normaliser std"))
-                    .collect::<Result<Vec<_>>>()?;
+                let mean = (0..d).map(|_| r.f64("normaliser mean")).collect::<Result<Vec<_>>>()?;
+                let std = (0..d).map(|_| r.f64("normaliser std")).collect::<Result<Vec<_>>>()?;
                 Some(ZScore::new(mean, std)?)
             }
             v => {
@@ -362,12 +345,7 @@ impl ModelFile {
         let kind = match tag {
             1 => ModelKind::Mlp(read_mlp(&mut r)?),
             2 => ModelKind::Tree(read_tree(&mut r)?),
-            t => {
-                return Err(Error::invalid(
-                    "model kind",
-                    alloc::format!("unknown kind tag {t}"),
-                ))
-            }
+            t => return Err(Error::invalid("model kind", alloc::format!("unknown kind tag {t}"))),
         };
         if r.pos != body.len() {
             return Err(Error::invalid("length", "unread bytes after the model"));
@@ -397,11 +375,7 @@ impl ModelFile {
         let _ = writeln!(
             s,
             "  \"features\": [{}],",
-            self.features
-                .iter()
-                .map(|f| json_str(f))
-                .collect::<Vec<_>>()
-                .join(", ")
+            self.features.iter().map(|f| json_str(f)).collect::<Vec<_>>().join(", ")
         );
         match &self.normaliser {
             None => s.push_str("  \"normaliser\": null,\n"),
@@ -417,13 +391,7 @@ impl ModelFile {
         let classes: Vec<String> = self
             .classes
             .iter()
-            .map(|c| {
-                alloc::format!(
-                    "{{\"label\": {}, \"action\": {}}}",
-                    json_str(&c.label),
-                    c.action
-                )
-            })
+            .map(|c| alloc::format!("{{\"label\": {}, \"action\": {}}}", json_str(&c.label), c.action))
             .collect();
         let _ = writeln!(s, "  \"classes\": [{}],", classes.join(", "));
         let _ = writeln!(s, "  \"action_unit\": {},", json_str(&self.action_unit));
@@ -463,7 +431,12 @@ impl ModelFile {
                     .nodes()
                     .iter()
                     .map(|n| match *n {
-                        Node::Split { feature, threshold, left, right } => alloc::format!(
+                        Node::Split {
+                            feature,
+                            threshold,
+                            left,
+                            right,
+                        } => alloc::format!(
                             "    {{\"feature\": {feature}, \"threshold\": {}, \"left\": {left}, \"right\": {right}}}",
                             json_num32(threshold)
                         ),
@@ -507,9 +480,7 @@ fn read_mlp(r: &mut Reader) -> Result<Sequential> {
                         field: "linear weights",
                     });
                 }
-                let mut vals = (0..n)
-                    .map(|_| r.f32("linear weights"))
-                    .collect::<Result<Vec<_>>>()?;
+                let mut vals = (0..n).map(|_| r.f32("linear weights")).collect::<Result<Vec<_>>>()?;
                 if vals.iter().any(|v| !v.is_finite()) {
                     return Err(Error::invalid("linear weights", "NaN or infinite weight"));
                 }
@@ -525,12 +496,7 @@ fn read_mlp(r: &mut Reader) -> Result<Sequential> {
             3 => Layer::ReLU,
             4 => Layer::Tanh,
             5 => Layer::Softmax,
-            t => {
-                return Err(Error::invalid(
-                    "layer type",
-                    alloc::format!("unknown layer tag {t}"),
-                ))
-            }
+            t => return Err(Error::invalid("layer type", alloc::format!("unknown layer tag {t}"))),
         });
     }
     Sequential::new(in_dim, layers)
@@ -552,12 +518,7 @@ fn read_tree(r: &mut Reader) -> Result<DecisionTree> {
             2 => Node::Leaf {
                 class: r.u32("leaf class")?,
             },
-            t => {
-                return Err(Error::invalid(
-                    "tree node type",
-                    alloc::format!("unknown node tag {t}"),
-                ))
-            }
+            t => return Err(Error::invalid("tree node type", alloc::format!("unknown node tag {t}"))),
         });
     }
     let mut tree = DecisionTree::from_nodes(nodes, nf, nc)?;
@@ -664,11 +625,7 @@ const CRC_TABLE: [u32; 256] = {
         let mut c = i as u32;
         let mut k = 0;
         while k < 8 {
-            c = if c & 1 != 0 {
-                0xEDB8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
+            c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
             k += 1;
         }
         t[i] = c;

@@ -1,14 +1,28 @@
-//! The inner loops of inference: dense layers and activations over slices.
+//! The inner loops of inference: dense layers (with a fused activation) and activations.
 //!
-//! Each kernel is written once as plain Rust that the compiler can vectorise and marked
-//! `#[inline(always)]`; callers run a whole forward pass inside [`simd`], which compiles it for
+//! Each kernel is written once as plain Rust the compiler can vectorise and marked
+//! `#[inline(always)]`; callers put a whole forward pass inside [`simd`], which compiles it for
 //! the baseline target and, with `std` on x86-64, for AVX2 + FMA, chosen at run time
-//! (`is_x86_feature_detected!` caches its answer, so the check is a load and a branch).
-//! The two builds may differ in the last bit (fused multiply-add rounds once); one machine
-//! always takes the same path, so its results are reproducible.
+//! (`is_x86_feature_detected!` caches its answer, so the check is a load and a branch). The two
+//! builds may differ in the last bit (fused multiply-add rounds once); one machine always takes
+//! the same path, so its results are reproducible.
 
-/// Output columns kept in registers at once: 32 f32 = four AVX2 registers.
-const BLOCK: usize = 32;
+/// Output columns kept in registers at once: 16 f32 = two AVX2 registers, twice (even and odd
+/// inputs): four accumulators leave room for weights without spilling to the stack.
+const BLOCK: usize = 16;
+
+/// The activation applied to a dense layer's outputs before they are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Act {
+    /// None: the raw sums.
+    Identity,
+    /// Logistic.
+    Sigmoid,
+    /// max(0, x).
+    ReLU,
+    /// Hyperbolic tangent.
+    Tanh,
+}
 
 /// `c + a * b`, fused when `FMA` (only inside [`simd`]'s AVX2 + FMA copy: anywhere else
 /// `mul_add` would become a slow library call).
@@ -21,79 +35,195 @@ fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
     c + a * b
 }
 
-/// `y = W x + b` with `W` input-major (`w[i * out + o]`). Outputs are processed in blocks
-/// whose partial sums stay in registers across the whole input, so each weight is loaded once
-/// and each output written once. A ragged end is handled without a scalar loop: by one more
-/// 8-wide block that overlaps the previous one (recomputing a few outputs is cheaper than
-/// doing the rest one by one), or, for layers narrower than 8, by a fully unrolled block.
+/// `e^x` within 2 ulp over the whole f32 range (clamped to finite results), without branches
+/// or calls so a loop of it vectorises: `x = n ln2 + r`, `|r| <= ln2/2`, `e^r` by a degree-6
+/// polynomial, `2^n` by building the exponent bits.
 #[inline(always)]
-pub(crate) fn linear_f32_body<const FMA: bool>(w: &[f32], b: &[f32], x: &[f32], y: &mut [f32]) {
-    let out = b.len();
-    debug_assert_eq!(w.len(), x.len() * out);
-    let mut o = 0;
-    while o + BLOCK <= out {
-        block::<BLOCK, FMA>(w, b, x, y, o);
-        o += BLOCK;
+pub(crate) fn exp_approx(x: f32) -> f32 {
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    let x = x.clamp(-87.3, 88.0);
+    // n = round(x / ln 2) by the add-magic-number trick (exact for |n| < 2^22); t's low
+    // mantissa bits then hold n as an integer, so no float-to-int conversion is needed.
+    let t = x * core::f32::consts::LOG2_E + 12_582_912.0;
+    let n = t - 12_582_912.0;
+    let n_int = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);
+    let r = (x - n * LN2_HI) - n * LN2_LO;
+    // Estrin's scheme: the polynomial in three levels instead of a six-step Horner chain.
+    let r2 = r * r;
+    let p01 = 1.0 + r;
+    let p23 = 0.5 + r * 0.166_666_67;
+    let p45 = 0.041_666_5 + r * 0.008_333_78;
+    let p6 = 0.001_394_4;
+    let p = p01 + r2 * (p23 + r2 * (p45 + r2 * p6));
+    p * f32::from_bits((n_int.wrapping_add(127) as u32) << 23)
+}
+
+/// Apply `act` to one value.
+#[inline(always)]
+pub(crate) fn activate(act: Act, v: f32) -> f32 {
+    match act {
+        Act::Identity => v,
+        Act::Sigmoid => 1.0 / (1.0 + exp_approx(-v)),
+        Act::ReLU => {
+            if v > 0.0 {
+                v
+            } else {
+                0.0
+            }
+        }
+        // tanh(v) = 2 sigmoid(2v) - 1: one exp, no branch, absolute error ~1e-7.
+        Act::Tanh => 2.0 / (1.0 + exp_approx(-2.0 * v)) - 1.0,
     }
-    while o + 8 <= out {
-        block::<8, FMA>(w, b, x, y, o);
-        o += 8;
+}
+
+/// `y = act(x)` over a slice, eight lanes at a time (a short tail goes through a padded block)
+/// so every value takes the vector path.
+#[inline(always)]
+pub(crate) fn activate_slice(act: Act, x: &[f32], y: &mut [f32]) {
+    let n = x.len().min(y.len());
+    let (x, y) = (&x[..n], &mut y[..n]);
+    let full = n / 8 * 8;
+    for (xs, ys) in x.chunks_exact(8).zip(y.chunks_exact_mut(8)) {
+        store_activated::<8>(act, xs.try_into().unwrap(), ys);
     }
-    if o < out {
-        match out {
-            8.. => block::<8, FMA>(w, b, x, y, out - 8),
-            1 => block::<1, FMA>(w, b, x, y, 0),
-            2 => block::<2, FMA>(w, b, x, y, 0),
-            3 => block::<3, FMA>(w, b, x, y, 0),
-            4 => block::<4, FMA>(w, b, x, y, 0),
-            5 => block::<5, FMA>(w, b, x, y, 0),
-            6 => block::<6, FMA>(w, b, x, y, 0),
-            _ => block::<7, FMA>(w, b, x, y, 0),
+    if full < n {
+        let mut lanes = [0.0f32; 8];
+        for (l, &v) in lanes.iter_mut().zip(&x[full..]) {
+            *l = v;
+        }
+        let mut out = [0.0f32; 8];
+        store_activated::<8>(act, &lanes, &mut out);
+        for (o, &l) in y[full..].iter_mut().zip(&out) {
+            *o = l;
         }
     }
 }
 
-/// Outputs `o..o + N` of a dense layer, sums kept in an `N`-wide register block. Even and odd
-/// inputs go to two separate sums, halving the chain of dependent multiply-adds that bounds a
-/// small layer's latency.
+/// `y = act(W x + b)` with `W` input-major (`w[i * out + o]`). Outputs are processed in blocks
+/// whose partial sums stay in registers across the whole input, so each weight is loaded once
+/// and each output written once, activated. A ragged end is handled without a scalar loop: by
+/// one more 8-wide block overlapping the previous one (recomputing a few outputs is cheaper
+/// than doing the rest one by one), or, for layers narrower than 8, by a fully unrolled block.
 #[inline(always)]
-fn block<const N: usize, const FMA: bool>(
-    w: &[f32],
-    b: &[f32],
-    x: &[f32],
-    y: &mut [f32],
-    o: usize,
-) {
+pub(crate) fn linear_in_major<const FMA: bool>(w: &[f32], b: &[f32], x: &[f32], y: &mut [f32], act: Act) {
+    let out = b.len();
+    debug_assert_eq!(w.len(), x.len() * out);
+    let mut o = 0;
+    while o + BLOCK <= out {
+        block::<BLOCK, FMA>(w, b, x, y, o, act);
+        o += BLOCK;
+    }
+    while o + 8 <= out {
+        block::<8, FMA>(w, b, x, y, o, act);
+        o += 8;
+    }
+    if o < out {
+        match out {
+            8.. => block::<8, FMA>(w, b, x, y, out - 8, act),
+            1 => block::<1, FMA>(w, b, x, y, 0, act),
+            2 => block::<2, FMA>(w, b, x, y, 0, act),
+            3 => block::<3, FMA>(w, b, x, y, 0, act),
+            4 => block::<4, FMA>(w, b, x, y, 0, act),
+            5 => block::<5, FMA>(w, b, x, y, 0, act),
+            6 => block::<6, FMA>(w, b, x, y, 0, act),
+            _ => block::<7, FMA>(w, b, x, y, 0, act),
+        }
+    }
+}
+
+/// Outputs `o..o + N` of an input-major dense layer, sums in an `N`-wide register block. Even
+/// and odd inputs go to two separate sums, halving the chain of dependent multiply-adds that
+/// bounds a small layer's latency.
+#[inline(always)]
+fn block<const N: usize, const FMA: bool>(w: &[f32], b: &[f32], x: &[f32], y: &mut [f32], o: usize, act: Act) {
     let out = b.len();
     let mut even = [0.0f32; N];
     let mut odd = [0.0f32; N];
     even.copy_from_slice(&b[o..o + N]);
-    let pairs = x.len() / 2;
-    for p in 0..pairs {
-        let i = 2 * p;
-        let c0: &[f32; N] = w[i * out + o..i * out + o + N].try_into().unwrap();
-        let c1: &[f32; N] = w[(i + 1) * out + o..(i + 1) * out + o + N]
-            .try_into()
-            .unwrap();
-        let (x0, x1) = (x[i], x[i + 1]);
+    // Two input columns (2 * out weights) per step; the slice bounds are loop-invariant, so
+    // the compiler checks them once.
+    let pairs = w.chunks_exact(2 * out);
+    let last = pairs.remainder();
+    for (cols, xs) in pairs.zip(x.chunks_exact(2)) {
+        let c0: &[f32; N] = cols[o..o + N].try_into().unwrap();
+        let c1: &[f32; N] = cols[out + o..out + o + N].try_into().unwrap();
+        let (x0, x1) = (xs[0], xs[1]);
         for k in 0..N {
             even[k] = madd::<FMA>(c0[k], x0, even[k]);
             odd[k] = madd::<FMA>(c1[k], x1, odd[k]);
         }
     }
     if x.len() % 2 == 1 {
-        let i = x.len() - 1;
-        let c: &[f32; N] = w[i * out + o..i * out + o + N].try_into().unwrap();
+        let c: &[f32; N] = last[o..o + N].try_into().unwrap();
+        let xi = x[x.len() - 1];
         for k in 0..N {
-            even[k] = madd::<FMA>(c[k], x[i], even[k]);
+            even[k] = madd::<FMA>(c[k], xi, even[k]);
         }
     }
+    let mut sums = [0.0f32; N];
     for k in 0..N {
-        y[o + k] = even[k] + odd[k];
+        sums[k] = even[k] + odd[k];
+    }
+    store_activated(act, &sums, &mut y[o..o + N]);
+}
+
+/// `y = act(v)` for a register block; the `match` is outside the loops so each loop is a
+/// straight run of vector instructions.
+#[inline(always)]
+fn store_activated<const N: usize>(act: Act, v: &[f32; N], y: &mut [f32]) {
+    let y: &mut [f32; N] = y.try_into().unwrap();
+    match act {
+        Act::Identity => *y = *v,
+        Act::Sigmoid => {
+            for k in 0..N {
+                y[k] = activate(Act::Sigmoid, v[k]);
+            }
+        }
+        Act::ReLU => {
+            for k in 0..N {
+                y[k] = v[k].max(0.0);
+            }
+        }
+        Act::Tanh => {
+            for k in 0..N {
+                y[k] = activate(Act::Tanh, v[k]);
+            }
+        }
     }
 }
 
-/// The same in exact integer arithmetic: i32 operands, i64 sums (LinnOS's x1000 network).
+/// `y = act(W x + b)` with `W` output-major (`w[o * in + i]`), for narrow layers over long
+/// inputs (LinnOS's 256 -> 2): each output is a dot product over contiguous weights, in four
+/// independent 8-lane sums.
+#[inline(always)]
+pub(crate) fn linear_out_major<const FMA: bool>(w: &[f32], b: &[f32], x: &[f32], y: &mut [f32], act: Act) {
+    let n_in = x.len();
+    for (o, row) in w.chunks_exact(n_in).enumerate() {
+        let mut acc = [[0.0f32; 8]; 4];
+        let (rc, xc) = (row.chunks_exact(32), x.chunks_exact(32));
+        let tail = rc
+            .remainder()
+            .iter()
+            .zip(xc.remainder())
+            .fold(0.0f32, |s, (a, b)| madd::<FMA>(*a, *b, s));
+        for (r32, x32) in rc.zip(xc) {
+            for (a, (r8, x8)) in acc.iter_mut().zip(r32.chunks_exact(8).zip(x32.chunks_exact(8))) {
+                for k in 0..8 {
+                    a[k] = madd::<FMA>(r8[k], x8[k], a[k]);
+                }
+            }
+        }
+        let mut lanes = [0.0f32; 8];
+        for k in 0..8 {
+            lanes[k] = (acc[0][k] + acc[1][k]) + (acc[2][k] + acc[3][k]);
+        }
+        let sum = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+        y[o] = activate(act, b[o] + sum + tail);
+    }
+}
+
+/// Integer dense layer (LinnOS's x1000 network): i32 operands, i64 sums; `w` input-major.
 #[inline(always)]
 pub(crate) fn linear_i64_body(w: &[i32], x: &[i32], acc_out: &mut [i64]) {
     let out = acc_out.len();
@@ -145,57 +275,6 @@ pub(crate) fn linear_i32_body(w: &[i32], x: &[i32], acc_out: &mut [i64]) {
     }
 }
 
-/// Logistic function over a slice, eight lanes at a time (a short tail goes through a padded
-/// block) so every value takes the vector path.
-#[inline(always)]
-pub(crate) fn sigmoid_body(x: &[f32], y: &mut [f32]) {
-    let n = x.len().min(y.len());
-    let (x, y) = (&x[..n], &mut y[..n]);
-    let (xc, yc) = (x.chunks_exact(8), y.chunks_exact_mut(8));
-    let (xt, full) = (xc.remainder(), n / 8 * 8);
-    for (xs, ys) in xc.zip(yc) {
-        let xs: &[f32; 8] = xs.try_into().unwrap();
-        for k in 0..8 {
-            ys[k] = 1.0 / (1.0 + exp_approx(-xs[k]));
-        }
-    }
-    if !xt.is_empty() {
-        let mut lanes = [0.0f32; 8];
-        for (l, &v) in lanes.iter_mut().zip(xt) {
-            *l = v;
-        }
-        for l in lanes.iter_mut() {
-            *l = 1.0 / (1.0 + exp_approx(-*l));
-        }
-        for (o, &l) in y[full..].iter_mut().zip(&lanes) {
-            *o = l;
-        }
-    }
-}
-
-/// `e^x` to within 2 ulp over the whole f32 range (clamped to the finite results), written
-/// without branches or calls so a loop of it vectorises: `x = n ln2 + r`, `|r| <= ln2/2`,
-/// `e^r` by a degree-6 polynomial, `2^n` by building the exponent bits.
-#[inline(always)]
-pub(crate) fn exp_approx(x: f32) -> f32 {
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    let x = x.clamp(-87.3, 88.0);
-    // n = round(x / ln 2), by the add-magic-number trick (exact for |n| < 2^22).
-    let t = x * core::f32::consts::LOG2_E + 12_582_912.0;
-    let n = t - 12_582_912.0;
-    // t's low mantissa bits hold n as an integer: no float-to-int conversion needed.
-    let n_int = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);
-    let r = (x - n * LN2_HI) - n * LN2_LO;
-    // Minimax-quality Taylor-like coefficients of e^r on [-ln2/2, ln2/2].
-    let p = 1.0
-        + r * (1.0
-            + r * (0.5
-                + r * (0.166_666_67 + r * (0.041_666_5 + r * (0.008_333_78 + r * 0.001_394_4)))));
-    let bits = (n_int.wrapping_add(127) as u32) << 23;
-    p * f32::from_bits(bits)
-}
-
 /// Whether this CPU has AVX2 and FMA (answer cached by std after the first call).
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 #[inline(always)]
@@ -203,9 +282,9 @@ fn has_avx2_fma() -> bool {
     std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
 }
 
-/// Work to run inside [`simd`]. `run` must be `#[inline(always)]` so it (and the kernel bodies
-/// it calls) is compiled into the AVX2 copy; a closure would not be inlined reliably,
-/// and its `mul_add` would then become a slow library call.
+/// Work to run inside [`simd`]. `run` must be `#[inline(always)]` so it (and the kernels it
+/// calls) is compiled into the AVX2 + FMA copy; a closure would not be inlined reliably, and
+/// its `mul_add` would then become a slow library call.
 pub(crate) trait SimdTask {
     /// What the task returns.
     type Out;
@@ -213,9 +292,7 @@ pub(crate) trait SimdTask {
     fn run<const FMA: bool>(self) -> Self::Out;
 }
 
-/// Run `task` inside a function compiled for AVX2 when the CPU has them, else as is. A
-/// whole forward pass written as one task is compiled once per instruction set and pays one
-/// check, not one per layer.
+/// Run `task` inside a function compiled for AVX2 + FMA when the CPU has them, else as is.
 #[inline(always)]
 pub(crate) fn simd<T: SimdTask>(task: T) -> T::Out {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
@@ -235,6 +312,7 @@ pub(crate) fn simd<T: SimdTask>(task: T) -> T::Out {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::vec::Vec;
 
     #[test]
     fn exp_approx_is_accurate_everywhere() {
@@ -252,10 +330,33 @@ mod tests {
     }
 
     #[test]
+    fn activations_match_their_definitions() {
+        for i in -400..400 {
+            let v = i as f32 * 0.05;
+            assert!((activate(Act::Sigmoid, v) - 1.0 / (1.0 + (-v).exp())).abs() < 1e-6);
+            assert!((activate(Act::Tanh, v) - v.tanh()).abs() < 1e-6, "{v}");
+            assert_eq!(activate(Act::ReLU, v), v.max(0.0));
+        }
+    }
+
+    struct Dense<'a>(&'a [f32], &'a [f32], &'a [f32], &'a mut [f32], bool);
+    impl SimdTask for Dense<'_> {
+        type Out = ();
+        #[inline(always)]
+        fn run<const FMA: bool>(self) {
+            if self.4 {
+                linear_out_major::<FMA>(self.0, self.1, self.2, self.3, Act::Identity)
+            } else {
+                linear_in_major::<FMA>(self.0, self.1, self.2, self.3, Act::Identity)
+            }
+        }
+    }
+
+    #[test]
     fn kernels_agree_with_naive_loops() {
         let mut rng = crate::Rng::new(3);
-        for &(n_in, out) in &[
-            (5usize, 15usize),
+        let shapes = [
+            (5, 15),
             (15, 5),
             (5, 4),
             (31, 256),
@@ -263,37 +364,33 @@ mod tests {
             (128, 16),
             (3, 40),
             (7, 1),
-        ] {
-            let w: alloc::vec::Vec<f32> = (0..n_in * out).map(|_| rng.uniform(-1.0, 1.0)).collect();
-            let b: alloc::vec::Vec<f32> = (0..out).map(|_| rng.uniform(-1.0, 1.0)).collect();
-            let x: alloc::vec::Vec<f32> = (0..n_in).map(|_| rng.uniform(-2.0, 2.0)).collect();
-            let mut y = alloc::vec![0.0; out];
-            struct F<'a>(&'a [f32], &'a [f32], &'a [f32], &'a mut [f32]);
-            impl SimdTask for F<'_> {
-                type Out = ();
-                #[inline(always)]
-                fn run<const FMA: bool>(self) {
-                    linear_f32_body::<FMA>(self.0, self.1, self.2, self.3)
+            (256, 2),
+            (33, 3),
+        ];
+        for &(n_in, out) in &shapes {
+            let w: Vec<f32> = (0..n_in * out).map(|_| rng.uniform(-1.0, 1.0)).collect();
+            let b: Vec<f32> = (0..out).map(|_| rng.uniform(-1.0, 1.0)).collect();
+            let x: Vec<f32> = (0..n_in).map(|_| rng.uniform(-2.0, 2.0)).collect();
+            for out_major in [false, true] {
+                let mut y = alloc::vec![0.0; out];
+                simd(Dense(&w, &b, &x, &mut y, out_major));
+                let wi = |o: usize, i: usize| if out_major { w[o * n_in + i] } else { w[i * out + o] };
+                for o in 0..out {
+                    let want: f32 = b[o] + (0..n_in).map(|i| wi(o, i) * x[i]).sum::<f32>();
+                    assert!(
+                        (y[o] - want).abs() < 1e-4,
+                        "{n_in}x{out} output {o}: {} vs {want}",
+                        y[o]
+                    );
                 }
             }
-            simd(F(&w, &b, &x, &mut y));
-            for o in 0..out {
-                let want: f32 = b[o] + (0..n_in).map(|i| w[i * out + o] * x[i]).sum::<f32>();
-                assert!(
-                    (y[o] - want).abs() < 1e-4,
-                    "{n_in}x{out} output {o}: {} vs {want}",
-                    y[o]
-                );
-            }
-            let wi: alloc::vec::Vec<i32> = w.iter().map(|v| (v * 1000.0) as i32).collect();
-            let xi: alloc::vec::Vec<i32> = x.iter().map(|v| (v * 1000.0) as i32).collect();
+            let wi: Vec<i32> = w.iter().map(|v| (v * 1000.0) as i32).collect();
+            let xi: Vec<i32> = x.iter().map(|v| (v * 1000.0) as i32).collect();
             let (mut a, mut c) = (alloc::vec![0i64; out], alloc::vec![0i64; out]);
             linear_i64_body(&wi, &xi, &mut a);
             linear_i32_body(&wi, &xi, &mut c);
             for o in 0..out {
-                let want: i64 = (0..n_in)
-                    .map(|i| wi[i * out + o] as i64 * xi[i] as i64)
-                    .sum();
+                let want: i64 = (0..n_in).map(|i| wi[i * out + o] as i64 * xi[i] as i64).sum();
                 assert_eq!(a[o], want);
                 assert_eq!(c[o], want);
             }

@@ -48,10 +48,7 @@ pub fn parse_numbers(text: &str) -> Result<Vec<f64>> {
                 .parse()
                 .map_err(|_| Error::parse(no + 1, alloc::format!("{tok:?} is not a number")))?;
             if !v.is_finite() {
-                return Err(Error::parse(
-                    no + 1,
-                    alloc::format!("{tok:?} is not finite"),
-                ));
+                return Err(Error::parse(no + 1, alloc::format!("{tok:?} is not finite")));
             }
             out.push(v);
         }
@@ -112,9 +109,7 @@ impl NetworkPart {
 }
 
 /// Build the readahead model file from KML's texts. On error, also says which part failed.
-pub fn import_network_texts(
-    t: &NetworkTexts,
-) -> core::result::Result<ModelFile, (NetworkPart, Error)> {
+pub fn import_network_texts(t: &NetworkTexts) -> core::result::Result<ModelFile, (NetworkPart, Error)> {
     let mut layers = Vec::new();
     for (i, &(din, dout)) in SHAPES.iter().enumerate() {
         let w = parse_numbers(&t.weights[i])
@@ -136,11 +131,7 @@ pub fn import_network_texts(
         .map_err(|e| (NetworkPart::Stddev, e))?;
     let norm = ZScore::new(mean, std).map_err(|e| (NetworkPart::Stddev, e))?;
     let net = Sequential::new(5, layers).map_err(|e| (NetworkPart::Weight(0), e))?;
-    Ok(readahead_file(
-        ModelKind::Mlp(net),
-        norm,
-        "kml nn_arch_data",
-    ))
+    Ok(readahead_file(ModelKind::Mlp(net), norm, "kml nn_arch_data"))
 }
 
 fn check5(v: Vec<f64>) -> Result<Vec<f64>> {
@@ -165,11 +156,7 @@ pub fn import_tree_text(dt: &str, norm: ZScore) -> Result<ModelFile> {
             found: norm.dim(),
         });
     }
-    Ok(readahead_file(
-        ModelKind::Tree(tree),
-        norm,
-        "kml readahead_model.dt",
-    ))
+    Ok(readahead_file(ModelKind::Tree(tree), norm, "kml readahead_model.dt"))
 }
 
 fn readahead_file(kind: ModelKind, norm: ZScore, source: &str) -> ModelFile {
@@ -217,9 +204,7 @@ mod files {
     pub fn import_tree(dt: &Path, nn_arch_data: &Path) -> Result<ModelFile> {
         let stat = |name: &str| -> Result<Vec<f64>> {
             let p = nn_arch_data.join(name);
-            parse_numbers(&read(&p)?)
-                .and_then(check5)
-                .map_err(|e| e.in_file(p))
+            parse_numbers(&read(&p)?).and_then(check5).map_err(|e| e.in_file(p))
         };
         let norm = ZScore::new(stat("mean.csv")?, stat("stddev.csv")?)?;
         import_tree_text(&read(dt)?, norm).map_err(|e| e.in_file(dt))

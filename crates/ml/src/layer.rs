@@ -1,22 +1,28 @@
 //! Layers with forward and backward passes over plain `f32` slices.
 
-use crate::{kernels, math};
+use crate::kernels::{self, Act};
+use crate::math;
 use alloc::vec::Vec;
 
 /// A fully connected layer `y = W x + b`.
 ///
-/// `weight` is stored input-major, `weight[i * out_dim + o] = W[o][i]` (the transpose of
-/// PyTorch's and KML's out x in layout): the forward pass then adds `x[i] * W[:, i]` to all
-/// outputs at once, a contiguous loop the compiler turns into SIMD, where a dot product per
-/// output would be a serial chain of dependent additions. Use [`Linear::from_out_in`] and
-/// [`Linear::weight_out_in`] to convert.
+/// `weight` is stored in the order the fast kernel for the layer's shape reads it:
+/// - input-major, `weight[i * out_dim + o] = W[o][i]` (the transpose of PyTorch's and KML's
+///   layout), for most layers: the forward pass adds `x[i] * W[:, i]` to a block of outputs
+///   held in registers, which vectorises across outputs;
+/// - output-major, `weight[o * in_dim + i]`, for narrow layers over long inputs
+///   ([`Linear::is_out_major`]: fewer than 8 outputs, 16 or more inputs, like LinnOS's
+///   256 -> 2): each output is then a dot product that vectorises across inputs.
+///
+/// Use [`Linear::from_out_in`], [`Linear::weight_out_in`] and [`Linear::w`] to stay
+/// independent of the layout. Parameter gradients use the same order as `weight`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Linear {
     /// Number of inputs.
     pub in_dim: usize,
     /// Number of outputs.
     pub out_dim: usize,
-    /// `in_dim * out_dim` weights, input-major (see the type's docs).
+    /// `in_dim * out_dim` weights, in the layout described on the type.
     pub weight: Vec<f32>,
     /// `out_dim` biases.
     pub bias: Vec<f32>,
@@ -33,20 +39,35 @@ impl Linear {
         }
     }
 
+    /// Whether a layer of this shape stores its weights output-major.
+    pub fn is_out_major(in_dim: usize, out_dim: usize) -> bool {
+        out_dim < 8 && in_dim >= 16
+    }
+
+    #[inline]
+    fn idx(&self, o: usize, i: usize) -> usize {
+        if Self::is_out_major(self.in_dim, self.out_dim) {
+            o * self.in_dim + i
+        } else {
+            i * self.out_dim + o
+        }
+    }
+
     /// From weights in out x in (row per output) order, as PyTorch and KML store them.
     pub fn from_out_in(in_dim: usize, out_dim: usize, w_out_in: &[f32], bias: Vec<f32>) -> Self {
-        let mut weight = alloc::vec![0.0; in_dim * out_dim];
-        for o in 0..out_dim {
-            for i in 0..in_dim {
-                weight[i * out_dim + o] = w_out_in[o * in_dim + i];
-            }
-        }
-        Linear {
+        let mut l = Linear {
             in_dim,
             out_dim,
-            weight,
+            weight: alloc::vec![0.0; in_dim * out_dim],
             bias,
+        };
+        for o in 0..out_dim {
+            for i in 0..in_dim {
+                let k = l.idx(o, i);
+                l.weight[k] = w_out_in[o * in_dim + i];
+            }
         }
+        l
     }
 
     /// The weights in out x in (row per output) order.
@@ -54,7 +75,7 @@ impl Linear {
         let mut w = alloc::vec![0.0; self.in_dim * self.out_dim];
         for o in 0..self.out_dim {
             for i in 0..self.in_dim {
-                w[o * self.in_dim + i] = self.weight[i * self.out_dim + o];
+                w[o * self.in_dim + i] = self.weight[self.idx(o, i)];
             }
         }
         w
@@ -63,7 +84,7 @@ impl Linear {
     /// `W[o][i]`.
     #[inline]
     pub fn w(&self, o: usize, i: usize) -> f32 {
-        self.weight[i * self.out_dim + o]
+        self.weight[self.idx(o, i)]
     }
 
     /// Number of trainable parameters (weights, then biases, in gradient buffers).
@@ -71,35 +92,53 @@ impl Linear {
         self.weight.len() + self.bias.len()
     }
 
+    /// `y = act(W x + b)`.
     #[inline(always)]
-    fn forward<const FMA: bool>(&self, x: &[f32], y: &mut [f32]) {
-        kernels::linear_f32_body::<FMA>(
-            &self.weight,
-            &self.bias,
-            &x[..self.in_dim],
-            &mut y[..self.out_dim],
-        );
+    pub(crate) fn forward<const FMA: bool>(&self, x: &[f32], y: &mut [f32], act: Act) {
+        let (x, y) = (&x[..self.in_dim], &mut y[..self.out_dim]);
+        if Self::is_out_major(self.in_dim, self.out_dim) {
+            kernels::linear_out_major::<FMA>(&self.weight, &self.bias, x, y, act);
+        } else {
+            kernels::linear_in_major::<FMA>(&self.weight, &self.bias, x, y, act);
+        }
     }
 
     fn backward(&self, x: &[f32], dy: &[f32], dx: &mut [f32], grad: &mut [f32]) {
         let (gw, gb) = grad.split_at_mut(self.weight.len());
-        let dy = &dy[..self.out_dim];
+        let (n_in, n_out) = (self.in_dim, self.out_dim);
+        let dy = &dy[..n_out];
         for (g, &d) in gb.iter_mut().zip(dy) {
             *g += d;
         }
-        for (i, (col, gcol)) in self
-            .weight
-            .chunks_exact(self.out_dim)
-            .zip(gw.chunks_exact_mut(self.out_dim))
-            .enumerate()
-        {
-            let xi = x[i];
-            let mut acc = 0.0;
-            for ((g, &w), &d) in gcol.iter_mut().zip(col).zip(dy) {
-                *g += d * xi;
-                acc += w * d;
+        if Self::is_out_major(n_in, n_out) {
+            dx[..n_in].iter_mut().for_each(|v| *v = 0.0);
+            for (o, (row, grow)) in self
+                .weight
+                .chunks_exact(n_in)
+                .zip(gw.chunks_exact_mut(n_in))
+                .enumerate()
+            {
+                let d = dy[o];
+                for i in 0..n_in {
+                    grow[i] += d * x[i];
+                    dx[i] += row[i] * d;
+                }
             }
-            dx[i] = acc;
+        } else {
+            for (i, (col, gcol)) in self
+                .weight
+                .chunks_exact(n_out)
+                .zip(gw.chunks_exact_mut(n_out))
+                .enumerate()
+            {
+                let xi = x[i];
+                let mut acc = 0.0;
+                for ((g, &w), &d) in gcol.iter_mut().zip(col).zip(dy) {
+                    *g += d * xi;
+                    acc += w * d;
+                }
+                dx[i] = acc;
+            }
         }
     }
 }
@@ -166,14 +205,19 @@ impl Layer {
     #[inline(always)]
     pub(crate) fn forward_in<const FMA: bool>(&self, x: &[f32], y: &mut [f32]) {
         match self {
-            Layer::Linear(l) => l.forward::<FMA>(x, y),
-            Layer::Sigmoid => kernels::sigmoid_body(x, y),
-            Layer::ReLU => y
-                .iter_mut()
-                .zip(x)
-                .for_each(|(o, &i)| *o = if i > 0.0 { i } else { 0.0 }),
-            Layer::Tanh => y.iter_mut().zip(x).for_each(|(o, &i)| *o = math::tanh(i)),
+            Layer::Linear(l) => l.forward::<FMA>(x, y, Act::Identity),
             Layer::Softmax => math::softmax(x, y),
+            act => kernels::activate_slice(act.activation().unwrap(), x, y),
+        }
+    }
+
+    /// The element-wise activation this layer applies, if it is one (softmax is not).
+    pub(crate) fn activation(&self) -> Option<Act> {
+        match self {
+            Layer::Sigmoid => Some(Act::Sigmoid),
+            Layer::ReLU => Some(Act::ReLU),
+            Layer::Tanh => Some(Act::Tanh),
+            Layer::Linear(_) | Layer::Softmax => None,
         }
     }
 

@@ -40,9 +40,7 @@ pub enum Loss {
 impl Loss {
     /// Unweighted softmax cross-entropy.
     pub fn softmax_cross_entropy() -> Self {
-        Loss::SoftmaxCrossEntropy {
-            class_weights: None,
-        }
+        Loss::SoftmaxCrossEntropy { class_weights: None }
     }
 
     /// Whether the target is a class index (one value per sample).

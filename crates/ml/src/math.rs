@@ -15,11 +15,6 @@ pub(crate) fn ln(x: f32) -> f32 {
 }
 
 #[inline]
-pub(crate) fn tanh(x: f32) -> f32 {
-    libm::tanhf(x)
-}
-
-#[inline]
 pub(crate) fn sqrt64(x: f64) -> f64 {
     libm::sqrt(x)
 }

@@ -2,8 +2,8 @@
 
 use crate::layer::{Layer, Linear};
 use crate::loss::Loss;
-use crate::math;
 use crate::rng::Rng;
+use crate::{kernels, math};
 use crate::{Error, Result};
 use alloc::vec::Vec;
 
@@ -52,10 +52,7 @@ impl Sequential {
                         found: l.in_dim,
                     });
                 }
-                if l.out_dim == 0
-                    || l.weight.len() != l.in_dim * l.out_dim
-                    || l.bias.len() != l.out_dim
-                {
+                if l.out_dim == 0 || l.weight.len() != l.in_dim * l.out_dim || l.bias.len() != l.out_dim {
                     return Err(Error::invalid(
                         "linear layer",
                         "weight/bias sizes do not match its shape",
@@ -127,23 +124,18 @@ impl Sequential {
     /// allocation. `x` must have [`Sequential::in_dim`] values.
     #[inline]
     pub fn forward<'w>(&self, x: &[f32], ws: &'w mut Workspace) -> &'w [f32] {
-        debug_assert_eq!(x.len(), self.in_dim());
-        self.forward_in(x, ws);
+        assert_eq!(x.len(), self.in_dim(), "input row width");
+        kernels::simd(Infer(self, x, &mut *ws));
         ws.slot(self.layers.len())
     }
 
-    /// The forward pass proper. Each layer enters [`kernels::simd`] on its own: measured, one
-    /// SIMD region around the whole network ran slower (the compiler then vectorised the
-    /// inlined layer loop worse).
-    #[inline(always)]
-    fn forward_in(&self, x: &[f32], ws: &mut Workspace) {
-        ws.acts[..self.dims[0]].copy_from_slice(x);
-        for (i, layer) in self.layers.iter().enumerate() {
-            let (before, after) = ws.acts.split_at_mut(ws.offsets[i + 1]);
-            let input = &before[ws.offsets[i]..];
-            let output = &mut after[..self.dims[i + 1]];
-            layer.forward(input, output);
-        }
+    /// Like [`Sequential::forward`], but every layer's output is kept in the workspace (the
+    /// backward pass needs them); the inference path fuses an activation into the dense layer
+    /// before it and skips the intermediate.
+    pub fn forward_train<'w>(&self, x: &[f32], ws: &'w mut Workspace) -> &'w [f32] {
+        assert_eq!(x.len(), self.in_dim(), "input row width");
+        kernels::simd(Train(self, x, &mut *ws));
+        ws.slot(self.layers.len())
     }
 
     /// Predicted class: argmax of the output, or `output >= 0.5` for a single output.
@@ -231,13 +223,7 @@ impl Sequential {
     /// Train with mini-batch SGD with momentum. `x` holds `n` rows of [`Sequential::in_dim`]
     /// values, `y` the targets ([`Loss::target_width`] per row). Rows are shuffled each epoch
     /// with `cfg.seed`, so the same seed gives the same model. Returns the mean loss per epoch.
-    pub fn fit(
-        &mut self,
-        x: &[f32],
-        y: &[f32],
-        loss: &Loss,
-        cfg: &TrainConfig,
-    ) -> Result<Vec<f32>> {
+    pub fn fit(&mut self, x: &[f32], y: &[f32], loss: &Loss, cfg: &TrainConfig) -> Result<Vec<f32>> {
         cfg.validate()?;
         let n = self.check_data(x, y, loss)?;
         if n == 0 {
@@ -265,6 +251,61 @@ impl Sequential {
             history.push(total / n as f32);
         }
         Ok(history)
+    }
+}
+
+/// The inference pass as one SIMD task: a dense layer followed by an element-wise activation
+/// is computed as one fused kernel writing straight into the activation's slot, and the first
+/// layer reads the caller's row in place.
+struct Infer<'a>(&'a Sequential, &'a [f32], &'a mut Workspace);
+
+impl kernels::SimdTask for Infer<'_> {
+    type Out = ();
+    #[inline(always)]
+    fn run<const FMA: bool>(self) {
+        let Infer(net, x, ws) = self;
+        let n = net.layers.len();
+        if n == 0 {
+            ws.acts[..x.len()].copy_from_slice(x);
+            return;
+        }
+        let mut src: Option<usize> = None; // None: the caller's row
+        let mut i = 0;
+        while i < n {
+            let fused = match (&net.layers[i], net.layers.get(i + 1).and_then(Layer::activation)) {
+                (Layer::Linear(_), Some(act)) => Some(act),
+                _ => None,
+            };
+            let dst = i + 1 + fused.is_some() as usize;
+            let (before, after) = ws.acts.split_at_mut(ws.offsets[dst]);
+            let input = match src {
+                None => x,
+                Some(s) => &before[ws.offsets[s]..ws.offsets[s + 1]],
+            };
+            let output = &mut after[..net.dims[dst]];
+            match (&net.layers[i], fused) {
+                (Layer::Linear(l), Some(act)) => l.forward::<FMA>(input, output, act),
+                (layer, _) => layer.forward_in::<FMA>(input, output),
+            }
+            src = Some(dst);
+            i = dst;
+        }
+    }
+}
+
+/// The training forward pass: every layer's output kept.
+struct Train<'a>(&'a Sequential, &'a [f32], &'a mut Workspace);
+
+impl kernels::SimdTask for Train<'_> {
+    type Out = ();
+    #[inline(always)]
+    fn run<const FMA: bool>(self) {
+        let Train(net, x, ws) = self;
+        ws.acts[..x.len()].copy_from_slice(x);
+        for (i, layer) in net.layers.iter().enumerate() {
+            let (before, after) = ws.acts.split_at_mut(ws.offsets[i + 1]);
+            layer.forward_in::<FMA>(&before[ws.offsets[i]..], &mut after[..net.dims[i + 1]]);
+        }
     }
 }
 
@@ -348,28 +389,15 @@ impl Sgd {
     }
 
     /// Accumulate the gradient of one sample into the internal buffer; returns its loss.
-    pub fn accumulate(
-        &mut self,
-        net: &Sequential,
-        ws: &mut Workspace,
-        x: &[f32],
-        target: &[f32],
-        loss: &Loss,
-    ) -> f32 {
+    pub fn accumulate(&mut self, net: &Sequential, ws: &mut Workspace, x: &[f32], target: &[f32], loss: &Loss) -> f32 {
         let nl = net.layers.len();
         let out_dim = net.out_dim();
-        net.forward(x, ws);
+        net.forward_train(x, ws);
         let l = loss.forward_backward(ws.slot(nl), target, &mut self.dy[..out_dim]);
         for i in (0..nl).rev() {
             let (din, dout) = (net.dims[i], net.dims[i + 1]);
             let grad = &mut self.grad[self.param_offsets[i]..self.param_offsets[i + 1]];
-            net.layers[i].backward(
-                ws.slot(i),
-                ws.slot(i + 1),
-                &self.dy[..dout],
-                &mut self.dx[..din],
-                grad,
-            );
+            net.layers[i].backward(ws.slot(i), ws.slot(i + 1), &self.dy[..dout], &mut self.dx[..din], grad);
             core::mem::swap(&mut self.dy, &mut self.dx);
         }
         l
@@ -387,27 +415,14 @@ impl Sgd {
 
     /// One mini-batch step: mean gradient over the rows of `x` / `target`, then the update.
     /// Returns the mean loss of the batch (before the update).
-    pub fn step(
-        &mut self,
-        net: &mut Sequential,
-        ws: &mut Workspace,
-        x: &[f32],
-        target: &[f32],
-        loss: &Loss,
-    ) -> f32 {
+    pub fn step(&mut self, net: &mut Sequential, ws: &mut Workspace, x: &[f32], target: &[f32], loss: &Loss) -> f32 {
         let d = net.in_dim();
         let tw = loss.target_width(net.out_dim());
         let m = x.len() / d;
         self.zero_grad();
         let mut total = 0.0;
         for k in 0..m {
-            total += self.accumulate(
-                net,
-                ws,
-                &x[k * d..(k + 1) * d],
-                &target[k * tw..(k + 1) * tw],
-                loss,
-            );
+            total += self.accumulate(net, ws, &x[k * d..(k + 1) * d], &target[k * tw..(k + 1) * tw], loss);
         }
         let scale = self.lr / m as f32;
         for (i, layer) in net.layers.iter_mut().enumerate() {
@@ -544,9 +559,7 @@ impl MlpBuilder {
                 _ => libm::sqrtf(6.0 / (d + w) as f32),
             };
             let mut lin = Linear::zeros(d, w);
-            lin.weight
-                .iter_mut()
-                .for_each(|v| *v = rng.uniform(-fan, fan));
+            lin.weight.iter_mut().for_each(|v| *v = rng.uniform(-fan, fan));
             layers.push(Layer::Linear(lin));
             if let Some(a) = act {
                 layers.push(a.layer());

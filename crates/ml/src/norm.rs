@@ -166,9 +166,7 @@ impl Welford {
 
     /// Snapshot as a fixed Z-score normaliser.
     pub fn to_zscore(&self) -> ZScore {
-        let std = (0..self.mean.len())
-            .map(|i| math::sqrt64(self.variance(i)))
-            .collect();
+        let std = (0..self.mean.len()).map(|i| math::sqrt64(self.variance(i))).collect();
         ZScore {
             mean: self.mean.clone(),
             std,

@@ -84,24 +84,18 @@ impl QuantizedMlp {
             .iter()
             .map(|l| match (l, scheme) {
                 (Layer::Linear(l), Scheme::Fixed1000) => {
-                    let w: Vec<i32> = l
-                        .weight
-                        .iter()
-                        .map(|&v| libm::roundf(v * SCALE) as i32)
-                        .collect();
+                    // Input-major whatever the f32 layer's layout, as the integer kernel reads it.
+                    let mut w = alloc::vec![0i32; l.in_dim * l.out_dim];
+                    for o in 0..l.out_dim {
+                        for i in 0..l.in_dim {
+                            w[i * l.out_dim + o] = libm::roundf(l.w(o, i) * SCALE) as i32;
+                        }
+                    }
                     let l1 = (0..l.out_dim)
-                        .map(|o| {
-                            (0..l.in_dim)
-                                .map(|i| (w[i * l.out_dim + o] as i64).abs())
-                                .sum::<i64>()
-                        })
+                        .map(|o| (0..l.in_dim).map(|i| (w[i * l.out_dim + o] as i64).abs()).sum::<i64>())
                         .max()
                         .unwrap_or(0);
-                    let b = l
-                        .bias
-                        .iter()
-                        .map(|&v| libm::roundf(v * SCALE) as i64)
-                        .collect();
+                    let b = l.bias.iter().map(|&v| libm::roundf(v * SCALE) as i64).collect();
                     QLayer::Fixed {
                         in_dim: l.in_dim,
                         out_dim: l.out_dim,
@@ -233,9 +227,7 @@ impl QuantizedMlp {
                     core::mem::swap(&mut ws.ia, &mut ws.ib);
                     width = *out_dim;
                 }
-                QLayer::Act(Layer::ReLU) => {
-                    ws.ia[..width].iter_mut().for_each(|v| *v = (*v).max(0))
-                }
+                QLayer::Act(Layer::ReLU) => ws.ia[..width].iter_mut().for_each(|v| *v = (*v).max(0)),
                 QLayer::Act(act) => {
                     // Non-linear activations other than ReLU have no exact integer form: go
                     // through f32 and back, as LinnOS would need a lookup table for.

@@ -72,9 +72,7 @@ pub struct RingStats {
 /// A ring holding at least `capacity` items (rounded up to a power of two).
 pub fn ring<T: Send>(capacity: usize) -> (Producer<T>, Consumer<T>) {
     let cap = capacity.max(1).next_power_of_two();
-    let slots = (0..cap)
-        .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
-        .collect();
+    let slots = (0..cap).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
     let shared = Arc::new(Shared {
         slots,
         mask: cap - 1,
@@ -84,12 +82,7 @@ pub fn ring<T: Send>(capacity: usize) -> (Producer<T>, Consumer<T>) {
         dropped: AtomicU64::new(0),
         closed: AtomicBool::new(false),
     });
-    (
-        Producer {
-            shared: shared.clone(),
-        },
-        Consumer { shared },
-    )
+    (Producer { shared: shared.clone() }, Consumer { shared })
 }
 
 impl<T> Shared<T> {

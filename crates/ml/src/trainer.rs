@@ -90,11 +90,7 @@ impl AsyncTrainer {
         loss: Loss,
         cfg: TrainerConfig,
     ) -> (Producer<Sample<D>>, TrainerHandle) {
-        assert_eq!(
-            net.in_dim(),
-            D,
-            "sample width must equal the network's input width"
-        );
+        assert_eq!(net.in_dim(), D, "sample width must equal the network's input width");
         let (tx, rx) = ring::<Sample<D>>(cfg.ring_capacity);
         let norm = cfg.normalise.map(|w| Welford::new(D, w));
         let snapshot = Arc::new(Mutex::new((net.clone(), norm.clone())));
@@ -183,10 +179,7 @@ fn publish<const D: usize>(
 impl TrainerHandle {
     /// The latest published model and normaliser.
     pub fn snapshot(&self) -> (Sequential, Option<Welford>) {
-        self.snapshot
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.snapshot.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Counters as of the latest snapshot.

@@ -84,16 +84,10 @@ impl DecisionTree {
         let mut stack = alloc::vec![(0usize, 0usize)];
         while let Some((i, depth)) = stack.pop() {
             if depth > MAX_DEPTH {
-                return Err(Error::invalid(
-                    "tree",
-                    alloc::format!("deeper than {MAX_DEPTH} levels"),
-                ));
+                return Err(Error::invalid("tree", alloc::format!("deeper than {MAX_DEPTH} levels")));
             }
             if seen[i] {
-                return Err(Error::invalid(
-                    "tree",
-                    "a node is reachable twice (not a tree)",
-                ));
+                return Err(Error::invalid("tree", "a node is reachable twice (not a tree)"));
             }
             seen[i] = true;
             match nodes[i] {
@@ -106,16 +100,11 @@ impl DecisionTree {
                     if feature as usize >= n_features {
                         return Err(Error::invalid(
                             "tree",
-                            alloc::format!(
-                                "node {i} splits on feature {feature}, model has {n_features}"
-                            ),
+                            alloc::format!("node {i} splits on feature {feature}, model has {n_features}"),
                         ));
                     }
                     if threshold.is_nan() {
-                        return Err(Error::invalid(
-                            "tree",
-                            alloc::format!("node {i} has a NaN threshold"),
-                        ));
+                        return Err(Error::invalid("tree", alloc::format!("node {i} has a NaN threshold")));
                     }
                     for c in [left, right] {
                         if c as usize >= nodes.len() {
@@ -131,9 +120,7 @@ impl DecisionTree {
                     if class as usize >= n_classes {
                         return Err(Error::invalid(
                             "tree",
-                            alloc::format!(
-                                "leaf {i} predicts class {class}, model has {n_classes}"
-                            ),
+                            alloc::format!("leaf {i} predicts class {class}, model has {n_classes}"),
                         ));
                     }
                 }
@@ -180,10 +167,7 @@ impl DecisionTree {
             });
         }
         if proba.iter().any(|p| !(0.0..=1.0).contains(p)) {
-            return Err(Error::invalid(
-                "leaf probabilities",
-                "values must be in [0, 1]",
-            ));
+            return Err(Error::invalid("leaf probabilities", "values must be in [0, 1]"));
         }
         self.proba = proba;
         Ok(())
@@ -205,9 +189,7 @@ impl DecisionTree {
 
     /// Bytes of memory the tree occupies.
     pub fn bytes(&self) -> usize {
-        core::mem::size_of::<Self>()
-            + self.nodes.capacity() * core::mem::size_of::<Node>()
-            + self.proba.capacity() * 4
+        core::mem::size_of::<Self>() + self.nodes.capacity() * core::mem::size_of::<Node>() + self.proba.capacity() * 4
     }
 
     /// Predicted class of one row. No allocation.
@@ -420,12 +402,7 @@ impl Builder<'_> {
         }
         let t = total as f64;
         match self.cfg.criterion {
-            Criterion::Gini => {
-                1.0 - counts
-                    .iter()
-                    .map(|&c| (c as f64 / t) * (c as f64 / t))
-                    .sum::<f64>()
-            }
+            Criterion::Gini => 1.0 - counts.iter().map(|&c| (c as f64 / t) * (c as f64 / t)).sum::<f64>(),
             Criterion::Entropy => -counts
                 .iter()
                 .filter(|&&c| c > 0)
@@ -450,11 +427,8 @@ impl Builder<'_> {
             .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))
             .unwrap()
             .0;
-        self.nodes.push(Node::Leaf {
-            class: majority as u32,
-        });
-        self.proba
-            .extend(counts.iter().map(|&c| c as f32 / idx.len() as f32));
+        self.nodes.push(Node::Leaf { class: majority as u32 });
+        self.proba.extend(counts.iter().map(|&c| c as f32 / idx.len() as f32));
 
         let n = idx.len();
         let parent = self.impurity(&counts, n);
@@ -477,9 +451,8 @@ impl Builder<'_> {
                 if a == b || s < self.cfg.min_samples_leaf || n - s < self.cfg.min_samples_leaf {
                     continue;
                 }
-                let score = (s as f64 * self.impurity(&left, s)
-                    + (n - s) as f64 * self.impurity(&right, n - s))
-                    / n as f64;
+                let score =
+                    (s as f64 * self.impurity(&left, s) + (n - s) as f64 * self.impurity(&right, n - s)) / n as f64;
                 if best.is_none_or(|(bs, _, _)| score < bs - 1e-12) {
                     let mut t = a + (b - a) / 2.0;
                     if t >= b {
@@ -541,20 +514,13 @@ fn parse_line(no: usize, raw: &str) -> Result<TextLine> {
         .strip_prefix("|--- ")
         .ok_or_else(|| Error::parse(no, "expected \"|--- \" after the indentation"))?;
     let body = body.trim();
-    if let Some(c) = body
-        .rsplit("class:")
-        .next()
-        .filter(|_| body.contains("class:"))
-    {
+    if let Some(c) = body.rsplit("class:").next().filter(|_| body.contains("class:")) {
         let c = c.trim();
         let v: f64 = c
             .parse()
             .map_err(|_| Error::parse(no, alloc::format!("class {c:?} is not a number")))?;
         if !math::is_class_index(v, 65536) {
-            return Err(Error::parse(
-                no,
-                alloc::format!("class {c:?} is not a class index"),
-            ));
+            return Err(Error::parse(no, alloc::format!("class {c:?} is not a class index")));
         }
         return Ok(TextLine {
             no,
@@ -563,10 +529,7 @@ fn parse_line(no: usize, raw: &str) -> Result<TextLine> {
         });
     }
     if body.starts_with("truncated") {
-        return Err(Error::parse(
-            no,
-            "truncated branch: export the tree without max_depth",
-        ));
+        return Err(Error::parse(no, "truncated branch: export the tree without max_depth"));
     }
     let (name, op, value) = if let Some((a, b)) = body.split_once("<=") {
         (a, true, b)
@@ -582,12 +545,7 @@ fn parse_line(no: usize, raw: &str) -> Result<TextLine> {
     let feature: u32 = name
         .strip_prefix("feature_")
         .and_then(|n| n.parse().ok())
-        .ok_or_else(|| {
-            Error::parse(
-                no,
-                alloc::format!("feature name {name:?} is not of the form feature_N"),
-            )
-        })?;
+        .ok_or_else(|| Error::parse(no, alloc::format!("feature name {name:?} is not of the form feature_N")))?;
     let value = value.trim();
     let t: f32 = value
         .parse()
@@ -628,10 +586,7 @@ impl TextParser<'_> {
         if line.depth != depth {
             return Err(Error::parse(
                 line.no,
-                alloc::format!(
-                    "expected a line at depth {depth}, found depth {}",
-                    line.depth
-                ),
+                alloc::format!("expected a line at depth {depth}, found depth {}", line.depth),
             ));
         }
         let me = self.nodes.len();
@@ -666,12 +621,7 @@ impl TextParser<'_> {
                     right,
                 };
             }
-            LineKind::Gt(..) => {
-                return Err(Error::parse(
-                    line.no,
-                    "a \">\" branch without its \"<=\" branch",
-                ))
-            }
+            LineKind::Gt(..) => return Err(Error::parse(line.no, "a \">\" branch without its \"<=\" branch")),
         }
         Ok(me as u32)
     }

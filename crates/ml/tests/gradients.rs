@@ -49,9 +49,7 @@ fn bump(net: &mut Sequential, li: usize, p: usize, by: f32) {
 
 fn random_linear(rng: &mut Rng, i: usize, o: usize) -> Layer {
     let mut l = Linear::zeros(i, o);
-    l.weight
-        .iter_mut()
-        .for_each(|w| *w = rng.uniform(-0.8, 0.8));
+    l.weight.iter_mut().for_each(|w| *w = rng.uniform(-0.8, 0.8));
     l.bias.iter_mut().for_each(|b| *b = rng.uniform(-0.3, 0.3));
     Layer::Linear(l)
 }
@@ -62,11 +60,7 @@ fn sandwich(act: Layer, out: usize, seed: u64) -> Sequential {
     let mut rng = Rng::new(seed);
     Sequential::new(
         4,
-        vec![
-            random_linear(&mut rng, 4, 5),
-            act,
-            random_linear(&mut rng, 5, out),
-        ],
+        vec![random_linear(&mut rng, 4, 5), act, random_linear(&mut rng, 5, out)],
     )
     .unwrap()
 }
@@ -114,18 +108,8 @@ fn binary_cross_entropy_gradient() {
     )
     .unwrap();
     for y in [0.0, 1.0] {
-        check_model(
-            &net,
-            &X,
-            &[y],
-            &Loss::BinaryCrossEntropy { pos_weight: 1.0 },
-        );
-        check_model(
-            &net,
-            &X,
-            &[y],
-            &Loss::BinaryCrossEntropy { pos_weight: 4.0 },
-        );
+        check_model(&net, &X, &[y], &Loss::BinaryCrossEntropy { pos_weight: 1.0 });
+        check_model(&net, &X, &[y], &Loss::BinaryCrossEntropy { pos_weight: 4.0 });
     }
 }
 

@@ -31,10 +31,7 @@ fn imported_network_matches_kml_code_on_every_row() {
     assert_eq!(same, 422, "network class differs from KML's code");
     assert_eq!(agree_labels, 390, "agreement with output.csv labels");
     // KML computes exp with its own approximation, so logits agree to ~1e-4, not bit for bit.
-    assert!(
-        max_logit_err < 1e-3,
-        "logits differ from KML's by {max_logit_err}"
-    );
+    assert!(max_logit_err < 1e-3, "logits differ from KML's by {max_logit_err}");
 }
 
 #[test]
@@ -64,8 +61,7 @@ fn imported_tree_matches_kml_code_on_every_row() {
 
 #[test]
 fn tree_text_round_trips_through_export() {
-    let text =
-        std::fs::read_to_string(kml_dir().join("decision_tree_model/readahead_model.dt")).unwrap();
+    let text = std::fs::read_to_string(kml_dir().join("decision_tree_model/readahead_model.dt")).unwrap();
     let tree = iolearn_ml::DecisionTree::import_text(&text, 5, 4).unwrap();
     assert_eq!(
         tree.export_text(6),
@@ -132,7 +128,10 @@ fn tree_text_errors_carry_line_numbers() {
     let cases = [
         ("|--- feature_0 <= 1.0\n|   |--- class: 1.0\n", "line 2"),
         ("|--- feature_x <= 1.0\n", "line 1"),
-        ("|--- feature_0 <= 1.0\n|   |--- class: 1.0\n|--- feature_1 >  1.0\n|   |--- class: 0.0\n", "line 3"),
+        (
+            "|--- feature_0 <= 1.0\n|   |--- class: 1.0\n|--- feature_1 >  1.0\n|   |--- class: 0.0\n",
+            "line 3",
+        ),
         ("|--- class: banana\n", "line 1"),
         ("", "line 1"),
         ("|--- class: 1.0\n|--- class: 0.0\n", "line 2"),

@@ -78,18 +78,12 @@ fn wrong_magic_version_and_trailing_bytes() {
             supported: VERSION
         }
     );
-    assert!(
-        e.to_string().contains("unsupported model format version 2"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("unsupported model format version 2"), "{e}");
     let mut c = b.clone();
     c.push(0);
     assert!(matches!(
         ModelFile::from_bytes(&c),
-        Err(Error::Invalid {
-            field: "length",
-            ..
-        })
+        Err(Error::Invalid { field: "length", .. })
     ));
 }
 

@@ -2,10 +2,7 @@
 //! watches every path that runs per I/O or per window.
 
 use iolearn_ml::quant::{QuantizedMlp, Scheme};
-use iolearn_ml::{
-    datasets, Activation, DecisionTree, Loss, MlpBuilder, Sgd, TreeConfig, Weighting, Welford,
-    ZScore,
-};
+use iolearn_ml::{datasets, Activation, DecisionTree, Loss, MlpBuilder, Sgd, TreeConfig, Weighting, Welford, ZScore};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -58,10 +55,7 @@ fn hot_paths_do_not_allocate() {
         "mlp inference"
     );
 
-    let linnos = MlpBuilder::new(31)
-        .hidden(256, Activation::ReLU)
-        .output(2)
-        .build();
+    let linnos = MlpBuilder::new(31).hidden(256, Activation::ReLU).output(2).build();
     for scheme in [Scheme::Fixed1000, Scheme::Int8] {
         let q = QuantizedMlp::new(&linnos, scheme);
         let mut qws = q.workspace();

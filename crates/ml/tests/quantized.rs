@@ -16,9 +16,7 @@ fn agreement(net: &iolearn_ml::Sequential, q: &QuantizedMlp, rows: &[Vec<f32>]) 
 #[test]
 fn kml_network_quantised_keeps_its_answers() {
     let file = kml::import_network(&common::kml_dir().join("nn_arch_data")).unwrap();
-    let ModelKind::Mlp(net) = file.kind else {
-        panic!()
-    };
+    let ModelKind::Mlp(net) = file.kind else { panic!() };
     let rows = common::rows(&common::kml_dir().join("nn_arch_data/input.csv"));
     let fixed = agreement(&net, &QuantizedMlp::new(&net, Scheme::Fixed1000), &rows);
     let int8 = agreement(&net, &QuantizedMlp::new(&net, Scheme::Int8), &rows);
@@ -69,11 +67,7 @@ fn linnos_shaped_network_quantised_x1000_loses_at_most_a_tenth_of_a_percent() {
     .unwrap();
     let rows: Vec<Vec<f32>> = x.chunks(31).map(|r| r.to_vec()).collect();
     let acc = |pred: &dyn Fn(&[f32]) -> usize| {
-        rows.iter()
-            .zip(&y)
-            .filter(|(r, &t)| pred(r) == t as usize)
-            .count() as f64
-            / rows.len() as f64
+        rows.iter().zip(&y).filter(|(r, &t)| pred(r) == t as usize).count() as f64 / rows.len() as f64
     };
     let mut ws = net.workspace();
     let q = QuantizedMlp::new(&net, Scheme::Fixed1000);
@@ -118,9 +112,7 @@ fn fixed_reference(net: &iolearn_ml::Sequential, x: &[f32]) -> Vec<f32> {
             iolearn_ml::Layer::Linear(l) => {
                 a = (0..l.out_dim)
                     .map(|o| {
-                        let s: i128 = (0..l.in_dim)
-                            .map(|i| (l.w(o, i) * 1000.0).round() as i128 * a[i])
-                            .sum();
+                        let s: i128 = (0..l.in_dim).map(|i| (l.w(o, i) * 1000.0).round() as i128 * a[i]).sum();
                         s / 1000 + (l.bias[o] * 1000.0).round() as i128
                     })
                     .collect();

@@ -12,10 +12,7 @@ fn full_ring_drops_and_counts() {
     }
     let s = tx.stats();
     assert_eq!((s.pushed, s.dropped, s.capacity), (4, 6, 4));
-    assert_eq!(
-        (0..4).map(|_| rx.pop().unwrap()).collect::<Vec<_>>(),
-        vec![0, 1, 2, 3]
-    );
+    assert_eq!((0..4).map(|_| rx.pop().unwrap()).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
     assert_eq!(rx.pop(), None);
     assert!(tx.push(99));
     assert_eq!(rx.pop(), Some(99));

@@ -1,10 +1,7 @@
 //! Training works and is reproducible (issue 2, must-show 3).
 
 use iolearn_ml::eval::{cross_validate, permutation_importance};
-use iolearn_ml::{
-    datasets, Activation, DecisionTree, Loss, MlpBuilder, Sequential, TrainConfig, TreeConfig,
-    ZScore,
-};
+use iolearn_ml::{datasets, Activation, DecisionTree, Loss, MlpBuilder, Sequential, TrainConfig, TreeConfig, ZScore};
 
 fn kml_net(seed: u64) -> Sequential {
     MlpBuilder::new(5)
@@ -26,9 +23,7 @@ fn kml_cfg(seed: u64) -> TrainConfig {
     }
 }
 
-fn fit_predict_net(
-    seed: u64,
-) -> impl FnMut(&[f32], &[f32], &[f32]) -> iolearn_ml::Result<Vec<usize>> {
+fn fit_predict_net(seed: u64) -> impl FnMut(&[f32], &[f32], &[f32]) -> iolearn_ml::Result<Vec<usize>> {
     move |tx, ty, test| {
         let norm = ZScore::fit(tx, 5)?;
         let mut tx = tx.to_vec();
@@ -51,16 +46,8 @@ fn fit_predict_net(
 fn xor_is_learnt() {
     let x = [0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0];
     let y = [0.0, 1.0, 1.0, 0.0];
-    for (act, seed) in [
-        (Activation::Sigmoid, 1),
-        (Activation::Tanh, 2),
-        (Activation::ReLU, 3),
-    ] {
-        let mut net = MlpBuilder::new(2)
-            .hidden(8, act)
-            .output(2)
-            .seed(seed)
-            .build();
+    for (act, seed) in [(Activation::Sigmoid, 1), (Activation::Tanh, 2), (Activation::ReLU, 3)] {
+        let mut net = MlpBuilder::new(2).hidden(8, act).output(2).seed(seed).build();
         let cfg = TrainConfig {
             epochs: 2000,
             lr: 0.05,
@@ -68,9 +55,7 @@ fn xor_is_learnt() {
             batch_size: 4,
             seed,
         };
-        let hist = net
-            .fit(&x, &y, &Loss::softmax_cross_entropy(), &cfg)
-            .unwrap();
+        let hist = net.fit(&x, &y, &Loss::softmax_cross_entropy(), &cfg).unwrap();
         assert!(
             hist.last().unwrap() < &0.05,
             "{act:?}: final loss {}",
@@ -78,11 +63,7 @@ fn xor_is_learnt() {
         );
         let mut ws = net.workspace();
         for (row, &t) in x.chunks(2).zip(&y) {
-            assert_eq!(
-                net.predict_class(row, &mut ws),
-                t as usize,
-                "{act:?} on {row:?}"
-            );
+            assert_eq!(net.predict_class(row, &mut ws), t as usize, "{act:?} on {row:?}");
         }
     }
 }
@@ -179,8 +160,7 @@ fn same_seed_same_model_different_seed_different_model() {
     norm.transform_rows(&mut xn);
     let train = |seed| {
         let mut n = kml_net(seed);
-        n.fit(&xn, &y, &Loss::softmax_cross_entropy(), &kml_cfg(seed))
-            .unwrap();
+        n.fit(&xn, &y, &Loss::softmax_cross_entropy(), &kml_cfg(seed)).unwrap();
         n
     };
     assert_eq!(train(11), train(11));
@@ -245,15 +225,7 @@ fn bad_training_input_is_an_error_not_a_panic() {
         )
         .is_err());
     assert!(net
-        .fit(
-            &[1.0; 5],
-            &[0.0],
-            &loss,
-            &TrainConfig {
-                momentum: 1.5,
-                ..cfg
-            }
-        )
+        .fit(&[1.0; 5], &[0.0], &loss, &TrainConfig { momentum: 1.5, ..cfg })
         .is_err());
     assert!(DecisionTree::fit(&[1.0; 5], &[-1.0], 5, &TreeConfig::default()).is_err());
 }

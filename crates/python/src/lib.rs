@@ -3,8 +3,8 @@
 
 use iolearn_ml::eval::kfold as ml_kfold;
 use iolearn_ml::{
-    kml, Activation, ClassAction, Criterion, DecisionTree, Loss, MlpBuilder, ModelFile, ModelKind,
-    TrainConfig, TreeConfig, ZScore,
+    kml, Activation, ClassAction, Criterion, DecisionTree, Loss, MlpBuilder, ModelFile, ModelKind, TrainConfig,
+    TreeConfig, ZScore,
 };
 use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
@@ -67,11 +67,7 @@ impl Model {
     /// Class map as a list of (label, action).
     #[getter]
     fn classes(&self) -> Vec<(String, i64)> {
-        self.file
-            .classes
-            .iter()
-            .map(|c| (c.label.clone(), c.action))
-            .collect()
+        self.file.classes.iter().map(|c| (c.label.clone(), c.action)).collect()
     }
 
     #[setter]
@@ -181,10 +177,7 @@ impl Model {
                     .map(|r| net.predict_class(r, &mut ws) as i64)
                     .collect()
             }
-            ModelKind::Tree(t) => x
-                .chunks_exact(d)
-                .map(|r| t.predict_class(r) as i64)
-                .collect(),
+            ModelKind::Tree(t) => x.chunks_exact(d).map(|r| t.predict_class(r) as i64).collect(),
         });
         Ok(PyArray1::from_vec(py, out))
     }
@@ -216,9 +209,7 @@ impl Model {
             }
             out
         });
-        Ok(Array2::from_shape_vec((n, k), out)
-            .expect("shape")
-            .into_pyarray(py))
+        Ok(Array2::from_shape_vec((n, k), out).expect("shape").into_pyarray(py))
     }
 
     /// Write the model file atomically (temporary file + rename).
@@ -227,9 +218,7 @@ impl Model {
         let bytes = self.file.to_bytes();
         let tmp = path.with_file_name(format!(
             ".{}.tmp.{}",
-            path.file_name()
-                .map(|n| n.to_string_lossy())
-                .unwrap_or_default(),
+            path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
             std::process::id()
         ));
         let r = std::fs::write(&tmp, &bytes).and_then(|_| std::fs::rename(&tmp, &path));
@@ -266,18 +255,12 @@ impl Model {
         let yv: Vec<f32> = y.as_array().iter().copied().collect();
         let imp = py
             .detach(|| {
-                iolearn_ml::eval::permutation_importance(&xv, &yv, d, repeats, seed, |rows| {
-                    match &self.file.kind {
-                        ModelKind::Mlp(net) => {
-                            let mut ws = net.workspace();
-                            rows.chunks_exact(d)
-                                .map(|r| net.predict_class(r, &mut ws))
-                                .collect()
-                        }
-                        ModelKind::Tree(t) => {
-                            rows.chunks_exact(d).map(|r| t.predict_class(r)).collect()
-                        }
+                iolearn_ml::eval::permutation_importance(&xv, &yv, d, repeats, seed, |rows| match &self.file.kind {
+                    ModelKind::Mlp(net) => {
+                        let mut ws = net.workspace();
+                        rows.chunks_exact(d).map(|r| net.predict_class(r, &mut ws)).collect()
                     }
+                    ModelKind::Tree(t) => rows.chunks_exact(d).map(|r| t.predict_class(r)).collect(),
                 })
             })
             .map_err(err)?;
@@ -305,11 +288,7 @@ impl Model {
 }
 
 impl Model {
-    fn prepare(
-        &self,
-        x: &PyReadonlyArray2<f32>,
-        prenormalized: bool,
-    ) -> PyResult<(Vec<f32>, usize, usize)> {
+    fn prepare(&self, x: &PyReadonlyArray2<f32>, prenormalized: bool) -> PyResult<(Vec<f32>, usize, usize)> {
         let (mut v, d) = rows(x)?;
         if d != self.file.kind.in_dim() {
             return Err(PyValueError::new_err(format!(
@@ -343,8 +322,15 @@ fn parse_loss(
         "binary_cross_entropy" | "bce" => Loss::BinaryCrossEntropy { pos_weight },
         "mse" => Loss::Mse,
         "asymmetric_mse" | "amse" => Loss::AsymmetricMse { b },
-        "hinge" | "categorical_hinge" => Loss::CategoricalHinge { penalty, penalized_class },
-        other => return Err(PyValueError::new_err(format!("unknown loss {other:?} (cross_entropy, binary_cross_entropy, mse, asymmetric_mse, categorical_hinge)"))),
+        "hinge" | "categorical_hinge" => Loss::CategoricalHinge {
+            penalty,
+            penalized_class,
+        },
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown loss {other:?} (cross_entropy, binary_cross_entropy, mse, asymmetric_mse, categorical_hinge)"
+            )))
+        }
     })
 }
 
@@ -378,10 +364,7 @@ fn fit_mlp(
     let (mut xv, d) = rows(&x)?;
     let yv: Vec<f32> = y.as_array().iter().copied().collect();
     let act = Activation::parse(activation).map_err(err)?;
-    let out_act = output_activation
-        .map(Activation::parse)
-        .transpose()
-        .map_err(err)?;
+    let out_act = output_activation.map(Activation::parse).transpose().map_err(err)?;
     let loss = parse_loss(loss, class_weights, pos_weight, b, penalty, penalized_class)?;
     let mut builder = MlpBuilder::new(d)
         .output(n_outputs)
@@ -400,11 +383,7 @@ fn fit_mlp(
     };
     let (net, norm, history) = py
         .detach(move || -> iolearn_ml::Result<_> {
-            let norm = if normalize {
-                Some(ZScore::fit(&xv, d)?)
-            } else {
-                None
-            };
+            let norm = if normalize { Some(ZScore::fit(&xv, d)?) } else { None };
             if let Some(z) = &norm {
                 z.transform_rows(&mut xv);
             }
@@ -458,11 +437,7 @@ fn fit_tree(
     };
     let (tree, norm) = py
         .detach(move || -> iolearn_ml::Result<_> {
-            let norm = if normalize {
-                Some(ZScore::fit(&xv, d)?)
-            } else {
-                None
-            };
+            let norm = if normalize { Some(ZScore::fit(&xv, d)?) } else { None };
             if let Some(z) = &norm {
                 z.transform_rows(&mut xv);
             }
@@ -477,10 +452,8 @@ fn fit_tree(
 /// Load a model file.
 #[pyfunction]
 fn load(path: PathBuf) -> PyResult<Model> {
-    let bytes =
-        std::fs::read(&path).map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
-    let file = ModelFile::from_bytes(&bytes)
-        .map_err(|e| PyValueError::new_err(format!("{}: {e}", path.display())))?;
+    let bytes = std::fs::read(&path).map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
+    let file = ModelFile::from_bytes(&bytes).map_err(|e| PyValueError::new_err(format!("{}: {e}", path.display())))?;
     Ok(Model { file })
 }
 
@@ -512,9 +485,7 @@ fn kml_like<'py>(
     let (x, y) = iolearn_ml::datasets::kml_like(n_per_class, seed);
     let n = y.len();
     (
-        Array2::from_shape_vec((n, 5), x)
-            .expect("shape")
-            .into_pyarray(py),
+        Array2::from_shape_vec((n, 5), x).expect("shape").into_pyarray(py),
         PyArray1::from_vec(py, y),
     )
 }
