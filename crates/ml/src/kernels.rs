@@ -9,7 +9,7 @@
 
 /// Output columns kept in registers at once: 16 f32 = two AVX2 registers, twice (even and odd
 /// inputs): four accumulators leave room for weights without spilling to the stack.
-const BLOCK: usize = 16;
+const BLOCK: usize = 32;
 
 /// The activation applied to a dense layer's outputs before they are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,9 +149,16 @@ fn block<const N: usize, const FMA: bool>(w: &[f32], b: &[f32], x: &[f32], y: &m
         let c0: &[f32; N] = cols[o..o + N].try_into().unwrap();
         let c1: &[f32; N] = cols[out + o..out + o + N].try_into().unwrap();
         let (x0, x1) = (xs[0], xs[1]);
-        for k in 0..N {
-            even[k] = madd::<FMA>(c0[k], x0, even[k]);
-            odd[k] = madd::<FMA>(c1[k], x1, odd[k]);
+        if N >= 32 {
+            // Wide blocks already have N / 8 independent sums; a second set would spill.
+            for k in 0..N {
+                even[k] = madd::<FMA>(c1[k], x1, madd::<FMA>(c0[k], x0, even[k]));
+            }
+        } else {
+            for k in 0..N {
+                even[k] = madd::<FMA>(c0[k], x0, even[k]);
+                odd[k] = madd::<FMA>(c1[k], x1, odd[k]);
+            }
         }
     }
     if x.len() % 2 == 1 {
