@@ -7,6 +7,9 @@
 //! builds may differ in the last bit (fused multiply-add rounds once); one machine always takes
 //! the same path, so its results are reproducible.
 
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod avx2;
+
 /// Output columns kept in registers at once: 16 f32 = two AVX2 registers, twice (even and odd
 /// inputs): four accumulators leave room for weights without spilling to the stack.
 const BLOCK: usize = 32;
@@ -80,7 +83,12 @@ pub(crate) fn activate(act: Act, v: f32) -> f32 {
 /// `y = act(x)` over a slice, eight lanes at a time (a short tail goes through a padded block)
 /// so every value takes the vector path.
 #[inline(always)]
-pub(crate) fn activate_slice(act: Act, x: &[f32], y: &mut [f32]) {
+pub(crate) fn activate_slice<const FMA: bool>(act: Act, x: &[f32], y: &mut [f32]) {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if FMA {
+        // SAFETY: `FMA` is true only inside `simd`'s AVX2 + FMA path, after the CPU check.
+        return unsafe { avx2::activate_slice(act, x, y) };
+    }
     let n = x.len().min(y.len());
     let (x, y) = (&x[..n], &mut y[..n]);
     let full = n / 8 * 8;
@@ -107,6 +115,11 @@ pub(crate) fn activate_slice(act: Act, x: &[f32], y: &mut [f32]) {
 /// than doing the rest one by one), or, for layers narrower than 8, by a fully unrolled block.
 #[inline(always)]
 pub(crate) fn linear_in_major<const FMA: bool>(w: &[f32], b: &[f32], x: &[f32], y: &mut [f32], act: Act) {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if FMA {
+        // SAFETY: `FMA` is true only inside `simd`'s AVX2 + FMA path, after the CPU check.
+        return unsafe { avx2::linear_in_major(w, b, x, y, act) };
+    }
     let out = b.len();
     debug_assert_eq!(w.len(), x.len() * out);
     let mut o = 0;
@@ -205,6 +218,11 @@ fn store_activated<const N: usize>(act: Act, v: &[f32; N], y: &mut [f32]) {
 /// independent 8-lane sums.
 #[inline(always)]
 pub(crate) fn linear_out_major<const FMA: bool>(w: &[f32], b: &[f32], x: &[f32], y: &mut [f32], act: Act) {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if FMA {
+        // SAFETY: `FMA` is true only inside `simd`'s AVX2 + FMA path, after the CPU check.
+        return unsafe { avx2::linear_out_major(w, b, x, y, act) };
+    }
     let n_in = x.len();
     for (o, row) in w.chunks_exact(n_in).enumerate() {
         let mut acc = [[0.0f32; 8]; 4];
@@ -336,6 +354,33 @@ mod tests {
         assert!(exp_approx(1000.0).is_finite());
     }
 
+    struct Activate<'a>(Act, &'a [f32], &'a mut [f32]);
+    impl SimdTask for Activate<'_> {
+        type Out = ();
+        #[inline(always)]
+        fn run<const FMA: bool>(self) {
+            activate_slice::<FMA>(self.0, self.1, self.2)
+        }
+    }
+
+    #[test]
+    fn slice_activations_agree_on_both_builds() {
+        let x: Vec<f32> = (0..37).map(|i| i as f32 * 0.7 - 12.0).collect();
+        for act in [Act::Identity, Act::Sigmoid, Act::ReLU, Act::Tanh] {
+            let (mut a, mut b) = (alloc::vec![0.0; 37], alloc::vec![0.0; 37]);
+            simd(Activate(act, &x, &mut a));
+            Activate(act, &x, &mut b).run::<false>();
+            for (i, (u, v)) in a.iter().zip(&b).enumerate() {
+                assert!(
+                    (u - v).abs() <= 1e-6 * u.abs().max(1.0),
+                    "{act:?} at {}: {u} vs {v}",
+                    x[i]
+                );
+                assert!((u - activate(act, x[i])).abs() <= 1e-6 * u.abs().max(1.0));
+            }
+        }
+    }
+
     #[test]
     fn activations_match_their_definitions() {
         for i in -400..400 {
@@ -378,9 +423,14 @@ mod tests {
             let w: Vec<f32> = (0..n_in * out).map(|_| rng.uniform(-1.0, 1.0)).collect();
             let b: Vec<f32> = (0..out).map(|_| rng.uniform(-1.0, 1.0)).collect();
             let x: Vec<f32> = (0..n_in).map(|_| rng.uniform(-2.0, 2.0)).collect();
-            for out_major in [false, true] {
+            for (out_major, portable) in [(false, false), (true, false), (false, true), (true, true)] {
                 let mut y = alloc::vec![0.0; out];
-                simd(Dense(&w, &b, &x, &mut y, out_major));
+                if portable {
+                    // The baseline build, which CPUs without AVX2 + FMA run.
+                    Dense(&w, &b, &x, &mut y, out_major).run::<false>();
+                } else {
+                    simd(Dense(&w, &b, &x, &mut y, out_major));
+                }
                 let wi = |o: usize, i: usize| if out_major { w[o * n_in + i] } else { w[i * out + o] };
                 for o in 0..out {
                     let want: f32 = b[o] + (0..n_in).map(|i| wi(o, i) * x[i]).sum::<f32>();

@@ -207,7 +207,7 @@ impl Layer {
         match self {
             Layer::Linear(l) => l.forward::<FMA>(x, y, Act::Identity),
             Layer::Softmax => math::softmax(x, y),
-            act => kernels::activate_slice(act.activation().unwrap(), x, y),
+            act => kernels::activate_slice::<FMA>(act.activation().unwrap(), x, y),
         }
     }
 
