@@ -1,5 +1,5 @@
 //! Runs KML-shaped inference in a loop, for instruction counting under callgrind:
-//! `valgrind --tool=callgrind target/release/examples/profile_kml [mlp|tree|linnos] N`.
+//! `valgrind --tool=callgrind target/release/examples/profile_kml [mlp|tree|linnos|linnos_q] N`.
 use iolearn_ml::{Activation, DecisionTree, MlpBuilder};
 use std::hint::black_box;
 
@@ -15,6 +15,15 @@ fn main() {
             let rows: Vec<[f32; 5]> = x.chunks(5).take(64).map(|r| r.try_into().unwrap()).collect();
             for i in 0..n {
                 black_box(t.predict_class(black_box(&rows[i & 63])));
+            }
+        }
+        "linnos_q" => {
+            let net = MlpBuilder::new(31).hidden(256, Activation::ReLU).output(2).seed(3).build();
+            let q = iolearn_ml::quant::QuantizedMlp::new(&net, iolearn_ml::quant::Scheme::Fixed1000);
+            let mut ws = q.workspace();
+            let rows: Vec<[f32; 31]> = (0..64).map(|_| core::array::from_fn(|_| rng.below(10) as f32)).collect();
+            for i in 0..n {
+                black_box(q.predict_class(black_box(&rows[i & 63]), &mut ws));
             }
         }
         "linnos" => {

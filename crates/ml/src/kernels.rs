@@ -300,6 +300,45 @@ pub(crate) fn linear_i32_body(w: &[i32], x: &[i32], acc_out: &mut [i64]) {
     }
 }
 
+/// Integer dense layer on i16 operands, LinnOS-style, in the pair-packed layout of
+/// [`pack_i16_pairs`]: for each block of 8 outputs and each pair of inputs, 16 weights
+/// `[w(2p, o0), w(2p+1, o0), w(2p, o1), ...]`. `xp[p]` holds inputs `2p` (low half) and
+/// `2p + 1` (high half). Sums are i32 (the caller checks they cannot overflow); the first
+/// `acc_out.len()` outputs are written.
+#[inline(always)]
+pub(crate) fn linear_i16_pairs<const FMA: bool>(packed: &[i16], xp: &[i32], acc_out: &mut [i64]) {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if FMA {
+        // SAFETY: `FMA` is true only inside `simd`'s AVX2 + FMA path, after the CPU check.
+        return unsafe { avx2::linear_i16_pairs(packed, xp, acc_out) };
+    }
+    let np = xp.len();
+    for (o, a) in acc_out.iter_mut().enumerate() {
+        let (blk, k) = (o / 8, o % 8);
+        let mut s = 0i32;
+        for (p, &pair) in xp.iter().enumerate() {
+            let base = (blk * np + p) * 16 + 2 * k;
+            let (x0, x1) = (pair as i16, (pair >> 16) as i16);
+            s = s.wrapping_add(packed[base] as i32 * x0 as i32 + packed[base + 1] as i32 * x1 as i32);
+        }
+        *a = s as i64;
+    }
+}
+
+/// Pack input-major i32 weights (`w[i * out + o]`, all within +-32767) into the layout of
+/// [`linear_i16_pairs`]; padding is zero.
+pub(crate) fn pack_i16_pairs(w: &[i32], n_in: usize, out: usize) -> alloc::vec::Vec<i16> {
+    let (np, nb) = (n_in.div_ceil(2), out.div_ceil(8));
+    let mut packed = alloc::vec![0i16; nb * np * 16];
+    for o in 0..out {
+        for i in 0..n_in {
+            let (blk, k, p, j) = (o / 8, o % 8, i / 2, i % 2);
+            packed[(blk * np + p) * 16 + 2 * k + j] = w[i * out + o] as i16;
+        }
+    }
+    packed
+}
+
 /// Whether this CPU has AVX2 and FMA (answer cached by std after the first call).
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 #[inline(always)]

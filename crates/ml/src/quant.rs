@@ -29,6 +29,9 @@ enum QLayer {
         w: Vec<i32>,
         b: Vec<i64>,
         l1: i64,
+        // The same weights pair-packed as i16 for `vpmaddwd` (LinnOS's fast path), when every
+        // weight fits in +-32767: half the bytes of i32 and 16 multiplies per instruction.
+        packed: Option<Vec<i16>>,
     },
     Int8 {
         in_dim: usize,
@@ -60,6 +63,17 @@ pub struct QWorkspace {
 }
 
 const SCALE: f32 = 1000.0;
+
+/// The i16 pair-packed integer layer as a SIMD task.
+struct PairLayer<'a>(&'a [i16], &'a [i32], &'a mut [i64]);
+
+impl kernels::SimdTask for PairLayer<'_> {
+    type Out = ();
+    #[inline(always)]
+    fn run<const FMA: bool>(self) {
+        kernels::linear_i16_pairs::<FMA>(self.0, self.1, self.2)
+    }
+}
 
 /// An integer dense layer as a SIMD task; `NARROW` selects i32 sums.
 struct IntLayer<'a, const NARROW: bool>(&'a [i32], &'a [i32], &'a mut [i64]);
@@ -96,13 +110,11 @@ impl QuantizedMlp {
                         .max()
                         .unwrap_or(0);
                     let b = l.bias.iter().map(|&v| libm::roundf(v * SCALE) as i64).collect();
-                    QLayer::Fixed {
-                        in_dim: l.in_dim,
-                        out_dim: l.out_dim,
-                        w,
-                        b,
-                        l1,
-                    }
+                    let packed = w
+                        .iter()
+                        .all(|v| v.abs() <= i16::MAX as i32)
+                        .then(|| kernels::pack_i16_pairs(&w, l.in_dim, l.out_dim));
+                    QLayer::Fixed { in_dim: l.in_dim, out_dim: l.out_dim, w, b, l1, packed }
                 }
                 (Layer::Linear(l), Scheme::Int8) => {
                     let m = l.weight.iter().fold(0.0f32, |a, &v| a.max(v.abs()));
@@ -145,7 +157,9 @@ impl QuantizedMlp {
             + self.dims.capacity() * 8;
         for l in &self.layers {
             b += match l {
-                QLayer::Fixed { w, b, .. } => w.capacity() * 4 + b.capacity() * 8,
+                QLayer::Fixed { w, b, packed, .. } => {
+                    w.capacity() * 4 + b.capacity() * 8 + packed.as_ref().map_or(0, |p| p.capacity() * 2)
+                }
                 QLayer::Int8 { w, b, .. } => w.capacity() + b.capacity() * 4,
                 QLayer::Act(_) => 0,
             };
@@ -192,24 +206,27 @@ impl QuantizedMlp {
         let mut width = x.len();
         for layer in &self.layers {
             match layer {
-                QLayer::Fixed {
-                    in_dim,
-                    out_dim,
-                    w,
-                    b,
-                    l1,
-                } => {
+                QLayer::Fixed { in_dim, out_dim, w, b, l1, packed } => {
                     // Sums at scale 1e6, rescaled to 1e3 once per output: i32 sums (twice the
                     // SIMD lanes) when they provably cannot overflow, else i64.
                     let x = &ws.ia[..*in_dim];
                     let m = x.iter().fold(0i64, |a, v| a.max(v.abs()));
                     let acc = &mut ws.ib[..*out_dim];
-                    if m <= i32::MAX as i64 {
+                    let sums_fit_i32 = m.saturating_mul(*l1) <= i32::MAX as i64;
+                    if let (Some(pk), true, true) = (packed, m <= i16::MAX as i64, sums_fit_i32) {
+                        let np = in_dim.div_ceil(2);
+                        for (p, d) in ws.xi[..np].iter_mut().enumerate() {
+                            let lo = x[2 * p] as i16 as u16 as u32;
+                            let hi = x.get(2 * p + 1).map_or(0, |&v| v as i16 as u16 as u32);
+                            *d = (lo | (hi << 16)) as i32;
+                        }
+                        kernels::simd(PairLayer(pk, &ws.xi[..np], acc));
+                    } else if m <= i32::MAX as i64 {
                         for (d, &v) in ws.xi.iter_mut().zip(x) {
                             *d = v as i32;
                         }
                         let xi = &ws.xi[..*in_dim];
-                        if m.saturating_mul(*l1) <= i32::MAX as i64 {
+                        if sums_fit_i32 {
                             kernels::simd(IntLayer::<true>(w, xi, acc));
                         } else {
                             kernels::simd(IntLayer::<false>(w, xi, acc));

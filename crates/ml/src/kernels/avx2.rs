@@ -239,3 +239,40 @@ pub(super) fn linear_out_major(w: &[f32], b: &[f32], x: &[f32], y: &mut [f32], a
         }
     }
 }
+
+/// [`super::linear_i16_pairs`]: one `vpmaddwd` multiplies 16 weight/input pairs and adds
+/// neighbours, giving 8 outputs' share of two inputs; four output blocks run side by side.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn linear_i16_pairs(packed: &[i16], xp: &[i32], acc_out: &mut [i64]) {
+    let np = xp.len();
+    let nb = acc_out.len().div_ceil(8);
+    assert!(packed.len() >= nb * np * 16, "packed weights too short");
+    let pp = packed.as_ptr();
+    let mut lanes = [0i32; 8];
+    let mut blk = 0;
+    // SAFETY: block `b` reads `packed[(b * np + p) * 16..+16]` for `p < np` and `b < nb`,
+    // inside `packed` as asserted.
+    unsafe {
+        while blk < nb {
+            let group = (nb - blk).min(4);
+            let mut acc = [_mm256_setzero_si256(); 4];
+            for (p, &pair) in xp.iter().enumerate() {
+                let xv = _mm256_set1_epi32(pair);
+                for (g, a) in acc.iter_mut().enumerate().take(group) {
+                    let wv = _mm256_loadu_si256(pp.add(((blk + g) * np + p) * 16) as *const __m256i);
+                    *a = _mm256_add_epi32(*a, _mm256_madd_epi16(wv, xv));
+                }
+            }
+            for (g, a) in acc.iter().enumerate().take(group) {
+                _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, *a);
+                let o = (blk + g) * 8;
+                let n = (acc_out.len() - o).min(8);
+                for k in 0..n {
+                    acc_out[o + k] = lanes[k] as i64;
+                }
+            }
+            blk += group;
+        }
+    }
+}
