@@ -33,11 +33,29 @@ fn main() {
         let mut best = f64::MAX;
         for _ in 0..5 {
             let t = Instant::now();
-            for i in 0..200_000 {
+            for i in 0..2_000_000 {
                 black_box(n.forward(black_box(&rows[i & 63]), &mut ws));
             }
-            best = best.min(t.elapsed().as_nanos() as f64 / 200_000.0);
+            best = best.min(t.elapsed().as_nanos() as f64 / 2_000_000.0);
         }
         println!("{shape:?}: {best:.1} ns");
     }
+    let n = iolearn_ml::MlpBuilder::new(31)
+        .hidden(256, iolearn_ml::Activation::ReLU)
+        .output(2)
+        .seed(3)
+        .build();
+    let mut ws = n.workspace();
+    let rows: Vec<[f32; 31]> = (0..64)
+        .map(|_| core::array::from_fn(|_| rng.below(10) as f32))
+        .collect();
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        for i in 0..2_000_000 {
+            black_box(n.predict_class(black_box(&rows[i & 63]), &mut ws));
+        }
+        best = best.min(t.elapsed().as_nanos() as f64 / 2_000_000.0);
+    }
+    println!("MlpBuilder 31-256-2 predict_class: {best:.1} ns");
 }

@@ -18,10 +18,16 @@ fn main() {
             }
         }
         "linnos_q" => {
-            let net = MlpBuilder::new(31).hidden(256, Activation::ReLU).output(2).seed(3).build();
+            let net = MlpBuilder::new(31)
+                .hidden(256, Activation::ReLU)
+                .output(2)
+                .seed(3)
+                .build();
             let q = iolearn_ml::quant::QuantizedMlp::new(&net, iolearn_ml::quant::Scheme::Fixed1000);
             let mut ws = q.workspace();
-            let rows: Vec<[f32; 31]> = (0..64).map(|_| core::array::from_fn(|_| rng.below(10) as f32)).collect();
+            let rows: Vec<[f32; 31]> = (0..64)
+                .map(|_| core::array::from_fn(|_| rng.below(10) as f32))
+                .collect();
             for i in 0..n {
                 black_box(q.predict_class(black_box(&rows[i & 63]), &mut ws));
             }

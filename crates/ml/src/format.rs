@@ -488,7 +488,7 @@ fn read_mlp(r: &mut Reader) -> Result<Sequential> {
                 Layer::Linear(Linear {
                     in_dim: i,
                     out_dim: o,
-                    weight: vals,
+                    weight: vals.into(),
                     bias,
                 })
             }

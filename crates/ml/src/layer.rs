@@ -2,6 +2,7 @@
 
 use crate::kernels::{self, Act};
 use crate::math;
+use crate::AlignedVec;
 use alloc::vec::Vec;
 
 /// A fully connected layer `y = W x + b`.
@@ -23,7 +24,7 @@ pub struct Linear {
     /// Number of outputs.
     pub out_dim: usize,
     /// `in_dim * out_dim` weights, in the layout described on the type.
-    pub weight: Vec<f32>,
+    pub weight: AlignedVec,
     /// `out_dim` biases.
     pub bias: Vec<f32>,
 }
@@ -34,7 +35,7 @@ impl Linear {
         Linear {
             in_dim,
             out_dim,
-            weight: alloc::vec![0.0; in_dim * out_dim],
+            weight: AlignedVec::zeros(in_dim * out_dim),
             bias: alloc::vec![0.0; out_dim],
         }
     }
@@ -58,7 +59,7 @@ impl Linear {
         let mut l = Linear {
             in_dim,
             out_dim,
-            weight: alloc::vec![0.0; in_dim * out_dim],
+            weight: AlignedVec::zeros(in_dim * out_dim),
             bias,
         };
         for o in 0..out_dim {
@@ -253,7 +254,7 @@ impl Layer {
     /// Mutable view of the parameters in gradient order (weights then biases).
     pub(crate) fn params_mut(&mut self) -> Option<(&mut [f32], &mut [f32])> {
         match self {
-            Layer::Linear(l) => Some((&mut l.weight, &mut l.bias)),
+            Layer::Linear(l) => Some((&mut *l.weight, &mut l.bias)),
             _ => None,
         }
     }

@@ -36,6 +36,7 @@
 
 extern crate alloc;
 
+mod aligned;
 pub mod datasets;
 mod error;
 pub mod eval;
@@ -55,6 +56,7 @@ mod tree;
 #[cfg(feature = "std")]
 pub mod trainer;
 
+pub use aligned::AlignedVec;
 pub use error::{Error, Result};
 pub use format::{ClassAction, ModelFile, ModelKind};
 pub use layer::{Layer, Linear};

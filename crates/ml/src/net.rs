@@ -102,7 +102,7 @@ impl Sequential {
             + self.dims.capacity() * core::mem::size_of::<usize>();
         for l in &self.layers {
             if let Layer::Linear(l) = l {
-                b += (l.weight.capacity() + l.bias.capacity()) * 4;
+                b += l.weight.bytes() + l.bias.capacity() * 4;
             }
         }
         b

@@ -114,7 +114,14 @@ impl QuantizedMlp {
                         .iter()
                         .all(|v| v.abs() <= i16::MAX as i32)
                         .then(|| kernels::pack_i16_pairs(&w, l.in_dim, l.out_dim));
-                    QLayer::Fixed { in_dim: l.in_dim, out_dim: l.out_dim, w, b, l1, packed }
+                    QLayer::Fixed {
+                        in_dim: l.in_dim,
+                        out_dim: l.out_dim,
+                        w,
+                        b,
+                        l1,
+                        packed,
+                    }
                 }
                 (Layer::Linear(l), Scheme::Int8) => {
                     let m = l.weight.iter().fold(0.0f32, |a, &v| a.max(v.abs()));
@@ -206,7 +213,14 @@ impl QuantizedMlp {
         let mut width = x.len();
         for layer in &self.layers {
             match layer {
-                QLayer::Fixed { in_dim, out_dim, w, b, l1, packed } => {
+                QLayer::Fixed {
+                    in_dim,
+                    out_dim,
+                    w,
+                    b,
+                    l1,
+                    packed,
+                } => {
                     // Sums at scale 1e6, rescaled to 1e3 once per output: i32 sums (twice the
                     // SIMD lanes) when they provably cannot overflow, else i64.
                     let x = &ws.ia[..*in_dim];
