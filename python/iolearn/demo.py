@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         features=net.features,
         classes=classes,
         action_unit="read_ahead_kb",
+        normaliser=net.normaliser,  # trained on KML's normalised rows: raw input needs its statistics
     )
     dt.save(
         out / "readahead_dt.iolm",
@@ -125,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         features=net.features,
         classes=classes,
         action_unit="read_ahead_kb",
+        normaliser=net.normaliser,  # trained on KML's normalised rows: raw input needs its statistics
     )
     print(f"\nmodels written to {out}/ (inspect with: iolearn model inspect {out}/readahead_nn.iolm)")
     print(f"done in {time.time() - t0:.1f} s")

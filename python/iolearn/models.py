@@ -56,8 +56,10 @@ class Model:
         features: Sequence[str] | None = None,
         classes: Sequence[tuple[str, int]] | None = None,
         action_unit: str | None = None,
+        normaliser: tuple[Sequence[float], Sequence[float]] | None = None,
     ) -> None:
-        """Write the model file (atomically). Optional schema, feature names, class map."""
+        """Write the model file (atomically). Optional schema, feature names, class map, and
+        the Z-score ``(mean, std)`` of the raw features (for a model trained on normalised rows)."""
         if schema is not None:
             self._m.schema = schema
         if features is not None:
@@ -66,6 +68,9 @@ class Model:
             self._m.classes = [(str(a), int(b)) for a, b in classes]
         if action_unit is not None:
             self._m.action_unit = action_unit
+        if normaliser is not None:
+            mean, std = normaliser
+            self._m.normaliser = ([float(v) for v in mean], [float(v) for v in std])
         self._m.save(os.fspath(path))
 
     def to_json(self) -> str:
@@ -98,6 +103,11 @@ class Model:
     @property
     def n_features(self) -> int:
         return self._m.n_features
+
+    @property
+    def normaliser(self) -> tuple[list[float], list[float]] | None:
+        """Z-score ``(mean, std)`` applied to raw input, or None."""
+        return self._m.normaliser
 
     @property
     def nbytes(self) -> int:

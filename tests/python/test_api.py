@@ -152,4 +152,12 @@ def test_demo_runs(tmp_path, kml_dir):
 
     assert demo.main(["--reference", str(kml_dir), "--out", str(tmp_path), "--epochs", "20"]) == 0
     assert (tmp_path / "readahead_nn.iolm").exists()
-    assert iolearn.load_model(tmp_path / "readahead_nn.iolm").schema == iolearn.READAHEAD_SCHEMA
+    m = iolearn.load_model(tmp_path / "readahead_nn.iolm")
+    assert m.schema == iolearn.READAHEAD_SCHEMA
+    # The model was trained on normalised rows; the file carries KML's statistics, so raw rows
+    # (de-normalised here) give the same classes.
+    X, _ = iolearn.datasets.load_kml_readahead(kml_dir)
+    mean, std = (np.asarray(v, dtype=np.float64) for v in m.normaliser)
+    raw = (X.astype(np.float64) * std + mean).astype(np.float32)
+    same = np.mean(m.predict(raw) == m.predict(X, prenormalized=True))
+    assert same > 0.99

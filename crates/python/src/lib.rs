@@ -127,6 +127,30 @@ impl Model {
         self.file.normaliser.is_some()
     }
 
+    /// Z-score statistics applied to raw input, as (mean, std), or None.
+    #[getter]
+    fn normaliser(&self) -> Option<(Vec<f64>, Vec<f64>)> {
+        self.file.normaliser.as_ref().map(|z| (z.mean.clone(), z.std.clone()))
+    }
+
+    #[setter]
+    fn set_normaliser(&mut self, stats: Option<(Vec<f64>, Vec<f64>)>) -> PyResult<()> {
+        self.file.normaliser = match stats {
+            None => None,
+            Some((mean, std)) => {
+                if mean.len() != self.file.kind.in_dim() {
+                    return Err(PyValueError::new_err(format!(
+                        "normaliser has {} features, the model {}",
+                        mean.len(),
+                        self.file.kind.in_dim()
+                    )));
+                }
+                Some(ZScore::new(mean, std).map_err(err)?)
+            }
+        };
+        Ok(())
+    }
+
     /// Raw model outputs (logits, probabilities or regression values), one row per input row.
     #[pyo3(signature = (x, prenormalized=false))]
     fn forward<'py>(
