@@ -1,0 +1,545 @@
+//! The discrete-event engine: workload threads play their page accesses against the page cache,
+//! readahead and the device, on a virtual clock in nanoseconds.
+//!
+//! The engine is a pure state machine (style: raft-rs): [`Sim::run_until`] advances the clock;
+//! between calls a controller may read [`Sim::drain_events`] and act through
+//! [`Sim::set_device_read_ahead_kb`], [`Sim::set_file_ra_pages`] and [`Sim::fadvise`], the same
+//! knobs the real tuner turns. All randomness comes from the seed in [`SimConfig`].
+
+use crate::cache::{Evicted, PageCache, PageKey};
+use crate::device::{Device, DevicePreset};
+use crate::readahead::{Advice, RaState, RaWindow};
+use crate::workload::{AccessMode, DbShape, Generator, Op, WorkloadKind, PAGE_BYTES};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// One workload thread.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadSpec {
+    /// What it runs.
+    pub kind: WorkloadKind,
+    /// How it reads (RocksDB `mmap_read` or `read()`).
+    pub mode: AccessMode,
+    /// Which database instance (threads of one instance share its files).
+    pub db_instance: u32,
+    /// Stop after this many operations (`None`: run until the end of the simulation).
+    pub max_ops: Option<u64>,
+}
+
+/// A simulation's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// The device.
+    pub device: DevicePreset,
+    /// The device's `read_ahead_kb` at the start (files opened later copy it).
+    pub read_ahead_kb: u64,
+    /// Page cache capacity (memory left to the page cache under the cgroup limit).
+    pub cache_bytes: u64,
+    /// Database shape (each instance has its own files of this shape).
+    pub db: DbShape,
+    /// Workload threads.
+    pub threads: Vec<ThreadSpec>,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// CPU time of a page access that the kernel handles from the cache (read copy or
+    /// minor fault).
+    pub hit_ns: u64,
+    /// Extra CPU time of a major fault or a read miss (the kernel's I/O path).
+    pub miss_ns: u64,
+    /// Record page events for feature extraction.
+    pub record_events: bool,
+}
+
+impl SimConfig {
+    /// The calibration setup of `shared/reference/calibration`: one db_bench thread over a
+    /// 2.3 GiB database with mmap reads, about 850 MiB of page cache under the 1 GiB cgroup.
+    pub fn calibration(kind: WorkloadKind, device: DevicePreset, read_ahead_kb: u64) -> Self {
+        SimConfig {
+            device,
+            read_ahead_kb,
+            cache_bytes: 850 << 20,
+            db: DbShape::calibration(),
+            threads: vec![ThreadSpec {
+                kind,
+                mode: AccessMode::Mmap,
+                db_instance: 0,
+                max_ops: None,
+            }],
+            seed: 1,
+            hit_ns: 150,
+            miss_ns: 2_000,
+            record_events: false,
+        }
+    }
+}
+
+/// What the kernel saw (the events KML's probes and our eBPF programs record).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageEventKind {
+    /// A page was added to the page cache (`filemap:mm_filemap_add_to_page_cache`).
+    Added,
+    /// A cached page was accessed through the kernel (a read or a minor fault).
+    Accessed,
+}
+
+/// A page event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageEvent {
+    /// Simulated time.
+    pub time_ns: u64,
+    /// File (the inode, for the real probes).
+    pub file: u32,
+    /// Page index in the file.
+    pub index: u64,
+    /// What happened.
+    pub kind: PageEventKind,
+}
+
+/// Per-thread results.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ThreadStats {
+    /// Operations completed.
+    pub ops: u64,
+    /// Time the thread finished its last operation.
+    pub last_op_ns: u64,
+}
+
+#[derive(Debug, Clone)]
+struct FileState {
+    ra: RaState,
+    /// A per-file readahead set by a controller (KML's per-file mode) overrides the device's.
+    pinned: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Thread {
+    spec: ThreadSpec,
+    gen: Generator,
+    op: Op,
+    access: usize,
+    page: u32,
+    in_op: bool,
+    clock_ns: u64,
+    stats: ThreadStats,
+    done: bool,
+}
+
+/// Spacing of files on the device (so disk seeks see distances).
+const FILE_SPAN_BYTES: u64 = 256 << 20;
+/// Pages mapped by one fault-around (`fault_around_bytes` = 64 KiB).
+const FAULT_AROUND_PAGES: u64 = 16;
+
+/// The simulation.
+pub struct Sim {
+    cfg: SimConfig,
+    cache: PageCache,
+    device: Device,
+    files: Vec<FileState>,
+    files_per_instance: u32,
+    threads: Vec<Thread>,
+    queue: BinaryHeap<Reverse<(u64, u32)>>,
+    now_ns: u64,
+    device_ra_pages: u64,
+    events: Vec<PageEvent>,
+    evicted: Vec<Evicted>,
+    page_accesses: u64,
+}
+
+impl Sim {
+    /// A simulation at time 0 with a cold cache.
+    pub fn new(cfg: SimConfig) -> Self {
+        let files_per_instance = cfg.db.files() + 1; // SSTs + the WAL
+        let instances = cfg.threads.iter().map(|t| t.db_instance + 1).max().unwrap_or(1);
+        let device_ra_pages = cfg.read_ahead_kb / 4;
+        let files = (0..instances * files_per_instance)
+            .map(|_| FileState {
+                ra: RaState::new(device_ra_pages),
+                pinned: false,
+            })
+            .collect();
+        let threads = cfg
+            .threads
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| Thread {
+                gen: Generator::new(
+                    spec.kind,
+                    cfg.db.clone(),
+                    spec.mode,
+                    cfg.seed.wrapping_add(i as u64 * 0x9E37),
+                ),
+                spec: spec.clone(),
+                op: Op::default(),
+                access: 0,
+                page: 0,
+                in_op: false,
+                clock_ns: 0,
+                stats: ThreadStats::default(),
+                done: false,
+            })
+            .collect::<Vec<_>>();
+        let mut queue = BinaryHeap::new();
+        for i in 0..threads.len() {
+            queue.push(Reverse((0, i as u32)));
+        }
+        Sim {
+            cache: PageCache::new(cfg.cache_bytes / PAGE_BYTES),
+            device: Device::new(cfg.device.clone()),
+            files,
+            files_per_instance,
+            threads,
+            queue,
+            now_ns: 0,
+            device_ra_pages,
+            events: Vec::new(),
+            evicted: Vec::new(),
+            page_accesses: 0,
+            cfg,
+        }
+    }
+
+    /// Current simulated time.
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    /// The page cache.
+    pub fn cache(&self) -> &PageCache {
+        &self.cache
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Page accesses played so far (the simulator's speed unit).
+    pub fn page_accesses(&self) -> u64 {
+        self.page_accesses
+    }
+
+    /// Per-thread results.
+    pub fn thread_stats(&self) -> Vec<ThreadStats> {
+        self.threads.iter().map(|t| t.stats).collect()
+    }
+
+    /// Global file id of file `file` of database instance `instance`.
+    pub fn file_id(&self, instance: u32, file: u32) -> u32 {
+        instance * self.files_per_instance + file
+    }
+
+    /// Which database instance a global file id belongs to.
+    pub fn instance_of(&self, file: u32) -> u32 {
+        file / self.files_per_instance
+    }
+
+    /// Number of files (all instances).
+    pub fn n_files(&self) -> u32 {
+        self.files.len() as u32
+    }
+
+    /// The device's readahead in KiB.
+    pub fn device_read_ahead_kb(&self) -> u64 {
+        self.device_ra_pages * 4
+    }
+
+    /// A file's current readahead in pages.
+    pub fn file_ra_pages(&self, file: u32) -> u64 {
+        self.files[file as usize].ra.ra_pages
+    }
+
+    /// Set the device's `read_ahead_kb` and push it to every open file that has no per-file
+    /// setting (Linux copies the device value only at open; KML patched the kernel to push
+    /// it, the real tuner uses fadvise on the open descriptions).
+    pub fn set_device_read_ahead_kb(&mut self, kb: u64) {
+        self.device_ra_pages = kb / 4;
+        for f in &mut self.files {
+            if !f.pinned {
+                f.ra.ra_pages = match f.ra.advice {
+                    Advice::Sequential => 2 * self.device_ra_pages,
+                    _ => self.device_ra_pages,
+                };
+            }
+        }
+    }
+
+    /// Set one file's readahead (KML's per-file mode); `None` returns it to the device value.
+    pub fn set_file_ra_pages(&mut self, file: u32, pages: Option<u64>) {
+        let dev = self.device_ra_pages;
+        let f = &mut self.files[file as usize];
+        f.pinned = pages.is_some();
+        f.ra.ra_pages = pages.unwrap_or(dev);
+    }
+
+    /// `posix_fadvise` on a file.
+    pub fn fadvise(&mut self, file: u32, advice: Advice) {
+        let dev = self.device_ra_pages;
+        self.files[file as usize].ra.fadvise(advice, dev);
+    }
+
+    /// Take the page events recorded since the last call.
+    pub fn drain_events(&mut self) -> Vec<PageEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Whether every thread has finished.
+    pub fn finished(&self) -> bool {
+        self.threads.iter().all(|t| t.done)
+    }
+
+    /// Run until simulated time `until_ns` (or until every thread is done).
+    pub fn run_until(&mut self, until_ns: u64) {
+        while let Some(&Reverse((t, id))) = self.queue.peek() {
+            if t >= until_ns {
+                break;
+            }
+            self.queue.pop();
+            self.now_ns = t;
+            if let Some(wake) = self.step(id as usize, until_ns) {
+                self.queue.push(Reverse((wake, id)));
+            }
+        }
+        self.now_ns = self
+            .now_ns
+            .max(until_ns.min(self.queue.peek().map_or(until_ns, |r| r.0 .0)));
+    }
+
+    fn device_offset(&self, key: PageKey) -> u64 {
+        key.file as u64 * FILE_SPAN_BYTES + key.index * PAGE_BYTES
+    }
+
+    /// Read window `w` of `file`: every page of it that is not cached, in contiguous runs,
+    /// inserted with their completion time; the marker goes on `w.marker()`.
+    fn read_window(&mut self, file: u32, w: RaWindow, clock: u64) {
+        let limit = self.file_pages(file);
+        let end = (w.start + w.size).min(limit.max(w.start + 1));
+        let marker = w.marker();
+        let mut i = w.start;
+        while i < end {
+            if self.cache.contains(PageKey { file, index: i }) {
+                i += 1;
+                continue;
+            }
+            let run_start = i;
+            while i < end && !self.cache.contains(PageKey { file, index: i }) {
+                i += 1;
+            }
+            let off = self.device_offset(PageKey { file, index: run_start });
+            let done = self.device.submit(clock, off, (i - run_start) * PAGE_BYTES, false);
+            for index in run_start..i {
+                let key = PageKey { file, index };
+                self.cache
+                    .insert(key, done, marker == Some(index), false, &mut self.evicted);
+                if self.cfg.record_events {
+                    self.events.push(PageEvent {
+                        time_ns: clock,
+                        file,
+                        index,
+                        kind: PageEventKind::Added,
+                    });
+                }
+            }
+        }
+        self.write_back(clock);
+    }
+
+    fn write_back(&mut self, clock: u64) {
+        for e in std::mem::take(&mut self.evicted) {
+            if e.dirty {
+                let off = self.device_offset(e.key);
+                self.device.submit(clock, off, PAGE_BYTES, true);
+            }
+        }
+    }
+
+    fn file_pages(&self, file: u32) -> u64 {
+        let local = file % self.files_per_instance;
+        if local + 1 == self.files_per_instance {
+            u64::MAX / 2 // the WAL grows without bound
+        } else {
+            self.cfg.db.file_pages(local)
+        }
+    }
+
+    /// Run thread `id` from `self.now_ns` until it blocks on I/O (returns the wake time) or
+    /// passes `until_ns` (returns its clock) or finishes (`None`).
+    fn step(&mut self, id: usize, until_ns: u64) -> Option<u64> {
+        let mut clock = self.now_ns.max(self.threads[id].clock_ns);
+        loop {
+            if !self.threads[id].in_op {
+                let t = &mut self.threads[id];
+                if t.spec.max_ops.is_some_and(|m| t.stats.ops >= m) {
+                    t.done = true;
+                    t.clock_ns = clock;
+                    return None;
+                }
+                if clock >= until_ns {
+                    t.clock_ns = clock;
+                    return Some(clock);
+                }
+                let mut op = std::mem::take(&mut t.op);
+                t.gen.next_op(&mut op);
+                t.op = op;
+                t.access = 0;
+                t.page = 0;
+                t.in_op = true;
+            }
+            // Play the op's page accesses.
+            while self.threads[id].access < self.threads[id].op.accesses.len() {
+                let t = &self.threads[id];
+                let a = t.op.accesses[t.access];
+                let instance = t.spec.db_instance;
+                if t.page >= a.pages {
+                    let t = &mut self.threads[id];
+                    t.access += 1;
+                    t.page = 0;
+                    continue;
+                }
+                let file = self.file_id(instance, a.file);
+                let index = a.index + t.page as u64;
+                self.threads[id].page += 1;
+                self.page_accesses += 1;
+                let key = PageKey { file, index };
+                if a.write {
+                    if self.cache.access(key, false).is_some() {
+                        self.cache.mark_dirty(key);
+                    } else {
+                        self.cache.insert(key, clock, false, true, &mut self.evicted);
+                        self.write_back(clock);
+                    }
+                    clock += self.cfg.hit_ns;
+                    continue;
+                }
+                let mmap = a.mode == AccessMode::Mmap;
+                match self.cache.access(key, mmap) {
+                    Some(c) => {
+                        if mmap && c.mapped {
+                            // A plain load from a mapped page: the kernel sees nothing.
+                            clock += 5;
+                        } else {
+                            clock += self.cfg.hit_ns;
+                            if self.cfg.record_events {
+                                self.events.push(PageEvent {
+                                    time_ns: clock,
+                                    file,
+                                    index,
+                                    kind: PageEventKind::Accessed,
+                                });
+                            }
+                            let remaining = (a.pages - self.threads[id].page + 1) as u64;
+                            let w = {
+                                let cache = &self.cache;
+                                let ra = &mut self.files[file as usize].ra;
+                                let cached = |i: u64| cache.contains(PageKey { file, index: i });
+                                if mmap {
+                                    ra.mmap_async(index, c.marker, cached)
+                                } else if c.marker {
+                                    ra.async_ra(index, remaining, cached)
+                                } else {
+                                    ra.prev_index = Some(index);
+                                    None
+                                }
+                            };
+                            if let Some(w) = w {
+                                self.read_window(file, w, clock);
+                            }
+                            if mmap {
+                                self.fault_around(file, index, clock);
+                            }
+                        }
+                        if c.ready_at_ns > clock {
+                            // The page is still being read (a readahead in flight): wait.
+                            self.threads[id].clock_ns = c.ready_at_ns;
+                            return Some(c.ready_at_ns);
+                        }
+                    }
+                    None => {
+                        clock += self.cfg.miss_ns;
+                        let remaining = (a.pages - self.threads[id].page + 1) as u64;
+                        let w = {
+                            let cache = &self.cache;
+                            let ra = &mut self.files[file as usize].ra;
+                            let cached = |i: u64| cache.contains(PageKey { file, index: i });
+                            if mmap {
+                                ra.mmap_sync(index, cached)
+                            } else {
+                                Some(ra.sync_ra(index, remaining, cached))
+                            }
+                        };
+                        // The faulting page is read whatever readahead decided.
+                        let w = w.filter(|w| w.start <= index && index < w.start + w.size);
+                        self.read_window(
+                            file,
+                            w.unwrap_or(RaWindow {
+                                start: index,
+                                size: 1,
+                                async_size: 0,
+                            }),
+                            clock,
+                        );
+                        let ready = self.cache.settle(key, mmap).unwrap_or(clock).max(clock);
+                        if mmap {
+                            self.fault_around(file, index, clock);
+                        }
+                        self.threads[id].clock_ns = ready;
+                        return Some(ready);
+                    }
+                }
+            }
+            // Operation complete.
+            let t = &mut self.threads[id];
+            clock += t.op.cpu_ns;
+            t.stats.ops += 1;
+            t.stats.last_op_ns = clock;
+            t.in_op = false;
+        }
+    }
+
+    /// `filemap_map_pages`: map the cached neighbours of a fault (16 pages, aligned), which
+    /// also counts as mmap hits for the miss counter.
+    fn fault_around(&mut self, file: u32, index: u64, clock: u64) {
+        let start = index & !(FAULT_AROUND_PAGES - 1);
+        let mut mapped = 0u32;
+        for i in start..start + FAULT_AROUND_PAGES {
+            if i != index && self.cache.map_around(PageKey { file, index: i }, clock) {
+                mapped += 1;
+            }
+        }
+        let ra = &mut self.files[file as usize].ra;
+        ra.mmap_miss = ra.mmap_miss.saturating_sub(mapped);
+    }
+}
+
+/// Result of a whole run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunResult {
+    /// Operations per simulated second, per thread.
+    pub ops_per_s: Vec<f64>,
+    /// Simulated seconds.
+    pub seconds: f64,
+    /// Page accesses played.
+    pub page_accesses: u64,
+    /// Bytes read from the device.
+    pub read_bytes: u64,
+    /// Cache hit ratio of kernel-visible lookups.
+    pub hit_ratio: f64,
+}
+
+/// Run a configuration for `duration_ns` of simulated time with a fixed readahead.
+pub fn run(cfg: SimConfig, duration_ns: u64) -> RunResult {
+    let mut sim = Sim::new(cfg);
+    sim.run_until(duration_ns);
+    let secs = duration_ns as f64 / 1e9;
+    let stats = sim.thread_stats();
+    let c = sim.cache().stats();
+    RunResult {
+        ops_per_s: stats
+            .iter()
+            .map(|s| s.ops as f64 / (s.last_op_ns.max(1) as f64 / 1e9).min(secs))
+            .collect(),
+        seconds: secs,
+        page_accesses: sim.page_accesses(),
+        read_bytes: sim.device().stats().read_bytes,
+        hit_ratio: c.hits as f64 / (c.hits + c.misses).max(1) as f64,
+    }
+}
