@@ -125,7 +125,7 @@ pub struct PageCache {
 impl PageCache {
     /// A cache of `capacity_pages` 4 KiB pages.
     pub fn new(capacity_pages: u64) -> Self {
-        let gib = capacity_pages * 4096 >> 30;
+        let gib = (capacity_pages * 4096) >> 30;
         let inactive_ratio = if gib > 0 { ((10 * gib) as f64).sqrt() as u64 } else { 1 };
         PageCache {
             capacity: capacity_pages.max(1),
