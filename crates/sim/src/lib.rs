@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 
 pub mod cache;
+pub mod calibrate;
 pub mod device;
 pub mod engine;
 pub mod readahead;
