@@ -6,9 +6,6 @@
 //! takes the inactive tail. Dirty pages are written back when reclaimed. Pages being read are
 //! in the cache already, "locked" until their I/O completes (`ready_at_ns`).
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
 /// A page: file id and page index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PageKey {
@@ -18,28 +15,32 @@ pub struct PageKey {
     pub index: u64,
 }
 
-impl PageKey {
-    fn packed(self) -> u64 {
-        ((self.file as u64) << 40) | (self.index & ((1 << 40) - 1))
-    }
+/// Slot tables: for each file, page index -> node slot (`NIL` when not cached). Files are
+/// dense ranges of pages, so a table lookup replaces a hash lookup (the simulator's hottest
+/// operation).
+#[derive(Default)]
+struct SlotTable {
+    files: Vec<Vec<u32>>,
 }
 
-/// Multiplicative hashing for packed page keys (the default SipHash costs more than the rest of
-/// a lookup).
-#[derive(Default)]
-struct KeyHasher(u64);
+impl SlotTable {
+    #[inline]
+    fn get(&self, key: PageKey) -> Option<u32> {
+        let s = *self.files.get(key.file as usize)?.get(key.index as usize)?;
+        (s != NIL).then_some(s)
+    }
 
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    fn set(&mut self, key: PageKey, slot: u32) {
+        let f = key.file as usize;
+        if self.files.len() <= f {
+            self.files.resize_with(f + 1, Vec::new);
         }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (v ^ (v >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let t = &mut self.files[f];
+        let i = key.index as usize;
+        if t.len() <= i {
+            t.resize((i + 1).max(t.len() * 2).min(i + (1 << 20)), NIL);
+        }
+        t[i] = slot;
     }
 }
 
@@ -113,7 +114,7 @@ pub struct CacheStats {
 /// The page cache.
 pub struct PageCache {
     capacity: u64,
-    map: HashMap<u64, u32, BuildHasherDefault<KeyHasher>>,
+    map: SlotTable,
     nodes: Vec<Node>,
     free: Vec<u32>,
     active: List,
@@ -129,7 +130,7 @@ impl PageCache {
         let inactive_ratio = if gib > 0 { ((10 * gib) as f64).sqrt() as u64 } else { 1 };
         PageCache {
             capacity: capacity_pages.max(1),
-            map: HashMap::default(),
+            map: SlotTable::default(),
             nodes: Vec::new(),
             free: Vec::new(),
             active: List::EMPTY,
@@ -161,12 +162,12 @@ impl PageCache {
 
     /// Whether a page is cached (no side effects: for readahead's history checks).
     pub fn contains(&self, key: PageKey) -> bool {
-        self.map.contains_key(&key.packed())
+        self.map.get(key).is_some()
     }
 
     /// Whether a page is on the active list (for tests).
     pub fn is_active(&self, key: PageKey) -> Option<bool> {
-        self.map.get(&key.packed()).map(|&s| self.nodes[s as usize].active)
+        self.map.get(key).map(|s| self.nodes[s as usize].active)
     }
 
     /// Look a page up as an access: counts a hit or miss and marks it accessed (promoting an
@@ -174,7 +175,7 @@ impl PageCache {
     /// page (`mmap` false, or the page not yet mapped) the readahead marker is cleared and
     /// returned; an mmap load maps the page.
     pub fn access(&mut self, key: PageKey, mmap: bool) -> Option<Cached> {
-        let Some(&slot) = self.map.get(&key.packed()) else {
+        let Some(slot) = self.map.get(key) else {
             self.stats.misses += 1;
             return None;
         };
@@ -208,7 +209,7 @@ impl PageCache {
     /// referenced (and mapped, for a fault) without counting a second lookup. Returns when
     /// the page's read completes.
     pub fn settle(&mut self, key: PageKey, mmap: bool) -> Option<u64> {
-        let &slot = self.map.get(&key.packed())?;
+        let slot = self.map.get(key)?;
         let n = &mut self.nodes[slot as usize];
         n.referenced = true;
         n.mapped |= mmap;
@@ -219,8 +220,8 @@ impl PageCache {
     /// `now_ns`, unmapped and not a readahead marker (those must fault to trigger readahead).
     /// Returns whether it was mapped.
     pub fn map_around(&mut self, key: PageKey, now_ns: u64) -> bool {
-        match self.map.get(&key.packed()) {
-            Some(&slot) => {
+        match self.map.get(key) {
+            Some(slot) => {
                 let n = &mut self.nodes[slot as usize];
                 if n.mapped || n.marker || n.ready_at_ns > now_ns {
                     return false;
@@ -234,8 +235,8 @@ impl PageCache {
 
     /// Mark a cached page dirty (a write through the cache or a store to an mmapped page).
     pub fn mark_dirty(&mut self, key: PageKey) -> bool {
-        match self.map.get(&key.packed()) {
-            Some(&slot) => {
+        match self.map.get(key) {
+            Some(slot) => {
                 self.nodes[slot as usize].dirty = true;
                 true
             }
@@ -247,7 +248,7 @@ impl PageCache {
     /// marker; reclaims pages as needed and appends them to `evicted`. An already cached page
     /// is left as it is.
     pub fn insert(&mut self, key: PageKey, ready_at_ns: u64, marker: bool, dirty: bool, evicted: &mut Vec<Evicted>) {
-        if self.map.contains_key(&key.packed()) {
+        if self.map.get(key).is_some() {
             return;
         }
         while self.len() >= self.capacity {
@@ -277,7 +278,7 @@ impl PageCache {
                 (self.nodes.len() - 1) as u32
             }
         };
-        self.map.insert(key.packed(), slot);
+        self.map.set(key, slot);
         self.push_head(slot, false);
         self.stats.inserted += 1;
     }
@@ -304,7 +305,8 @@ impl PageCache {
             key: n.key,
             dirty: n.dirty,
         };
-        self.map.remove(&n.key.packed());
+        let key = n.key;
+        self.map.set(key, NIL);
         self.free.push(slot);
         self.stats.evicted += 1;
         self.stats.written_back += e.dirty as u64;

@@ -344,12 +344,15 @@ impl Sim {
     }
 
     fn write_back(&mut self, clock: u64) {
-        for e in std::mem::take(&mut self.evicted) {
+        // Index loop, then clear: the buffer keeps its capacity (no allocation per read).
+        for i in 0..self.evicted.len() {
+            let e = self.evicted[i];
             if e.dirty {
                 let off = self.device_offset(e.key);
                 self.device.submit(clock, off, PAGE_BYTES, true);
             }
         }
+        self.evicted.clear();
     }
 
     fn file_pages(&self, file: u32) -> u64 {
