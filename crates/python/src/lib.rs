@@ -514,6 +514,113 @@ fn kml_like<'py>(
     )
 }
 
+/// Run the simulator and return its page events as an (n, 4) uint64 array
+/// `[time_ns, file, page_index, kind]` (kind 0 = added to the page cache, 1 = accessed).
+#[pyfunction]
+#[pyo3(signature = (workload, device="nvme", read_ahead_kb=128, seconds=1.0, db_mb=256, cache_mb=96, seed=1))]
+#[allow(clippy::too_many_arguments)] // mirrors the Python keyword arguments one to one
+fn sim_page_events<'py>(
+    py: Python<'py>,
+    workload: &str,
+    device: &str,
+    read_ahead_kb: u64,
+    seconds: f64,
+    db_mb: u64,
+    cache_mb: u64,
+    seed: u64,
+) -> PyResult<Bound<'py, PyArray2<u64>>> {
+    use iolearn_sim::engine::{PageEventKind, Sim, SimConfig};
+    let kind = iolearn_sim::workload::WorkloadKind::parse(workload)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown workload {workload:?}")))?;
+    let dev = iolearn_sim::device::DevicePreset::by_name(device)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown device preset {device:?} (nvme, sata, hdd, loop)")))?;
+    if !(seconds > 0.0 && seconds.is_finite()) {
+        return Err(PyValueError::new_err("seconds must be positive"));
+    }
+    let mut cfg = SimConfig::calibration(kind, dev, read_ahead_kb);
+    cfg.db = iolearn_sim::workload::DbShape::of_size(db_mb << 20);
+    cfg.cache_bytes = cache_mb << 20;
+    cfg.seed = seed;
+    cfg.record_events = true;
+    let events = py.detach(move || {
+        let mut sim = Sim::new(cfg);
+        sim.run_until((seconds * 1e9) as u64);
+        sim.drain_events()
+    });
+    let mut flat = Vec::with_capacity(events.len() * 4);
+    for e in &events {
+        flat.extend([
+            e.time_ns,
+            e.file as u64,
+            e.index,
+            (e.kind == PageEventKind::Accessed) as u64,
+        ]);
+    }
+    Ok(Array2::from_shape_vec((events.len(), 4), flat)
+        .expect("shape")
+        .into_pyarray(py))
+}
+
+/// KML's readahead features of an event stream: `events` is (n, 3) uint64
+/// `[time_ns, inode, page_index]`, time-ordered. Returns (device, files): device is
+/// (windows, 5) float64 with NaN rows for empty windows; files is (m, 7)
+/// `[window, inode, f0..f4]`.
+#[pyfunction]
+#[pyo3(signature = (events, window_ns=1_000_000_000, ra_sectors=256, start_ns=0))]
+fn kml_features<'py>(
+    py: Python<'py>,
+    events: numpy::PyReadonlyArray2<u64>,
+    window_ns: u64,
+    ra_sectors: u64,
+    start_ns: u64,
+) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>)> {
+    use iolearn_policy::readahead::KmlFeatures;
+    use iolearn_policy::PageObservation;
+    let a = events.as_array();
+    if a.ncols() != 3 {
+        return Err(PyValueError::new_err(format!(
+            "events must have 3 columns, got {}",
+            a.ncols()
+        )));
+    }
+    let obs: Vec<PageObservation> = a
+        .rows()
+        .into_iter()
+        .map(|r| PageObservation {
+            time_ns: r[0],
+            inode: r[1],
+            index: r[2],
+        })
+        .collect();
+    if obs.windows(2).any(|w| w[1].time_ns < w[0].time_ns) {
+        return Err(PyValueError::new_err("events must be ordered by time"));
+    }
+    if obs.first().is_some_and(|o| o.time_ns < start_ns) {
+        return Err(PyValueError::new_err("an event precedes start_ns"));
+    }
+    let mut k = KmlFeatures::new(window_ns, start_ns);
+    let mut windows = k.run(&obs, ra_sectors);
+    if !obs.is_empty() {
+        windows.push(k.close(ra_sectors, |_| ra_sectors));
+    }
+    let mut dev = Vec::with_capacity(windows.len() * 5);
+    let mut files = Vec::new();
+    for (i, w) in windows.iter().enumerate() {
+        dev.extend(w.device.unwrap_or([f64::NAN; 5]));
+        for (ino, f) in &w.files {
+            files.push(i as f64);
+            files.push(*ino as f64);
+            files.extend(f);
+        }
+    }
+    let n = windows.len();
+    let m = files.len() / 7;
+    Ok((
+        Array2::from_shape_vec((n, 5), dev).expect("shape").into_pyarray(py),
+        Array2::from_shape_vec((m, 7), files).expect("shape").into_pyarray(py),
+    ))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Model>()?;
@@ -523,6 +630,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(import_kml, m)?)?;
     m.add_function(wrap_pyfunction!(kfold, m)?)?;
     m.add_function(wrap_pyfunction!(kml_like, m)?)?;
+    m.add_function(wrap_pyfunction!(sim_page_events, m)?)?;
+    m.add_function(wrap_pyfunction!(kml_features, m)?)?;
     m.add("READAHEAD_SCHEMA", kml::READAHEAD_SCHEMA)?;
     Ok(())
 }

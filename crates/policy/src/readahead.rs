@@ -1,0 +1,160 @@
+//! KML's readahead features, exactly as its code release computes them (`shared/spec/kml.md`
+//! section 3, [R]): per window of page-cache events (1 s in KML), per device and per file,
+//!
+//! `[n_transactions, M2/n / range, M2/(n-1) / range, mean |delta page index|, ra / 1024]`
+//!
+//! where `M2` is Welford's running sum of squared deviations of the page indices, `range` the
+//! largest minus the smallest page index of the window, the deltas are between successive
+//! events (of the device, or of the file), and `ra` the current readahead in 512-byte sectors.
+//! Events with a page index above 1,000,000 are dropped, as KML drops them. Degenerate windows
+//! follow the obvious reading of the formulas: a zero range divides by 1, `n - 1 = 0` gives
+//! 0, a window with one event has mean delta 0.
+
+use crate::PageObservation;
+use std::collections::BTreeMap;
+
+/// Page indices above this are ignored (KML's filter).
+pub const MAX_PAGE_INDEX: u64 = 1_000_000;
+
+/// Accumulates one window of one stream (a device, or a file).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WindowStats {
+    n: u64,
+    mean: f64,
+    m2: f64,
+    min: u64,
+    max: u64,
+    last: Option<u64>,
+    sum_abs_delta: f64,
+}
+
+impl WindowStats {
+    /// Add one page index.
+    pub fn push(&mut self, index: u64) {
+        self.n += 1;
+        let x = index as f64;
+        let d = x - self.mean;
+        self.mean += d / self.n as f64;
+        self.m2 += d * (x - self.mean);
+        if self.n == 1 {
+            self.min = index;
+            self.max = index;
+        } else {
+            self.min = self.min.min(index);
+            self.max = self.max.max(index);
+        }
+        if let Some(prev) = self.last {
+            self.sum_abs_delta += index.abs_diff(prev) as f64;
+        }
+        self.last = Some(index);
+    }
+
+    /// Events in the window.
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+
+    /// Whether the window saw nothing.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// KML's feature vector for this window with the current readahead `ra_sectors`.
+    pub fn features(&self, ra_sectors: u64) -> [f64; 5] {
+        let n = self.n as f64;
+        let range = (self.max - self.min).max(1) as f64;
+        let var_pop = if self.n > 0 { self.m2 / n } else { 0.0 };
+        let var_sample = if self.n > 1 { self.m2 / (n - 1.0) } else { 0.0 };
+        let mean_delta = if self.n > 1 {
+            self.sum_abs_delta / (n - 1.0)
+        } else {
+            0.0
+        };
+        [
+            n,
+            var_pop / range,
+            var_sample / range,
+            mean_delta,
+            ra_sectors as f64 / 1024.0,
+        ]
+    }
+}
+
+/// Features of one closed window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowFeatures {
+    /// Window start (inclusive), ns.
+    pub start_ns: u64,
+    /// The device's features (`None` when no event arrived).
+    pub device: Option<[f64; 5]>,
+    /// Each file's features, by inode.
+    pub files: BTreeMap<u64, [f64; 5]>,
+}
+
+/// KML's feature extractor over fixed windows.
+#[derive(Debug, Clone)]
+pub struct KmlFeatures {
+    window_ns: u64,
+    start_ns: u64,
+    device: WindowStats,
+    files: BTreeMap<u64, WindowStats>,
+}
+
+impl KmlFeatures {
+    /// Windows of `window_ns` starting at `start_ns` (KML: 1 s).
+    pub fn new(window_ns: u64, start_ns: u64) -> Self {
+        KmlFeatures {
+            window_ns: window_ns.max(1),
+            start_ns,
+            device: WindowStats::default(),
+            files: BTreeMap::new(),
+        }
+    }
+
+    /// The current window's end.
+    pub fn window_end_ns(&self) -> u64 {
+        self.start_ns + self.window_ns
+    }
+
+    /// Add an observation of the current window (call [`KmlFeatures::close`] first when it
+    /// is past the window's end). Returns false if it was filtered out.
+    pub fn observe(&mut self, ev: PageObservation) -> bool {
+        if ev.index > MAX_PAGE_INDEX {
+            return false;
+        }
+        self.device.push(ev.index);
+        self.files.entry(ev.inode).or_default().push(ev.index);
+        true
+    }
+
+    /// Close the current window: features with readahead `ra_sectors` for the device and
+    /// `file_ra_sectors(inode)` for each file; the next window starts.
+    pub fn close(&mut self, ra_sectors: u64, file_ra_sectors: impl Fn(u64) -> u64) -> WindowFeatures {
+        let out = WindowFeatures {
+            start_ns: self.start_ns,
+            device: (!self.device.is_empty()).then(|| self.device.features(ra_sectors)),
+            files: self
+                .files
+                .iter()
+                .map(|(&ino, w)| (ino, w.features(file_ra_sectors(ino))))
+                .collect(),
+        };
+        self.device = WindowStats::default();
+        self.files.clear();
+        self.start_ns += self.window_ns;
+        out
+    }
+
+    /// Feed a time-ordered stream, closing windows as time passes; returns every closed
+    /// window (empty ones included, so the caller sees time pass).
+    pub fn run(&mut self, events: &[PageObservation], ra_sectors: u64) -> Vec<WindowFeatures> {
+        let mut out = Vec::new();
+        for &ev in events {
+            while ev.time_ns >= self.window_end_ns() {
+                out.push(self.close(ra_sectors, |_| ra_sectors));
+            }
+            self.observe(ev);
+        }
+        out
+    }
+}

@@ -1,0 +1,95 @@
+//! KML's readahead features on crafted and simulated event streams.
+
+use iolearn_policy::readahead::{KmlFeatures, WindowStats};
+use iolearn_policy::PageObservation;
+
+fn obs(t: u64, inode: u64, index: u64) -> PageObservation {
+    PageObservation {
+        time_ns: t,
+        inode,
+        index,
+    }
+}
+
+#[test]
+fn features_follow_the_formulas() {
+    let mut w = WindowStats::default();
+    for i in [10u64, 12, 11, 20] {
+        w.push(i);
+    }
+    let f = w.features(256);
+    let xs = [10.0f64, 12.0, 11.0, 20.0];
+    let mean = xs.iter().sum::<f64>() / 4.0;
+    let m2: f64 = xs.iter().map(|x| (x - mean).powi(2)).sum();
+    let range = 10.0;
+    assert_eq!(f[0], 4.0);
+    assert!((f[1] - m2 / 4.0 / range).abs() < 1e-12);
+    assert!((f[2] - m2 / 3.0 / range).abs() < 1e-12);
+    assert!((f[3] - (2.0 + 1.0 + 9.0) / 3.0).abs() < 1e-12);
+    assert_eq!(f[4], 0.25);
+}
+
+#[test]
+fn degenerate_windows_do_not_divide_by_zero() {
+    let mut w = WindowStats::default();
+    assert_eq!(w.features(16), [0.0, 0.0, 0.0, 0.0, 16.0 / 1024.0]);
+    w.push(7);
+    assert_eq!(w.features(16), [1.0, 0.0, 0.0, 0.0, 16.0 / 1024.0]);
+    w.push(7);
+    assert_eq!(w.features(16)[..4], [2.0, 0.0, 0.0, 0.0]);
+}
+
+#[test]
+fn windows_split_by_time_and_files_separately() {
+    let mut k = KmlFeatures::new(1_000, 0);
+    let evs = [
+        obs(0, 1, 5),
+        obs(10, 2, 100),
+        obs(20, 1, 6),
+        obs(1_500, 1, 50),
+        obs(3_200, 2, 9),
+    ];
+    let out = k.run(&evs, 256);
+    assert_eq!(out.len(), 3, "windows [0,1000) [1000,2000) [2000,3000) closed");
+    assert_eq!(out[0].device.unwrap()[0], 3.0);
+    assert_eq!(out[0].files[&1][0], 2.0);
+    assert_eq!(out[0].files[&1][3], 1.0, "per-file deltas ignore the other file");
+    assert_eq!(out[0].device.unwrap()[3], (95.0 + 94.0) / 2.0);
+    assert_eq!(out[1].files.len(), 1);
+    assert!(out[2].device.is_none(), "an empty window is reported as empty");
+}
+
+#[test]
+fn huge_page_indices_are_dropped_as_kml_does() {
+    let mut k = KmlFeatures::new(1_000, 0);
+    assert!(!k.observe(obs(0, 1, 2_000_000)));
+    assert!(k.observe(obs(0, 1, 3)));
+    assert_eq!(k.close(8, |_| 8).device.unwrap()[0], 1.0);
+}
+
+#[test]
+fn sequential_and_random_streams_are_told_apart_by_the_features() {
+    use iolearn_sim::device::DevicePreset;
+    use iolearn_sim::engine::{Sim, SimConfig};
+    use iolearn_sim::workload::{DbShape, WorkloadKind};
+    let delta_of = |kind| {
+        let mut cfg = SimConfig::calibration(kind, DevicePreset::nvme(), 128);
+        cfg.db = DbShape::of_size(256 << 20);
+        cfg.cache_bytes = 96 << 20;
+        cfg.record_events = true;
+        let mut sim = Sim::new(cfg);
+        sim.run_until(1_000_000_000);
+        let evs: Vec<PageObservation> = sim
+            .drain_events()
+            .iter()
+            .map(|e| obs(e.time_ns, e.file as u64, e.index))
+            .collect();
+        let mut k = KmlFeatures::new(1_000_000_000, 0);
+        for e in &evs {
+            k.observe(*e);
+        }
+        k.close(256, |_| 256).device.unwrap()[3]
+    };
+    let (seq, rnd) = (delta_of(WorkloadKind::ReadSeq), delta_of(WorkloadKind::ReadRandom));
+    assert!(rnd > 20.0 * seq, "mean |delta|: readseq {seq}, readrandom {rnd}");
+}
