@@ -3,9 +3,10 @@
 import csv
 import subprocess
 
-import iolearn
 import numpy as np
 import pytest
+
+import iolearn
 from iolearn.model_selection import cross_val_score, kfold, permutation_importance
 
 

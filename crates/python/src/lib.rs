@@ -565,6 +565,8 @@ fn sim_page_events<'py>(
 /// `[time_ns, inode, page_index]`, time-ordered. Returns (device, files): device is
 /// (windows, 5) float64 with NaN rows for empty windows; files is (m, 7)
 /// `[window, inode, f0..f4]`.
+type FeatureArrays<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>);
+
 #[pyfunction]
 #[pyo3(signature = (events, window_ns=1_000_000_000, ra_sectors=256, start_ns=0))]
 fn kml_features<'py>(
@@ -573,7 +575,7 @@ fn kml_features<'py>(
     window_ns: u64,
     ra_sectors: u64,
     start_ns: u64,
-) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>)> {
+) -> PyResult<FeatureArrays<'py>> {
     use iolearn_policy::readahead::KmlFeatures;
     use iolearn_policy::PageObservation;
     let a = events.as_array();
