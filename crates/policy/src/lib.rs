@@ -7,6 +7,7 @@
 //! fed with [`PageObservation`]s.
 #![deny(missing_docs)]
 
+pub mod controller;
 pub mod readahead;
 
 /// One page-cache observation: what KML's hooks (and our eBPF probes) record.

@@ -623,6 +623,133 @@ fn kml_features<'py>(
     ))
 }
 
+/// What `sim_closed_loop` returns: ops/s per workload, (time, read_ahead_kb) trace, features.
+type ClosedLoop<'py> = (Vec<f64>, Vec<(f64, u64)>, Bound<'py, PyArray2<f64>>);
+
+/// The simulator seen through the knobs a readahead controller turns.
+struct SimKnobs<'a>(&'a mut iolearn_sim::engine::Sim);
+
+impl iolearn_policy::controller::ReadaheadKnobs for SimKnobs<'_> {
+    fn device_read_ahead_kb(&self) -> u64 {
+        self.0.device_read_ahead_kb()
+    }
+    fn set_device_read_ahead_kb(&mut self, kb: u64) {
+        self.0.set_device_read_ahead_kb(kb)
+    }
+    fn file_read_ahead_kb(&self, inode: u64) -> u64 {
+        self.0.file_ra_pages(inode as u32) * 4
+    }
+    fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {
+        self.0.set_file_ra_pages(inode as u32, Some(kb / 4))
+    }
+}
+
+/// Run workloads in the simulator under a readahead controller, deciding once per `window_s`:
+/// `controller` is "vanilla", "static:KB", or a model file path with `per_file`. Returns
+/// (ops/s per workload, list of (time_s, device read_ahead_kb), windows of device features
+/// as an (n, 6) array `[window, f0..f4]`).
+#[pyfunction]
+#[pyo3(signature = (workloads, controller="vanilla", device="nvme", read_ahead_kb=128, seconds=10.0, per_file=false, db_mb=2355, cache_mb=850, window_s=1.0, seed=1))]
+#[allow(clippy::too_many_arguments)] // mirrors the Python keyword arguments one to one
+fn sim_closed_loop<'py>(
+    py: Python<'py>,
+    workloads: Vec<String>,
+    controller: &str,
+    device: &str,
+    read_ahead_kb: u64,
+    seconds: f64,
+    per_file: bool,
+    db_mb: u64,
+    cache_mb: u64,
+    window_s: f64,
+    seed: u64,
+) -> PyResult<ClosedLoop<'py>> {
+    use iolearn_policy::controller::{KmlController, ReadaheadController, Static, Vanilla};
+    use iolearn_policy::readahead::KmlFeatures;
+    use iolearn_policy::PageObservation;
+    use iolearn_sim::engine::{Sim, SimConfig, ThreadSpec};
+    let dev = iolearn_sim::device::DevicePreset::by_name(device)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown device preset {device:?} (nvme, sata, hdd, loop)")))?;
+    if workloads.is_empty() || seconds.is_nan() || seconds <= 0.0 || window_s.is_nan() || window_s <= 0.0 {
+        return Err(PyValueError::new_err(
+            "need at least one workload and positive seconds and window_s",
+        ));
+    }
+    let mut threads = Vec::new();
+    for (i, w) in workloads.iter().enumerate() {
+        let kind = iolearn_sim::workload::WorkloadKind::parse(w)
+            .ok_or_else(|| PyValueError::new_err(format!("unknown workload {w:?}")))?;
+        threads.push(ThreadSpec {
+            kind,
+            mode: iolearn_sim::workload::AccessMode::Mmap,
+            db_instance: i as u32,
+            max_ops: None,
+        });
+    }
+    let mut ctl: Box<dyn ReadaheadController + Send> = if controller == "vanilla" {
+        Box::new(Vanilla)
+    } else if let Some(kb) = controller.strip_prefix("static:") {
+        Box::new(Static::new(
+            kb.parse()
+                .map_err(|_| PyValueError::new_err(format!("bad static value {kb:?}")))?,
+        ))
+    } else {
+        let bytes = std::fs::read(controller).map_err(|e| PyOSError::new_err(format!("{controller}: {e}")))?;
+        let file = ModelFile::from_bytes(&bytes).map_err(|e| PyValueError::new_err(format!("{controller}: {e}")))?;
+        Box::new(KmlController::new(file, per_file).map_err(|e| PyValueError::new_err(format!("{controller}: {e}")))?)
+    };
+    // The static "oracle" holds its value from the first page on, not from the first decision.
+    let start_kb = controller
+        .strip_prefix("static:")
+        .and_then(|kb| kb.parse().ok())
+        .unwrap_or(read_ahead_kb);
+    let mut cfg = SimConfig::calibration(threads[0].kind, dev, start_kb);
+    cfg.threads = threads;
+    cfg.db = iolearn_sim::workload::DbShape::of_size(db_mb << 20);
+    cfg.cache_bytes = cache_mb << 20;
+    cfg.seed = seed;
+    cfg.record_events = true;
+    let window_ns = (window_s * 1e9) as u64;
+    let end_ns = (seconds * 1e9) as u64;
+    let (ops, trace, feats) = py.detach(move || {
+        let mut sim = Sim::new(cfg);
+        let mut k = KmlFeatures::new(window_ns, 0);
+        let (mut trace, mut feats) = (Vec::new(), Vec::new());
+        let mut t = 0;
+        let mut w = 0usize;
+        while t < end_ns {
+            t = (t + window_ns).min(end_ns);
+            sim.run_until(t);
+            for e in sim.drain_events() {
+                k.observe(PageObservation {
+                    time_ns: e.time_ns,
+                    inode: e.file as u64,
+                    index: e.index,
+                });
+            }
+            let dev_ra = sim.device_read_ahead_kb() * 2; // sectors
+            let files: Vec<u64> = (0..sim.n_files()).map(|f| sim.file_ra_pages(f) * 8).collect();
+            let win = k.close(dev_ra, |ino| files.get(ino as usize).copied().unwrap_or(dev_ra));
+            if let Some(f) = win.device {
+                feats.push(w as f64);
+                feats.extend(f);
+            }
+            ctl.decide(&win, &mut SimKnobs(&mut sim));
+            trace.push((t as f64 / 1e9, sim.device_read_ahead_kb()));
+            w += 1;
+        }
+        let secs = end_ns as f64 / 1e9;
+        let ops: Vec<f64> = sim.thread_stats().iter().map(|s| s.ops as f64 / secs).collect();
+        (ops, trace, feats)
+    });
+    let n = feats.len() / 6;
+    Ok((
+        ops,
+        trace,
+        Array2::from_shape_vec((n, 6), feats).expect("shape").into_pyarray(py),
+    ))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Model>()?;
@@ -634,6 +761,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kml_like, m)?)?;
     m.add_function(wrap_pyfunction!(sim_page_events, m)?)?;
     m.add_function(wrap_pyfunction!(kml_features, m)?)?;
+    m.add_function(wrap_pyfunction!(sim_closed_loop, m)?)?;
     m.add("READAHEAD_SCHEMA", kml::READAHEAD_SCHEMA)?;
     Ok(())
 }

@@ -1,0 +1,154 @@
+//! Readahead controllers: once per window they read features and decide `read_ahead_kb`, for
+//! the device or per file. The same controllers drive the simulator and (issue 4) the real
+//! kernel through [`ReadaheadKnobs`].
+
+use crate::readahead::WindowFeatures;
+use iolearn_ml::kml::READAHEAD_SCHEMA;
+use iolearn_ml::{ModelFile, ModelKind, Workspace};
+use std::collections::BTreeMap;
+
+/// Where a controller acts: the device's readahead, or one file's.
+pub trait ReadaheadKnobs {
+    /// The device's `read_ahead_kb`.
+    fn device_read_ahead_kb(&self) -> u64;
+    /// Set the device's `read_ahead_kb` (and push it to open files).
+    fn set_device_read_ahead_kb(&mut self, kb: u64);
+    /// A file's readahead in KiB.
+    fn file_read_ahead_kb(&self, inode: u64) -> u64;
+    /// Set one file's readahead.
+    fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64);
+}
+
+/// A decision maker called once per window.
+pub trait ReadaheadController {
+    /// Name for reports.
+    fn name(&self) -> String;
+    /// Look at a closed window and act on `knobs`.
+    fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs);
+}
+
+/// The vanilla kernel: never changes anything.
+#[derive(Debug, Clone, Default)]
+pub struct Vanilla;
+
+impl ReadaheadController for Vanilla {
+    fn name(&self) -> String {
+        "vanilla".into()
+    }
+    fn decide(&mut self, _: &WindowFeatures, _: &mut dyn ReadaheadKnobs) {}
+}
+
+/// A fixed readahead (the oracle is the best of these per workload, found by sweeping).
+#[derive(Debug, Clone)]
+pub struct Static {
+    /// The value.
+    pub kb: u64,
+    applied: bool,
+}
+
+impl Static {
+    /// Hold the device at `kb`.
+    pub fn new(kb: u64) -> Self {
+        Static { kb, applied: false }
+    }
+}
+
+impl ReadaheadController for Static {
+    fn name(&self) -> String {
+        format!("static-{}", self.kb)
+    }
+    fn decide(&mut self, _: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
+        if !self.applied {
+            knobs.set_device_read_ahead_kb(self.kb);
+            self.applied = true;
+        }
+    }
+}
+
+/// KML: classify the workload from the window's features with a model file (network or tree,
+/// schema `kml-readahead-v1`), and set the class's readahead, for the device or per file.
+pub struct KmlController {
+    model: ModelFile,
+    ws: Option<Workspace>,
+    per_file: bool,
+    /// Decisions taken: class per window (device mode) or per file.
+    pub decisions: Vec<(u64, usize)>,
+}
+
+impl KmlController {
+    /// A controller for `model`; error unless the model speaks KML's readahead schema and maps
+    /// classes to read_ahead_kb.
+    pub fn new(model: ModelFile, per_file: bool) -> iolearn_ml::Result<Self> {
+        model.expect_schema(READAHEAD_SCHEMA)?;
+        if model.classes.is_empty() || model.action_unit != "read_ahead_kb" {
+            return Err(iolearn_ml::Error::SchemaMismatch {
+                expected: "a class -> read_ahead_kb map".into(),
+                found: format!("{} classes, unit {:?}", model.classes.len(), model.action_unit),
+            });
+        }
+        let ws = match &model.kind {
+            ModelKind::Mlp(n) => Some(n.workspace()),
+            ModelKind::Tree(_) => None,
+        };
+        Ok(KmlController {
+            model,
+            ws,
+            per_file,
+            decisions: Vec::new(),
+        })
+    }
+
+    /// Class of one raw feature vector.
+    pub fn classify(&mut self, raw: &[f64; 5]) -> usize {
+        let mut x = [0f32; 5];
+        for (d, &v) in x.iter_mut().zip(raw) {
+            *d = v as f32;
+        }
+        if let Some(z) = &self.model.normaliser {
+            z.transform(&mut x);
+        }
+        match (&self.model.kind, self.ws.as_mut()) {
+            (ModelKind::Mlp(n), Some(ws)) => n.predict_class(&x, ws),
+            (ModelKind::Tree(t), _) => t.predict_class(&x),
+            _ => 0,
+        }
+    }
+
+    fn action_kb(&self, class: usize) -> u64 {
+        self.model.classes.get(class).map_or(128, |c| c.action.max(0) as u64)
+    }
+}
+
+impl ReadaheadController for KmlController {
+    fn name(&self) -> String {
+        format!(
+            "kml-{}-{}",
+            self.model.kind.name(),
+            if self.per_file { "per-file" } else { "per-device" }
+        )
+    }
+
+    fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
+        if self.per_file {
+            let files: BTreeMap<u64, [f64; 5]> = window.files.clone();
+            for (inode, f) in files {
+                // The readahead feature is the file's own current setting, in sectors.
+                let mut f = f;
+                f[4] = knobs.file_read_ahead_kb(inode) as f64 * 2.0 / 1024.0;
+                let class = self.classify(&f);
+                self.decisions.push((inode, class));
+                let kb = self.action_kb(class);
+                if kb != knobs.file_read_ahead_kb(inode) {
+                    knobs.set_file_read_ahead_kb(inode, kb);
+                }
+            }
+        } else if let Some(f) = window.device {
+            let class = self.classify(&f);
+            self.decisions.push((window.start_ns, class));
+            let kb = self.action_kb(class);
+            if kb != knobs.device_read_ahead_kb() {
+                knobs.set_device_read_ahead_kb(kb);
+            }
+        }
+    }
+}
