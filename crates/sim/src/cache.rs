@@ -251,6 +251,13 @@ impl PageCache {
         if self.map.get(key).is_some() {
             return;
         }
+        self.insert_absent(key, ready_at_ns, marker, dirty, evicted);
+    }
+
+    /// [`PageCache::insert`] for a page the caller just saw absent (saves a lookup on the
+    /// readahead path, the simulator's hottest loop).
+    pub fn insert_absent(&mut self, key: PageKey, ready_at_ns: u64, marker: bool, dirty: bool, evicted: &mut Vec<Evicted>) {
+        debug_assert!(self.map.get(key).is_none());
         while self.len() >= self.capacity {
             match self.reclaim() {
                 Some(e) => evicted.push(e),

@@ -328,8 +328,7 @@ impl Sim {
             let done = self.device.submit(clock, off, (i - run_start) * PAGE_BYTES, false);
             for index in run_start..i {
                 let key = PageKey { file, index };
-                self.cache
-                    .insert(key, done, marker == Some(index), false, &mut self.evicted);
+                self.cache.insert_absent(key, done, marker == Some(index), false, &mut self.evicted);
                 if self.cfg.record_events {
                     self.events.push(PageEvent {
                         time_ns: clock,
