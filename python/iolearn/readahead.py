@@ -24,6 +24,12 @@ from .models import MLP, DecisionTree
 
 #: KML's training workloads, in its class order (code release ids).
 TRAIN_WORKLOADS = ("readrandom", "readrandomwriterandom", "readseq", "readreverse")
+#: All six db_bench workloads (updaterandom and mixgraph are never trained on).
+ALL_WORKLOADS = TRAIN_WORKLOADS + ("updaterandom", "mixgraph")
+#: Mixed pairs: two db_bench instances on one device.
+MIXED_PAIRS = (("readrandom", "readseq"), ("readseq", "readreverse"), ("mixgraph", "readseq"))
+#: KML's back-to-back sequence.
+BACK_TO_BACK = ("readseq", "readrandom", "readreverse", "mixgraph")
 #: KML's sweep: 1 2 4 8 16 32 then 64..1024 step 64 sectors; here in KiB (sectors / 2), >= 4 KiB.
 FULL_GRID_KB = (4, 8, 16) + tuple(range(32, 513, 32))
 REDUCED_GRID_KB = (4, 16, 64, 128, 256, 512)
@@ -52,7 +58,13 @@ def run(workloads, controller="vanilla", device="nvme", seconds=10.0, per_file=F
 
 
 def sweep(
-    workloads=TRAIN_WORKLOADS, grid_kb=REDUCED_GRID_KB, device="nvme", seconds=10.0, seed=1, out: Path | None = None
+    workloads=TRAIN_WORKLOADS,
+    grid_kb=REDUCED_GRID_KB,
+    device="nvme",
+    seconds=10.0,
+    seed=1,
+    out: Path | None = None,
+    file_features=False,
 ):
     """Every workload at every static readahead: throughput and per-window features.
 
@@ -62,7 +74,7 @@ def sweep(
     bar = _bar(len(workloads) * len(grid_kb), "sweep")
     for w in workloads:
         for kb in grid_kb:
-            ops, _, f = run([w], f"static:{kb}", device, seconds, seed=seed)
+            ops, _, f = run([w], f"static:{kb}", device, seconds, seed=seed, file_features=file_features)
             rows.append({"workload": w, "device": device, "ra_kb": kb, "ops_s": ops[0], "seed": seed})
             for r in f:
                 feats.append({"workload": w, "ra_kb": kb, **{n: float(v) for n, v in zip(FEATURES, r[1:])}})
@@ -72,8 +84,9 @@ def sweep(
         bar.close()
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        _write(out / "sweep", rows)
-        _write(out / "features", feats)
+        tag = f"-{device}" if device != "nvme" else ""
+        _write(out / f"sweep{tag}", rows)
+        _write(out / (f"features{tag}" + ("-per-file" if file_features else "")), feats)
     return rows, feats
 
 
@@ -103,7 +116,7 @@ def best_per_workload(rows) -> dict[str, int]:
     return {w: kb for w, (_, kb) in best.items()}
 
 
-def train(rows, feats, out: Path, seed=0, epochs=300):
+def train(rows, feats, out: Path, seed=0, epochs=300, suffix=""):
     """Train KML's 5-15-5-4 network and a tree on the sweep's feature windows; label = the
     workload; action = the workload's best readahead. Returns a report dict."""
     best = best_per_workload(rows)
@@ -120,7 +133,7 @@ def train(rows, feats, out: Path, seed=0, epochs=300):
         "classes": classes,
     }
     out.mkdir(parents=True, exist_ok=True)
-    for est, name in ((nn, "readahead_nn.iolm"), (dt, "readahead_dt.iolm")):
+    for est, name in ((nn, f"readahead_nn{suffix}.iolm"), (dt, f"readahead_dt{suffix}.iolm")):
         est.fit(X, y)
         est.save(
             out / name,
@@ -129,22 +142,52 @@ def train(rows, feats, out: Path, seed=0, epochs=300):
             classes=classes,
             action_unit="read_ahead_kb",
         )
-    (out / "train.json").write_text(json.dumps(report, indent=2))
+    (out / f"train{suffix}.json").write_text(json.dumps(report, indent=2))
     return report
 
 
 def evaluate(out: Path, workloads, device="nvme", seconds=10.0, oracle: dict[str, int] | None = None, seed=1):
-    """Vanilla (128 KiB) vs the trained network and tree vs the oracle static value, per workload."""
+    """Vanilla (128 KiB) vs the trained network and tree (per device) vs the oracle static value."""
     table = []
     for w in workloads:
         vanilla = run([w], "vanilla", device, seconds, seed=seed)[0][0]
-        row = {"workload": w, "vanilla": vanilla}
-        for name in ("readahead_nn.iolm", "readahead_dt.iolm"):
-            row[name.split("_")[1].split(".")[0]] = run([w], str(out / name), device, seconds, seed=seed)[0][0]
+        row = {"workload": w, "device": device, "vanilla": vanilla}
+        for name in ("nn", "dt"):
+            row[name] = run([w], str(out / f"readahead_{name}.iolm"), device, seconds, seed=seed)[0][0]
+        if (out / "readahead_nn_file.iolm").exists():
+            row["nn_file"] = run([w], str(out / "readahead_nn_file.iolm"), device, seconds, True, seed=seed)[0][0]
         if oracle and w in oracle:
             row["oracle"] = run([w], f"static:{oracle[w]}", device, seconds, seed=seed)[0][0]
         table.append(row)
     return table
+
+
+def gain_captured(row: dict, key: str) -> float:
+    """Fraction of the oracle's gain over vanilla that `key` captures (1.0 = all of it)."""
+    gain = row["oracle"] - row["vanilla"]
+    if abs(gain) < 1e-9 * max(row["vanilla"], 1.0):
+        return 1.0 if row[key] >= row["vanilla"] * 0.98 else 0.0
+    return (row[key] - row["vanilla"]) / gain
+
+
+def evaluate_mixed(out: Path, pairs, device="nvme", seconds=10.0, seed=1):
+    """Two workloads on one device at once: vanilla vs the network per device vs per file.
+    Throughput of each member, summed relative to vanilla."""
+    table = []
+    for a, b in pairs:
+        row = {"pair": f"{a}+{b}", "device": device}
+        row["vanilla"] = run([a, b], "vanilla", device, seconds, seed=seed)[0]
+        row["per_device"] = run([a, b], str(out / "readahead_nn.iolm"), device, seconds, seed=seed)[0]
+        row["per_file"] = run([a, b], str(out / "readahead_nn_file.iolm"), device, seconds, True, seed=seed)[0]
+        table.append(row)
+    return table
+
+
+def evaluate_back_to_back(out: Path, sequence, device="nvme", seconds=10.0, seed=1):
+    """KML's back-to-back runs: the workloads one after another on one database."""
+    v = run(sequence, "vanilla", device, seconds, seed=seed, back_to_back=True)[0]
+    n = run(sequence, str(out / "readahead_nn.iolm"), device, seconds, seed=seed, back_to_back=True)[0]
+    return [{"workload": w, "vanilla": a, "nn": b} for w, a, b in zip(sequence, v, n)]
 
 
 def main(argv=None) -> int:
@@ -161,20 +204,56 @@ def main(argv=None) -> int:
         rows, _ = sweep(TRAIN_WORKLOADS, grid, a.device, a.seconds, a.seed, a.out)
         for w, kb in best_per_workload(rows).items():
             print(f"best static readahead for {w:<22} {kb:>5} KiB")
+    if a.command in ("sweep", "all"):
+        # Per-file windows train the per-file model (a file sees a fraction of the device's events).
+        sweep(TRAIN_WORKLOADS, grid, a.device, a.seconds, a.seed, a.out, file_features=True)
+        for dev in ("nvme", "sata"):
+            sweep(ALL_WORKLOADS, grid, dev, a.seconds, a.seed, a.out / "oracle")
     if a.command in ("train", "all"):
         rows = _read(a.out / "sweep.csv")
-        feats = _read(a.out / "features.csv")
-        rep = train(rows, feats, a.out, seed=a.seed)
+        rep = train(rows, _read(a.out / "features.csv"), a.out, seed=a.seed)
+        train(rows, _read(a.out / "features-per-file.csv"), a.out, seed=a.seed, suffix="_file")
         print(f"10-fold CV: network {rep['nn_cv'] * 100:.1f}% (KML 95.5%), tree {rep['dt_cv'] * 100:.1f}% (KML 75.4%)")
     if a.command in ("evaluate", "all"):
-        oracle = best_per_workload(_read(a.out / "sweep.csv"))
-        table = evaluate(a.out, list(oracle), a.device, a.seconds, oracle, a.seed)
-        print(f"{'workload':<24}{'vanilla':>10}{'nn':>8}{'tree':>8}{'oracle':>8}   (throughput / vanilla)")
-        for r in table:
-            v = r["vanilla"]
-            print(f"{r['workload']:<24}{v:>10.0f}{r['nn'] / v:>8.2f}{r['dt'] / v:>8.2f}{r['oracle'] / v:>8.2f}")
-        _write(a.out / "evaluate", table)
+        report(a.out, a.seconds, a.seed)
     return 0
+
+
+def report(out: Path, seconds: float, seed: int) -> None:
+    """Every evaluation, printed and written under `out`."""
+    rows = []
+    for dev in ("nvme", "sata"):
+        sweep_file = out / "oracle" / ("sweep.csv" if dev == "nvme" else f"sweep-{dev}.csv")
+        oracle = best_per_workload(_read(sweep_file))
+        rows += evaluate(out, ALL_WORKLOADS, dev, seconds, oracle, seed)
+    print(
+        f"{'device':<7}{'workload':<24}{'vanilla':>10}{'nn':>7}{'nn/file':>8}{'tree':>7}{'oracle':>8}"
+        "  (x vanilla; share of the oracle's gain)"
+    )
+    for r in rows:
+        v = r["vanilla"]
+        print(
+            f"{r['device']:<7}{r['workload']:<24}{v:>10.0f}{r['nn'] / v:>7.2f}{r['nn_file'] / v:>8.2f}"
+            f"{r['dt'] / v:>7.2f}{r['oracle'] / v:>8.2f}"
+            f"  nn {gain_captured(r, 'nn'):.2f} file {gain_captured(r, 'nn_file'):.2f}"
+        )
+    _write(out / "evaluate", rows)
+    mixed = evaluate_mixed(out, MIXED_PAIRS, "nvme", seconds, seed)
+    print(f"\n{'mixed pair (nvme)':<34}{'per-device / vanilla':>22}{'per-file / vanilla':>20}")
+    flat = []
+    for r in mixed:
+        pd = [p / v for p, v in zip(r["per_device"], r["vanilla"])]
+        pf = [p / v for p, v in zip(r["per_file"], r["vanilla"])]
+        print(f"{r['pair']:<34}{pd[0]:>11.2f}{pd[1]:>11.2f}{pf[0]:>10.2f}{pf[1]:>10.2f}")
+        flat.append(
+            {"pair": r["pair"], **{f"{k}_{i}": r[k][i] for k in ("vanilla", "per_device", "per_file") for i in (0, 1)}}
+        )
+    _write(out / "mixed", flat)
+    b2b = evaluate_back_to_back(out, BACK_TO_BACK, "nvme", seconds, seed)
+    print(f"\n{'back to back (nvme)':<24}{'vanilla':>10}{'nn / vanilla':>14}")
+    for r in b2b:
+        print(f"{r['workload']:<24}{r['vanilla']:>10.0f}{r['nn'] / r['vanilla']:>14.2f}")
+    _write(out / "back_to_back", b2b)
 
 
 def _read(path: Path) -> list[dict]:

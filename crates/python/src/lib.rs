@@ -645,11 +645,13 @@ impl iolearn_policy::controller::ReadaheadKnobs for SimKnobs<'_> {
 }
 
 /// Run workloads in the simulator under a readahead controller, deciding once per `window_s`:
-/// `controller` is "vanilla", "static:KB", or a model file path with `per_file`. Returns
-/// (ops/s per workload, list of (time_s, device read_ahead_kb), windows of device features
-/// as an (n, 6) array `[window, f0..f4]`).
+/// `controller` is "vanilla", "static:KB", or a model file path with `per_file`. Workloads
+/// run concurrently (one database each) for `seconds`, or with `back_to_back` one after the
+/// other on one database, `seconds` each. Returns (ops/s per workload, list of (time_s, device
+/// read_ahead_kb), windows of device features (or of every file's, with `file_features`) as
+/// an (n, 6) array `[window, f0..f4]`).
 #[pyfunction]
-#[pyo3(signature = (workloads, controller="vanilla", device="nvme", read_ahead_kb=128, seconds=10.0, per_file=false, db_mb=2355, cache_mb=850, window_s=1.0, seed=1))]
+#[pyo3(signature = (workloads, controller="vanilla", device="nvme", read_ahead_kb=128, seconds=10.0, per_file=false, db_mb=2355, cache_mb=850, window_s=1.0, seed=1, back_to_back=false, file_features=false))]
 #[allow(clippy::too_many_arguments)] // mirrors the Python keyword arguments one to one
 fn sim_closed_loop<'py>(
     py: Python<'py>,
@@ -663,6 +665,8 @@ fn sim_closed_loop<'py>(
     cache_mb: u64,
     window_s: f64,
     seed: u64,
+    back_to_back: bool,
+    file_features: bool,
 ) -> PyResult<ClosedLoop<'py>> {
     use iolearn_policy::controller::{KmlController, ReadaheadController, Static, Vanilla};
     use iolearn_policy::readahead::KmlFeatures;
@@ -675,17 +679,36 @@ fn sim_closed_loop<'py>(
             "need at least one workload and positive seconds and window_s",
         ));
     }
-    let mut threads = Vec::new();
-    for (i, w) in workloads.iter().enumerate() {
-        let kind = iolearn_sim::workload::WorkloadKind::parse(w)
-            .ok_or_else(|| PyValueError::new_err(format!("unknown workload {w:?}")))?;
-        threads.push(ThreadSpec {
-            kind,
-            mode: iolearn_sim::workload::AccessMode::Mmap,
-            db_instance: i as u32,
-            max_ops: None,
-        });
+    let mut kinds = Vec::new();
+    for w in &workloads {
+        kinds.push(
+            iolearn_sim::workload::WorkloadKind::parse(w)
+                .ok_or_else(|| PyValueError::new_err(format!("unknown workload {w:?}")))?,
+        );
     }
+    // Concurrent: one thread and database per workload. Back to back: one thread, one
+    // database, each workload for `seconds`, in order.
+    let mode = iolearn_sim::workload::AccessMode::Mmap;
+    let threads: Vec<ThreadSpec> = if back_to_back {
+        vec![ThreadSpec {
+            kind: kinds[0],
+            mode,
+            db_instance: 0,
+            max_ops: None,
+        }]
+    } else {
+        kinds
+            .iter()
+            .enumerate()
+            .map(|(i, &kind)| ThreadSpec {
+                kind,
+                mode,
+                db_instance: i as u32,
+                max_ops: None,
+            })
+            .collect()
+    };
+    let phases = if back_to_back { kinds.clone() } else { vec![kinds[0]] };
     let mut ctl: Box<dyn ReadaheadController + Send> = if controller == "vanilla" {
         Box::new(Vanilla)
     } else if let Some(kb) = controller.strip_prefix("static:") {
@@ -710,15 +733,20 @@ fn sim_closed_loop<'py>(
     cfg.seed = seed;
     cfg.record_events = true;
     let window_ns = (window_s * 1e9) as u64;
-    let end_ns = (seconds * 1e9) as u64;
+    let phase_ns = (seconds * 1e9) as u64;
+    let end_ns = phase_ns * phases.len() as u64;
     let (ops, trace, feats) = py.detach(move || {
         let mut sim = Sim::new(cfg);
         let mut k = KmlFeatures::new(window_ns, 0);
         let (mut trace, mut feats) = (Vec::new(), Vec::new());
         let mut t = 0;
         let mut w = 0usize;
+        let mut phase = 0usize;
+        let mut phase_ops = Vec::new();
+        let mut ops_at_phase_start = 0u64;
         while t < end_ns {
-            t = (t + window_ns).min(end_ns);
+            let phase_end = (phase as u64 + 1) * phase_ns;
+            t = (t + window_ns).min(phase_end);
             sim.run_until(t);
             for e in sim.drain_events() {
                 k.observe(PageObservation {
@@ -730,16 +758,34 @@ fn sim_closed_loop<'py>(
             let dev_ra = sim.device_read_ahead_kb() * 2; // sectors
             let files: Vec<u64> = (0..sim.n_files()).map(|f| sim.file_ra_pages(f) * 8).collect();
             let win = k.close(dev_ra, |ino| files.get(ino as usize).copied().unwrap_or(dev_ra));
-            if let Some(f) = win.device {
+            if file_features {
+                for f in win.files.values() {
+                    feats.push(w as f64);
+                    feats.extend(f);
+                }
+            } else if let Some(f) = win.device {
                 feats.push(w as f64);
                 feats.extend(f);
             }
             ctl.decide(&win, &mut SimKnobs(&mut sim));
             trace.push((t as f64 / 1e9, sim.device_read_ahead_kb()));
             w += 1;
+            if back_to_back && t == phase_end {
+                let done = sim.thread_stats()[0].ops;
+                phase_ops.push((done - ops_at_phase_start) as f64 / (phase_ns as f64 / 1e9));
+                ops_at_phase_start = done;
+                phase += 1;
+                if let Some(&next) = phases.get(phase) {
+                    sim.switch_workload(0, next);
+                }
+            }
         }
         let secs = end_ns as f64 / 1e9;
-        let ops: Vec<f64> = sim.thread_stats().iter().map(|s| s.ops as f64 / secs).collect();
+        let ops: Vec<f64> = if back_to_back {
+            phase_ops
+        } else {
+            sim.thread_stats().iter().map(|s| s.ops as f64 / secs).collect()
+        };
         (ops, trace, feats)
     });
     let n = feats.len() / 6;

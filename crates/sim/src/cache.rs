@@ -256,7 +256,14 @@ impl PageCache {
 
     /// [`PageCache::insert`] for a page the caller just saw absent (saves a lookup on the
     /// readahead path, the simulator's hottest loop).
-    pub fn insert_absent(&mut self, key: PageKey, ready_at_ns: u64, marker: bool, dirty: bool, evicted: &mut Vec<Evicted>) {
+    pub fn insert_absent(
+        &mut self,
+        key: PageKey,
+        ready_at_ns: u64,
+        marker: bool,
+        dirty: bool,
+        evicted: &mut Vec<Evicted>,
+    ) {
         debug_assert!(self.map.get(key).is_none());
         while self.len() >= self.capacity {
             match self.reclaim() {

@@ -282,6 +282,20 @@ impl Sim {
         std::mem::take(&mut self.events)
     }
 
+    /// Switch thread `id` to another workload on the same database (KML's back-to-back runs):
+    /// its current operation is abandoned and the next one comes from the new generator.
+    pub fn switch_workload(&mut self, id: usize, kind: WorkloadKind) {
+        let t = &mut self.threads[id];
+        t.spec.kind = kind;
+        t.gen = Generator::new(
+            kind,
+            self.cfg.db.clone(),
+            t.spec.mode,
+            self.cfg.seed.wrapping_add(t.stats.ops),
+        );
+        t.in_op = false;
+    }
+
     /// Whether every thread has finished.
     pub fn finished(&self) -> bool {
         self.threads.iter().all(|t| t.done)
@@ -328,7 +342,8 @@ impl Sim {
             let done = self.device.submit(clock, off, (i - run_start) * PAGE_BYTES, false);
             for index in run_start..i {
                 let key = PageKey { file, index };
-                self.cache.insert_absent(key, done, marker == Some(index), false, &mut self.evicted);
+                self.cache
+                    .insert_absent(key, done, marker == Some(index), false, &mut self.evicted);
                 if self.cfg.record_events {
                     self.events.push(PageEvent {
                         time_ns: clock,
