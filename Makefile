@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
 PIP   := $(VENV)/bin/pip
-PYDEPS := maturin numpy pytest ruff tqdm
+PYDEPS := maturin numpy pytest ruff tqdm pyarrow matplotlib
 
 .PHONY: setup demo test bench lint fuzz clean
 

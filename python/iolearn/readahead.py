@@ -3,9 +3,9 @@
 Python drives, Rust computes: every run is ``iolearn._native.sim_closed_loop`` (the simulator
 with a controller from ``crates/policy`` deciding once per simulated second).
 
-    python -m iolearn.readahead sweep    --out results/readahead
-    python -m iolearn.readahead train    --out results/readahead
-    python -m iolearn.readahead evaluate --out results/readahead
+    iolearn readahead sweep    --out results/readahead   (or python -m iolearn.readahead ...)
+    iolearn readahead train    --out results/readahead
+    iolearn readahead evaluate --out results/readahead
 """
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ def evaluate_back_to_back(out: Path, sequence, device="nvme", seconds=10.0, seed
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolearn.readahead", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="iolearn readahead", description=__doc__.splitlines()[0])
     ap.add_argument("command", choices=["sweep", "train", "evaluate", "all"])
     ap.add_argument("--out", type=Path, default=Path("results/readahead"))
     ap.add_argument("--device", default="nvme")
@@ -238,6 +238,7 @@ def report(out: Path, seconds: float, seed: int) -> None:
             f"  nn {gain_captured(r, 'nn'):.2f} file {gain_captured(r, 'nn_file'):.2f}"
         )
     _write(out / "evaluate", rows)
+    plot_evaluation(rows, out / "evaluate.png")
     mixed = evaluate_mixed(out, MIXED_PAIRS, "nvme", seconds, seed)
     print(f"\n{'mixed pair (nvme)':<34}{'per-device / vanilla':>22}{'per-file / vanilla':>20}")
     flat = []
@@ -254,6 +255,37 @@ def report(out: Path, seconds: float, seed: int) -> None:
     for r in b2b:
         print(f"{r['workload']:<24}{r['vanilla']:>10.0f}{r['nn'] / r['vanilla']:>14.2f}")
     _write(out / "back_to_back", b2b)
+
+
+def plot_evaluation(rows: list[dict], path: Path) -> None:
+    """Bar chart: throughput relative to vanilla per workload, device and controller."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    devices = sorted({r["device"] for r in rows})
+    keys = [("nn", "KML network"), ("nn_file", "network per file"), ("dt", "tree"), ("oracle", "oracle")]
+    fig, axes = plt.subplots(1, len(devices), figsize=(6 * len(devices), 4), squeeze=False)
+    for ax, dev in zip(axes[0], devices):
+        sub = [r for r in rows if r["device"] == dev]
+        x = np.arange(len(sub))
+        width = 0.8 / len(keys)
+        for i, (k, label) in enumerate(keys):
+            ax.bar(x + i * width, [r.get(k, np.nan) / r["vanilla"] for r in sub], width, label=label)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(x + 0.4 - width / 2, [r["workload"] for r in sub], rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("throughput / vanilla (128 KiB)")
+        ax.set_title(f"{dev} preset")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(keys), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    tmp.replace(path)
 
 
 def _read(path: Path) -> list[dict]:

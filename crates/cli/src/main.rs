@@ -2,6 +2,7 @@
 
 mod files;
 mod model;
+mod python;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -19,12 +20,24 @@ enum Command {
     /// Import, inspect and run model files.
     #[command(subcommand)]
     Model(model::ModelCommand),
+    /// KML readahead tuning in the simulator: sweep, train, evaluate, all (runs the Python
+    /// pipeline `python -m iolearn.readahead`; `iolearn readahead --help` shows its options).
+    #[command(disable_help_flag = true)]
+    Readahead {
+        /// Arguments for the pipeline, e.g. `all --seconds 10 --out results/readahead`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Model(cmd) => model::run(cmd),
+        Command::Readahead { args } => match python::run_module("iolearn.readahead", &args) {
+            Ok(code) => return ExitCode::from(code),
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -212,3 +212,14 @@ fn failed_import_leaves_no_output_file() {
     );
     std::fs::remove_dir_all(d).unwrap();
 }
+
+#[test]
+fn readahead_needs_the_python_package_and_says_so() {
+    let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+        .args(["readahead", "all"])
+        .env("IOLEARN_PYTHON", "/bin/false")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("make setup"));
+}
