@@ -154,6 +154,7 @@ def evaluate(out: Path, workloads, device="nvme", seconds=10.0, oracle: dict[str
         row = {"workload": w, "device": device, "vanilla": vanilla}
         for name in ("nn", "dt"):
             row[name] = run([w], str(out / f"readahead_{name}.iolm"), device, seconds, seed=seed)[0][0]
+        row["leap"] = run([w], "leap", device, seconds, seed=seed)[0][0]
         if (out / "readahead_nn_file.iolm").exists():
             row["nn_file"] = run([w], str(out / "readahead_nn_file.iolm"), device, seconds, True, seed=seed)[0][0]
         if oracle and w in oracle:
@@ -227,14 +228,14 @@ def report(out: Path, seconds: float, seed: int) -> None:
         oracle = best_per_workload(_read(sweep_file))
         rows += evaluate(out, ALL_WORKLOADS, dev, seconds, oracle, seed)
     print(
-        f"{'device':<7}{'workload':<24}{'vanilla':>10}{'nn':>7}{'nn/file':>8}{'tree':>7}{'oracle':>8}"
+        f"{'device':<7}{'workload':<24}{'vanilla':>10}{'nn':>7}{'nn/file':>8}{'tree':>7}{'leap':>7}{'oracle':>8}"
         "  (x vanilla; share of the oracle's gain)"
     )
     for r in rows:
         v = r["vanilla"]
         print(
             f"{r['device']:<7}{r['workload']:<24}{v:>10.0f}{r['nn'] / v:>7.2f}{r['nn_file'] / v:>8.2f}"
-            f"{r['dt'] / v:>7.2f}{r['oracle'] / v:>8.2f}"
+            f"{r['dt'] / v:>7.2f}{r['leap'] / v:>7.2f}{r['oracle'] / v:>8.2f}"
             f"  nn {gain_captured(r, 'nn'):.2f} file {gain_captured(r, 'nn_file'):.2f}"
         )
     _write(out / "evaluate", rows)
@@ -267,7 +268,13 @@ def plot_evaluation(rows: list[dict], path: Path) -> None:
     except ImportError:
         return
     devices = sorted({r["device"] for r in rows})
-    keys = [("nn", "KML network"), ("nn_file", "network per file"), ("dt", "tree"), ("oracle", "oracle")]
+    keys = [
+        ("nn", "KML network"),
+        ("nn_file", "network per file"),
+        ("dt", "tree"),
+        ("leap", "LEAP"),
+        ("oracle", "oracle"),
+    ]
     fig, axes = plt.subplots(1, len(devices), figsize=(6 * len(devices), 4), squeeze=False)
     for ax, dev in zip(axes[0], devices):
         sub = [r for r in rows if r["device"] == dev]

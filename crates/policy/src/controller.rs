@@ -152,3 +152,54 @@ impl ReadaheadController for KmlController {
         }
     }
 }
+
+/// A LEAP-like prefetcher as a readahead controller (KML's baseline, after Maruf and
+/// Chowdhury's LEAP): when the window's accesses show a trend (a majority delta), readahead
+/// doubles, up to `max_kb`; when they show none, it halves, down to `min_kb`. Linux cannot
+/// prefetch backwards, so a reverse trend also only grows the window.
+#[derive(Debug, Clone)]
+pub struct Leap {
+    /// Smallest readahead.
+    pub min_kb: u64,
+    /// Largest readahead.
+    pub max_kb: u64,
+    /// Decide per file instead of per device.
+    pub per_file: bool,
+}
+
+impl Default for Leap {
+    fn default() -> Self {
+        Leap {
+            min_kb: 4,
+            max_kb: 1024,
+            per_file: false,
+        }
+    }
+}
+
+impl Leap {
+    fn next(&self, cur: u64, trend: Option<i64>) -> u64 {
+        match trend {
+            Some(_) => (cur * 2).clamp(self.min_kb, self.max_kb),
+            None => (cur / 2).clamp(self.min_kb, self.max_kb),
+        }
+    }
+}
+
+impl ReadaheadController for Leap {
+    fn name(&self) -> String {
+        format!("leap-{}", if self.per_file { "per-file" } else { "per-device" })
+    }
+
+    fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
+        if self.per_file {
+            for (&inode, &trend) in &window.file_trends {
+                let kb = self.next(knobs.file_read_ahead_kb(inode), trend);
+                knobs.set_file_read_ahead_kb(inode, kb);
+            }
+        } else if window.device.is_some() {
+            let kb = self.next(knobs.device_read_ahead_kb(), window.device_trend);
+            knobs.set_device_read_ahead_kb(kb);
+        }
+    }
+}

@@ -26,7 +26,13 @@ pub struct WindowStats {
     max: u64,
     last: Option<u64>,
     sum_abs_delta: f64,
+    /// The last `HISTORY` page-index deltas, for LEAP's trend detection.
+    recent: [i64; HISTORY],
+    recent_len: usize,
 }
+
+/// Deltas LEAP looks at (its access history buffer).
+pub const HISTORY: usize = 32;
 
 impl WindowStats {
     /// Add one page index.
@@ -45,8 +51,41 @@ impl WindowStats {
         }
         if let Some(prev) = self.last {
             self.sum_abs_delta += index.abs_diff(prev) as f64;
+            self.recent[self.recent_len % HISTORY] = index as i64 - prev as i64;
+            self.recent_len += 1;
         }
         self.last = Some(index);
+    }
+
+    /// LEAP's trend (Maruf and Chowdhury, ATC 2020): the majority delta of the recent history
+    /// found by Boyer-Moore voting, checked to be a real majority; tried on the whole history,
+    /// then on its most recent half, quarter, down to 4 deltas. `None`: no trend.
+    pub fn trend(&self) -> Option<i64> {
+        let n = self.recent_len.min(HISTORY);
+        // Most recent first.
+        let hist: Vec<i64> = (0..n)
+            .map(|k| self.recent[(self.recent_len - 1 - k) % HISTORY])
+            .collect();
+        let mut w = n;
+        while w >= 4 {
+            let part = &hist[..w];
+            let (mut cand, mut count) = (0i64, 0usize);
+            for &d in part {
+                if count == 0 {
+                    cand = d;
+                    count = 1;
+                } else if d == cand {
+                    count += 1;
+                } else {
+                    count -= 1;
+                }
+            }
+            if part.iter().filter(|&&d| d == cand).count() * 2 > w {
+                return Some(cand);
+            }
+            w /= 2;
+        }
+        None
     }
 
     /// Events in the window.
@@ -89,6 +128,10 @@ pub struct WindowFeatures {
     pub device: Option<[f64; 5]>,
     /// Each file's features, by inode.
     pub files: BTreeMap<u64, [f64; 5]>,
+    /// The device's access trend (LEAP), if any.
+    pub device_trend: Option<i64>,
+    /// Each file's access trend (LEAP), if any.
+    pub file_trends: BTreeMap<u64, Option<i64>>,
 }
 
 /// KML's feature extractor over fixed windows.
@@ -138,6 +181,8 @@ impl KmlFeatures {
                 .iter()
                 .map(|(&ino, w)| (ino, w.features(file_ra_sectors(ino))))
                 .collect(),
+            device_trend: self.device.trend(),
+            file_trends: self.files.iter().map(|(&ino, w)| (ino, w.trend())).collect(),
         };
         self.device = WindowStats::default();
         self.files.clear();

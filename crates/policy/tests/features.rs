@@ -93,3 +93,22 @@ fn sequential_and_random_streams_are_told_apart_by_the_features() {
     let (seq, rnd) = (delta_of(WorkloadKind::ReadSeq), delta_of(WorkloadKind::ReadRandom));
     assert!(rnd > 20.0 * seq, "mean |delta|: readseq {seq}, readrandom {rnd}");
 }
+
+#[test]
+fn leap_trend_is_a_verified_majority_of_recent_deltas() {
+    let mut w = WindowStats::default();
+    for i in 0..40u64 {
+        w.push(1000 - i); // reverse scan: delta -1
+    }
+    assert_eq!(w.trend(), Some(-1));
+    let mut r = WindowStats::default();
+    for x in [5u64, 900, 17, 4000, 33, 2, 780, 41, 3000, 12] {
+        r.push(x);
+    }
+    assert_eq!(r.trend(), None);
+    // A recent trend wins even if older history was random.
+    for i in 0..8u64 {
+        r.push(5000 + 2 * i);
+    }
+    assert_eq!(r.trend(), Some(2));
+}

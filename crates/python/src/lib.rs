@@ -645,7 +645,8 @@ impl iolearn_policy::controller::ReadaheadKnobs for SimKnobs<'_> {
 }
 
 /// Run workloads in the simulator under a readahead controller, deciding once per `window_s`:
-/// `controller` is "vanilla", "static:KB", or a model file path with `per_file`. Workloads
+/// `controller` is "vanilla", "leap", "static:KB", or a model file path (`per_file` applies
+/// to leap and models). Workloads
 /// run concurrently (one database each) for `seconds`, or with `back_to_back` one after the
 /// other on one database, `seconds` each. Returns (ops/s per workload, list of (time_s, device
 /// read_ahead_kb), windows of device features (or of every file's, with `file_features`) as
@@ -711,6 +712,11 @@ fn sim_closed_loop<'py>(
     let phases = if back_to_back { kinds.clone() } else { vec![kinds[0]] };
     let mut ctl: Box<dyn ReadaheadController + Send> = if controller == "vanilla" {
         Box::new(Vanilla)
+    } else if controller == "leap" {
+        Box::new(iolearn_policy::controller::Leap {
+            per_file,
+            ..Default::default()
+        })
     } else if let Some(kb) = controller.strip_prefix("static:") {
         Box::new(Static::new(
             kb.parse()
