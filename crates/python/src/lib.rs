@@ -743,6 +743,7 @@ fn sim_closed_loop<'py>(
     let end_ns = phase_ns * phases.len() as u64;
     let (ops, trace, feats) = py.detach(move || {
         let mut sim = Sim::new(cfg);
+        sim.set_inherit_file_ra(per_file);
         let mut k = KmlFeatures::new(window_ns, 0);
         let (mut trace, mut feats) = (Vec::new(), Vec::new());
         let mut t = 0;

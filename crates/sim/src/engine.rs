@@ -109,6 +109,8 @@ struct FileState {
     ra: RaState,
     /// A per-file readahead set by a controller (KML's per-file mode) overrides the device's.
     pinned: bool,
+    /// Accessed at least once (a file is "opened" at its first access).
+    opened: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -143,6 +145,8 @@ pub struct Sim {
     events: Vec<PageEvent>,
     evicted: Vec<Evicted>,
     page_accesses: u64,
+    /// Per instance: the readahead new files inherit (empty: inheritance off).
+    inherit: Vec<Option<u64>>,
 }
 
 impl Sim {
@@ -152,10 +156,7 @@ impl Sim {
         let instances = cfg.threads.iter().map(|t| t.db_instance + 1).max().unwrap_or(1);
         let device_ra_pages = cfg.read_ahead_kb / 4;
         let files = (0..instances * files_per_instance)
-            .map(|_| FileState {
-                ra: RaState::new(device_ra_pages),
-                pinned: false,
-            })
+            .map(|_| FileState { ra: RaState::new(device_ra_pages), pinned: false, opened: false })
             .collect();
         let threads = cfg
             .threads
@@ -194,6 +195,7 @@ impl Sim {
             events: Vec::new(),
             evicted: Vec::new(),
             page_accesses: 0,
+            inherit: Vec::new(),
             cfg,
         }
     }
@@ -269,6 +271,19 @@ impl Sim {
         let f = &mut self.files[file as usize];
         f.pinned = pages.is_some();
         f.ra.ra_pages = pages.unwrap_or(dev);
+        let instance = self.instance_of(file) as usize;
+        if let Some(slot) = self.inherit.get_mut(instance) {
+            *slot = pages;
+        }
+    }
+
+    /// Files opened from now on by a database instance start with the readahead last set on
+    /// one of its files (per-file mode: a tuner applies its per-stream decision to the
+    /// files the same process opens next, as a scan moves from one SST file to the next
+    /// faster than one decision window).
+    pub fn set_inherit_file_ra(&mut self, on: bool) {
+        let instances = self.files.len() / self.files_per_instance as usize;
+        self.inherit = if on { vec![None; instances] } else { Vec::new() };
     }
 
     /// `posix_fadvise` on a file.
@@ -316,6 +331,16 @@ impl Sim {
         self.now_ns = self
             .now_ns
             .max(until_ns.min(self.queue.peek().map_or(until_ns, |r| r.0 .0)));
+    }
+
+    fn open_file(&mut self, file: u32, instance: u32) {
+        let inherited = self.inherit.get(instance as usize).copied().flatten();
+        let f = &mut self.files[file as usize];
+        f.opened = true;
+        if let (Some(pages), false) = (inherited, f.pinned) {
+            f.ra.ra_pages = pages;
+            f.pinned = true;
+        }
     }
 
     fn device_offset(&self, key: PageKey) -> u64 {
@@ -412,8 +437,11 @@ impl Sim {
                     t.page = 0;
                     continue;
                 }
-                let file = self.file_id(instance, a.file);
                 let index = a.index + t.page as u64;
+                let file = self.file_id(instance, a.file);
+                if !self.files[file as usize].opened {
+                    self.open_file(file, instance);
+                }
                 self.threads[id].page += 1;
                 self.page_accesses += 1;
                 let key = PageKey { file, index };

@@ -210,3 +210,16 @@ fn workload_names_round_trip() {
     assert_eq!(WorkloadKind::parse("readsequential"), None);
     assert_eq!(WorkloadKind::parse("fio-seq-0"), None);
 }
+
+#[test]
+fn new_files_inherit_the_last_per_file_setting_when_asked() {
+    let mut sim = Sim::new(small(WorkloadKind::ReadSeq, DevicePreset::nvme(), 128));
+    sim.set_inherit_file_ra(true);
+    sim.run_until(1_000_000);
+    sim.set_file_ra_pages(0, Some(64));
+    // The scan reaches later files: they open with 64 pages, not the device's 32.
+    sim.run_until(400_000_000);
+    let last_opened = (0..sim.n_files()).rev().find(|&f| sim.file_ra_pages(f) == 64 && f > 0);
+    assert!(last_opened.is_some(), "no later file inherited the setting");
+    assert_eq!(sim.file_ra_pages(sim.n_files() - 1), 32, "files not yet opened keep the device value");
+}
