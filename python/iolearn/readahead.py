@@ -87,8 +87,9 @@ def sweep(
         for kb in grid_kb:
             ops, _, f = run([w], f"static:{kb}", device, seconds, seed=seed, file_features=file_features)
             rows.append({"workload": w, "device": device, "ra_kb": kb, "ops_s": ops[0], "seed": seed})
+            first = 2 if file_features else 1  # per-file rows carry the workload index too
             for r in f:
-                feats.append({"workload": w, "ra_kb": kb, **{n: float(v) for n, v in zip(FEATURES, r[1:])}})
+                feats.append({"workload": w, "ra_kb": kb, **{n: float(v) for n, v in zip(FEATURES, r[first:])}})
             if bar is not None:
                 bar.update(1)
     if bar is not None:

@@ -649,8 +649,8 @@ impl iolearn_policy::controller::ReadaheadKnobs for SimKnobs<'_> {
 /// to leap and models). Workloads
 /// run concurrently (one database each) for `seconds`, or with `back_to_back` one after the
 /// other on one database, `seconds` each. Returns (ops/s per workload, list of (time_s, device
-/// read_ahead_kb), windows of device features (or of every file's, with `file_features`) as
-/// an (n, 6) array `[window, f0..f4]`).
+/// read_ahead_kb), windows of device features as an (n, 6) array `[window, f0..f4]`, or with
+/// `file_features` every file's, (n, 7) `[window, workload index, f0..f4]`).
 #[pyfunction]
 #[pyo3(signature = (workloads, controller="vanilla", device="nvme", read_ahead_kb=128, seconds=10.0, per_file=false, db_mb=2355, cache_mb=850, window_s=1.0, seed=1, back_to_back=false, file_features=false))]
 #[allow(clippy::too_many_arguments)] // mirrors the Python keyword arguments one to one
@@ -766,8 +766,9 @@ fn sim_closed_loop<'py>(
             let files: Vec<u64> = (0..sim.n_files()).map(|f| sim.file_ra_pages(f) * 8).collect();
             let win = k.close(dev_ra, |ino| files.get(ino as usize).copied().unwrap_or(dev_ra));
             if file_features {
-                for f in win.files.values() {
+                for (&ino, f) in &win.files {
                     feats.push(w as f64);
+                    feats.push(sim.instance_of(ino as u32) as f64);
                     feats.extend(f);
                 }
             } else if let Some(f) = win.device {
@@ -795,11 +796,14 @@ fn sim_closed_loop<'py>(
         };
         (ops, trace, feats)
     });
-    let n = feats.len() / 6;
+    let width = if file_features { 7 } else { 6 };
+    let n = feats.len() / width;
     Ok((
         ops,
         trace,
-        Array2::from_shape_vec((n, 6), feats).expect("shape").into_pyarray(py),
+        Array2::from_shape_vec((n, width), feats)
+            .expect("shape")
+            .into_pyarray(py),
     ))
 }
 

@@ -156,7 +156,11 @@ impl Sim {
         let instances = cfg.threads.iter().map(|t| t.db_instance + 1).max().unwrap_or(1);
         let device_ra_pages = cfg.read_ahead_kb / 4;
         let files = (0..instances * files_per_instance)
-            .map(|_| FileState { ra: RaState::new(device_ra_pages), pinned: false, opened: false })
+            .map(|_| FileState {
+                ra: RaState::new(device_ra_pages),
+                pinned: false,
+                opened: false,
+            })
             .collect();
         let threads = cfg
             .threads

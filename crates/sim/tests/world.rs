@@ -221,5 +221,9 @@ fn new_files_inherit_the_last_per_file_setting_when_asked() {
     sim.run_until(400_000_000);
     let last_opened = (0..sim.n_files()).rev().find(|&f| sim.file_ra_pages(f) == 64 && f > 0);
     assert!(last_opened.is_some(), "no later file inherited the setting");
-    assert_eq!(sim.file_ra_pages(sim.n_files() - 1), 32, "files not yet opened keep the device value");
+    assert_eq!(
+        sim.file_ra_pages(sim.n_files() - 1),
+        32,
+        "files not yet opened keep the device value"
+    );
 }
