@@ -25,9 +25,10 @@ demo: setup
 test: setup
 	bash scripts/test.sh
 
-## bench: micro benchmarks of the ML runtime (numbers go to docs/benchmarks.md)
+## bench: ML runtime micro benchmarks and simulator speed (numbers go to docs/benchmarks.md)
 bench: setup
 	cargo bench -p iolearn-ml --bench inference
+	cargo bench -p iolearn-sim --bench speed
 
 ## lint: rustfmt, clippy with warnings as errors, ruff
 lint: $(VENV)/.deps
