@@ -373,17 +373,21 @@ impl Sim {
                 let key = PageKey { file, index };
                 self.cache
                     .insert_absent(key, done, marker == Some(index), false, &mut self.evicted);
-                if self.cfg.record_events {
-                    self.events.push(PageEvent {
-                        time_ns: clock,
-                        file,
-                        index,
-                        kind: PageEventKind::Added,
-                    });
-                }
+                self.record(clock, file, index, PageEventKind::Added);
             }
         }
         self.write_back(clock);
+    }
+
+    fn record(&mut self, time_ns: u64, file: u32, index: u64, kind: PageEventKind) {
+        if self.cfg.record_events {
+            self.events.push(PageEvent {
+                time_ns,
+                file,
+                index,
+                kind,
+            });
+        }
     }
 
     fn write_back(&mut self, clock: u64) {
@@ -467,14 +471,7 @@ impl Sim {
                             clock += 5;
                         } else {
                             clock += self.cfg.hit_ns;
-                            if self.cfg.record_events {
-                                self.events.push(PageEvent {
-                                    time_ns: clock,
-                                    file,
-                                    index,
-                                    kind: PageEventKind::Accessed,
-                                });
-                            }
+                            self.record(clock, file, index, PageEventKind::Accessed);
                             let remaining = (a.pages - self.threads[id].page + 1) as u64;
                             let w = {
                                 let cache = &self.cache;

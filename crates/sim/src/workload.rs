@@ -359,6 +359,28 @@ impl Generator {
         (r * per + self.rng.below(per.max(1) as usize) as u64).min(self.db.keys - 1)
     }
 
+    /// fio: one `read()` of `pages` pages of file 0 at `index`.
+    fn fio_read(index: u64, pages: u32, op: &mut Op) {
+        op.accesses.push(Access {
+            file: 0,
+            index,
+            pages,
+            mode: AccessMode::Read,
+            write: false,
+        });
+        op.cpu_ns += 1_000;
+    }
+
+    /// fio: the next read of a forward pattern advancing `step` pages, wrapping at the end.
+    fn fio_forward(&mut self, pages: u32, step: u64, op: &mut Op) {
+        let total = self.db.file_pages(0).max(pages as u64);
+        if self.cursor + pages as u64 > total {
+            self.cursor = 0;
+        }
+        Self::fio_read(self.cursor, pages, op);
+        self.cursor += step;
+    }
+
     /// The next operation (written into `op`, cleared first, to reuse its buffer).
     pub fn next_op(&mut self, op: &mut Op) {
         op.accesses.clear();
@@ -401,47 +423,12 @@ impl Generator {
                     }
                 }
             }
-            WorkloadKind::FioSeq { pages } => {
-                let total = self.db.file_pages(0).max(pages as u64);
-                if self.cursor + pages as u64 > total {
-                    self.cursor = 0;
-                }
-                op.accesses.push(Access {
-                    file: 0,
-                    index: self.cursor,
-                    pages,
-                    mode: AccessMode::Read,
-                    write: false,
-                });
-                self.cursor += pages as u64;
-                op.cpu_ns += 1_000;
-            }
+            WorkloadKind::FioSeq { pages } => self.fio_forward(pages, pages as u64, op),
+            WorkloadKind::FioStrided { pages, stride } => self.fio_forward(pages, stride.max(pages) as u64, op),
             WorkloadKind::FioRandom { pages } => {
                 let total = self.db.file_pages(0).max(pages as u64);
                 let index = self.rng.below((total - pages as u64 + 1) as usize) as u64;
-                op.accesses.push(Access {
-                    file: 0,
-                    index,
-                    pages,
-                    mode: AccessMode::Read,
-                    write: false,
-                });
-                op.cpu_ns += 1_000;
-            }
-            WorkloadKind::FioStrided { pages, stride } => {
-                let total = self.db.file_pages(0).max(pages as u64);
-                if self.cursor + pages as u64 > total {
-                    self.cursor = 0;
-                }
-                op.accesses.push(Access {
-                    file: 0,
-                    index: self.cursor,
-                    pages,
-                    mode: AccessMode::Read,
-                    write: false,
-                });
-                self.cursor += stride.max(pages) as u64;
-                op.cpu_ns += 1_000;
+                Self::fio_read(index, pages, op);
             }
         }
     }
