@@ -288,7 +288,8 @@ impl Generator {
         self.kind
     }
 
-    fn get(&mut self, key: u64, op: &mut Op) {
+    /// Touch the data block holding `key`.
+    fn read_block(&self, key: u64, op: &mut Op) {
         let (file, index, pages) = self.db.block_pages(self.db.block_of(key));
         op.accesses.push(Access {
             file,
@@ -297,6 +298,10 @@ impl Generator {
             mode: self.mode,
             write: false,
         });
+    }
+
+    fn get(&mut self, key: u64, op: &mut Op) {
+        self.read_block(key, op);
         op.cpu_ns += GET_CPU_NS;
     }
 
@@ -325,14 +330,7 @@ impl Generator {
             key % per_block == per_block - 1 || key == self.db.keys - 1
         };
         if enters {
-            let (file, index, pages) = self.db.block_pages(self.db.block_of(key));
-            op.accesses.push(Access {
-                file,
-                index,
-                pages,
-                mode: self.mode,
-                write: false,
-            });
+            self.read_block(key, op);
         }
         op.cpu_ns += if forward { SCAN_CPU_NS } else { REVERSE_SCAN_CPU_NS };
         self.cursor = if forward {
