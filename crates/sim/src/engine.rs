@@ -379,6 +379,17 @@ impl Sim {
         self.write_back(clock);
     }
 
+    /// Ask `file`'s readahead state for a decision, giving it the page cache's view of the file.
+    fn readahead(
+        &mut self,
+        file: u32,
+        decide: impl FnOnce(&mut RaState, &dyn Fn(u64) -> bool) -> Option<RaWindow>,
+    ) -> Option<RaWindow> {
+        let cache = &self.cache;
+        let cached = |i: u64| cache.contains(PageKey { file, index: i });
+        decide(&mut self.files[file as usize].ra, &cached)
+    }
+
     fn record(&mut self, time_ns: u64, file: u32, index: u64, kind: PageEventKind) {
         if self.cfg.record_events {
             self.events.push(PageEvent {
@@ -473,10 +484,7 @@ impl Sim {
                             clock += self.cfg.hit_ns;
                             self.record(clock, file, index, PageEventKind::Accessed);
                             let remaining = (a.pages - self.threads[id].page + 1) as u64;
-                            let w = {
-                                let cache = &self.cache;
-                                let ra = &mut self.files[file as usize].ra;
-                                let cached = |i: u64| cache.contains(PageKey { file, index: i });
+                            let w = self.readahead(file, |ra, cached| {
                                 if mmap {
                                     ra.mmap_async(index, c.marker, cached)
                                 } else if c.marker {
@@ -485,7 +493,7 @@ impl Sim {
                                     ra.prev_index = Some(index);
                                     None
                                 }
-                            };
+                            });
                             if let Some(w) = w {
                                 self.read_window(file, w, clock);
                             }
@@ -502,16 +510,13 @@ impl Sim {
                     None => {
                         clock += self.cfg.miss_ns;
                         let remaining = (a.pages - self.threads[id].page + 1) as u64;
-                        let w = {
-                            let cache = &self.cache;
-                            let ra = &mut self.files[file as usize].ra;
-                            let cached = |i: u64| cache.contains(PageKey { file, index: i });
+                        let w = self.readahead(file, |ra, cached| {
                             if mmap {
                                 ra.mmap_sync(index, cached)
                             } else {
                                 Some(ra.sync_ra(index, remaining, cached))
                             }
-                        };
+                        });
                         // The faulting page is read whatever readahead decided.
                         let w = w.filter(|w| w.start <= index && index < w.start + w.size);
                         self.read_window(
