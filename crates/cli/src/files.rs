@@ -1,33 +1,8 @@
-//! File helpers: atomic writes and numeric CSV reading with line-numbered errors.
+//! File helpers: numeric CSV reading with line-numbered errors.
 
 use anyhow::{bail, Context, Result};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
-
-/// Write `bytes` to `path` atomically: a temporary file in the same directory, fsync, rename.
-/// A crash or error leaves either the old file or none, never half a file.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .with_context(|| format!("{}: not a file name", path.display()))?;
-    let tmp = dir.join(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp).with_context(|| format!("{}: cannot create", tmp.display()))?;
-        f.write_all(bytes)
-            .with_context(|| format!("{}: write failed", tmp.display()))?;
-        f.sync_all()
-            .with_context(|| format!("{}: fsync failed", tmp.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("{}: cannot rename into place", path.display()))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
 
 /// Read a file, or standard input for `-`.
 pub fn read_text(path: &Path) -> Result<String> {

@@ -1,6 +1,6 @@
 //! `iolearn model ...`: import KML models, inspect and run model files.
 
-use crate::files::{read_rows, write_atomic};
+use crate::files::read_rows;
 use anyhow::{Context, Result};
 use clap::Subcommand;
 use iolearn_ml::{kml, Layer, ModelFile, ModelKind};
@@ -58,8 +58,7 @@ pub fn run(cmd: ModelCommand) -> Result<()> {
 }
 
 pub fn load(path: &Path) -> Result<ModelFile> {
-    let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
-    ModelFile::from_bytes(&bytes).with_context(|| format!("{}", path.display()))
+    Ok(ModelFile::load(path)?)
 }
 
 fn import_kml(dir: &Path, output: &Path, tree: Option<&Path>) -> Result<()> {
@@ -67,14 +66,13 @@ fn import_kml(dir: &Path, output: &Path, tree: Option<&Path>) -> Result<()> {
         Some(dt) => kml::import_tree(dt, dir)?,
         None => kml::import_network(dir)?,
     };
-    let bytes = file.to_bytes();
-    write_atomic(output, &bytes)?;
+    let written = file.save(output)?;
     eprintln!(
         "imported KML {} ({}) -> {} ({} bytes)",
         file.kind.name(),
         tree.map_or_else(|| dir.display().to_string(), |t| t.display().to_string()),
         output.display(),
-        bytes.len()
+        written
     );
     Ok(())
 }

@@ -266,6 +266,46 @@ impl ModelFile {
         w
     }
 
+    /// Read and decode a model file. Errors name the file: [`Error::Io`] when it cannot be
+    /// read, [`Error::InFile`] when its contents are bad.
+    #[cfg(feature = "std")]
+    pub fn load(path: impl AsRef<std::path::Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| Error::Io {
+            path: path.into(),
+            reason: e.to_string(),
+        })?;
+        Self::from_bytes(&bytes).map_err(|e| e.in_file(path))
+    }
+
+    /// Write the model file atomically: a temporary file beside it, fsync, rename. An error
+    /// or a crash leaves the old file or none, never half a file. Returns the bytes written.
+    #[cfg(feature = "std")]
+    pub fn save(&self, path: impl AsRef<std::path::Path>) -> Result<usize> {
+        use std::io::Write;
+        let path = path.as_ref();
+        let io = |p: &std::path::Path, e: std::io::Error| Error::Io {
+            path: p.into(),
+            reason: e.to_string(),
+        };
+        let name = path.file_name().ok_or_else(|| Error::Io {
+            path: path.into(),
+            reason: "not a file name".into(),
+        })?;
+        let tmp = path.with_file_name(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id()));
+        let bytes = self.to_bytes();
+        let result = (|| {
+            let mut f = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
+            f.write_all(&bytes).map_err(|e| io(&tmp, e))?;
+            f.sync_all().map_err(|e| io(&tmp, e))?;
+            std::fs::rename(&tmp, path).map_err(|e| io(path, e))
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result.map(|()| bytes.len())
+    }
+
     /// Decode bytes written by [`ModelFile::to_bytes`].
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
         if bytes.len() < 4 {

@@ -168,3 +168,31 @@ fn trained_tree_keeps_its_leaf_probabilities() {
         "a depth-2 tree has mixed leaves"
     );
 }
+
+#[test]
+fn save_and_load_through_files_name_the_file_on_error() {
+    let (net, _) = kml_files();
+    let dir = std::env::temp_dir().join(format!("iolearn-save-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("m.iolm");
+    let written = net.save(&path).unwrap();
+    assert_eq!(written, std::fs::metadata(&path).unwrap().len() as usize);
+    assert_eq!(ModelFile::load(&path).unwrap(), net);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temporary file left");
+    assert!(matches!(
+        ModelFile::load(dir.join("missing.iolm")),
+        Err(Error::Io { .. })
+    ));
+    std::fs::write(&path, b"IOLM-garbage").unwrap();
+    let e = ModelFile::load(&path).unwrap_err();
+    assert!(
+        matches!(e, Error::InFile { .. }) && e.to_string().contains("m.iolm"),
+        "{e}"
+    );
+    let e = net.save(dir.join("no/such/dir/m.iolm")).unwrap_err();
+    assert!(
+        matches!(e, Error::Io { .. }) && e.to_string().contains("no/such/dir"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -16,6 +16,15 @@ fn err(e: iolearn_ml::Error) -> PyErr {
     PyValueError::new_err(e.to_string())
 }
 
+/// A model file's error: OSError when it could not be read or written, else ValueError.
+/// Either way the message names the file.
+fn file_err(e: iolearn_ml::Error) -> PyErr {
+    match e {
+        iolearn_ml::Error::Io { .. } => PyOSError::new_err(e.to_string()),
+        e => PyValueError::new_err(e.to_string()),
+    }
+}
+
 fn rows(x: &PyReadonlyArray2<f32>) -> PyResult<(Vec<f32>, usize)> {
     let a = x.as_array();
     let d = a.ncols();
@@ -236,21 +245,10 @@ impl Model {
         Ok(Array2::from_shape_vec((n, k), out).expect("shape").into_pyarray(py))
     }
 
-    /// Write the model file atomically (temporary file + rename).
+    /// Write the model file atomically (temporary file, fsync, rename).
     fn save(&self, path: PathBuf) -> PyResult<()> {
         self.file.validate().map_err(err)?;
-        let bytes = self.file.to_bytes();
-        let tmp = path.with_file_name(format!(
-            ".{}.tmp.{}",
-            path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
-            std::process::id()
-        ));
-        let r = std::fs::write(&tmp, &bytes).and_then(|_| std::fs::rename(&tmp, &path));
-        if let Err(e) = r {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(PyOSError::new_err(format!("{}: {e}", path.display())));
-        }
-        Ok(())
+        self.file.save(&path).map(drop).map_err(file_err)
     }
 
     /// The whole model as JSON text.
@@ -476,9 +474,9 @@ fn fit_tree(
 /// Load a model file.
 #[pyfunction]
 fn load(path: PathBuf) -> PyResult<Model> {
-    let bytes = std::fs::read(&path).map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
-    let file = ModelFile::from_bytes(&bytes).map_err(|e| PyValueError::new_err(format!("{}: {e}", path.display())))?;
-    Ok(Model { file })
+    Ok(Model {
+        file: ModelFile::load(&path).map_err(file_err)?,
+    })
 }
 
 /// Import KML's readahead network (an nn_arch_data directory), or its tree with `tree=`.
@@ -723,8 +721,7 @@ fn sim_closed_loop<'py>(
                 .map_err(|_| PyValueError::new_err(format!("bad static value {kb:?}")))?,
         ))
     } else {
-        let bytes = std::fs::read(controller).map_err(|e| PyOSError::new_err(format!("{controller}: {e}")))?;
-        let file = ModelFile::from_bytes(&bytes).map_err(|e| PyValueError::new_err(format!("{controller}: {e}")))?;
+        let file = ModelFile::load(controller).map_err(file_err)?;
         Box::new(KmlController::new(file, per_file).map_err(|e| PyValueError::new_err(format!("{controller}: {e}")))?)
     };
     // The static "oracle" holds its value from the first page on, not from the first decision.
