@@ -112,23 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"   {'feature':<20} {'ours':>7} {'KML':>7}")
     for name, ours, theirs in zip(KML_FEATURES, imp["shuffled"], KML_SHUFFLED):
         print(f"   {name:<20} {ours * 100:6.1f}% {theirs * 100:6.1f}%")
-    classes = [(c, a) for c, a in net.classes]
-    mlp.save(
-        out / "readahead_nn.iolm",
-        schema=net.schema,
-        features=net.features,
-        classes=classes,
-        action_unit="read_ahead_kb",
-        normaliser=net.normaliser,  # trained on KML's normalised rows: raw input needs its statistics
-    )
-    dt.save(
-        out / "readahead_dt.iolm",
-        schema=net.schema,
-        features=net.features,
-        classes=classes,
-        action_unit="read_ahead_kb",
-        normaliser=net.normaliser,  # trained on KML's normalised rows: raw input needs its statistics
-    )
+    for est, name in ((mlp, "readahead_nn.iolm"), (dt, "readahead_dt.iolm")):
+        est.save(
+            out / name,
+            schema=net.schema,
+            features=net.features,
+            classes=net.classes,
+            action_unit="read_ahead_kb",
+            normaliser=net.normaliser,  # trained on KML's normalised rows: raw input needs its statistics
+        )
     print(f"\nmodels written to {out}/ (inspect with: iolearn model inspect {out}/readahead_nn.iolm)")
 
     # 4. The whole use case in the simulator (issue 3): sweep, train, closed-loop evaluation.
