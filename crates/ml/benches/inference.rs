@@ -86,9 +86,9 @@ fn kml_models() -> (Sequential, DecisionTree, iolearn_ml::ZScore, &'static str) 
         &dir.join("nn_arch_data"),
     );
     match (net, tree) {
-        (Ok(n), Ok(t)) => match (n.kind, t.kind) {
-            (ModelKind::Mlp(n), ModelKind::Tree(t)) => (n, t, n_norm(n_file_norm(&dir)), "KML's released weights"),
-            _ => unreachable!(),
+        (Ok(n), Ok(t)) => match (n.kind, t.kind, n.normaliser) {
+            (ModelKind::Mlp(net), ModelKind::Tree(tree), Some(z)) => (net, tree, z, "KML's released weights"),
+            _ => unreachable!("KML's importer returns a network with a normaliser and a tree"),
         },
         _ => {
             // No reference data: same shapes, synthetic weights.
@@ -105,16 +105,7 @@ fn kml_models() -> (Sequential, DecisionTree, iolearn_ml::ZScore, &'static str) 
     }
 }
 
-fn n_file_norm(dir: &std::path::Path) -> iolearn_ml::ModelFile {
-    kml::import_network(&dir.join("nn_arch_data")).unwrap()
-}
-
-fn n_norm(f: iolearn_ml::ModelFile) -> iolearn_ml::ZScore {
-    f.normaliser.unwrap()
-}
-
 fn main() {
-    // `cargo bench` passes --bench; any other argument filters nothing here.
     let (kml_net, kml_tree, norm, source) = kml_models();
     let mut rng = Rng::new(1);
     let rows5: Vec<[f32; 5]> = (0..64)
