@@ -643,8 +643,9 @@ impl iolearn_policy::controller::ReadaheadKnobs for SimKnobs<'_> {
 }
 
 /// Run workloads in the simulator under a readahead controller, deciding once per `window_s`:
-/// `controller` is "vanilla", "leap", "static:KB", or a model file path (`per_file` applies
-/// to leap and models). Workloads
+/// `controller` is "vanilla", "leap", "static:KB", "files:KB0,KB1,..." (each workload's files
+/// held at its own value: the per-file oracle of a mixed run), or a model file path
+/// (`per_file` applies to leap and models). Workloads
 /// run concurrently (one database each) for `seconds`, or with `back_to_back` one after the
 /// other on one database, `seconds` each. Returns (ops/s per workload, list of (time_s, device
 /// read_ahead_kb), windows of device features as an (n, 6) array `[window, f0..f4]`, or with
@@ -708,7 +709,22 @@ fn sim_closed_loop<'py>(
             .collect()
     };
     let phases = if back_to_back { kinds.clone() } else { vec![kinds[0]] };
-    let mut ctl: Box<dyn ReadaheadController + Send> = if controller == "vanilla" {
+    let per_workload: Option<Vec<u64>> = match controller.strip_prefix("files:") {
+        None => None,
+        Some(list) => Some(
+            list.split(',')
+                .map(|v| v.trim().parse::<u64>())
+                .collect::<Result<Vec<_>, _>>()
+                .ok()
+                .filter(|v| v.len() == workloads.len() && !back_to_back)
+                .ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "bad controller {controller:?}: want files: and one KiB value per concurrent workload"
+                    ))
+                })?,
+        ),
+    };
+    let mut ctl: Box<dyn ReadaheadController + Send> = if controller == "vanilla" || per_workload.is_some() {
         Box::new(Vanilla)
     } else if controller == "leap" {
         Box::new(iolearn_policy::controller::Leap {
@@ -741,6 +757,12 @@ fn sim_closed_loop<'py>(
     let (ops, trace, feats) = py.detach(move || {
         let mut sim = Sim::new(cfg);
         sim.set_inherit_file_ra(per_file);
+        if let Some(kbs) = &per_workload {
+            for f in 0..sim.n_files() {
+                let kb = kbs[sim.instance_of(f) as usize];
+                sim.set_file_ra_pages(f, Some(kb / 4));
+            }
+        }
         let mut k = KmlFeatures::new(window_ns, 0);
         let (mut trace, mut feats) = (Vec::new(), Vec::new());
         let mut t = 0;

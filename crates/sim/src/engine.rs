@@ -102,6 +102,10 @@ pub struct ThreadStats {
     pub ops: u64,
     /// Time the thread finished its last operation.
     pub last_op_ns: u64,
+    /// Page-cache misses (reads and faults that found no page).
+    pub misses: u64,
+    /// Time spent waiting for the device: on misses, and on cached pages still being read.
+    pub io_wait_ns: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -328,7 +332,11 @@ impl Sim {
             }
             self.queue.pop();
             self.now_ns = t;
-            if let Some(wake) = self.step(id as usize, until_ns) {
+            // A thread that never blocks must not run ahead of the others: the device and the
+            // cache it changes are shared, and a thread behind it would see the future (a
+            // random reader next to a scan found its channels booked milliseconds ahead).
+            let next = self.queue.peek().map_or(u64::MAX, |r| r.0 .0);
+            if let Some(wake) = self.step(id as usize, until_ns, next) {
                 self.queue.push(Reverse((wake, id)));
             }
         }
@@ -423,8 +431,9 @@ impl Sim {
     }
 
     /// Run thread `id` from `self.now_ns` until it blocks on I/O (returns the wake time) or
-    /// passes `until_ns` (returns its clock) or finishes (`None`).
-    fn step(&mut self, id: usize, until_ns: u64) -> Option<u64> {
+    /// passes `until_ns` or, between operations, `yield_after_ns` (returns its clock), or
+    /// finishes (`None`).
+    fn step(&mut self, id: usize, until_ns: u64, yield_after_ns: u64) -> Option<u64> {
         let mut clock = self.now_ns.max(self.threads[id].clock_ns);
         loop {
             if !self.threads[id].in_op {
@@ -434,7 +443,7 @@ impl Sim {
                     t.clock_ns = clock;
                     return None;
                 }
-                if clock >= until_ns {
+                if clock >= until_ns || clock > yield_after_ns {
                     t.clock_ns = clock;
                     return Some(clock);
                 }
@@ -503,6 +512,7 @@ impl Sim {
                         }
                         if c.ready_at_ns > clock {
                             // The page is still being read (a readahead in flight): wait.
+                            self.threads[id].stats.io_wait_ns += c.ready_at_ns - clock;
                             self.threads[id].clock_ns = c.ready_at_ns;
                             return Some(c.ready_at_ns);
                         }
@@ -532,7 +542,10 @@ impl Sim {
                         if mmap {
                             self.fault_around(file, index, clock);
                         }
-                        self.threads[id].clock_ns = ready;
+                        let t = &mut self.threads[id];
+                        t.stats.misses += 1;
+                        t.stats.io_wait_ns += ready - clock;
+                        t.clock_ns = ready;
                         return Some(ready);
                     }
                 }

@@ -81,6 +81,24 @@ fn device_shares_bandwidth_and_queues_beyond_its_channels() {
 }
 
 #[test]
+fn a_small_read_shares_the_link_with_queued_large_ones() {
+    // Four 512 KiB readaheads queued, then a 4 KiB read: FIFO on the link would finish it
+    // after all four (1 ms); fair sharing gives it its own transfer plus one of each of
+    // theirs, and the large ones still finish as booked.
+    let p = DevicePreset::nvme();
+    let mut d = Device::new(p.clone());
+    let big: Vec<u64> = (0..4).map(|i| d.submit(0, i << 20, 512 << 10, false)).collect();
+    let small = d.submit(0, 64 << 20, 4096, false);
+    let t4k = 4096 * 1_000_000_000 / p.bandwidth_bytes_per_s;
+    assert_eq!(small, p.read_latency_ns + 5 * t4k, "{small} vs {big:?}");
+    assert!(big.windows(2).all(|w| w[1] > w[0]), "{big:?}");
+    // A lone split request is not sped up by its own parts.
+    let mut d = Device::new(p.clone());
+    let done = d.submit(0, 0, 2 << 20, false);
+    assert_eq!(done, p.read_latency_ns + d.transfer_ns(2 << 20));
+}
+
+#[test]
 fn disk_seeks_cost_more_than_sequential_reads() {
     let mut d = Device::new(DevicePreset::hdd());
     let t1 = d.submit(0, 0, 4096, false);
@@ -176,6 +194,35 @@ fn two_instances_run_concurrently_on_one_device() {
     let r = run(cfg, 500_000_000);
     assert_eq!(r.ops_per_s.len(), 2);
     assert!(r.ops_per_s.iter().all(|&o| o > 0.0));
+}
+
+#[test]
+fn a_scan_does_not_run_ahead_of_a_concurrent_reader() {
+    // A scan that never blocks once ran seconds of simulated time in one go; the random
+    // reader beside it then found the device booked in its future and fell to 3% of its
+    // throughput when the scan's readahead grew. Threads now take turns in time order: the
+    // reader keeps its pace whatever the scan's readahead.
+    let pair = |scan_kb: u64| {
+        let mut cfg = small(WorkloadKind::ReadRandom, DevicePreset::nvme(), 16);
+        cfg.threads.push(ThreadSpec {
+            kind: WorkloadKind::ReadSeq,
+            mode: AccessMode::Mmap,
+            db_instance: 1,
+            max_ops: None,
+        });
+        let mut sim = Sim::new(cfg);
+        for f in 0..sim.n_files() {
+            if sim.instance_of(f) == 1 {
+                sim.set_file_ra_pages(f, Some(scan_kb / 4));
+            }
+        }
+        sim.run_until(1_000_000_000);
+        sim.thread_stats()
+    };
+    let (slow, fast) = (pair(16), pair(512));
+    assert!(fast[1].ops > slow[1].ops, "the scan gains from readahead: {slow:?} {fast:?}");
+    let kept = fast[0].ops as f64 / slow[0].ops as f64;
+    assert!(kept > 0.7, "random reader kept {kept:.2} of its throughput: {slow:?} {fast:?}");
 }
 
 #[test]
