@@ -110,6 +110,11 @@ class Model:
         return self._m.normaliser
 
     @property
+    def normaliser_log1p(self) -> list[bool]:
+        """Features the normaliser takes through ``sign(x) ln(1 + |x|)`` first (empty: none)."""
+        return self._m.normaliser_log1p
+
+    @property
     def nbytes(self) -> int:
         return self._m.nbytes
 
@@ -173,7 +178,8 @@ class MLP(_Estimator):
     lr 0.01, momentum 0.99, batch size 1. ``loss`` is one of ``cross_entropy``,
     ``binary_cross_entropy``, ``mse``, ``asymmetric_mse``, ``categorical_hinge``.
     Inputs are Z-score normalised (the statistics are stored in the model) unless
-    ``normalize=False``.
+    ``normalize=False``; features listed in ``log_features`` go through
+    ``sign(x) ln(1 + |x|)`` first (for counts and distances spanning orders of magnitude).
     """
 
     _params = (
@@ -193,6 +199,7 @@ class MLP(_Estimator):
         "penalized_class",
         "n_outputs",
         "output_activation",
+        "log_features",
     )
 
     def __init__(
@@ -213,6 +220,7 @@ class MLP(_Estimator):
         penalized_class: int = 1,
         n_outputs: int | None = None,
         output_activation: str | None = None,
+        log_features: Sequence[int] | None = None,
     ):
         self.hidden = tuple(hidden)
         self.activation = activation
@@ -230,6 +238,7 @@ class MLP(_Estimator):
         self.penalized_class = penalized_class
         self.n_outputs = n_outputs
         self.output_activation = output_activation
+        self.log_features = None if log_features is None else tuple(log_features)
         self.loss_curve_: list[float] = []
 
     def fit(self, X: Any, y: Any) -> MLP:
@@ -264,6 +273,7 @@ class MLP(_Estimator):
             penalty=float(self.penalty),
             penalized_class=int(self.penalized_class),
             log_odds_bias=binary,
+            log_features=None if self.log_features is None else [int(i) for i in self.log_features],
         )
         self.model_ = Model(native)
         self.loss_curve_ = list(history)

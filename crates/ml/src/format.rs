@@ -191,12 +191,16 @@ impl ModelFile {
         match &self.normaliser {
             None => w.push(0),
             Some(z) => {
-                w.push(1);
+                // Flag 1: plain Z-score; flag 2: Z-score after log1p on the marked features.
+                w.push(if z.log1p.is_empty() { 1 } else { 2 });
                 put_u32(&mut w, z.dim() as u32);
                 z.mean
                     .iter()
                     .chain(&z.std)
                     .for_each(|v| w.extend_from_slice(&v.to_le_bytes()));
+                if !z.log1p.is_empty() {
+                    w.extend(z.log1p.iter().map(|&b| b as u8));
+                }
             }
         }
         put_u32(&mut w, self.classes.len() as u32);
@@ -355,16 +359,34 @@ impl ModelFile {
         let features = (0..nf).map(|_| r.str("feature name")).collect::<Result<Vec<_>>>()?;
         let normaliser = match r.u8("normaliser flag")? {
             0 => None,
-            1 => {
+            flag @ (1 | 2) => {
                 let d = r.count("normaliser width", 16)?;
                 let mean = (0..d).map(|_| r.f64("normaliser mean")).collect::<Result<Vec<_>>>()?;
                 let std = (0..d).map(|_| r.f64("normaliser std")).collect::<Result<Vec<_>>>()?;
-                Some(ZScore::new(mean, std)?)
+                let z = ZScore::new(mean, std)?;
+                if flag == 2 {
+                    let mask = (0..d)
+                        .map(|_| match r.u8("normaliser log1p mask")? {
+                            0 => Ok(false),
+                            1 => Ok(true),
+                            v => Err(Error::invalid(
+                                "normaliser log1p mask",
+                                alloc::format!("{v} (expected 0 or 1)"),
+                            )),
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    if !mask.contains(&true) {
+                        return Err(Error::invalid("normaliser log1p mask", "flag 2 with no feature marked"));
+                    }
+                    Some(z.with_log1p(mask)?)
+                } else {
+                    Some(z)
+                }
             }
             v => {
                 return Err(Error::invalid(
                     "normaliser flag",
-                    alloc::format!("{v} (expected 0 or 1)"),
+                    alloc::format!("{v} (expected 0, 1 or 2)"),
                 ))
             }
         };
@@ -420,9 +442,15 @@ impl ModelFile {
         match &self.normaliser {
             None => s.push_str("  \"normaliser\": null,\n"),
             Some(z) => {
+                let log = if z.log1p.is_empty() {
+                    String::new()
+                } else {
+                    let v: Vec<&str> = z.log1p.iter().map(|&b| if b { "true" } else { "false" }).collect();
+                    alloc::format!(", \"log1p\": [{}]", v.join(", "))
+                };
                 let _ = writeln!(
                     s,
-                    "  \"normaliser\": {{\"type\": \"zscore\", \"mean\": {}, \"std\": {}}},",
+                    "  \"normaliser\": {{\"type\": \"zscore\", \"mean\": {}, \"std\": {}{log}}},",
                     json_nums(&z.mean),
                     json_nums(&z.std)
                 );

@@ -6,13 +6,32 @@
 use crate::{math, Error, Result};
 use alloc::vec::Vec;
 
-/// Fixed Z-score normaliser: `(x - mean) / std` per feature.
+/// Fixed Z-score normaliser: `(x - mean) / std` per feature, optionally after
+/// `sign(x) ln(1 + |x|)` on chosen features.
+///
+/// Why the logarithm: counts and distances in the I/O path span orders of magnitude. KML's
+/// mean page distance is 2.7 for a backward scan, 4.2 for a forward one and 60-3,000 for
+/// random reads; Z-scored as is, the two scans sit 0.002 standard deviations apart and a
+/// network cannot tell them apart, while after the logarithm they are 0.2 apart.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ZScore {
-    /// Per-feature mean.
+    /// Per-feature mean (of the log-transformed value where `log1p` says so).
     pub mean: Vec<f64>,
     /// Per-feature standard deviation (a zero is treated as 1, so constant features map to 0).
     pub std: Vec<f64>,
+    /// Features taken through `sign(x) ln(1 + |x|)` first; empty means none.
+    pub log1p: Vec<bool>,
+}
+
+/// `sign(x) ln(1 + |x|)`: monotone, defined everywhere, 0 at 0.
+#[inline]
+pub fn signed_log1p(x: f64) -> f64 {
+    let l = math::ln64(1.0 + x.abs());
+    if x < 0.0 {
+        -l
+    } else {
+        l
+    }
 }
 
 impl ZScore {
@@ -31,7 +50,44 @@ impl ZScore {
                 "mean/std must be finite, std non-negative",
             ));
         }
-        Ok(ZScore { mean, std })
+        Ok(ZScore {
+            mean,
+            std,
+            log1p: Vec::new(),
+        })
+    }
+
+    /// The same with `log1p` marking log-transformed features (length must match).
+    pub fn with_log1p(mut self, log1p: Vec<bool>) -> Result<Self> {
+        if !log1p.is_empty() && log1p.len() != self.mean.len() {
+            return Err(Error::Shape {
+                what: "normaliser log mask length",
+                expected: self.mean.len(),
+                found: log1p.len(),
+            });
+        }
+        self.log1p = if log1p.iter().any(|&b| b) { log1p } else { Vec::new() };
+        Ok(self)
+    }
+
+    /// Fit to `n` rows of `dim` features, taking the features marked in `log1p` through
+    /// [`signed_log1p`] first.
+    pub fn fit_log1p(x: &[f32], dim: usize, log1p: Vec<bool>) -> Result<Self> {
+        let mut t = x.to_vec();
+        let probe = ZScore {
+            mean: alloc::vec![0.0; dim],
+            std: alloc::vec![1.0; dim],
+            log1p: log1p.clone(),
+        };
+        if !log1p.is_empty() && log1p.len() != dim {
+            return Err(Error::Shape {
+                what: "normaliser log mask length",
+                expected: dim,
+                found: log1p.len(),
+            });
+        }
+        probe.transform_rows(&mut t);
+        Self::fit(&t, dim)?.with_log1p(log1p)
     }
 
     /// Fit to `n` rows of `dim` features (population standard deviation).
@@ -54,9 +110,14 @@ impl ZScore {
     /// Normalise one row in place. No allocation.
     #[inline]
     pub fn transform(&self, row: &mut [f32]) {
-        for ((v, &m), &s) in row.iter_mut().zip(&self.mean).zip(&self.std) {
+        for (i, ((v, &m), &s)) in row.iter_mut().zip(&self.mean).zip(&self.std).enumerate() {
             let s = if s > 0.0 { s } else { 1.0 };
-            *v = ((*v as f64 - m) / s) as f32;
+            let x = if self.log1p.get(i) == Some(&true) {
+                signed_log1p(*v as f64)
+            } else {
+                *v as f64
+            };
+            *v = ((x - m) / s) as f32;
         }
     }
 
@@ -170,6 +231,7 @@ impl Welford {
         ZScore {
             mean: self.mean.clone(),
             std,
+            log1p: Vec::new(),
         }
     }
 

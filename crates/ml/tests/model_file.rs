@@ -196,3 +196,35 @@ fn save_and_load_through_files_name_the_file_on_error() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn log_normaliser_round_trips_and_bad_masks_are_refused() {
+    let (mut net, _) = kml_files();
+    let z = net.normaliser.clone().unwrap();
+    net.normaliser = Some(z.clone().with_log1p(vec![true, true, true, true, false]).unwrap());
+    let b = net.to_bytes();
+    let back = ModelFile::from_bytes(&b).unwrap();
+    assert_eq!(back, net);
+    assert!(net.to_json().contains("\"log1p\": [true, true, true, true, false]"));
+    // The transform: log first, then the Z-score.
+    let zl = back.normaliser.as_ref().unwrap();
+    let mut row = [100.0f32, 0.0, 0.0, 0.0, 0.5];
+    zl.transform(&mut row);
+    let want = ((101f64.ln() - zl.mean[0]) / zl.std[0]) as f32;
+    assert!((row[0] - want).abs() < 1e-5, "{} vs {want}", row[0]);
+    // The mask is the last 5 bytes of the normaliser: find it after the std values.
+    let mask_at = b.windows(5).rposition(|w| w == [1, 1, 1, 1, 0]).unwrap();
+    for (bad, what) in [(2u8, "expected 0 or 1"), (0, "no feature marked")] {
+        let mut c = b.clone();
+        if bad == 0 {
+            c[mask_at..mask_at + 4].fill(0);
+        } else {
+            c[mask_at] = bad;
+        }
+        reseal(&mut c);
+        let e = ModelFile::from_bytes(&c).unwrap_err().to_string();
+        assert!(e.contains("log1p mask") && e.contains(what), "{e}");
+    }
+    // A mask of the wrong width cannot be built.
+    assert!(z.with_log1p(vec![true]).is_err());
+}

@@ -17,6 +17,12 @@ pub trait ReadaheadKnobs {
     fn file_read_ahead_kb(&self, inode: u64) -> u64;
     /// Set one file's readahead.
     fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64);
+    /// Files that process `pid` opens from now on start with `kb` (per-file mode: a scan
+    /// opens its next file sooner than the next decision). Default: not supported, new files
+    /// get the device's value.
+    fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
+        let _ = (pid, kb);
+    }
 }
 
 /// A decision maker called once per window.
@@ -130,10 +136,12 @@ impl ReadaheadController for KmlController {
 
     fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
         if self.per_file {
-            let files: BTreeMap<u64, [f64; 5]> = window.files.clone();
-            for (inode, f) in files {
+            // Per process: the decision on its busiest file (the most events, the surest
+            // reading) also goes to the files it opens next.
+            let mut busiest: BTreeMap<u32, (f64, u64)> = BTreeMap::new();
+            for (&inode, f) in &window.files {
                 // The readahead feature is the file's own current setting, in sectors.
-                let mut f = f;
+                let mut f = *f;
                 f[4] = knobs.file_read_ahead_kb(inode) as f64 * 2.0 / 1024.0;
                 let class = self.classify(&f);
                 self.decisions.push((inode, class));
@@ -141,6 +149,15 @@ impl ReadaheadController for KmlController {
                 if kb != knobs.file_read_ahead_kb(inode) {
                     knobs.set_file_read_ahead_kb(inode, kb);
                 }
+                if let Some(&pid) = window.file_owners.get(&inode) {
+                    let b = busiest.entry(pid).or_insert((f64::MIN, kb));
+                    if f[0] > b.0 {
+                        *b = (f[0], kb);
+                    }
+                }
+            }
+            for (pid, (_, kb)) in busiest {
+                knobs.set_new_file_read_ahead_kb(pid, kb);
             }
         } else if let Some(f) = window.device {
             let class = self.classify(&f);
@@ -193,9 +210,20 @@ impl ReadaheadController for Leap {
 
     fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
         if self.per_file {
+            let mut busiest: BTreeMap<u32, (f64, u64)> = BTreeMap::new();
             for (&inode, &trend) in &window.file_trends {
                 let kb = self.next(knobs.file_read_ahead_kb(inode), trend);
                 knobs.set_file_read_ahead_kb(inode, kb);
+                let events = window.files.get(&inode).map_or(0.0, |f| f[0]);
+                if let Some(&pid) = window.file_owners.get(&inode) {
+                    let b = busiest.entry(pid).or_insert((f64::MIN, kb));
+                    if events > b.0 {
+                        *b = (events, kb);
+                    }
+                }
+            }
+            for (pid, (_, kb)) in busiest {
+                knobs.set_new_file_read_ahead_kb(pid, kb);
             }
         } else if window.device.is_some() {
             let kb = self.next(knobs.device_read_ahead_kb(), window.device_trend);

@@ -19,4 +19,6 @@ pub struct PageObservation {
     pub inode: u64,
     /// Page index in the file.
     pub index: u64,
+    /// Process (thread group) whose access caused the event; 0 when unknown.
+    pub pid: u32,
 }

@@ -132,6 +132,8 @@ pub struct WindowFeatures {
     pub device_trend: Option<i64>,
     /// Each file's access trend (LEAP), if any.
     pub file_trends: BTreeMap<u64, Option<i64>>,
+    /// The process that last touched each file in the window (0: unknown).
+    pub file_owners: BTreeMap<u64, u32>,
 }
 
 /// KML's feature extractor over fixed windows.
@@ -141,6 +143,7 @@ pub struct KmlFeatures {
     start_ns: u64,
     device: WindowStats,
     files: BTreeMap<u64, WindowStats>,
+    owners: BTreeMap<u64, u32>,
 }
 
 impl KmlFeatures {
@@ -151,6 +154,7 @@ impl KmlFeatures {
             start_ns,
             device: WindowStats::default(),
             files: BTreeMap::new(),
+            owners: BTreeMap::new(),
         }
     }
 
@@ -167,6 +171,9 @@ impl KmlFeatures {
         }
         self.device.push(ev.index);
         self.files.entry(ev.inode).or_default().push(ev.index);
+        if ev.pid != 0 {
+            self.owners.insert(ev.inode, ev.pid);
+        }
         true
     }
 
@@ -183,6 +190,7 @@ impl KmlFeatures {
                 .collect(),
             device_trend: self.device.trend(),
             file_trends: self.files.iter().map(|(&ino, w)| (ino, w.trend())).collect(),
+            file_owners: std::mem::take(&mut self.owners),
         };
         self.device = WindowStats::default();
         self.files.clear();

@@ -8,6 +8,7 @@ fn obs(t: u64, inode: u64, index: u64) -> PageObservation {
         time_ns: t,
         inode,
         index,
+        pid: 0,
     }
 }
 

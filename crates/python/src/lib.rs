@@ -142,6 +142,16 @@ impl Model {
         self.file.normaliser.as_ref().map(|z| (z.mean.clone(), z.std.clone()))
     }
 
+    /// Which features the normaliser takes through `sign(x) ln(1 + |x|)` first (empty: none).
+    #[getter]
+    fn normaliser_log1p(&self) -> Vec<bool> {
+        self.file
+            .normaliser
+            .as_ref()
+            .map(|z| z.log1p.clone())
+            .unwrap_or_default()
+    }
+
     #[setter]
     fn set_normaliser(&mut self, stats: Option<(Vec<f64>, Vec<f64>)>) -> PyResult<()> {
         self.file.normaliser = match stats {
@@ -359,7 +369,7 @@ fn parse_loss(
 /// Train an MLP. `y` holds class indices (classification losses) or targets (regression, one
 /// column per output).
 #[pyfunction]
-#[pyo3(signature = (x, y, hidden, activation, n_outputs, output_activation, loss, lr, momentum, batch_size, epochs, seed, normalize, class_weights=None, pos_weight=1.0, b=0.0, penalty=1.0, penalized_class=1, log_odds_bias=false))]
+#[pyo3(signature = (x, y, hidden, activation, n_outputs, output_activation, loss, lr, momentum, batch_size, epochs, seed, normalize, class_weights=None, pos_weight=1.0, b=0.0, penalty=1.0, penalized_class=1, log_odds_bias=false, log_features=None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_mlp(
     py: Python<'_>,
@@ -382,8 +392,15 @@ fn fit_mlp(
     penalty: f32,
     penalized_class: usize,
     log_odds_bias: bool,
+    log_features: Option<Vec<usize>>,
 ) -> PyResult<(Model, Vec<f32>)> {
     let (mut xv, d) = rows(&x)?;
+    let mut log1p = vec![false; d];
+    for i in log_features.unwrap_or_default() {
+        *log1p
+            .get_mut(i)
+            .ok_or_else(|| PyValueError::new_err(format!("log_features: feature {i} of {d}")))? = true;
+    }
     let yv: Vec<f32> = y.as_array().iter().copied().collect();
     let act = Activation::parse(activation).map_err(err)?;
     let out_act = output_activation.map(Activation::parse).transpose().map_err(err)?;
@@ -405,7 +422,11 @@ fn fit_mlp(
     };
     let (net, norm, history) = py
         .detach(move || -> iolearn_ml::Result<_> {
-            let norm = if normalize { Some(ZScore::fit(&xv, d)?) } else { None };
+            let norm = if normalize {
+                Some(ZScore::fit_log1p(&xv, d, log1p)?)
+            } else {
+                None
+            };
             if let Some(z) = &norm {
                 z.transform_rows(&mut xv);
             }
@@ -590,6 +611,7 @@ fn kml_features<'py>(
             time_ns: r[0],
             inode: r[1],
             index: r[2],
+            pid: 0,
         })
         .collect();
     if obs.windows(2).any(|w| w[1].time_ns < w[0].time_ns) {
@@ -639,6 +661,12 @@ impl iolearn_policy::controller::ReadaheadKnobs for SimKnobs<'_> {
     }
     fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {
         self.0.set_file_ra_pages(inode as u32, Some(kb / 4))
+    }
+    fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
+        // Processes are database instances, pid = instance + 1 (0 means unknown).
+        if let Some(instance) = pid.checked_sub(1) {
+            self.0.set_new_file_ra_pages(instance, Some(kb / 4))
+        }
     }
 }
 
@@ -756,7 +784,6 @@ fn sim_closed_loop<'py>(
     let end_ns = phase_ns * phases.len() as u64;
     let (ops, trace, feats) = py.detach(move || {
         let mut sim = Sim::new(cfg);
-        sim.set_inherit_file_ra(per_file);
         if let Some(kbs) = &per_workload {
             for f in 0..sim.n_files() {
                 let kb = kbs[sim.instance_of(f) as usize];
@@ -779,6 +806,7 @@ fn sim_closed_loop<'py>(
                     time_ns: e.time_ns,
                     inode: e.file as u64,
                     index: e.index,
+                    pid: sim.instance_of(e.file) + 1,
                 });
             }
             let dev_ra = sim.device_read_ahead_kb() * 2; // sectors

@@ -10,7 +10,10 @@ fn main() {
     let kind = |i: usize, d: WorkloadKind| args.get(i).and_then(|s| WorkloadKind::parse(s)).unwrap_or(d);
     let (a, b) = (kind(1, WorkloadKind::ReadRandom), kind(2, WorkloadKind::ReadSeq));
     let secs: f64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(8.0);
-    let device = args.get(4).and_then(|s| DevicePreset::by_name(s)).unwrap_or_else(DevicePreset::nvme);
+    let device = args
+        .get(4)
+        .and_then(|s| DevicePreset::by_name(s))
+        .unwrap_or_else(DevicePreset::nvme);
     println!("{} + {} on {}, {secs} simulated s", a.name(), b.name(), device.name);
     for ra_a in [16u64, 128] {
         for ra_b in [16u64, 128, 256, 512] {

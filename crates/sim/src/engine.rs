@@ -149,8 +149,8 @@ pub struct Sim {
     events: Vec<PageEvent>,
     evicted: Vec<Evicted>,
     page_accesses: u64,
-    /// Per instance: the readahead new files inherit (empty: inheritance off).
-    inherit: Vec<Option<u64>>,
+    /// Per instance: the readahead its newly opened files start with (`None`: the device's).
+    new_file_ra: Vec<Option<u64>>,
 }
 
 impl Sim {
@@ -203,7 +203,7 @@ impl Sim {
             events: Vec::new(),
             evicted: Vec::new(),
             page_accesses: 0,
-            inherit: Vec::new(),
+            new_file_ra: vec![None; instances as usize],
             cfg,
         }
     }
@@ -279,19 +279,16 @@ impl Sim {
         let f = &mut self.files[file as usize];
         f.pinned = pages.is_some();
         f.ra.ra_pages = pages.unwrap_or(dev);
-        let instance = self.instance_of(file) as usize;
-        if let Some(slot) = self.inherit.get_mut(instance) {
-            *slot = pages;
-        }
     }
 
-    /// Files opened from now on by a database instance start with the readahead last set on
-    /// one of its files (per-file mode: a tuner applies its per-stream decision to the
-    /// files the same process opens next, as a scan moves from one SST file to the next
-    /// faster than one decision window).
-    pub fn set_inherit_file_ra(&mut self, on: bool) {
-        let instances = self.files.len() / self.files_per_instance as usize;
-        self.inherit = if on { vec![None; instances] } else { Vec::new() };
+    /// Files that database `instance` (one process) opens from now on start with `pages` of
+    /// readahead instead of the device's (`None`: the device's again). Per-file tuning needs
+    /// it: a scan moves from one SST file to the next faster than one decision window, so a
+    /// decision taken on the files a process has read must also cover the ones it opens next.
+    pub fn set_new_file_ra_pages(&mut self, instance: u32, pages: Option<u64>) {
+        if let Some(slot) = self.new_file_ra.get_mut(instance as usize) {
+            *slot = pages;
+        }
     }
 
     /// `posix_fadvise` on a file.
@@ -346,10 +343,10 @@ impl Sim {
     }
 
     fn open_file(&mut self, file: u32, instance: u32) {
-        let inherited = self.inherit.get(instance as usize).copied().flatten();
+        let preset = self.new_file_ra.get(instance as usize).copied().flatten();
         let f = &mut self.files[file as usize];
         f.opened = true;
-        if let (Some(pages), false) = (inherited, f.pinned) {
+        if let (Some(pages), false) = (preset, f.pinned) {
             f.ra.ra_pages = pages;
             f.pinned = true;
         }

@@ -220,9 +220,15 @@ fn a_scan_does_not_run_ahead_of_a_concurrent_reader() {
         sim.thread_stats()
     };
     let (slow, fast) = (pair(16), pair(512));
-    assert!(fast[1].ops > slow[1].ops, "the scan gains from readahead: {slow:?} {fast:?}");
+    assert!(
+        fast[1].ops > slow[1].ops,
+        "the scan gains from readahead: {slow:?} {fast:?}"
+    );
     let kept = fast[0].ops as f64 / slow[0].ops as f64;
-    assert!(kept > 0.7, "random reader kept {kept:.2} of its throughput: {slow:?} {fast:?}");
+    assert!(
+        kept > 0.7,
+        "random reader kept {kept:.2} of its throughput: {slow:?} {fast:?}"
+    );
 }
 
 #[test]
@@ -259,11 +265,11 @@ fn workload_names_round_trip() {
 }
 
 #[test]
-fn new_files_inherit_the_last_per_file_setting_when_asked() {
+fn files_a_process_opens_next_start_with_its_new_file_setting() {
     let mut sim = Sim::new(small(WorkloadKind::ReadSeq, DevicePreset::nvme(), 128));
-    sim.set_inherit_file_ra(true);
     sim.run_until(1_000_000);
     sim.set_file_ra_pages(0, Some(64));
+    sim.set_new_file_ra_pages(0, Some(64));
     // The scan reaches later files: they open with 64 pages, not the device's 32.
     sim.run_until(400_000_000);
     let last_opened = (0..sim.n_files()).rev().find(|&f| sim.file_ra_pages(f) == 64 && f > 0);

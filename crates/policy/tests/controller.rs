@@ -1,0 +1,113 @@
+//! The readahead controllers act through `ReadaheadKnobs` as documented.
+
+use iolearn_ml::kml::READAHEAD_SCHEMA;
+use iolearn_ml::{ClassAction, DecisionTree, ModelFile, ModelKind, TreeConfig};
+use iolearn_policy::controller::{KmlController, ReadaheadController, ReadaheadKnobs};
+use iolearn_policy::readahead::WindowFeatures;
+use std::collections::BTreeMap;
+
+/// Knobs that remember what was set.
+#[derive(Default)]
+struct Recorder {
+    device_kb: u64,
+    files: BTreeMap<u64, u64>,
+    new_files: BTreeMap<u32, u64>,
+}
+
+impl ReadaheadKnobs for Recorder {
+    fn device_read_ahead_kb(&self) -> u64 {
+        self.device_kb
+    }
+    fn set_device_read_ahead_kb(&mut self, kb: u64) {
+        self.device_kb = kb;
+    }
+    fn file_read_ahead_kb(&self, inode: u64) -> u64 {
+        self.files.get(&inode).copied().unwrap_or(self.device_kb)
+    }
+    fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {
+        self.files.insert(inode, kb);
+    }
+    fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
+        self.new_files.insert(pid, kb);
+    }
+}
+
+/// A tree that reads the mean page distance: small = sequential (512 KiB), large = random
+/// (16 KiB).
+fn model() -> ModelFile {
+    let mut x = Vec::new();
+    let mut y = Vec::new();
+    for (delta, class) in [(1.0, 1.0), (3.0, 1.0), (200.0, 0.0), (900.0, 0.0)] {
+        x.extend([100.0, 10.0, 10.0, delta, 0.25]);
+        y.push(class);
+    }
+    let tree = DecisionTree::fit(&x, &y, 5, &TreeConfig::default()).unwrap();
+    let mut m = ModelFile::new(ModelKind::Tree(tree), READAHEAD_SCHEMA);
+    m.features = (0..5).map(|i| format!("f{i}")).collect();
+    m.classes = vec![
+        ClassAction {
+            label: "random".into(),
+            action: 16,
+        },
+        ClassAction {
+            label: "sequential".into(),
+            action: 512,
+        },
+    ];
+    m.action_unit = "read_ahead_kb".into();
+    m
+}
+
+fn window(files: &[(u64, u32, f64, f64)]) -> WindowFeatures {
+    WindowFeatures {
+        start_ns: 0,
+        device: Some([1000.0, 10.0, 10.0, 500.0, 0.25]),
+        files: files
+            .iter()
+            .map(|&(ino, _, n, d)| (ino, [n, 10.0, 10.0, d, 0.25]))
+            .collect(),
+        device_trend: None,
+        file_trends: files.iter().map(|&(ino, ..)| (ino, None)).collect(),
+        file_owners: files.iter().map(|&(ino, pid, ..)| (ino, pid)).collect(),
+    }
+}
+
+#[test]
+fn per_file_mode_sets_each_file_and_each_process_new_files_from_its_busiest_file() {
+    let mut c = KmlController::new(model(), true).unwrap();
+    let mut k = Recorder {
+        device_kb: 128,
+        ..Default::default()
+    };
+    // Process 7: a long sequential file and a barely touched random-looking one; process 8:
+    // random reads.
+    c.decide(
+        &window(&[(1, 7, 5000.0, 1.0), (2, 7, 9.0, 400.0), (3, 8, 300.0, 700.0)]),
+        &mut k,
+    );
+    assert_eq!(k.files, BTreeMap::from([(1, 512), (2, 16), (3, 16)]));
+    assert_eq!(k.new_files, BTreeMap::from([(7, 512), (8, 16)]));
+    assert_eq!(k.device_kb, 128, "per-file mode leaves the device alone");
+}
+
+#[test]
+fn per_device_mode_sets_the_device_only() {
+    let mut c = KmlController::new(model(), false).unwrap();
+    let mut k = Recorder {
+        device_kb: 128,
+        ..Default::default()
+    };
+    c.decide(&window(&[(1, 7, 5000.0, 1.0)]), &mut k);
+    assert_eq!(k.device_kb, 16, "device mean distance 500 reads as random");
+    assert!(k.files.is_empty() && k.new_files.is_empty());
+}
+
+#[test]
+fn a_model_without_the_readahead_schema_is_refused() {
+    let mut m = model();
+    m.schema = "something-else".into();
+    assert!(KmlController::new(m, true).is_err());
+    let mut m = model();
+    m.action_unit = "rsize".into();
+    assert!(KmlController::new(m, false).is_err());
+}
