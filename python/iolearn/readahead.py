@@ -189,9 +189,7 @@ def train(rows, feats, out: Path, seed=0, epochs=100, suffix="", jitter=True):
     classes = [(w, best[w]) for w in TRAIN_WORKLOADS]
     # KML's features are counts and page distances spanning orders of magnitude: the network
     # sees them through log1p before the Z-score (see `LOG_FEATURES`).
-    nn = MLP(
-        hidden=(15, 5), lr=0.01, momentum=0.99, batch_size=8, epochs=epochs, seed=seed, log_features=LOG_FEATURES
-    )
+    nn = MLP(hidden=(15, 5), lr=0.01, momentum=0.99, batch_size=8, epochs=epochs, seed=seed, log_features=LOG_FEATURES)
     if jitter:
         nn = CountJitter(nn, seed=seed)
     dt = DecisionTree(max_depth=9)
