@@ -36,6 +36,24 @@ def cross_val_score(
     return np.array(scores)
 
 
+def cross_val_predict(
+    estimator: Any,
+    X: np.ndarray,
+    y: np.ndarray,
+    cv: int = 10,
+    seed: int = 0,
+) -> np.ndarray:
+    """Out-of-fold predictions: each row predicted by a fresh clone of ``estimator`` fitted on
+    the other ``cv - 1`` folds (the folds of :func:`cross_val_score`)."""
+    X = np.asarray(X, dtype=np.float32)
+    y = np.asarray(y)
+    out = np.empty(len(y), dtype=np.int64)
+    for test in kfold(len(y), cv, seed):
+        train = np.setdiff1d(np.arange(len(y)), test, assume_unique=True)
+        out[test] = estimator.clone().fit(X[train], y[train]).predict(X[test])
+    return out
+
+
 def permutation_importance(
     model: Any, X: np.ndarray, y: np.ndarray, n_repeats: int = 5, seed: int = 0
 ) -> dict[str, Any]:

@@ -173,7 +173,23 @@ def test_cli_predict_matches_python(tmp_path, kml_dir):
 def test_demo_runs(tmp_path, kml_dir):
     from iolearn import demo
 
-    assert demo.main(["--reference", str(kml_dir), "--out", str(tmp_path), "--epochs", "20", "--sim-seconds", "1"]) == 0
+    assert (
+        demo.main(
+            [
+                "--reference",
+                str(kml_dir),
+                "--out",
+                str(tmp_path),
+                "--epochs",
+                "20",
+                "--sim-seconds",
+                "1",
+                "--eval-seconds",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "readahead_nn.iolm").exists()
     m = iolearn.load_model(tmp_path / "readahead_nn.iolm")
     assert m.schema == iolearn.READAHEAD_SCHEMA
