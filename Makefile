@@ -19,7 +19,6 @@ $(VENV)/.deps: pyproject.toml scripts/bootstrap.sh
 ## demo: the main job on the embedded default
 demo: setup
 	$(PY) -m iolearn.demo
-	./target/release/iolearn model inspect results/demo/readahead_nn.iolm
 
 ## test: every test (Rust, Python, CLI, a short fuzz run where nightly Rust exists)
 test: setup

@@ -132,15 +132,19 @@ fn inspect(path: &Path, json: bool) -> Result<()> {
         let norm = file
             .normaliser
             .as_ref()
-            .map(|z| format!("  (mean {:.6}, std {:.6})", z.mean[i], z.std[i]))
+            .map(|z| {
+                let log = if z.log1p.get(i) == Some(&true) { "log1p, then " } else { "" };
+                format!("  ({log}mean {:.6}, std {:.6})", z.mean[i], z.std[i])
+            })
             .unwrap_or_default();
         writeln!(out, "  {i}: {f}{norm}")?;
     }
-    writeln!(
-        out,
-        "normaliser:    {}",
-        if file.normaliser.is_some() { "z-score" } else { "none" }
-    )?;
+    let normaliser = match &file.normaliser {
+        None => "none",
+        Some(z) if z.log1p.is_empty() => "z-score",
+        Some(_) => "z-score (after sign(x) ln(1 + |x|) on the features marked log1p)",
+    };
+    writeln!(out, "normaliser:    {normaliser}")?;
     if !file.classes.is_empty() {
         writeln!(
             out,
