@@ -7,6 +7,12 @@ venv=$1; shift
 need_apt=()
 command -v cc >/dev/null || need_apt+=(build-essential)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+# eBPF probes (crates/probe): clang compiles them, libbpf-sys builds libbpf against libelf and
+# zlib. Without clang the probes are left out of the build (with a warning), not the rest.
+command -v clang >/dev/null || need_apt+=(clang)
+command -v pkg-config >/dev/null || need_apt+=(pkg-config)
+[[ -f /usr/include/libelf.h ]] || need_apt+=(libelf-dev)
+[[ -f /usr/include/zlib.h ]] || need_apt+=(zlib1g-dev)
 if ((${#need_apt[@]})); then
     if [[ $(id -u) == 0 ]]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"

@@ -133,7 +133,11 @@ fn inspect(path: &Path, json: bool) -> Result<()> {
             .normaliser
             .as_ref()
             .map(|z| {
-                let log = if z.log1p.get(i) == Some(&true) { "log1p, then " } else { "" };
+                let log = if z.log1p.get(i) == Some(&true) {
+                    "log1p, then "
+                } else {
+                    ""
+                };
                 format!("  ({log}mean {:.6}, std {:.6})", z.mean[i], z.std[i])
             })
             .unwrap_or_default();

@@ -57,6 +57,30 @@ impl WindowStats {
         self.last = Some(index);
     }
 
+    /// The same statistics from sums kept elsewhere (the in-kernel aggregation of
+    /// `iolearn-probe`): `n` indices with sum `sum`, sum of squares `sum_sq`, range
+    /// `min..=max`, and `sum_abs_delta` the sum of |successive differences|. Exact: the
+    /// squared deviations come from integer arithmetic, not from cancelling floats. No access
+    /// history, so no LEAP trend.
+    pub fn from_sums(n: u64, sum: u64, sum_sq: u64, min: u64, max: u64, sum_abs_delta: u64) -> WindowStats {
+        if n == 0 {
+            return WindowStats::default();
+        }
+        // M2 = sum_sq - sum^2 / n = (n sum_sq - sum^2) / n
+        let m2_times_n = (n as u128 * sum_sq as u128).saturating_sub(sum as u128 * sum as u128);
+        WindowStats {
+            n,
+            mean: sum as f64 / n as f64,
+            m2: m2_times_n as f64 / n as f64,
+            min,
+            max,
+            last: Some(max),
+            sum_abs_delta: sum_abs_delta as f64,
+            recent: [0; HISTORY],
+            recent_len: 0,
+        }
+    }
+
     /// LEAP's trend (Maruf and Chowdhury, ATC 2020): the majority delta of the recent history
     /// found by Boyer-Moore voting, checked to be a real majority; tried on the whole history,
     /// then on its most recent half, quarter, down to 4 deltas. `None`: no trend.

@@ -113,3 +113,26 @@ fn leap_trend_is_a_verified_majority_of_recent_deltas() {
     }
     assert_eq!(r.trend(), Some(2));
 }
+
+#[test]
+fn features_from_sums_equal_features_from_events() {
+    // The in-kernel aggregation keeps sums; the features must not depend on which path
+    // computed them.
+    let idx: Vec<u64> = vec![5, 6, 7, 100, 101, 40, 999_000, 3, 3, 4];
+    let mut w = WindowStats::default();
+    let (mut sum, mut sq, mut abs) = (0u64, 0u64, 0u64);
+    for (i, &x) in idx.iter().enumerate() {
+        w.push(x);
+        sum += x;
+        sq += x * x;
+        if i > 0 {
+            abs += x.abs_diff(idx[i - 1]);
+        }
+    }
+    let s = WindowStats::from_sums(idx.len() as u64, sum, sq, 3, 999_000, abs);
+    let (a, b) = (w.features(256), s.features(256));
+    for (x, y) in a.iter().zip(&b) {
+        assert!((x - y).abs() <= 1e-9 * x.abs().max(1.0), "{a:?} vs {b:?}");
+    }
+    assert_eq!(WindowStats::from_sums(0, 0, 0, 0, 0, 0).features(8)[0], 0.0);
+}

@@ -1,0 +1,60 @@
+/* Shared between the BPF program and user space (crates/probe/src/lib.rs mirrors it). */
+#ifndef IOLEARN_EVENTS_H
+#define IOLEARN_EVENTS_H
+
+#define MAX_FILES 16384
+#define LAT_BUCKETS 24
+
+enum event_kind { EV_ADD = 1, EV_ACCESS = 2 };
+
+struct file_key {
+	__u64 ino;
+	__u32 dev;
+	__u32 pad;
+};
+
+/* KML's per-window sums over one stream of page indices. */
+struct page_sums {
+	__u64 n;
+	__u64 sum;
+	__u64 sum_sq;
+	__u64 min;
+	__u64 max;
+	__u64 sum_abs_delta;
+	__u64 last;
+	__u32 tgid;
+	__u32 pad;
+};
+
+struct page_event {
+	__u64 time_ns;
+	__u64 ino;
+	__u64 index;
+	__u64 pages;
+	__u32 dev;
+	__u32 tgid;
+	__u8 kind;
+	__u8 pad[7];
+};
+
+enum counter {
+	C_PAGES_ADDED,
+	C_PAGES_ACCESSED,
+	C_OTHER_DEVICE,
+	C_OTHER_PROCESS,
+	C_BEYOND_MAX_INDEX,
+	C_LOST_RING_FULL,
+	C_LOST_FILE_TABLE_FULL,
+	C_LOST_RQ_TABLE_FULL,
+	C_RA_SYNC,
+	C_RA_ASYNC,
+	C_RA_PAGES,
+	C_RQ_ISSUED,
+	C_RQ_COMPLETED,
+	C_RQ_BYTES,
+	C_RQ_LATENCY_NS,
+	C_RQ_DEPTH_SUM,
+	N_COUNTERS,
+};
+
+#endif

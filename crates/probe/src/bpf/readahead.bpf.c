@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: GPL-2.0
+/* iolearn's readahead probes: page-cache insertions and accesses aggregated in the kernel
+ * into KML's per-window sums (per file and per device), readahead decisions, and block
+ * requests with latency and queue depth. User space reads and clears the sums once per window
+ * and may also take every event from a ring buffer. Nothing here changes the system. */
+#include "vmlinux_min.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include "events.h"
+
+/* Set by user space before loading. */
+const volatile __u32 target_dev = 0;     /* kernel dev_t of the device; 0: every device */
+const volatile __u8 filter_tgid = 0;     /* 1: only processes listed in `tgids` */
+const volatile __u8 raw_events = 0;      /* 1: also send every event to `events` */
+const volatile __u64 max_index = 1000000; /* KML drops page indices above this */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} tgids SEC(".maps");
+
+/* Windows are double-buffered: the programs add to slot `window_slot`; user space flips it
+ * at a window's end and then reads and clears the other slot, so no event falls between a
+ * read and a clear. */
+volatile __u32 window_slot = 0;
+
+struct file_sums_map {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, MAX_FILES);
+	__type(key, struct file_key);
+	__type(value, struct page_sums);
+};
+struct file_sums_map file_sums0 SEC(".maps");
+struct file_sums_map file_sums1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct page_sums);
+} device_sums SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, N_COUNTERS);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+/* Block requests in flight: issue time by (device, sector). */
+struct rq_key {
+	__u32 dev;
+	__u32 pad;
+	__u64 sector;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct rq_key);
+	__type(value, __u64);
+} rq_start SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __s64);
+} in_flight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LAT_BUCKETS);
+	__type(key, __u32);
+	__type(value, __u64);
+} rq_latency SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20);
+} events SEC(".maps");
+
+static __always_inline void count(__u32 which, __u64 n)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &which);
+	if (c)
+		*c += n;
+}
+
+static __always_inline bool wanted(__u32 dev)
+{
+	if (target_dev && dev != target_dev) {
+		count(C_OTHER_DEVICE, 1);
+		return false;
+	}
+	if (filter_tgid) {
+		__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+		if (!bpf_map_lookup_elem(&tgids, &tgid)) {
+			count(C_OTHER_PROCESS, 1);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Add pages first..first+n-1, in that order, to one stream's sums: the same arithmetic as
+ * adding them one by one (sums of an arithmetic run in closed form). */
+static __always_inline void add_run(struct page_sums *s, __u64 first, __u64 n, __u32 tgid)
+{
+	__u64 last = first + n - 1;
+	if (s->n == 0) {
+		s->min = first;
+		s->max = last;
+	} else {
+		if (first < s->min)
+			s->min = first;
+		if (last > s->max)
+			s->max = last;
+		s->sum_abs_delta += first > s->last ? first - s->last : s->last - first;
+	}
+	s->sum_abs_delta += n - 1;
+	s->n += n;
+	/* sum of first..last and of their squares */
+	s->sum += n * first + n * (n - 1) / 2;
+	s->sum_sq += n * first * first + first * n * (n - 1) + (n - 1) * n * (2 * n - 1) / 6;
+	s->last = last;
+	s->tgid = tgid;
+}
+
+static __always_inline void add_to_file(void *map, struct file_key *key, __u64 index, __u64 n, __u32 tgid)
+{
+	struct page_sums *f = bpf_map_lookup_elem(map, key);
+	if (!f) {
+		struct page_sums fresh = {};
+		bpf_map_update_elem(map, key, &fresh, BPF_NOEXIST);
+		f = bpf_map_lookup_elem(map, key);
+	}
+	if (f)
+		add_run(f, index, n, tgid);
+	else
+		count(C_LOST_FILE_TABLE_FULL, n);
+}
+
+static __always_inline void observe(__u8 kind, __u32 dev, __u64 ino, __u64 index, __u64 n)
+{
+	if (!wanted(dev))
+		return;
+	if (index > max_index) {
+		count(C_BEYOND_MAX_INDEX, n);
+		return;
+	}
+	if (index + n - 1 > max_index)
+		n = max_index - index + 1;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	count(kind == EV_ADD ? C_PAGES_ADDED : C_PAGES_ACCESSED, n);
+
+	__u32 slot = window_slot & 1;
+	struct page_sums *d = bpf_map_lookup_elem(&device_sums, &slot);
+	if (d)
+		add_run(d, index, n, tgid);
+
+	struct file_key key = { .ino = ino, .dev = dev };
+	if (slot)
+		add_to_file(&file_sums1, &key, index, n, tgid);
+	else
+		add_to_file(&file_sums0, &key, index, n, tgid);
+
+	if (raw_events) {
+		struct page_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (!e) {
+			count(C_LOST_RING_FULL, 1);
+			return;
+		}
+		e->time_ns = bpf_ktime_get_ns();
+		e->ino = ino;
+		e->index = index;
+		e->pages = n;
+		e->dev = dev;
+		e->tgid = tgid;
+		e->kind = kind;
+		bpf_ringbuf_submit(e, 0);
+	}
+}
+
+SEC("tp/filemap/mm_filemap_add_to_page_cache")
+int on_add(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
+{
+	__u8 order = BPF_CORE_READ(ctx, order);
+	observe(EV_ADD, BPF_CORE_READ(ctx, s_dev), BPF_CORE_READ(ctx, i_ino), BPF_CORE_READ(ctx, index),
+		1ULL << (order & 31));
+	return 0;
+}
+
+SEC("tp/filemap/mm_filemap_get_pages")
+int on_get_pages(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
+{
+	__u64 first = BPF_CORE_READ(ctx, index), last = BPF_CORE_READ(ctx, last_index);
+	if (last < first)
+		return 0;
+	observe(EV_ACCESS, BPF_CORE_READ(ctx, s_dev), BPF_CORE_READ(ctx, i_ino), first, last - first + 1);
+	return 0;
+}
+
+SEC("tp/filemap/mm_filemap_fault")
+int on_fault(struct trace_event_raw_mm_filemap_fault *ctx)
+{
+	observe(EV_ACCESS, BPF_CORE_READ(ctx, s_dev), BPF_CORE_READ(ctx, i_ino), BPF_CORE_READ(ctx, index), 1);
+	return 0;
+}
+
+static __always_inline void readahead(struct trace_event_raw_page_cache_ra_op *ctx, bool async)
+{
+	if (!wanted(BPF_CORE_READ(ctx, s_dev)))
+		return;
+	count(async ? C_RA_ASYNC : C_RA_SYNC, 1);
+	count(C_RA_PAGES, BPF_CORE_READ(ctx, size));
+}
+
+SEC("tp/readahead/page_cache_sync_ra")
+int on_sync_ra(struct trace_event_raw_page_cache_ra_op *ctx)
+{
+	readahead(ctx, false);
+	return 0;
+}
+
+SEC("tp/readahead/page_cache_async_ra")
+int on_async_ra(struct trace_event_raw_page_cache_ra_op *ctx)
+{
+	readahead(ctx, true);
+	return 0;
+}
+
+/* Block requests: filtered by device only (the issuing context is often not the process). */
+SEC("tp/block/block_rq_issue")
+int on_rq_issue(struct trace_event_raw_block_rq *ctx)
+{
+	__u32 dev = BPF_CORE_READ(ctx, dev);
+	if (target_dev && dev != target_dev)
+		return 0;
+	struct rq_key key = { .dev = dev, .sector = BPF_CORE_READ(ctx, sector) };
+	__u64 now = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(&rq_start, &key, &now, BPF_ANY))
+		count(C_LOST_RQ_TABLE_FULL, 1);
+	__u32 zero = 0;
+	__s64 *q = bpf_map_lookup_elem(&in_flight, &zero);
+	__s64 depth = q ? __sync_fetch_and_add(q, 1) + 1 : 0;
+	count(C_RQ_ISSUED, 1);
+	count(C_RQ_BYTES, BPF_CORE_READ(ctx, bytes));
+	count(C_RQ_DEPTH_SUM, depth > 0 ? depth : 0);
+	return 0;
+}
+
+SEC("tp/block/block_rq_complete")
+int on_rq_complete(struct trace_event_raw_block_rq_completion *ctx)
+{
+	__u32 dev = BPF_CORE_READ(ctx, dev);
+	if (target_dev && dev != target_dev)
+		return 0;
+	struct rq_key key = { .dev = dev, .sector = BPF_CORE_READ(ctx, sector) };
+	__u64 *start = bpf_map_lookup_elem(&rq_start, &key);
+	if (!start)
+		return 0; /* issued before we attached */
+	__u64 lat = bpf_ktime_get_ns() - *start;
+	bpf_map_delete_elem(&rq_start, &key);
+	__u32 zero = 0;
+	__s64 *q = bpf_map_lookup_elem(&in_flight, &zero);
+	if (q)
+		__sync_fetch_and_add(q, -1);
+	/* log2 buckets of microseconds */
+	__u64 us = lat / 1000;
+	__u32 b = 0;
+#pragma unroll
+	for (int i = 0; i < LAT_BUCKETS - 1; i++) {
+		if (us >> i)
+			b = i + 1;
+	}
+	__u64 *h = bpf_map_lookup_elem(&rq_latency, &b);
+	if (h)
+		*h += 1;
+	count(C_RQ_COMPLETED, 1);
+	count(C_RQ_LATENCY_NS, lat);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,337 @@
+//! `iolearn-probe`: eBPF probes of the page cache, readahead and the block layer on a stock
+//! kernel (CO-RE: compiled once, relocated against `/sys/kernel/btf/vmlinux` at load time).
+//!
+//! What is observed, from tracepoints (stable names, no kernel patch, no module):
+//! - page-cache insertions, `filemap:mm_filemap_add_to_page_cache` (one folio, `1 << order`
+//!   pages);
+//! - page accesses that reach the kernel: `filemap:mm_filemap_get_pages` for `read()` (the
+//!   range looked up) and `filemap:mm_filemap_fault` for faults on file mappings. These are
+//!   KML's "read of a cached page" hook without a kernel patch: loads from pages already mapped
+//!   never reach the kernel (as in KML); a lookup that misses is counted here and then shows
+//!   up as insertions. Tracepoints rather than fentry: their arguments are a documented record
+//!   that survives kernel refactoring, where fentry depends on one function's signature;
+//! - readahead decisions, `readahead:page_cache_{sync,async}_ra` (counts and pages);
+//! - block requests, `block:block_rq_{issue,complete}`: latency histogram and queue depth.
+//!
+//! Filtering happens in the kernel (device, and optionally a set of processes). KML's
+//! per-window sums (count, sum and sum of squares of page indices, range, sum of absolute
+//! successive differences) are kept per file and per device in per-CPU BPF maps, double
+//! buffered so a window is read without losing events; every event can also be streamed
+//! through a ring buffer. Every event that cannot be recorded is counted ([`Counters`]).
+#![deny(missing_docs)]
+
+mod sys;
+
+pub use sys::{kernel_dev, DeviceId, TracefsMount};
+
+use std::fmt;
+use std::path::PathBuf;
+#[cfg(not(iolearn_bpf))]
+use std::time::Duration;
+
+/// Buckets of the block latency histogram: bucket `b` holds latencies in
+/// `[2^(b-1), 2^b)` microseconds (bucket 0: under 1 us).
+pub const LATENCY_BUCKETS: usize = 24;
+/// Files tracked per window (more are counted as lost).
+pub const MAX_FILES: usize = 16384;
+
+/// Why a probe could not start (each says what to do about it).
+#[derive(Debug)]
+pub enum ProbeError {
+    /// eBPF needs root (or CAP_BPF + CAP_PERFMON).
+    NotRoot,
+    /// The kernel exposes no BTF, which CO-RE programs need.
+    NoBtf(PathBuf),
+    /// tracefs is not mounted and could not be mounted.
+    Tracefs(String),
+    /// This build has no eBPF programs (clang was missing when it was compiled).
+    NotBuilt,
+    /// The kernel refused to load or attach a program.
+    Denied(String),
+    /// The device to filter on was not found.
+    Device(String),
+    /// Reading the maps failed.
+    Map(String),
+}
+
+impl fmt::Display for ProbeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProbeError::NotRoot => write!(f, "eBPF probes need root (or CAP_BPF and CAP_PERFMON): run as root"),
+            ProbeError::NoBtf(p) => write!(
+                f,
+                "{} not found: the kernel has no BTF type information (CONFIG_DEBUG_INFO_BTF=y is needed)",
+                p.display()
+            ),
+            ProbeError::Tracefs(e) => write!(f, "tracefs: {e}"),
+            ProbeError::NotBuilt => write!(
+                f,
+                "this iolearn was built without its eBPF programs (clang was not found at build time): \
+                 install clang and rebuild"
+            ),
+            ProbeError::Denied(e) => write!(f, "the kernel refused the eBPF programs: {e}"),
+            ProbeError::Device(e) => write!(f, "device: {e}"),
+            ProbeError::Map(e) => write!(f, "reading the probe's maps: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ProbeError {}
+
+/// What to observe.
+#[derive(Debug, Clone, Default)]
+pub struct ProbeConfig {
+    /// Only this device (a file system's device); `None`: every device.
+    pub device: Option<DeviceId>,
+    /// Only these processes (thread group ids); empty: every process. More can be added while
+    /// running ([`Probe::watch_pid`]).
+    pub pids: Vec<u32>,
+    /// Only watch the processes given (even if `pids` is empty at start).
+    pub filter_pids: bool,
+    /// Also stream every page event through the ring buffer ([`Probe::drain_events`]).
+    pub raw_events: bool,
+}
+
+/// KML's sums over one stream of page indices in one window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PageSums {
+    /// Pages.
+    pub n: u64,
+    /// Sum of page indices.
+    pub sum: u64,
+    /// Sum of squared page indices.
+    pub sum_sq: u64,
+    /// Smallest index.
+    pub min: u64,
+    /// Largest index.
+    pub max: u64,
+    /// Sum of |index - previous index| over successive pages (per CPU: a stream's events on
+    /// different CPUs are two sequences, joined here).
+    pub sum_abs_delta: u64,
+    /// Last index seen.
+    pub last: u64,
+    /// Last process seen.
+    pub tgid: u32,
+}
+
+impl PageSums {
+    /// Fold another CPU's sums into these.
+    pub fn merge(&mut self, o: &PageSums) {
+        if o.n == 0 {
+            return;
+        }
+        if self.n == 0 {
+            *self = *o;
+            return;
+        }
+        self.n += o.n;
+        self.sum += o.sum;
+        self.sum_sq += o.sum_sq;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+        self.sum_abs_delta += o.sum_abs_delta;
+        self.last = o.last;
+        self.tgid = o.tgid;
+    }
+}
+
+/// One file's sums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileSums {
+    /// Kernel device number of its file system.
+    pub dev: u32,
+    /// Inode.
+    pub ino: u64,
+    /// The sums.
+    pub sums: PageSums,
+}
+
+/// Counters since the probe started (every event that could not be recorded included).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Pages inserted into the page cache (watched device and processes).
+    pub pages_added: u64,
+    /// Page accesses that reached the kernel.
+    pub pages_accessed: u64,
+    /// Events of other devices (filtered out).
+    pub other_device: u64,
+    /// Events of other processes (filtered out).
+    pub other_process: u64,
+    /// Pages beyond KML's index limit (dropped, as KML drops them).
+    pub beyond_max_index: u64,
+    /// Raw events lost because the ring buffer was full.
+    pub lost_ring_full: u64,
+    /// Pages lost because the per-window file table was full.
+    pub lost_file_table_full: u64,
+    /// Block requests not timed because the in-flight table was full.
+    pub lost_rq_table_full: u64,
+    /// Synchronous readahead decisions.
+    pub ra_sync: u64,
+    /// Asynchronous readahead decisions.
+    pub ra_async: u64,
+    /// Pages those decisions asked for.
+    pub ra_pages: u64,
+    /// Block requests issued.
+    pub rq_issued: u64,
+    /// Block requests completed (and timed).
+    pub rq_completed: u64,
+    /// Bytes of the requests issued.
+    pub rq_bytes: u64,
+    /// Sum of the completed requests' latencies.
+    pub rq_latency_ns: u64,
+    /// Sum over issued requests of the queue depth they found (mean depth = this / issued).
+    pub rq_depth_sum: u64,
+}
+
+impl Counters {
+    #[cfg_attr(not(iolearn_bpf), allow(dead_code))]
+    fn from_array(v: &[u64; N_COUNTERS]) -> Self {
+        Counters {
+            pages_added: v[0],
+            pages_accessed: v[1],
+            other_device: v[2],
+            other_process: v[3],
+            beyond_max_index: v[4],
+            lost_ring_full: v[5],
+            lost_file_table_full: v[6],
+            lost_rq_table_full: v[7],
+            ra_sync: v[8],
+            ra_async: v[9],
+            ra_pages: v[10],
+            rq_issued: v[11],
+            rq_completed: v[12],
+            rq_bytes: v[13],
+            rq_latency_ns: v[14],
+            rq_depth_sum: v[15],
+        }
+    }
+
+    /// Every event lost so far (ring buffer, file table, request table).
+    pub fn lost(&self) -> u64 {
+        self.lost_ring_full + self.lost_file_table_full + self.lost_rq_table_full
+    }
+}
+
+#[cfg_attr(not(iolearn_bpf), allow(dead_code))]
+const N_COUNTERS: usize = 16;
+
+/// One window's observations.
+#[derive(Debug, Clone, Default)]
+pub struct Window {
+    /// The device's stream.
+    pub device: PageSums,
+    /// Each file's stream.
+    pub files: Vec<FileSums>,
+    /// Counters since the start.
+    pub counters: Counters,
+    /// Block latency histogram since the start ([`LATENCY_BUCKETS`] log2 buckets of us).
+    pub latency_histogram: [u64; LATENCY_BUCKETS],
+}
+
+/// What a page event was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// Pages inserted into the page cache.
+    Added,
+    /// Pages looked up or faulted.
+    Accessed,
+}
+
+/// One event from the ring buffer: `pages` pages from `index` on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawEvent {
+    /// `CLOCK_MONOTONIC` (`bpf_ktime_get_ns`).
+    pub time_ns: u64,
+    /// Inode.
+    pub ino: u64,
+    /// First page index.
+    pub index: u64,
+    /// Pages.
+    pub pages: u64,
+    /// Kernel device number.
+    pub dev: u32,
+    /// Process.
+    pub tgid: u32,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+impl RawEvent {
+    /// Decode the BPF program's `struct page_event` (48 bytes, native byte order).
+    pub fn decode(b: &[u8]) -> Option<RawEvent> {
+        if b.len() < 41 {
+            return None;
+        }
+        let u64_at = |i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().unwrap());
+        let u32_at = |i: usize| u32::from_ne_bytes(b[i..i + 4].try_into().unwrap());
+        let kind = match b[40] {
+            1 => EventKind::Added,
+            2 => EventKind::Accessed,
+            _ => return None,
+        };
+        Some(RawEvent {
+            time_ns: u64_at(0),
+            ino: u64_at(8),
+            index: u64_at(16),
+            pages: u64_at(24),
+            dev: u32_at(32),
+            tgid: u32_at(36),
+            kind,
+        })
+    }
+}
+
+#[cfg(iolearn_bpf)]
+mod live;
+#[cfg(iolearn_bpf)]
+pub use live::Probe;
+
+/// Stand-in when the eBPF programs were not built: starting explains why.
+#[cfg(not(iolearn_bpf))]
+pub struct Probe(());
+
+#[cfg(not(iolearn_bpf))]
+impl Probe {
+    /// Always [`ProbeError::NotBuilt`].
+    pub fn start(_: &ProbeConfig) -> Result<Probe, ProbeError> {
+        Err(ProbeError::NotBuilt)
+    }
+    /// Unreachable without a probe.
+    pub fn watch_pid(&mut self, _: u32) -> Result<(), ProbeError> {
+        Err(ProbeError::NotBuilt)
+    }
+    /// Unreachable without a probe.
+    pub fn window(&mut self) -> Result<Window, ProbeError> {
+        Err(ProbeError::NotBuilt)
+    }
+    /// Unreachable without a probe.
+    pub fn drain_events(&mut self, _: Duration) -> Result<Vec<RawEvent>, ProbeError> {
+        Err(ProbeError::NotBuilt)
+    }
+}
+
+/// Whether this process can load eBPF programs here, and if not, why (for tests that skip
+/// with a reason).
+pub fn availability() -> Result<(), ProbeError> {
+    if !cfg!(iolearn_bpf) {
+        return Err(ProbeError::NotBuilt);
+    }
+    sys::check_root_and_btf()
+}
+
+/// Latency percentile (0..1) from a histogram: the upper bound of the bucket, in us.
+pub fn histogram_percentile_us(h: &[u64; LATENCY_BUCKETS], q: f64) -> Option<u64> {
+    let total: u64 = h.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let target = (q.clamp(0.0, 1.0) * total as f64).ceil().max(1.0) as u64;
+    let mut seen = 0;
+    for (b, &c) in h.iter().enumerate() {
+        seen += c;
+        if seen >= target {
+            return Some(1u64 << b);
+        }
+    }
+    Some(1 << (LATENCY_BUCKETS - 1))
+}

@@ -1,0 +1,214 @@
+//! The loaded probe (built only when the eBPF programs were compiled).
+
+use crate::sys::{check_root_and_btf, kernel_dev, TracefsMount};
+use crate::{Counters, FileSums, PageSums, ProbeConfig, ProbeError, RawEvent, Window, LATENCY_BUCKETS, N_COUNTERS};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder};
+use std::mem::{ManuallyDrop, MaybeUninit};
+use std::time::Duration;
+
+#[allow(clippy::all, missing_docs, dead_code, non_camel_case_types)]
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/readahead.skel.rs"));
+}
+use skel::{ReadaheadSkel, ReadaheadSkelBuilder};
+
+/// Attached eBPF programs; detached when dropped.
+pub struct Probe {
+    /// Borrows `*storage`: declared first, dropped first.
+    skel: ManuallyDrop<ReadaheadSkel<'static>>,
+    storage: *mut MaybeUninit<OpenObject>,
+    _tracefs: TracefsMount,
+    slot: u32,
+    file_key_size: usize,
+}
+
+// The skeleton's raw pointers are only used through `&mut self`.
+unsafe impl Send for Probe {}
+
+fn denied(what: &str) -> impl Fn(libbpf_rs::Error) -> ProbeError + '_ {
+    move |e| ProbeError::Denied(format!("{what}: {e}"))
+}
+
+impl Probe {
+    /// Check privileges and BTF, mount tracefs if needed, load and attach the programs.
+    pub fn start(cfg: &ProbeConfig) -> Result<Probe, ProbeError> {
+        check_root_and_btf()?;
+        let tracefs = TracefsMount::acquire()?;
+        // The skeleton borrows its object storage for its whole life: keep the storage on
+        // the heap at a fixed address and free it after the skeleton (see Drop).
+        let storage: *mut MaybeUninit<OpenObject> = Box::into_raw(Box::new(MaybeUninit::uninit()));
+        // SAFETY: `storage` is a valid, exclusively owned allocation that outlives the
+        // skeleton (freed in Drop after it, or below on error).
+        let open = ReadaheadSkelBuilder::default().open(unsafe { &mut *storage });
+        let result = (|| {
+            let mut open = open.map_err(denied("opening the eBPF object"))?;
+            let ro = &mut open.maps.rodata_data;
+            ro.target_dev = cfg.device.map_or(0, kernel_dev);
+            ro.filter_tgid = u8::from(cfg.filter_pids || !cfg.pids.is_empty());
+            ro.raw_events = u8::from(cfg.raw_events);
+            let mut skel = open.load().map_err(denied("loading the eBPF programs"))?;
+            skel.attach().map_err(denied("attaching to the tracepoints"))?;
+            Ok(skel)
+        })();
+        let skel = match result {
+            Ok(s) => s,
+            Err(e) => {
+                // SAFETY: the skeleton (if any) is gone; nothing borrows the storage.
+                unsafe { free_storage(storage) };
+                return Err(e);
+            }
+        };
+        let file_key_size = skel.maps.file_sums0.key_size() as usize;
+        let mut p = Probe {
+            skel: ManuallyDrop::new(skel),
+            storage,
+            _tracefs: tracefs,
+            slot: 0,
+            file_key_size,
+        };
+        for &pid in &cfg.pids {
+            p.watch_pid(pid)?;
+        }
+        Ok(p)
+    }
+
+    /// Also watch process `pid` (when filtering by process).
+    pub fn watch_pid(&mut self, pid: u32) -> Result<(), ProbeError> {
+        self.skel
+            .maps
+            .tgids
+            .update(&pid.to_ne_bytes(), &[1], MapFlags::ANY)
+            .map_err(|e| ProbeError::Map(format!("adding pid {pid}: {e}")))
+    }
+
+    /// Close the current window: switch the programs to the other buffer, then read and clear
+    /// the one they were filling.
+    pub fn window(&mut self) -> Result<Window, ProbeError> {
+        let done = self.slot;
+        self.slot ^= 1;
+        self.skel.maps.bss_data.window_slot = self.slot;
+        let map_err = |e: libbpf_rs::Error| ProbeError::Map(e.to_string());
+        let mut w = Window::default();
+        // The device's sums, per CPU.
+        let key = done.to_ne_bytes();
+        let dev = &self.skel.maps.device_sums;
+        if let Some(cpus) = dev.lookup_percpu(&key, MapFlags::ANY).map_err(map_err)? {
+            for c in &cpus {
+                w.device.merge(&decode_sums(c));
+            }
+            let zeros: Vec<Vec<u8>> = cpus.iter().map(|c| vec![0u8; c.len()]).collect();
+            dev.update_percpu(&key, &zeros, MapFlags::ANY).map_err(map_err)?;
+        }
+        // Each file's.
+        let files = if done == 0 {
+            &self.skel.maps.file_sums0
+        } else {
+            &self.skel.maps.file_sums1
+        };
+        let keys: Vec<Vec<u8>> = files.keys().collect();
+        for k in &keys {
+            if k.len() != self.file_key_size {
+                continue;
+            }
+            if let Some(cpus) = files.lookup_percpu(k, MapFlags::ANY).map_err(map_err)? {
+                let mut s = PageSums::default();
+                for c in &cpus {
+                    s.merge(&decode_sums(c));
+                }
+                if s.n > 0 {
+                    w.files.push(FileSums {
+                        ino: u64::from_ne_bytes(k[0..8].try_into().unwrap()),
+                        dev: u32::from_ne_bytes(k[8..12].try_into().unwrap()),
+                        sums: s,
+                    });
+                }
+            }
+            let _ = files.delete(k); // gone already is fine
+        }
+        w.files.sort_by_key(|f| (f.dev, f.ino));
+        w.counters = self.counters()?;
+        w.latency_histogram = self.latency_histogram()?;
+        Ok(w)
+    }
+
+    fn counters(&self) -> Result<Counters, ProbeError> {
+        let mut v = [0u64; N_COUNTERS];
+        for (i, slot) in v.iter_mut().enumerate() {
+            *slot = sum_percpu_u64(&self.skel.maps.counters, i as u32)?;
+        }
+        Ok(Counters::from_array(&v))
+    }
+
+    fn latency_histogram(&self) -> Result<[u64; LATENCY_BUCKETS], ProbeError> {
+        let mut h = [0u64; LATENCY_BUCKETS];
+        for (i, slot) in h.iter_mut().enumerate() {
+            *slot = sum_percpu_u64(&self.skel.maps.rq_latency, i as u32)?;
+        }
+        Ok(h)
+    }
+
+    /// Take the raw events waiting in the ring buffer (only with `raw_events`), waiting up to
+    /// `timeout` for the first.
+    pub fn drain_events(&mut self, timeout: Duration) -> Result<Vec<RawEvent>, ProbeError> {
+        let mut out = Vec::new();
+        {
+            let mut b = RingBufferBuilder::new();
+            b.add(&self.skel.maps.events, |data: &[u8]| {
+                if let Some(e) = RawEvent::decode(data) {
+                    out.push(e);
+                }
+                0
+            })
+            .map_err(|e| ProbeError::Map(e.to_string()))?;
+            let rb = b.build().map_err(|e| ProbeError::Map(e.to_string()))?;
+            rb.poll(timeout).map_err(|e| ProbeError::Map(e.to_string()))?;
+            rb.consume().map_err(|e| ProbeError::Map(e.to_string()))?;
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        // SAFETY: the skeleton is dropped exactly once, before the storage it borrows.
+        unsafe {
+            ManuallyDrop::drop(&mut self.skel);
+            free_storage(self.storage);
+        }
+    }
+}
+
+/// Free the skeleton's object storage. The skeleton (open or loaded) drops the object in
+/// place when it goes, so the storage holds nothing to drop by then.
+///
+/// # Safety
+/// `storage` came from `Box::into_raw` and nothing borrows it any more.
+unsafe fn free_storage(storage: *mut MaybeUninit<OpenObject>) {
+    drop(Box::from_raw(storage));
+}
+
+fn sum_percpu_u64(map: &libbpf_rs::MapMut<'_>, key: u32) -> Result<u64, ProbeError> {
+    let cpus = map
+        .lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY)
+        .map_err(|e| ProbeError::Map(e.to_string()))?;
+    Ok(cpus
+        .unwrap_or_default()
+        .iter()
+        .map(|c| u64::from_ne_bytes(c[0..8].try_into().unwrap()))
+        .sum())
+}
+
+fn decode_sums(b: &[u8]) -> PageSums {
+    let u = |i: usize| u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+    PageSums {
+        n: u(0),
+        sum: u(1),
+        sum_sq: u(2),
+        min: u(3),
+        max: u(4),
+        sum_abs_delta: u(5),
+        last: u(6),
+        tgid: u32::from_ne_bytes(b[56..60].try_into().unwrap()),
+    }
+}

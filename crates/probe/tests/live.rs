@@ -1,0 +1,205 @@
+//! The probes on this machine's kernel (root and eBPF needed; otherwise each test prints why
+//! it skips). Issue 4: page-cache insertions and accesses, readahead, block requests, lost
+//! events, features equal to KML's formulas on the raw event stream.
+
+use iolearn_policy::readahead::WindowStats;
+use iolearn_probe::{availability, DeviceId, EventKind, Probe, ProbeConfig};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn skip() -> bool {
+    match availability() {
+        Ok(()) => false,
+        Err(e) => {
+            eprintln!("SKIP (eBPF unavailable): {e}");
+            true
+        }
+    }
+}
+
+/// A file of `pages` pages, written and then dropped from the page cache.
+fn cold_file(name: &str, pages: usize) -> (PathBuf, u64, DeviceId) {
+    let dir = std::env::var_os("CARGO_TARGET_TMPDIR")
+        .map(PathBuf::from)
+        .unwrap_or(std::env::temp_dir());
+    let path = dir.join(name);
+    let mut f = File::create(&path).unwrap();
+    f.write_all(&vec![0x5a; pages * 4096]).unwrap();
+    f.sync_all().unwrap();
+    // SAFETY: valid fd; POSIX_FADV_DONTNEED drops this file's clean pages.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    let ino = f.metadata().unwrap().ino();
+    let dev = DeviceId::of_path(&path).unwrap();
+    (path, ino, dev)
+}
+
+fn me() -> u32 {
+    std::process::id()
+}
+
+#[test]
+fn reads_are_seen_per_file_with_kml_sums() {
+    if skip() {
+        return;
+    }
+    let (path, ino, dev) = cold_file("probe-read.bin", 2048);
+    let mut p = Probe::start(&ProbeConfig {
+        device: Some(dev),
+        pids: vec![me()],
+        ..Default::default()
+    })
+    .unwrap();
+    p.window().unwrap(); // start clean
+    let mut buf = vec![0u8; 64 << 10];
+    let mut f = File::open(&path).unwrap();
+    while f.read(&mut buf).unwrap() > 0 {}
+    let w = p.window().unwrap();
+    let mine = w.files.iter().find(|f| f.ino == ino).expect("our file in the window");
+    // Every page was inserted (readahead) and looked up once: at least 2 x 2048 events.
+    assert!(mine.sums.n >= 4096, "{mine:?}");
+    assert_eq!((mine.sums.min, mine.sums.max), (0, 2047), "{mine:?}");
+    assert_eq!(mine.sums.tgid, me());
+    assert!(w.counters.pages_added >= 2048, "{:?}", w.counters);
+    assert!(w.counters.pages_accessed >= 2048, "{:?}", w.counters);
+    assert!(
+        w.counters.ra_sync + w.counters.ra_async > 0,
+        "readahead decisions: {:?}",
+        w.counters
+    );
+    assert!(w.device.n >= mine.sums.n);
+    // The next window starts empty.
+    let w2 = p.window().unwrap();
+    assert!(w2.files.iter().all(|f| f.ino != ino), "{:?}", w2.files);
+    assert_eq!(w2.counters.lost(), 0);
+}
+
+#[test]
+fn other_processes_are_filtered_out_in_the_kernel() {
+    if skip() {
+        return;
+    }
+    let (path, ino, dev) = cold_file("probe-filter.bin", 256);
+    // Watch a pid that is not us: our reads must not be recorded.
+    let mut p = Probe::start(&ProbeConfig {
+        device: Some(dev),
+        pids: vec![1],
+        ..Default::default()
+    })
+    .unwrap();
+    p.window().unwrap();
+    let mut v = Vec::new();
+    File::open(&path).unwrap().read_to_end(&mut v).unwrap();
+    let w = p.window().unwrap();
+    assert!(w.files.iter().all(|f| f.ino != ino));
+    assert!(w.counters.other_process > 0, "{:?}", w.counters);
+}
+
+#[test]
+fn mmap_faults_are_accesses_and_raw_events_give_the_same_features() {
+    if skip() {
+        return;
+    }
+    // One CPU, so "successive" events are one sequence in the kernel's per-CPU sums too.
+    // SAFETY: plain libc calls on our own thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+    let (path, ino, dev) = cold_file("probe-mmap.bin", 1024);
+    let mut p = Probe::start(&ProbeConfig {
+        device: Some(dev),
+        pids: vec![me()],
+        raw_events: true,
+        ..Default::default()
+    })
+    .unwrap();
+    p.window().unwrap();
+    p.drain_events(Duration::ZERO).unwrap();
+    let f = File::open(&path).unwrap();
+    let len = 1024 * 4096;
+    // SAFETY: read-only private mapping of a file we own, unmapped below.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE,
+            f.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(addr, libc::MAP_FAILED);
+    let mut sum = 0u64;
+    // Backwards, every 7th page: faults, read-around, no fault-around luck.
+    for page in (0..1024).rev().step_by(7) {
+        // SAFETY: inside the mapping.
+        sum += unsafe { *(addr as *const u8).add(page * 4096) } as u64;
+    }
+    // SAFETY: the mapping made above.
+    unsafe { libc::munmap(addr, len) };
+    assert_eq!(sum, 0x5a * (0..1024).rev().step_by(7).count() as u64);
+    let w = p.window().unwrap();
+    let mut raw = p.drain_events(Duration::from_millis(100)).unwrap();
+    raw.retain(|e| e.ino == ino);
+    assert!(raw.iter().any(|e| e.kind == EventKind::Accessed), "faults are accesses");
+    assert!(raw.iter().any(|e| e.kind == EventKind::Added));
+    let mine = w.files.iter().find(|f| f.ino == ino).expect("our file");
+    // KML's features from the raw stream (page by page) equal those from the kernel's sums.
+    let mut from_events = WindowStats::default();
+    for e in &raw {
+        for i in 0..e.pages {
+            from_events.push(e.index + i);
+        }
+    }
+    let s = mine.sums;
+    let from_sums = WindowStats::from_sums(s.n, s.sum, s.sum_sq, s.min, s.max, s.sum_abs_delta);
+    assert_eq!(from_events.len(), s.n, "{s:?}");
+    let (a, b) = (from_events.features(256), from_sums.features(256));
+    for (x, y) in a.iter().zip(&b) {
+        assert!((x - y).abs() <= 1e-9 * x.abs().max(1.0), "events {a:?} vs sums {b:?}");
+    }
+    assert_eq!(w.counters.lost(), 0);
+}
+
+#[test]
+fn block_requests_are_timed() {
+    if skip() {
+        return;
+    }
+    let (path, _, dev) = cold_file("probe-block.bin", 512);
+    let mut p = Probe::start(&ProbeConfig::default()).unwrap();
+    p.window().unwrap();
+    let mut v = Vec::new();
+    File::open(&path).unwrap().read_to_end(&mut v).unwrap();
+    let w = p.window().unwrap();
+    // A file on tmpfs or a virtual file system issues no block requests: only check when
+    // the file lives on a block device.
+    if dev.name().is_some() {
+        assert!(
+            w.counters.rq_issued > 0 && w.counters.rq_completed > 0,
+            "{:?}",
+            w.counters
+        );
+        assert!(w.latency_histogram.iter().sum::<u64>() > 0);
+        assert!(
+            w.counters.rq_depth_sum >= w.counters.rq_issued,
+            "depth >= 1 per request"
+        );
+    } else {
+        eprintln!(
+            "note: {} is not on a block device; block checks skipped",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn unknown_device_names_are_clear_errors() {
+    let e = DeviceId::from_name("no-such-disk").unwrap_err().to_string();
+    assert!(e.contains("no-such-disk"), "{e}");
+}
