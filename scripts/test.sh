@@ -3,7 +3,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+# Rust tests that cannot run here (no root, no eBPF) append "test: reason" to this file.
+export IOLEARN_SKIP_LOG=$(mktemp)
+trap 'rm -f "$log" "$IOLEARN_SKIP_LOG"' EXIT
 fail=0
 
 echo "== cargo test (Rust unit, integration and doc tests)"
@@ -11,6 +13,12 @@ cargo test --release 2>&1 | tee "$log" || fail=1
 rust_passed=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
 rust_failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
 rust_ignored=$(grep -Eo '[0-9]+ ignored' "$log" | awk '{s+=$1} END {print s+0}')
+rust_skipped=$(wc -l < "$IOLEARN_SKIP_LOG")
+rust_passed=$((rust_passed - rust_skipped))
+if ((rust_skipped)); then
+    echo "skipped Rust tests (they pass without checking anything here):"
+    sed 's/^/  /' "$IOLEARN_SKIP_LOG"
+fi
 
 echo "== pytest (Python API, CLI round trips, demo)"
 .venv/bin/python -m pytest -q -rs tests/python 2>&1 | tee "$log"
@@ -30,7 +38,7 @@ fuzz_skipped=$(grep -c 'SKIPPED' "$log" || true)
 
 passed=$((rust_passed + py_passed + fuzz_passed))
 failed=$((rust_failed + py_failed + fuzz_failed))
-skipped=$((rust_ignored + py_skipped + fuzz_skipped))
-echo "summary: rust $rust_passed passed; python $py_passed passed, $py_skipped skipped; fuzz targets $fuzz_passed ran, $fuzz_skipped skipped"
+skipped=$((rust_ignored + rust_skipped + py_skipped + fuzz_skipped))
+echo "summary: rust $rust_passed passed, $rust_skipped skipped; python $py_passed passed, $py_skipped skipped; fuzz targets $fuzz_passed ran, $fuzz_skipped skipped"
 echo "total: $passed passed, $failed failed, $skipped skipped"
 exit $fail

@@ -11,11 +11,19 @@ use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-fn skip() -> bool {
+/// Whether to skip (eBPF unavailable here): prints why, and records it for the test
+/// runner's closing line (`scripts/test.sh`).
+fn skip(test: &str) -> bool {
     match availability() {
         Ok(()) => false,
         Err(e) => {
-            eprintln!("SKIP (eBPF unavailable): {e}");
+            eprintln!("SKIP {test}: {e}");
+            if let Some(log) = std::env::var_os("IOLEARN_SKIP_LOG") {
+                use std::io::Write;
+                if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(log) {
+                    let _ = writeln!(f, "iolearn-probe {test}: {e}");
+                }
+            }
             true
         }
     }
@@ -43,7 +51,7 @@ fn me() -> u32 {
 
 #[test]
 fn reads_are_seen_per_file_with_kml_sums() {
-    if skip() {
+    if skip("reads_are_seen_per_file_with_kml_sums") {
         return;
     }
     let (path, ino, dev) = cold_file("probe-read.bin", 2048);
@@ -79,7 +87,7 @@ fn reads_are_seen_per_file_with_kml_sums() {
 
 #[test]
 fn other_processes_are_filtered_out_in_the_kernel() {
-    if skip() {
+    if skip("other_processes_are_filtered_out_in_the_kernel") {
         return;
     }
     let (path, ino, dev) = cold_file("probe-filter.bin", 256);
@@ -100,7 +108,7 @@ fn other_processes_are_filtered_out_in_the_kernel() {
 
 #[test]
 fn mmap_faults_are_accesses_and_raw_events_give_the_same_features() {
-    if skip() {
+    if skip("mmap_faults_are_accesses_and_raw_events_give_the_same_features") {
         return;
     }
     // One CPU, so "successive" events are one sequence in the kernel's per-CPU sums too.
@@ -168,7 +176,7 @@ fn mmap_faults_are_accesses_and_raw_events_give_the_same_features() {
 
 #[test]
 fn block_requests_are_timed() {
-    if skip() {
+    if skip("block_requests_are_timed") {
         return;
     }
     let (path, _, dev) = cold_file("probe-block.bin", 512);
