@@ -57,9 +57,11 @@ class Model:
         classes: Sequence[tuple[str, int]] | None = None,
         action_unit: str | None = None,
         normaliser: tuple[Sequence[float], Sequence[float]] | None = None,
+        meta: dict[str, str] | None = None,
     ) -> None:
-        """Write the model file (atomically). Optional schema, feature names, class map, and
-        the Z-score ``(mean, std)`` of the raw features (for a model trained on normalised rows)."""
+        """Write the model file (atomically). Optional schema, feature names, class map, the
+        Z-score ``(mean, std)`` of the raw features (for a model trained on normalised rows),
+        and metadata entries (added to or replacing the model's)."""
         if schema is not None:
             self._m.schema = schema
         if features is not None:
@@ -71,6 +73,9 @@ class Model:
         if normaliser is not None:
             mean, std = normaliser
             self._m.normaliser = ([float(v) for v in mean], [float(v) for v in std])
+        if meta:
+            kept = [(k, v) for k, v in self._m.meta if k not in meta]
+            self._m.meta = kept + [(str(k), str(v)) for k, v in meta.items()]
         self._m.save(os.fspath(path))
 
     def to_json(self) -> str:

@@ -282,9 +282,21 @@ def train(rows, feats, out: Path, seed=0, epochs=100, suffix="", jitter=True):
             features=FEATURES,
             classes=classes[key],
             action_unit="read_ahead_kb",
+            # The controller falls back to the default readahead outside this range.
+            meta=training_range(X),
         )
     (out / f"train{suffix}.json").write_text(json.dumps(report, indent=2))
     return report
+
+
+def training_range(X) -> dict[str, str]:
+    """Model metadata recording each feature's training range (``feature_min``,
+    ``feature_max``: comma-separated, in feature order)."""
+    X = np.asarray(X, dtype=np.float64)
+    return {
+        "feature_min": ",".join(repr(float(v)) for v in X.min(axis=0)),
+        "feature_max": ",".join(repr(float(v)) for v in X.max(axis=0)),
+    }
 
 
 def _confusion(y_true, y_pred) -> list[list[int]]:

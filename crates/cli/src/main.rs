@@ -3,6 +3,7 @@
 mod files;
 mod model;
 mod python;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -20,6 +21,9 @@ enum Command {
     /// Import, inspect and run model files.
     #[command(subcommand)]
     Model(model::ModelCommand),
+    /// Tune this machine's kernel (eBPF observes, the model decides, sysfs and fadvise act).
+    #[command(subcommand)]
+    Tune(tune::TuneCommand),
     /// KML readahead tuning in the simulator: sweep, train, evaluate, all (runs the Python
     /// pipeline `python -m iolearn.readahead`; `iolearn readahead --help` shows its options).
     #[command(disable_help_flag = true)]
@@ -34,6 +38,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Model(cmd) => model::run(cmd),
+        Command::Tune(cmd) => tune::run_command(cmd),
         Command::Readahead { args } => match python::run_module("iolearn.readahead", &args) {
             Ok(code) => return ExitCode::from(code),
             Err(e) => Err(e),

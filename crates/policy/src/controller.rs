@@ -77,8 +77,24 @@ pub struct KmlController {
     model: ModelFile,
     ws: Option<Workspace>,
     per_file: bool,
-    /// Decisions taken: class per window (device mode) or per file.
+    /// The training data's range per feature (model metadata `feature_min`/`feature_max`).
+    range: Option<(Vec<f64>, Vec<f64>)>,
+    /// Readahead set when a feature vector is out of the training range.
+    pub fallback_kb: u64,
+    /// Decisions taken: class per window (device mode) or per file; `usize::MAX` for a
+    /// fallback.
     pub decisions: Vec<(u64, usize)>,
+    /// Decisions that fell back to `fallback_kb`.
+    pub fallbacks: u64,
+}
+
+/// Share of a feature's training span tolerated beyond either end before falling back.
+pub const RANGE_MARGIN: f64 = 0.25;
+
+/// Parse `a,b,c` metadata into numbers.
+fn meta_numbers(model: &ModelFile, key: &str) -> Option<Vec<f64>> {
+    let v = &model.meta.iter().find(|(k, _)| k == key)?.1;
+    v.split(',').map(|x| x.trim().parse::<f64>().ok()).collect()
 }
 
 impl KmlController {
@@ -96,12 +112,40 @@ impl KmlController {
             ModelKind::Mlp(n) => Some(n.workspace()),
             ModelKind::Tree(_) => None,
         };
+        let range = match (meta_numbers(&model, "feature_min"), meta_numbers(&model, "feature_max")) {
+            (Some(lo), Some(hi)) if lo.len() == 5 && hi.len() == 5 => Some((lo, hi)),
+            _ => None,
+        };
         Ok(KmlController {
             model,
             ws,
             per_file,
+            range,
+            fallback_kb: 128,
             decisions: Vec::new(),
+            fallbacks: 0,
         })
+    }
+
+    /// Whether `raw` lies within the training range (with [`RANGE_MARGIN`]); true when the
+    /// model does not record its range.
+    pub fn in_training_range(&self, raw: &[f64; 5]) -> bool {
+        let Some((lo, hi)) = &self.range else { return true };
+        raw.iter().zip(lo.iter().zip(hi)).all(|(&v, (&l, &h))| {
+            let m = RANGE_MARGIN * (h - l).abs();
+            v >= l - m && v <= h + m
+        })
+    }
+
+    /// The readahead for one feature vector: the class's action, or the fallback when the
+    /// input is out of the training range. Returns (class or `usize::MAX`, KiB).
+    fn decide_one(&mut self, raw: &[f64; 5]) -> (usize, u64) {
+        if !self.in_training_range(raw) {
+            self.fallbacks += 1;
+            return (usize::MAX, self.fallback_kb);
+        }
+        let class = self.classify(raw);
+        (class, self.action_kb(class))
     }
 
     /// Class of one raw feature vector.
@@ -143,9 +187,8 @@ impl ReadaheadController for KmlController {
                 // The readahead feature is the file's own current setting, in sectors.
                 let mut f = *f;
                 f[4] = knobs.file_read_ahead_kb(inode) as f64 * 2.0 / 1024.0;
-                let class = self.classify(&f);
+                let (class, kb) = self.decide_one(&f);
                 self.decisions.push((inode, class));
-                let kb = self.action_kb(class);
                 if kb != knobs.file_read_ahead_kb(inode) {
                     knobs.set_file_read_ahead_kb(inode, kb);
                 }
@@ -160,9 +203,8 @@ impl ReadaheadController for KmlController {
                 knobs.set_new_file_read_ahead_kb(pid, kb);
             }
         } else if let Some(f) = window.device {
-            let class = self.classify(&f);
+            let (class, kb) = self.decide_one(&f);
             self.decisions.push((window.start_ns, class));
-            let kb = self.action_kb(class);
             if kb != knobs.device_read_ahead_kb() {
                 knobs.set_device_read_ahead_kb(kb);
             }

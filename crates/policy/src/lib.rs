@@ -9,6 +9,7 @@
 
 pub mod controller;
 pub mod readahead;
+pub mod steady;
 
 /// One page-cache observation: what KML's hooks (and our eBPF probes) record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

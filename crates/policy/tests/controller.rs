@@ -111,3 +111,67 @@ fn a_model_without_the_readahead_schema_is_refused() {
     m.action_unit = "rsize".into();
     assert!(KmlController::new(m, false).is_err());
 }
+
+#[test]
+fn steady_knobs_hold_changes_until_repeated_and_space_them() {
+    use iolearn_policy::steady::Steady;
+    let mut k = Recorder {
+        device_kb: 128,
+        ..Default::default()
+    };
+    let mut s = Steady::new(2, 3);
+    let mut ask = |s: &mut Steady, k: &mut Recorder, kb: u64| {
+        s.next_window();
+        s.wrap(k).set_device_read_ahead_kb(kb);
+        k.device_kb
+    };
+    assert_eq!(ask(&mut s, &mut k, 16), 128, "asked once: held");
+    assert_eq!(ask(&mut s, &mut k, 16), 16, "asked twice in a row: applied");
+    assert_eq!(ask(&mut s, &mut k, 512), 16);
+    assert_eq!(
+        ask(&mut s, &mut k, 512),
+        16,
+        "held twice but only 2 windows since the last change"
+    );
+    assert_eq!(ask(&mut s, &mut k, 512), 512, "3 windows later");
+    // Flapping never gets through.
+    for kb in [16, 512, 16, 512, 16, 512] {
+        s.next_window();
+        s.wrap(&mut k).set_file_read_ahead_kb(9, kb);
+    }
+    assert_eq!(k.files.get(&9), None);
+    // A request not repeated in the next window is forgotten.
+    s.next_window();
+    s.wrap(&mut k).set_file_read_ahead_kb(5, 64);
+    s.next_window();
+    s.next_window();
+    s.wrap(&mut k).set_file_read_ahead_kb(5, 64);
+    assert_eq!(k.files.get(&5), None, "not consecutive");
+    assert!(s.held_back >= 8);
+}
+
+#[test]
+fn inputs_outside_the_training_range_fall_back_to_the_default() {
+    let mut m = model();
+    m.meta.push(("feature_min".into(), "10,0,0,1,0.0".into()));
+    m.meta.push(("feature_max".into(), "10000,20,20,1000,1.0".into()));
+    let mut c = KmlController::new(m, false).unwrap();
+    c.fallback_kb = 128;
+    let mut k = Recorder {
+        device_kb: 512,
+        ..Default::default()
+    };
+    // In range (random): 16 KiB.
+    c.decide(&window(&[(1, 7, 5000.0, 1.0)]), &mut k);
+    assert_eq!((k.device_kb, c.fallbacks), (16, 0));
+    // 100x more transactions than ever seen in training: back to the default.
+    let mut w = window(&[]);
+    w.device = Some([1_000_000.0, 10.0, 10.0, 500.0, 0.25]);
+    c.decide(&w, &mut k);
+    assert_eq!((k.device_kb, c.fallbacks), (128, 1));
+    assert_eq!(c.decisions.last().unwrap().1, usize::MAX);
+    // Just past the edge but within the margin: still the model's call.
+    w.device = Some([12_000.0, 10.0, 10.0, 500.0, 0.25]);
+    c.decide(&w, &mut k);
+    assert_eq!((k.device_kb, c.fallbacks), (16, 1));
+}

@@ -1,0 +1,121 @@
+//! `iolearn tune readahead`: the tuner on this machine's kernel.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use iolearn_tune::report::Logger;
+use iolearn_tune::{install_signal_handlers, restore_left_over, run, TuneConfig};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What to tune.
+#[derive(Subcommand)]
+pub enum TuneCommand {
+    /// KML readahead tuning: eBPF features once per window, the model decides, sysfs and
+    /// fadvise act. Restores the original settings on exit, on SIGINT/SIGTERM/SIGHUP, and on
+    /// the next start after a crash.
+    Readahead(ReadaheadArgs),
+}
+
+/// Options of `iolearn tune readahead`.
+#[derive(Args)]
+pub struct ReadaheadArgs {
+    /// Block device to tune (`loop0`, `/dev/nvme0n1`); never the system disk unless you mean it.
+    #[arg(long)]
+    device: String,
+    /// Model file (schema kml-readahead-v1), e.g. from `iolearn readahead train`.
+    #[arg(long, required_unless_present = "restore")]
+    model: Option<PathBuf>,
+    /// Decide per file (needs --pid or --cgroup) instead of per device.
+    #[arg(long)]
+    per_file: bool,
+    /// Process to watch (repeatable); default: every process using the device.
+    #[arg(long = "pid")]
+    pids: Vec<u32>,
+    /// Watch every process of this cgroup directory (its cgroup.procs).
+    #[arg(long)]
+    cgroup: Option<PathBuf>,
+    /// Decision window in seconds (KML: 1).
+    #[arg(long, default_value_t = 1.0)]
+    interval: f64,
+    /// Windows a new value must be predicted in a row before it is applied.
+    #[arg(long, default_value_t = 2)]
+    hold: u32,
+    /// Windows between two changes of one target.
+    #[arg(long, default_value_t = 3)]
+    min_gap: u64,
+    /// read_ahead_kb used when the model's input is outside its training range.
+    #[arg(long, default_value_t = 128)]
+    fallback_kb: u64,
+    /// Decide and log, change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Where the journal of original settings lives.
+    #[arg(long, default_value = "/run/iolearn")]
+    state_dir: PathBuf,
+    /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Serve Prometheus metrics at this address (e.g. 127.0.0.1:9633).
+    #[arg(long)]
+    metrics: Option<String>,
+    /// Log format on stderr.
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+    /// Also log every window.
+    #[arg(long, short)]
+    verbose: bool,
+    /// Only restore what a crashed tuner left changed, then exit.
+    #[arg(long)]
+    restore: bool,
+}
+
+pub fn run_command(cmd: TuneCommand) -> Result<()> {
+    let TuneCommand::Readahead(a) = cmd;
+    let device = a.device.trim_start_matches("/dev/").to_string();
+    if a.restore {
+        match restore_left_over(&a.state_dir, &device).map_err(anyhow::Error::msg)? {
+            Some(j) => eprintln!(
+                "iolearn: restored {device}: read_ahead_kb {}, {} file(s)",
+                j.original_kb,
+                j.files.len()
+            ),
+            None => eprintln!("iolearn: nothing to restore for {device}"),
+        }
+        return Ok(());
+    }
+    if !(a.interval > 0.0 && a.interval.is_finite()) {
+        bail!("--interval must be a positive number of seconds");
+    }
+    let model = a.model.expect("required by clap");
+    let mut cfg = TuneConfig::new(&device, &model);
+    cfg.per_file = a.per_file;
+    cfg.pids = a.pids;
+    cfg.cgroup = a.cgroup;
+    cfg.interval = Duration::from_secs_f64(a.interval);
+    cfg.hold = a.hold;
+    cfg.min_gap = a.min_gap;
+    cfg.fallback_kb = a.fallback_kb;
+    cfg.dry_run = a.dry_run;
+    cfg.state_dir = a.state_dir;
+    cfg.duration = a.duration.map(Duration::from_secs_f64);
+    cfg.metrics = a.metrics;
+    cfg.log = Logger {
+        json: a.log_format == "json",
+        verbose: a.verbose,
+    };
+    let stop = install_signal_handlers();
+    let s = run(&cfg, stop).map_err(anyhow::Error::msg).context("tune readahead")?;
+    let m = &s.metrics;
+    println!(
+        "{} windows, {} changes ({} held back), {} fallbacks, {} lost events; decisions {:.1} us mean, {:.1} us max; read_ahead_kb back to {}",
+        m.windows,
+        m.changes,
+        m.held_back,
+        m.fallbacks,
+        m.lost_events,
+        m.decide_ns_total as f64 / m.windows.max(1) as f64 / 1e3,
+        m.decide_ns_max as f64 / 1e3,
+        s.restored_kb
+    );
+    Ok(())
+}

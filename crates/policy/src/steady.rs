@@ -1,0 +1,116 @@
+//! Hysteresis and rate limiting between a controller and the knobs it turns.
+//!
+//! A model that flips between two classes every other window would rewrite a device's
+//! readahead every second. [`SteadyKnobs`] lets a change through only when the controller
+//! asked for the same new value in `hold` consecutive windows, and at most once every
+//! `min_gap` windows per target. The controller does not know: it sees ordinary knobs.
+
+use crate::controller::ReadaheadKnobs;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What a change is aimed at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Target {
+    /// The device's `read_ahead_kb`.
+    Device,
+    /// One file (inode).
+    File(u64),
+    /// The files a process opens next.
+    NewFiles(u32),
+}
+
+/// The memory of [`SteadyKnobs`] across windows.
+#[derive(Debug, Clone)]
+pub struct Steady {
+    /// Consecutive windows a new value must be asked for before it is applied (1: at once).
+    pub hold: u32,
+    /// Windows between two changes of one target (0: no limit).
+    pub min_gap: u64,
+    window: u64,
+    pending: BTreeMap<Target, (u64, u32)>,
+    asked: BTreeSet<Target>,
+    last_change: BTreeMap<Target, u64>,
+    /// Changes held back so far (hysteresis or rate limit).
+    pub held_back: u64,
+}
+
+impl Steady {
+    /// `hold` consecutive windows, `min_gap` windows between changes.
+    pub fn new(hold: u32, min_gap: u64) -> Steady {
+        Steady {
+            hold: hold.max(1),
+            min_gap,
+            window: 0,
+            pending: BTreeMap::new(),
+            asked: BTreeSet::new(),
+            last_change: BTreeMap::new(),
+            held_back: 0,
+        }
+    }
+
+    /// Call once per window, before the controller decides: requests not repeated in the
+    /// window just ended are forgotten (holding means consecutive windows).
+    pub fn next_window(&mut self) {
+        let asked = std::mem::take(&mut self.asked);
+        self.pending.retain(|t, _| asked.contains(t));
+        self.window += 1;
+    }
+
+    /// Whether `kb` for `target` may be applied now.
+    fn admit(&mut self, target: Target, kb: u64) -> bool {
+        self.asked.insert(target);
+        let p = self.pending.entry(target).or_insert((kb, 0));
+        if p.0 != kb {
+            *p = (kb, 0);
+        }
+        p.1 += 1;
+        let held = p.1 >= self.hold;
+        let spaced = self
+            .last_change
+            .get(&target)
+            .is_none_or(|&w| self.window - w >= self.min_gap);
+        if held && spaced {
+            self.pending.remove(&target);
+            self.last_change.insert(target, self.window);
+            true
+        } else {
+            self.held_back += 1;
+            false
+        }
+    }
+
+    /// Knobs that pass changes through this filter.
+    pub fn wrap<'a>(&'a mut self, inner: &'a mut dyn ReadaheadKnobs) -> SteadyKnobs<'a> {
+        SteadyKnobs { inner, steady: self }
+    }
+}
+
+/// [`ReadaheadKnobs`] with hysteresis and a rate limit (see [`Steady`]).
+pub struct SteadyKnobs<'a> {
+    inner: &'a mut dyn ReadaheadKnobs,
+    steady: &'a mut Steady,
+}
+
+impl ReadaheadKnobs for SteadyKnobs<'_> {
+    fn device_read_ahead_kb(&self) -> u64 {
+        self.inner.device_read_ahead_kb()
+    }
+    fn set_device_read_ahead_kb(&mut self, kb: u64) {
+        if self.steady.admit(Target::Device, kb) {
+            self.inner.set_device_read_ahead_kb(kb);
+        }
+    }
+    fn file_read_ahead_kb(&self, inode: u64) -> u64 {
+        self.inner.file_read_ahead_kb(inode)
+    }
+    fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {
+        if self.steady.admit(Target::File(inode), kb) {
+            self.inner.set_file_read_ahead_kb(inode, kb);
+        }
+    }
+    fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
+        // Not a change of anything open: no hysteresis needed, and holding it back would
+        // leave a scan's next files at the old value.
+        self.inner.set_new_file_read_ahead_kb(pid, kb);
+    }
+}

@@ -1,0 +1,394 @@
+//! `iolearn-tune`: KML's readahead tuner on a stock kernel.
+//!
+//! Once per window: the eBPF probes' sums ([`iolearn_probe`]) become KML's features
+//! ([`iolearn_policy::readahead`], the extractor the simulator uses), the same
+//! [`KmlController`] as in the simulator decides, through [`Steady`] (hysteresis and a rate
+//! limit), and [`linux::LinuxKnobs`] acts through sysfs and `fadvise`. The original settings
+//! are journalled before the first change and restored on exit, on SIGINT/SIGTERM/SIGHUP, on a
+//! panic, and on the next start after a crash ([`journal`]).
+#![deny(missing_docs)]
+
+pub mod journal;
+pub mod linux;
+pub mod report;
+pub mod testbed;
+
+use iolearn_ml::ModelFile;
+use iolearn_policy::controller::{KmlController, ReadaheadController, ReadaheadKnobs};
+use iolearn_policy::readahead::{WindowFeatures, WindowStats};
+use iolearn_policy::steady::Steady;
+use iolearn_probe::{Probe, ProbeConfig, Window};
+use journal::{alive, Journal};
+use linux::{Action, LinuxKnobs};
+use report::{serve_metrics, Logger, Metrics};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How to tune.
+#[derive(Debug, Clone)]
+pub struct TuneConfig {
+    /// Block device name (`loop0`).
+    pub device: String,
+    /// Model file (schema `kml-readahead-v1`).
+    pub model: PathBuf,
+    /// Decide per file instead of per device.
+    pub per_file: bool,
+    /// Processes to watch.
+    pub pids: Vec<u32>,
+    /// Also watch every process of this cgroup (its `cgroup.procs`, re-read every tick).
+    pub cgroup: Option<PathBuf>,
+    /// Decision window (KML: 1 s).
+    pub interval: Duration,
+    /// Windows a new value must be asked for in a row before it is applied.
+    pub hold: u32,
+    /// Windows between two changes of one target.
+    pub min_gap: u64,
+    /// Readahead when the model's input is outside its training range.
+    pub fallback_kb: u64,
+    /// Decide and log, change nothing.
+    pub dry_run: bool,
+    /// Where the journal lives.
+    pub state_dir: PathBuf,
+    /// Stop after this long (`None`: until signalled).
+    pub duration: Option<Duration>,
+    /// Serve Prometheus metrics here (`127.0.0.1:9633`).
+    pub metrics: Option<String>,
+    /// Logging.
+    pub log: Logger,
+}
+
+impl TuneConfig {
+    /// Defaults for `device` and `model`.
+    pub fn new(device: &str, model: &Path) -> TuneConfig {
+        TuneConfig {
+            device: device.trim_start_matches("/dev/").to_string(),
+            model: model.to_path_buf(),
+            per_file: false,
+            pids: Vec::new(),
+            cgroup: None,
+            interval: Duration::from_secs(1),
+            hold: 2,
+            min_gap: 3,
+            fallback_kb: 128,
+            dry_run: false,
+            state_dir: PathBuf::from("/run/iolearn"),
+            duration: None,
+            metrics: None,
+            log: Logger {
+                json: false,
+                verbose: false,
+            },
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    /// The counters at the end.
+    pub metrics: Metrics,
+    /// The device's value before and after (restored) the run.
+    pub original_kb: u64,
+    /// The value found after restoring.
+    pub restored_kb: u64,
+    /// Decision log: (window, target, KiB) of every applied change.
+    pub changes: Vec<(u64, String, u64)>,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Route SIGINT, SIGTERM and SIGHUP to a flag the loop checks; returns the flag.
+pub fn install_signal_handlers() -> &'static AtomicBool {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe).
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+    &STOP
+}
+
+/// If a journal for `device` was left by a tuner that is gone, restore from it. Errors when
+/// another live tuner owns the device. Returns what was restored (`None`: nothing to do).
+pub fn restore_left_over(state_dir: &Path, device: &str) -> Result<Option<Journal>, String> {
+    let path = Journal::path_for(state_dir, device);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let j = Journal::load(&path).map_err(|e| e.to_string())?;
+    if j.tuner_pid != std::process::id() && alive(j.tuner_pid) && is_tuner(j.tuner_pid) {
+        return Err(format!(
+            "another iolearn tuner (pid {}) is tuning {device} (journal {})",
+            j.tuner_pid,
+            path.display()
+        ));
+    }
+    let problems = j.restore();
+    if !problems.is_empty() {
+        return Err(format!("restoring from {}: {}", path.display(), problems.join("; ")));
+    }
+    Ok(Some(j))
+}
+
+fn is_tuner(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains("iolearn"))
+}
+
+/// Puts the original settings back when dropped (normal end, error, or panic).
+struct Restorer {
+    journal: Option<Journal>,
+    log: Logger,
+}
+
+impl Drop for Restorer {
+    fn drop(&mut self) {
+        if let Some(j) = self.journal.take() {
+            let problems = j.restore();
+            self.log.log(
+                if problems.is_empty() { "info" } else { "error" },
+                "restored",
+                &[
+                    ("device", j.device.clone()),
+                    ("read_ahead_kb", j.original_kb.to_string()),
+                    ("files", j.files.len().to_string()),
+                    ("problems", problems.join("; ")),
+                ],
+            );
+        }
+    }
+}
+
+/// Tune until `stop` is set or the duration passes.
+pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
+    let log = cfg.log;
+    if let Some(j) = restore_left_over(&cfg.state_dir, &cfg.device)? {
+        log.log(
+            "warn",
+            "restored_after_crash",
+            &[
+                ("device", j.device),
+                ("read_ahead_kb", j.original_kb.to_string()),
+                ("tuner_pid", j.tuner_pid.to_string()),
+            ],
+        );
+    }
+    let model = ModelFile::load(&cfg.model).map_err(|e| e.to_string())?;
+    let mut controller =
+        KmlController::new(model, cfg.per_file).map_err(|e| format!("{}: {e}", cfg.model.display()))?;
+    controller.fallback_kb = cfg.fallback_kb;
+    if cfg.per_file && cfg.pids.is_empty() && cfg.cgroup.is_none() {
+        return Err("per-file tuning needs the processes to tune: --pid or --cgroup".into());
+    }
+    let mut knobs = LinuxKnobs::new(&cfg.device, cfg.dry_run)?;
+    let mut pids = cfg.pids.clone();
+    if let Some(cg) = &cfg.cgroup {
+        pids.extend(cgroup_pids(cg)?);
+    }
+    knobs.pids = pids.clone();
+    let mut probe = Probe::start(&ProbeConfig {
+        device: Some(knobs.device()),
+        pids: pids.clone(),
+        filter_pids: !cfg.pids.is_empty() || cfg.cgroup.is_some(),
+        raw_events: false,
+    })
+    .map_err(|e| e.to_string())?;
+    let original_kb = knobs.device_read_ahead_kb();
+    let mut restorer = Restorer {
+        journal: if cfg.dry_run {
+            None
+        } else {
+            Some(Journal::begin(&cfg.state_dir, &cfg.device, knobs.sysfs())?)
+        },
+        log,
+    };
+    let page = Arc::new(Mutex::new(String::new()));
+    if let Some(addr) = &cfg.metrics {
+        let bound = serve_metrics(addr, page.clone()).map_err(|e| format!("metrics on {addr}: {e}"))?;
+        log.log("info", "metrics", &[("url", format!("http://{bound}/metrics"))]);
+    }
+    log.log(
+        "info",
+        "start",
+        &[
+            ("device", cfg.device.clone()),
+            ("model", cfg.model.display().to_string()),
+            ("mode", if cfg.per_file { "per-file" } else { "per-device" }.into()),
+            ("read_ahead_kb", original_kb.to_string()),
+            ("pids", format!("{pids:?}")),
+            ("dry_run", cfg.dry_run.to_string()),
+        ],
+    );
+    let labels: Vec<String> = controller_labels(&cfg.model);
+    let mut steady = Steady::new(cfg.hold, cfg.min_gap);
+    let mut m = Metrics {
+        device_read_ahead_kb: original_kb,
+        ..Default::default()
+    };
+    let mut summary = Summary {
+        original_kb,
+        ..Default::default()
+    };
+    let start = Instant::now();
+    let mut next_window = start + cfg.interval;
+    let tick = Duration::from_millis(100).min(cfg.interval);
+    let mut window_ix = 0u64;
+    probe.window().map_err(|e| e.to_string())?; // start clean
+    while !stop.load(Ordering::SeqCst) && cfg.duration.is_none_or(|d| start.elapsed() < d) {
+        std::thread::sleep(tick);
+        // New processes of the cgroup, and files opened since the last tick.
+        if let Some(cg) = &cfg.cgroup {
+            for pid in cgroup_pids(cg).unwrap_or_default() {
+                if !knobs.pids.contains(&pid) {
+                    knobs.pids.push(pid);
+                    let _ = probe.watch_pid(pid);
+                }
+            }
+        }
+        knobs.refresh();
+        knobs.flush();
+        if Instant::now() < next_window {
+            continue;
+        }
+        next_window += cfg.interval;
+        window_ix += 1;
+        let w = probe.window().map_err(|e| e.to_string())?;
+        let features = window_features(&w, &knobs);
+        steady.next_window();
+        let (decisions_before, fallbacks_before, act_before) =
+            (controller.decisions.len(), controller.fallbacks, knobs.act_ns);
+        let t0 = Instant::now();
+        controller.decide(&features, &mut steady.wrap(&mut knobs));
+        let decide_ns = (t0.elapsed().as_nanos() as u64).saturating_sub(knobs.act_ns - act_before);
+        knobs.flush();
+        if let Some(j) = restorer.journal.as_mut() {
+            j.note_files(&knobs.touched)?;
+        }
+        // Metrics and logs.
+        m.windows += 1;
+        m.decide_ns_total += decide_ns;
+        m.decide_ns_max = m.decide_ns_max.max(decide_ns);
+        m.act_ns_total = knobs.act_ns;
+        m.fallbacks = controller.fallbacks;
+        m.held_back = steady.held_back;
+        m.lost_events = w.counters.lost();
+        m.pages_added = w.counters.pages_added;
+        m.pages_accessed = w.counters.pages_accessed;
+        m.device_read_ahead_kb = knobs.device_read_ahead_kb();
+        m.files = features.files.len() as u64;
+        m.features = features.device.unwrap_or_default();
+        for &(_, class) in &controller.decisions[decisions_before..] {
+            let label = labels.get(class).cloned().unwrap_or_else(|| "fallback".into());
+            *m.decisions.entry(label).or_default() += 1;
+        }
+        let class_now = controller.decisions[decisions_before..]
+            .last()
+            .map(|&(_, c)| labels.get(c).cloned().unwrap_or_else(|| "fallback".into()));
+        log.log(
+            "debug",
+            "window",
+            &[
+                ("window", window_ix.to_string()),
+                ("pages", w.device.n.to_string()),
+                ("files", features.files.len().to_string()),
+                ("class", class_now.unwrap_or_else(|| "-".into())),
+                ("fallbacks", (controller.fallbacks - fallbacks_before).to_string()),
+                ("decide_ns", decide_ns.to_string()),
+                ("lost", w.counters.lost().to_string()),
+            ],
+        );
+        for a in knobs.take_actions() {
+            m.changes += 1;
+            let (target, kb, fields) = match a {
+                Action::Device { from_kb, to_kb, pushed } => (
+                    "device".to_string(),
+                    to_kb,
+                    vec![("from_kb", from_kb.to_string()), ("pushed_files", pushed.to_string())],
+                ),
+                Action::File { ino, kb, descriptions } => (
+                    format!("inode:{ino}"),
+                    kb,
+                    vec![("descriptions", descriptions.to_string())],
+                ),
+            };
+            let mut f = vec![
+                ("window", window_ix.to_string()),
+                ("target", target.clone()),
+                ("read_ahead_kb", kb.to_string()),
+                ("dry_run", cfg.dry_run.to_string()),
+            ];
+            f.extend(fields);
+            log.log("info", "change", &f);
+            summary.changes.push((window_ix, target, kb));
+        }
+        for e in knobs.take_errors() {
+            m.errors += 1;
+            log.log("warn", "action_failed", &[("error", e)]);
+        }
+        if let Ok(mut p) = page.lock() {
+            *p = m.render(&cfg.device);
+        }
+    }
+    drop(probe);
+    drop(restorer); // restores and logs
+    summary.restored_kb = linux::read_device_kb(knobs.sysfs()).unwrap_or(0);
+    log.log(
+        "info",
+        "stop",
+        &[
+            ("windows", m.windows.to_string()),
+            ("changes", m.changes.to_string()),
+            ("fallbacks", m.fallbacks.to_string()),
+            ("lost_events", m.lost_events.to_string()),
+            ("read_ahead_kb", summary.restored_kb.to_string()),
+        ],
+    );
+    summary.metrics = m;
+    Ok(summary)
+}
+
+/// KML's features of one probe window: the device's stream and each file's, with the
+/// readahead currently in force for each.
+pub fn window_features(w: &Window, knobs: &dyn ReadaheadKnobs) -> WindowFeatures {
+    let stats =
+        |s: &iolearn_probe::PageSums| WindowStats::from_sums(s.n, s.sum, s.sum_sq, s.min, s.max, s.sum_abs_delta);
+    let dev_sectors = knobs.device_read_ahead_kb() * 2;
+    let mut files = BTreeMap::new();
+    let mut owners = BTreeMap::new();
+    let mut trends = BTreeMap::new();
+    for f in &w.files {
+        files.insert(f.ino, stats(&f.sums).features(knobs.file_read_ahead_kb(f.ino) * 2));
+        owners.insert(f.ino, f.sums.tgid);
+        trends.insert(f.ino, None);
+    }
+    WindowFeatures {
+        start_ns: 0,
+        device: (w.device.n > 0).then(|| stats(&w.device).features(dev_sectors)),
+        files,
+        device_trend: None,
+        file_trends: trends,
+        file_owners: owners,
+    }
+}
+
+fn controller_labels(model: &Path) -> Vec<String> {
+    ModelFile::load(model)
+        .map(|m| m.classes.iter().map(|c| c.label.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// The processes of a cgroup (v1 or v2: `cgroup.procs`).
+pub fn cgroup_pids(dir: &Path) -> Result<Vec<u32>, String> {
+    let path = dir.join("cgroup.procs");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+}

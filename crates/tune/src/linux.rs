@@ -1,0 +1,338 @@
+//! Readahead knobs of a stock Linux kernel.
+//!
+//! What each mechanism can express (Linux 6.x, `mm/fadvise.c`, `mm/readahead.c`):
+//! - `/sys/block/<dev>/queue/read_ahead_kb`: any size in KiB (the device's `bdi->ra_pages`).
+//!   Linux copies it into a `struct file` only at `open()`; files already open keep theirs.
+//! - `posix_fadvise(fd, 0, 0, POSIX_FADV_NORMAL)`: the file's `f_ra.ra_pages = bdi->ra_pages`,
+//!   i.e. *the device's current value*, and clears `FMODE_RANDOM`.
+//! - `POSIX_FADV_SEQUENTIAL`: twice the device's value. `POSIX_FADV_RANDOM`: `read()` reads
+//!   only what was asked (no readahead); page faults on mappings follow `madvise`, not this.
+//! - `POSIX_FADV_WILLNEED` on a range: reads that range now (the only way to prefetch
+//!   backwards; not needed for window sizes, see below).
+//!
+//! So fadvise alone gives a file one of {device value, 2 x device value, none}. Any size is
+//! expressible by borrowing the device setting: write the wanted value to `read_ahead_kb`,
+//! `POSIX_FADV_NORMAL` the file descriptions, write the device value back. Files opened on the
+//! device during those microseconds also start with the borrowed value; the tuner is the only
+//! writer and does it once per window per value. The tuner reaches another process's file
+//! descriptions with `pidfd_getfd` (Linux 5.6+, needs ptrace rights over it: root), which
+//! duplicates the descriptor: same `struct file`, same `f_ra`, so mmap faults are tuned too.
+
+use iolearn_policy::controller::ReadaheadKnobs;
+use iolearn_probe::DeviceId;
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// One open file description of a watched process on the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenFile {
+    /// Process.
+    pub pid: u32,
+    /// Its descriptor.
+    pub fd: i32,
+    /// Inode.
+    pub ino: u64,
+}
+
+/// Something the knobs did (or, dry, would have done).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// The device's value changed.
+    Device {
+        /// From.
+        from_kb: u64,
+        /// To.
+        to_kb: u64,
+        /// Open files given the new value.
+        pushed: usize,
+    },
+    /// Files of one inode got a value.
+    File {
+        /// Inode.
+        ino: u64,
+        /// KiB.
+        kb: u64,
+        /// Descriptions changed.
+        descriptions: usize,
+    },
+}
+
+/// The device and the watched processes' open files on it.
+pub struct LinuxKnobs {
+    dev: DeviceId,
+    user_dev: u64,
+    sysfs: PathBuf,
+    dry_run: bool,
+    device_kb: u64,
+    /// Watched processes (empty: every process, scanned only when a device change is pushed).
+    pub pids: Vec<u32>,
+    open: Vec<OpenFile>,
+    file_kb: BTreeMap<u64, u64>,
+    new_file_kb: BTreeMap<u32, u64>,
+    pending_files: BTreeMap<u64, u64>,
+    /// Descriptions changed so far (restored at exit).
+    pub touched: Vec<OpenFile>,
+    /// What happened since the last [`LinuxKnobs::take_actions`].
+    actions: Vec<Action>,
+    /// Errors since the last [`LinuxKnobs::take_errors`] (a process gone between the scan
+    /// and the change, say): reported, never fatal.
+    errors: Vec<String>,
+    /// Time spent acting (sysfs writes, fadvise), ns.
+    pub act_ns: u64,
+}
+
+/// The sysfs file of a block device's readahead.
+pub fn read_ahead_path(name: &str) -> PathBuf {
+    Path::new("/sys/class/block").join(name).join("queue/read_ahead_kb")
+}
+
+/// Read a device's `read_ahead_kb`.
+pub fn read_device_kb(sysfs: &Path) -> Result<u64, String> {
+    let t = std::fs::read_to_string(sysfs).map_err(|e| format!("{}: {e}", sysfs.display()))?;
+    t.trim()
+        .parse()
+        .map_err(|_| format!("{}: not a number: {:?}", sysfs.display(), t.trim()))
+}
+
+/// Write a device's `read_ahead_kb`.
+pub fn write_device_kb(sysfs: &Path, kb: u64) -> Result<(), String> {
+    std::fs::write(sysfs, format!("{kb}\n")).map_err(|e| format!("{}: writing {kb}: {e}", sysfs.display()))
+}
+
+impl LinuxKnobs {
+    /// Knobs of block device `name` (`loop0`); `dry_run` changes nothing.
+    pub fn new(name: &str, dry_run: bool) -> Result<LinuxKnobs, String> {
+        let dev = DeviceId::from_name(name).map_err(|e| e.to_string())?;
+        let sysfs = read_ahead_path(name);
+        let device_kb = read_device_kb(&sysfs)?;
+        Ok(LinuxKnobs {
+            dev,
+            user_dev: libc::makedev(dev.major, dev.minor),
+            sysfs,
+            dry_run,
+            device_kb,
+            pids: Vec::new(),
+            open: Vec::new(),
+            file_kb: BTreeMap::new(),
+            new_file_kb: BTreeMap::new(),
+            pending_files: BTreeMap::new(),
+            touched: Vec::new(),
+            actions: Vec::new(),
+            errors: Vec::new(),
+            act_ns: 0,
+        })
+    }
+
+    /// The device.
+    pub fn device(&self) -> DeviceId {
+        self.dev
+    }
+
+    /// The sysfs file.
+    pub fn sysfs(&self) -> &Path {
+        &self.sysfs
+    }
+
+    /// Rescan the watched processes' open files on the device; files a process opened since
+    /// the last scan get the value chosen for its new files. Returns the new files.
+    pub fn refresh(&mut self) -> usize {
+        let before: std::collections::BTreeSet<(u32, i32, u64)> =
+            self.open.iter().map(|f| (f.pid, f.fd, f.ino)).collect();
+        self.open = open_files_on(self.user_dev, &self.pids);
+        let fresh: Vec<OpenFile> = self
+            .open
+            .iter()
+            .filter(|f| !before.contains(&(f.pid, f.fd, f.ino)))
+            .copied()
+            .collect();
+        for f in &fresh {
+            if let (Some(&kb), false) = (self.new_file_kb.get(&f.pid), self.file_kb.contains_key(&f.ino)) {
+                self.pending_files.insert(f.ino, kb);
+            }
+        }
+        fresh.len()
+    }
+
+    /// Apply the per-file changes asked since the last flush, grouped by value (one borrow
+    /// of the device setting per value).
+    pub fn flush(&mut self) {
+        let t0 = std::time::Instant::now();
+        self.flush_now();
+        self.act_ns += t0.elapsed().as_nanos() as u64;
+    }
+
+    fn flush_now(&mut self) {
+        let pending = std::mem::take(&mut self.pending_files);
+        let mut by_kb: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+        for (ino, kb) in pending {
+            by_kb.entry(kb).or_default().push(ino);
+        }
+        for (kb, inos) in by_kb {
+            let targets: Vec<OpenFile> = self.open.iter().filter(|f| inos.contains(&f.ino)).copied().collect();
+            if !self.dry_run && !targets.is_empty() {
+                let borrowed = kb != self.device_kb;
+                if borrowed {
+                    if let Err(e) = write_device_kb(&self.sysfs, kb) {
+                        self.errors.push(e);
+                        continue;
+                    }
+                }
+                for t in &targets {
+                    match fadvise_remote(t.pid, t.fd, libc::POSIX_FADV_NORMAL) {
+                        Ok(()) => self.touched.push(*t),
+                        Err(e) => self.errors.push(format!("pid {} fd {}: {e}", t.pid, t.fd)),
+                    }
+                }
+                if borrowed {
+                    if let Err(e) = write_device_kb(&self.sysfs, self.device_kb) {
+                        self.errors.push(e);
+                    }
+                }
+            }
+            for ino in inos {
+                let n = targets.iter().filter(|t| t.ino == ino).count();
+                self.file_kb.insert(ino, kb);
+                self.actions.push(Action::File {
+                    ino,
+                    kb,
+                    descriptions: n,
+                });
+            }
+        }
+    }
+
+    /// Actions since the last call.
+    pub fn take_actions(&mut self) -> Vec<Action> {
+        std::mem::take(&mut self.actions)
+    }
+
+    /// Errors since the last call.
+    pub fn take_errors(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.errors)
+    }
+
+    /// Open files seen by the last scan.
+    pub fn open_files(&self) -> &[OpenFile] {
+        &self.open
+    }
+}
+
+impl ReadaheadKnobs for LinuxKnobs {
+    fn device_read_ahead_kb(&self) -> u64 {
+        self.device_kb
+    }
+
+    fn set_device_read_ahead_kb(&mut self, kb: u64) {
+        let t0 = std::time::Instant::now();
+        self.set_device_now(kb);
+        self.act_ns += t0.elapsed().as_nanos() as u64;
+    }
+
+    fn file_read_ahead_kb(&self, inode: u64) -> u64 {
+        self.pending_files
+            .get(&inode)
+            .or(self.file_kb.get(&inode))
+            .copied()
+            .unwrap_or(self.device_kb)
+    }
+
+    fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {
+        self.pending_files.insert(inode, kb);
+    }
+
+    fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
+        self.new_file_kb.insert(pid, kb);
+    }
+}
+
+impl LinuxKnobs {
+    fn set_device_now(&mut self, kb: u64) {
+        let from = self.device_kb;
+        if kb == from {
+            return;
+        }
+        let mut pushed = 0;
+        if !self.dry_run {
+            if let Err(e) = write_device_kb(&self.sysfs, kb) {
+                self.errors.push(e);
+                return;
+            }
+            // Linux copies the device value into a file only at open: push it into the files
+            // already open (those without a per-file value of ours).
+            let targets: Vec<OpenFile> = if self.pids.is_empty() {
+                open_files_on(self.user_dev, &[])
+            } else {
+                self.open.clone()
+            };
+            for t in targets.iter().filter(|t| !self.file_kb.contains_key(&t.ino)) {
+                match fadvise_remote(t.pid, t.fd, libc::POSIX_FADV_NORMAL) {
+                    Ok(()) => {
+                        pushed += 1;
+                        self.touched.push(*t);
+                    }
+                    Err(e) => self.errors.push(format!("pid {} fd {}: {e}", t.pid, t.fd)),
+                }
+            }
+        }
+        self.device_kb = kb;
+        self.actions.push(Action::Device {
+            from_kb: from,
+            to_kb: kb,
+            pushed,
+        });
+    }
+}
+
+/// Regular files on device `user_dev` open in `pids` (all processes when empty).
+pub fn open_files_on(user_dev: u64, pids: &[u32]) -> Vec<OpenFile> {
+    let all: Vec<u32>;
+    let pids = if pids.is_empty() {
+        all = std::fs::read_dir("/proc")
+            .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+            .unwrap_or_default();
+        &all
+    } else {
+        pids
+    };
+    let mut out = Vec::new();
+    for &pid in pids {
+        let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue; // gone, or not ours to see
+        };
+        for e in dir.flatten() {
+            let Some(fd) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            // Follows the magic link to the open file itself.
+            let Ok(m) = std::fs::metadata(e.path()) else { continue };
+            if m.is_file() && m.dev() == user_dev {
+                out.push(OpenFile { pid, fd, ino: m.ino() });
+            }
+        }
+    }
+    out
+}
+
+/// `posix_fadvise(advice)` on descriptor `fd` of process `pid`, through `pidfd_getfd`.
+pub fn fadvise_remote(pid: u32, fd: i32, advice: i32) -> std::io::Result<()> {
+    // SAFETY: plain syscalls; every descriptor opened here is closed here.
+    unsafe {
+        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) as i32;
+        if pidfd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let local = libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) as i32;
+        let err = std::io::Error::last_os_error();
+        libc::close(pidfd);
+        if local < 0 {
+            return Err(err);
+        }
+        let rc = libc::posix_fadvise(local, 0, 0, advice);
+        libc::close(local);
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,104 @@
+//! Scratch block devices for experiments and tests: a file-backed loop device with direct I/O
+//! and an ext4 file system on it, removed again when dropped. Never touches an existing disk.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A mounted ext4 file system on a fresh loop device.
+#[derive(Debug)]
+pub struct LoopFs {
+    /// Backing image file.
+    pub image: PathBuf,
+    /// Loop device name (`loop3`).
+    pub device: String,
+    /// Where it is mounted.
+    pub mountpoint: PathBuf,
+}
+
+fn sh(cmd: &mut Command) -> Result<String, String> {
+    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{cmd:?}: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Why a test bed cannot be made here (`None`: it can): root, `losetup`, `mkfs.ext4`.
+pub fn unavailable() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("loop devices need root".into());
+    }
+    for tool in ["losetup", "mkfs.ext4", "mount", "umount"] {
+        if Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .map_or(true, |o| !o.status.success())
+        {
+            return Some(format!("{tool} not found"));
+        }
+    }
+    None
+}
+
+impl LoopFs {
+    /// A `size_mb` MiB image under `dir`, attached with `--direct-io=on` (so the loop device
+    /// behaves like a disk, not like the page cache of the file below), formatted ext4 and
+    /// mounted at `dir/mnt-<name>`.
+    pub fn create(dir: &Path, name: &str, size_mb: u64) -> Result<LoopFs, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let image = dir.join(format!("{name}.img"));
+        let mountpoint = dir.join(format!("mnt-{name}"));
+        detach_stale(&image);
+        let f = std::fs::File::create(&image).map_err(|e| format!("{}: {e}", image.display()))?;
+        f.set_len(size_mb << 20)
+            .map_err(|e| format!("{}: {e}", image.display()))?;
+        drop(f);
+        let dev = sh(Command::new("losetup")
+            .args(["--direct-io=on", "--find", "--show"])
+            .arg(&image))?;
+        let mut fs = LoopFs {
+            image,
+            device: dev.trim_start_matches("/dev/").to_string(),
+            mountpoint,
+        };
+        let setup = || -> Result<(), String> {
+            sh(Command::new("mkfs.ext4")
+                .args(["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"])
+                .arg(&dev))?;
+            std::fs::create_dir_all(&fs.mountpoint).map_err(|e| format!("{}: {e}", fs.mountpoint.display()))?;
+            sh(Command::new("mount").arg(&dev).arg(&fs.mountpoint))?;
+            Ok(())
+        };
+        if let Err(e) = setup() {
+            fs.mountpoint = PathBuf::new(); // not mounted: Drop only detaches
+            return Err(e);
+        }
+        Ok(fs)
+    }
+}
+
+/// Detach loop devices still backed by `image` (left by a crashed run).
+pub fn detach_stale(image: &Path) {
+    if let Ok(out) = sh(Command::new("losetup").args(["-j"]).arg(image)) {
+        for line in out.lines() {
+            if let Some(dev) = line.split(':').next() {
+                let _ = Command::new("umount").arg(dev).output();
+                let _ = Command::new("losetup").args(["-d", dev]).output();
+            }
+        }
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        if !self.mountpoint.as_os_str().is_empty() {
+            let _ = Command::new("umount").arg(&self.mountpoint).output();
+            let _ = std::fs::remove_dir(&self.mountpoint);
+        }
+        let _ = Command::new("losetup")
+            .args(["-d", &format!("/dev/{}", self.device)])
+            .output();
+        let _ = std::fs::remove_file(&self.image);
+    }
+}

@@ -1,0 +1,160 @@
+//! The knobs and the journal on this machine's kernel, on a scratch loop device (root needed;
+//! elsewhere each test prints why it skips).
+
+use iolearn_policy::controller::ReadaheadKnobs;
+use iolearn_tune::journal::Journal;
+use iolearn_tune::linux::{fadvise_remote, read_device_kb, LinuxKnobs};
+use iolearn_tune::testbed::{unavailable, LoopFs};
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+
+fn skip(test: &str) -> bool {
+    let why = unavailable().or_else(|| iolearn_probe::availability().err().map(|e| e.to_string()));
+    let Some(why) = why else { return false };
+    eprintln!("SKIP {test}: {why}");
+    if let Some(log) = std::env::var_os("IOLEARN_SKIP_LOG") {
+        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(log) {
+            let _ = writeln!(f, "iolearn-tune {test}: {why}");
+        }
+    }
+    true
+}
+
+fn scratch() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tune-live")
+}
+
+/// Pages of `f` (mapped) that are resident after one fault at page `at` of a cold file: the
+/// fault's read-around, i.e. the file's readahead window.
+fn read_around_pages(f: &File, pages: usize, at: usize) -> usize {
+    // SAFETY: read-only shared mapping of an open file, unmapped before returning.
+    unsafe {
+        libc::fsync(f.as_raw_fd()); // dirty pages cannot be dropped
+        libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+        let len = pages * 4096;
+        let addr = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        );
+        assert_ne!(addr, libc::MAP_FAILED);
+        std::ptr::read_volatile((addr as *const u8).add(at * 4096));
+        let mut vec = vec![0u8; pages];
+        libc::mincore(addr, len, vec.as_mut_ptr());
+        libc::munmap(addr, len);
+        vec.iter().filter(|&&b| b & 1 == 1).count()
+    }
+}
+
+#[test]
+fn per_file_values_reach_other_descriptions_through_pidfd_getfd() {
+    if skip("per_file_values_reach_other_descriptions_through_pidfd_getfd") {
+        return;
+    }
+    let fs = LoopFs::create(&scratch(), "knobs", 96).unwrap();
+    let path = fs.mountpoint.join("data");
+    let mut w = File::create(&path).unwrap();
+    w.write_all(&vec![1u8; 16 << 20]).unwrap();
+    w.sync_all().unwrap();
+    let f = File::open(&path).unwrap();
+    let sysfs = iolearn_tune::linux::read_ahead_path(&fs.device);
+    let original = read_device_kb(&sysfs).unwrap();
+    let mut knobs = LinuxKnobs::new(&fs.device, false).unwrap();
+    knobs.pids = vec![std::process::id()];
+    knobs.refresh();
+    let ino = knobs
+        .open_files()
+        .iter()
+        .find(|o| o.fd == f.as_raw_fd())
+        .expect("our descriptor")
+        .ino;
+    // A per-file value other than the device's: the device setting is borrowed, then put back.
+    for kb in [16u64, 512] {
+        knobs.set_file_read_ahead_kb(ino, kb);
+        knobs.flush();
+        assert!(knobs.take_errors().is_empty());
+        assert_eq!(read_device_kb(&sysfs).unwrap(), original, "device setting restored");
+        let resident = read_around_pages(&f, 4096, 2048);
+        let want = (kb / 4) as usize;
+        assert!(
+            resident >= want && resident <= want + 16,
+            "{kb} KiB: {resident} pages read around"
+        );
+    }
+    // A device change is pushed into files without a per-file value (Linux copies the device
+    // value only at open).
+    let other = fs.mountpoint.join("other");
+    std::fs::write(&other, vec![2u8; 16 << 20]).unwrap();
+    let g = File::open(&other).unwrap();
+    knobs.refresh();
+    let before = read_around_pages(&g, 4096, 2048);
+    knobs.set_device_read_ahead_kb(64);
+    let after = read_around_pages(&g, 4096, 2048);
+    assert!(
+        (16..=32).contains(&after),
+        "pushed 64 KiB: {after} pages (was {before})"
+    );
+    assert_eq!(read_device_kb(&sysfs).unwrap(), 64);
+    // POSIX_FADV_SEQUENTIAL alone gives twice the device value, NORMAL the device value.
+    fadvise_remote(std::process::id(), g.as_raw_fd(), libc::POSIX_FADV_SEQUENTIAL).unwrap();
+    let seq = read_around_pages(&g, 4096, 2048);
+    assert!((32..=48).contains(&seq), "sequential: {seq} pages");
+    iolearn_tune::linux::write_device_kb(&sysfs, original).unwrap();
+}
+
+#[test]
+fn the_journal_restores_the_device_and_files() {
+    if skip("the_journal_restores_the_device_and_files") {
+        return;
+    }
+    let fs = LoopFs::create(&scratch(), "journal", 64).unwrap();
+    let sysfs = iolearn_tune::linux::read_ahead_path(&fs.device);
+    let state = scratch().join("state-journal");
+    let original = read_device_kb(&sysfs).unwrap();
+    let mut j = Journal::begin(&state, &fs.device, &sysfs).unwrap();
+    iolearn_tune::linux::write_device_kb(&sysfs, 16).unwrap();
+    let path = fs.mountpoint.join("f");
+    std::fs::write(&path, vec![0u8; 1 << 20]).unwrap();
+    let f = File::open(&path).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    j.note_files(&[iolearn_tune::linux::OpenFile {
+        pid: std::process::id(),
+        fd: f.as_raw_fd(),
+        ino: f.metadata().unwrap().ino(),
+    }])
+    .unwrap();
+    // A crash here: the next start finds the journal.
+    let loaded = Journal::load(&j.path).unwrap();
+    assert_eq!(loaded, j);
+    let restored = iolearn_tune::restore_left_over(&state, &fs.device);
+    // Our own pid is the "tuner": alive but not another tuner, so it restores.
+    assert!(restored.unwrap().is_some());
+    assert_eq!(read_device_kb(&sysfs).unwrap(), original);
+    assert!(!j.path.exists(), "journal removed after restoring");
+    assert!(iolearn_tune::restore_left_over(&state, &fs.device).unwrap().is_none());
+}
+
+#[test]
+fn bad_journals_name_the_file_and_line() {
+    let dir = scratch().join("bad-journal");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("readahead-loop9.journal");
+    for (text, want) in [
+        ("nope\n", "line 1"),
+        (
+            "iolearn-readahead-journal 1\ndevice loop9\noriginal_read_ahead_kb lots\n",
+            "line 3",
+        ),
+        ("iolearn-readahead-journal 1\ndevice loop9\nfile 1 2\n", "PID FD INO"),
+        ("iolearn-readahead-journal 1\ndevice loop9\n", "missing sysfs"),
+    ] {
+        std::fs::write(&p, text).unwrap();
+        let e = Journal::load(&p).unwrap_err().to_string();
+        assert!(e.contains("readahead-loop9.journal") && e.contains(want), "{e}");
+    }
+}
