@@ -215,9 +215,17 @@ pub fn serve_metrics(addr: &str, page: Arc<Mutex<String>>) -> std::io::Result<So
         for conn in listener.incoming() {
             let Ok(mut c) = conn else { continue };
             let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(2)));
-            let mut buf = [0u8; 1024];
-            let n = c.read(&mut buf).unwrap_or(0);
-            let req = String::from_utf8_lossy(&buf[..n]);
+            // Read the request head (a scraper sends a few hundred bytes); closing with
+            // unread bytes would reset the connection before the client reads the reply.
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 1024];
+            while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16 << 10 {
+                match c.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let req = String::from_utf8_lossy(&buf);
             let reply = if req.starts_with("GET /metrics ") || req.starts_with("GET / ") {
                 let body = page.lock().map(|p| p.clone()).unwrap_or_default();
                 format!(
@@ -228,6 +236,7 @@ pub fn serve_metrics(addr: &str, page: Arc<Mutex<String>>) -> std::io::Result<So
                 "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
             };
             let _ = c.write_all(reply.as_bytes());
+            let _ = c.shutdown(std::net::Shutdown::Write);
         }
     })?;
     Ok(local)

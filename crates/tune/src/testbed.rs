@@ -93,7 +93,14 @@ pub fn detach_stale(image: &Path) {
 impl Drop for LoopFs {
     fn drop(&mut self) {
         if !self.mountpoint.as_os_str().is_empty() {
-            let _ = Command::new("umount").arg(&self.mountpoint).output();
+            let ok = Command::new("umount")
+                .arg(&self.mountpoint)
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if !ok {
+                // Still in use (a process left behind): detach now, free when unused.
+                let _ = Command::new("umount").arg("-l").arg(&self.mountpoint).output();
+            }
             let _ = std::fs::remove_dir(&self.mountpoint);
         }
         let _ = Command::new("losetup")

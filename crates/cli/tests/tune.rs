@@ -1,0 +1,344 @@
+//! `iolearn tune readahead` run as a user would, on a scratch loop device (issue 4): it tunes,
+//! restores on SIGTERM, is undone after a crash, changes nothing when dry, and explains bad
+//! input. Needs root and eBPF; elsewhere each test prints why it skips.
+
+use iolearn_ml::kml::READAHEAD_SCHEMA;
+use iolearn_ml::{ClassAction, DecisionTree, ModelFile, ModelKind, TreeConfig};
+use iolearn_tune::linux::{read_ahead_path, read_device_kb, write_device_kb};
+use iolearn_tune::testbed::{unavailable, LoopFs};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn skip(test: &str) -> bool {
+    let why = unavailable().or_else(|| iolearn_probe::availability().err().map(|e| e.to_string()));
+    let Some(why) = why else { return false };
+    eprintln!("SKIP {test}: {why}");
+    if let Some(log) = std::env::var_os("IOLEARN_SKIP_LOG") {
+        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(log) {
+            let _ = writeln!(f, "iolearn (cli) {test}: {why}");
+        }
+    }
+    true
+}
+
+fn scratch(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("tune-cli-{name}"))
+}
+
+/// A tree: large mean page distance -> "random" (16 KiB), small -> "sequential" (512 KiB).
+fn model(dir: &Path) -> PathBuf {
+    let mut x = Vec::new();
+    let mut y = Vec::new();
+    for (delta, class) in [(1.0, 1.0), (3.0, 1.0), (200.0, 0.0), (900.0, 0.0)] {
+        x.extend([100.0, 10.0, 10.0, delta, 0.25]);
+        y.push(class);
+    }
+    let tree = DecisionTree::fit(&x, &y, 5, &TreeConfig::default()).unwrap();
+    let mut m = ModelFile::new(ModelKind::Tree(tree), READAHEAD_SCHEMA);
+    m.features = (0..5).map(|i| format!("f{i}")).collect();
+    m.classes = vec![
+        ClassAction {
+            label: "random".into(),
+            action: 16,
+        },
+        ClassAction {
+            label: "sequential".into(),
+            action: 512,
+        },
+    ];
+    m.action_unit = "read_ahead_kb".into();
+    let p = dir.join("model.iolm");
+    m.save(&p).unwrap();
+    p
+}
+
+/// A child process killed when dropped (a failing test must not leave it running).
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A process reading 4 KiB at random offsets of `file` until killed.
+fn random_reader(file: &Path) -> Proc {
+    let script = "import os, random, sys\n\
+                  fd = os.open(sys.argv[1], os.O_RDONLY)\n\
+                  n = os.fstat(fd).st_size // 4096\n\
+                  while True:\n\
+                  \x20   os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED) if random.random() < 0.01 else None\n\
+                  \x20   os.pread(fd, 4096, random.randrange(n) * 4096)\n";
+    Proc(Command::new("python3").args(["-c", script]).arg(file).spawn().unwrap())
+}
+
+struct Bed {
+    fs: LoopFs,
+    sysfs: PathBuf,
+    original: u64,
+    state: PathBuf,
+    model: PathBuf,
+    data: PathBuf,
+}
+
+fn bed(name: &str) -> Bed {
+    let dir = scratch(name);
+    let fs = LoopFs::create(&dir, name, 160).unwrap();
+    let data = fs.mountpoint.join("data");
+    let mut f = std::fs::File::create(&data).unwrap();
+    f.write_all(&vec![3u8; 128 << 20]).unwrap();
+    f.sync_all().unwrap();
+    let sysfs = read_ahead_path(&fs.device);
+    write_device_kb(&sysfs, 128).unwrap(); // Linux's usual default, inside the model's range
+    Bed {
+        original: read_device_kb(&sysfs).unwrap(),
+        sysfs,
+        state: dir.join("state"),
+        model: model(&dir),
+        data,
+        fs,
+    }
+}
+
+/// Start the tuner; its stderr lines arrive on the returned channel.
+fn tuner(b: &Bed, extra: &[&str]) -> (Proc, mpsc::Receiver<String>) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+        .args([
+            "tune",
+            "readahead",
+            "--device",
+            &b.fs.device,
+            "--interval",
+            "0.3",
+            "--hold",
+            "1",
+            "--min-gap",
+            "0",
+        ])
+        .arg("--model")
+        .arg(&b.model)
+        .arg("--state-dir")
+        .arg(&b.state)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let err = c.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            eprintln!("tuner: {line}");
+            let _ = tx.send(line);
+        }
+    });
+    (Proc(c), rx)
+}
+
+fn wait_for(what: &str, secs: f64, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed().as_secs_f64() < secs, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[test]
+fn the_tuner_tunes_serves_metrics_and_restores_on_sigterm() {
+    if skip("the_tuner_tunes_serves_metrics_and_restores_on_sigterm") {
+        return;
+    }
+    let b = bed("sigterm");
+    let reader = random_reader(&b.data);
+    let pid = reader.0.id().to_string();
+    let (mut t, lines) = tuner(&b, &["--pid", &pid, "--metrics", "127.0.0.1:0", "--log-format", "json"]);
+    let mut url = None;
+    wait_for("the metrics address", 10.0, || {
+        while let Ok(l) = lines.try_recv() {
+            if let Some(i) = l.find("http://") {
+                url = Some(l[i + 7..].split('/').next().unwrap().to_string());
+            }
+        }
+        url.is_some()
+    });
+    // Random reads: the model says 16 KiB.
+    wait_for("read_ahead_kb 16", 15.0, || read_device_kb(&b.sysfs).unwrap() == 16);
+    let journal = b.state.join(format!("readahead-{}.journal", b.fs.device));
+    assert!(journal.exists(), "journal written before the change");
+    let page = http_get(url.as_deref().unwrap(), "/metrics");
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    for m in [
+        "iolearn_decisions_total",
+        "iolearn_read_ahead_kb",
+        "iolearn_lost_events_total",
+        "iolearn_decide_seconds_max",
+    ] {
+        assert!(page.contains(m), "{m} missing:\n{page}");
+    }
+    assert!(page.contains("class=\"random\""), "{page}");
+    assert!(http_get(url.as_deref().unwrap(), "/nope").starts_with("HTTP/1.1 404"));
+    // SIGTERM: the original value comes back, the journal goes.
+    unsafe { libc::kill(t.0.id() as i32, libc::SIGTERM) };
+    let status = t.0.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original);
+    assert!(!journal.exists());
+    let mut summary = String::new();
+    std::io::Read::read_to_string(&mut t.0.stdout.take().unwrap(), &mut summary).unwrap();
+    assert!(summary.contains("read_ahead_kb back to 128"), "{summary}");
+}
+
+#[test]
+fn a_crashed_tuner_is_undone_by_restore_and_by_the_next_start() {
+    if skip("a_crashed_tuner_is_undone_by_restore_and_by_the_next_start") {
+        return;
+    }
+    let b = bed("crash");
+    let reader = random_reader(&b.data);
+    let pid = reader.0.id().to_string();
+    for how in ["--restore", "next start"] {
+        let (mut t, _lines) = tuner(&b, &["--pid", &pid]);
+        wait_for("read_ahead_kb 16", 15.0, || read_device_kb(&b.sysfs).unwrap() == 16);
+        t.0.kill().unwrap(); // SIGKILL: no chance to clean up
+        t.0.wait().unwrap();
+        assert_eq!(read_device_kb(&b.sysfs).unwrap(), 16, "left changed by the crash");
+        if how == "--restore" {
+            let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+                .args([
+                    "tune",
+                    "readahead",
+                    "--device",
+                    &b.fs.device,
+                    "--restore",
+                    "--state-dir",
+                ])
+                .arg(&b.state)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            assert!(String::from_utf8_lossy(&o.stderr).contains("restored"));
+        } else {
+            // A new tuner restores first (then tunes again; stop it at once).
+            let (mut t2, lines) = tuner(&b, &["--pid", &pid, "--dry-run"]);
+            wait_for("the restore message", 10.0, || {
+                lines.try_iter().any(|l| l.contains("restored_after_crash"))
+            });
+            unsafe { libc::kill(t2.0.id() as i32, libc::SIGINT) };
+            assert!(t2.0.wait().unwrap().success());
+        }
+        assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original, "after {how}");
+    }
+}
+
+#[test]
+fn a_dry_run_decides_but_changes_nothing() {
+    if skip("a_dry_run_decides_but_changes_nothing") {
+        return;
+    }
+    let b = bed("dry");
+    let reader = random_reader(&b.data);
+    let pid = reader.0.id().to_string();
+    let (mut t, lines) = tuner(&b, &["--pid", &pid, "--dry-run", "--duration", "2"]);
+    let mut seen = Vec::new();
+    while t.0.try_wait().unwrap().is_none() {
+        seen.extend(lines.try_iter());
+        assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    seen.extend(lines.try_iter());
+    assert!(
+        seen.iter()
+            .any(|l| l.contains("event=change") && l.contains("dry_run=true")),
+        "{seen:#?}"
+    );
+    assert!(!b.state.join(format!("readahead-{}.journal", b.fs.device)).exists());
+}
+
+#[test]
+fn bad_input_gets_clear_errors() {
+    let run = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_iolearn")).args(args).output().unwrap();
+        (o.status.success(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (ok, e) = run(&[
+        "tune",
+        "readahead",
+        "--device",
+        "no-such-disk",
+        "--model",
+        "/nonexistent.iolm",
+    ]);
+    assert!(!ok && e.contains("nonexistent.iolm"), "{e}");
+    let dir = scratch("errors");
+    std::fs::create_dir_all(&dir).unwrap();
+    let m = model(&dir);
+    let m = m.to_str().unwrap();
+    let (ok, e) = run(&[
+        "tune",
+        "readahead",
+        "--device",
+        "no-such-disk",
+        "--model",
+        m,
+        "--state-dir",
+        "/tmp",
+    ]);
+    assert!(!ok && e.contains("no-such-disk"), "{e}");
+    let (ok, e) = run(&[
+        "tune",
+        "readahead",
+        "--device",
+        "loop0",
+        "--model",
+        m,
+        "--per-file",
+        "--state-dir",
+        "/tmp",
+    ]);
+    assert!(!ok && e.contains("--pid or --cgroup"), "{e}");
+    let (ok, e) = run(&[
+        "tune",
+        "readahead",
+        "--device",
+        "loop0",
+        "--model",
+        m,
+        "--interval",
+        "0",
+    ]);
+    assert!(!ok && e.contains("--interval"), "{e}");
+    // Not root: says so (where setpriv can drop privileges).
+    if unsafe { libc::geteuid() } == 0 && Command::new("setpriv").arg("--version").output().is_ok() {
+        let o = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_iolearn"))
+            .args([
+                "tune",
+                "readahead",
+                "--device",
+                "loop0",
+                "--model",
+                m,
+                "--state-dir",
+                "/tmp/iolearn-nobody",
+                "--dry-run",
+            ])
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && e.contains("root"), "{e}");
+    }
+}
