@@ -120,7 +120,7 @@ fn steady_knobs_hold_changes_until_repeated_and_space_them() {
         ..Default::default()
     };
     let mut s = Steady::new(2, 3);
-    let mut ask = |s: &mut Steady, k: &mut Recorder, kb: u64| {
+    let ask = |s: &mut Steady, k: &mut Recorder, kb: u64| {
         s.next_window();
         s.wrap(k).set_device_read_ahead_kb(kb);
         k.device_kb
