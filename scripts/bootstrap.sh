@@ -13,6 +13,11 @@ command -v clang >/dev/null || need_apt+=(clang)
 command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 [[ -f /usr/include/libelf.h ]] || need_apt+=(libelf-dev)
 [[ -f /usr/include/zlib.h ]] || need_apt+=(zlib1g-dev)
+# The real readahead benchmark (and its CI smoke test) drives RocksDB's db_bench; only root can
+# run it, so only root installs it.
+if [[ $(id -u) == 0 ]]; then
+    command -v db_bench >/dev/null || need_apt+=(rocksdb-tools)
+fi
 if ((${#need_apt[@]})); then
     if [[ $(id -u) == 0 ]]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"

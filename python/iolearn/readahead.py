@@ -240,14 +240,14 @@ def least_regret_actions(rows, y_true, y_pred, workloads=TRAIN_WORKLOADS) -> lis
     return actions
 
 
-def train(rows, feats, out: Path, seed=0, epochs=100, suffix="", jitter=True):
+def train(rows, feats, out: Path, seed=0, epochs=100, suffix="", jitter=True, workloads=TRAIN_WORKLOADS):
     """Train KML's 5-15-5-4 network and a tree on the sweep's feature windows; label = the
     workload; action = the readahead of least expected regret given the 10-fold CV confusion
     ([`least_regret_actions`]; each class's best value when the model never errs). The
     network trains with [`CountJitter`] unless `jitter` is false. Returns a report dict."""
     best = best_per_workload(rows)
     X = np.array([[f[n] for n in FEATURES] for f in feats], dtype=np.float32)
-    y = np.array([TRAIN_WORKLOADS.index(f["workload"]) for f in feats])
+    y = np.array([workloads.index(f["workload"]) for f in feats])
     # KML's features are counts and page distances spanning orders of magnitude: the network
     # sees them through log1p before the Z-score (see `LOG_FEATURES`).
     nn = MLP(hidden=(15, 5), lr=0.01, momentum=0.99, batch_size=8, epochs=epochs, seed=seed, log_features=LOG_FEATURES)
@@ -255,17 +255,17 @@ def train(rows, feats, out: Path, seed=0, epochs=100, suffix="", jitter=True):
         nn = CountJitter(nn, seed=seed)
     dt = DecisionTree(max_depth=9)
     oof = {"nn": cross_val_predict(nn, X, y, cv=10, seed=seed), "dt": cross_val_predict(dt, X, y, cv=10, seed=seed)}
-    classes = {k: list(zip(TRAIN_WORKLOADS, least_regret_actions(rows, y, p))) for k, p in oof.items()}
+    classes = {k: list(zip(workloads, least_regret_actions(rows, y, p, workloads))) for k, p in oof.items()}
     report = {
         "rows": len(y),
         "nn_cv": float((oof["nn"] == y).mean()),
         "dt_cv": float((oof["dt"] == y).mean()),
         "kml_reported": {"nn_cv": 0.955, "dt_cv": 0.754, "shuffled_accuracy": KML_SHUFFLED},
-        "best_per_class": [(w, best[w]) for w in TRAIN_WORKLOADS],
+        "best_per_class": [(w, best[w]) for w in workloads],
         "classes": classes["nn"],
         "dt_classes": classes["dt"],
-        "nn_confusion": _confusion(y, oof["nn"]),
-        "dt_confusion": _confusion(y, oof["dt"]),
+        "nn_confusion": _confusion(y, oof["nn"], len(workloads)),
+        "dt_confusion": _confusion(y, oof["dt"], len(workloads)),
         "count_jitter": bool(jitter),
     }
     out.mkdir(parents=True, exist_ok=True)
@@ -299,9 +299,8 @@ def training_range(X) -> dict[str, str]:
     }
 
 
-def _confusion(y_true, y_pred) -> list[list[int]]:
+def _confusion(y_true, y_pred, n: int) -> list[list[int]]:
     """Rows: true class; columns: predicted class."""
-    n = len(TRAIN_WORKLOADS)
     m = np.zeros((n, n), dtype=int)
     np.add.at(m, (np.asarray(y_true), np.asarray(y_pred)), 1)
     return m.tolist()

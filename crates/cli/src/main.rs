@@ -2,6 +2,7 @@
 
 mod files;
 mod model;
+mod probe;
 mod python;
 mod tune;
 
@@ -21,6 +22,17 @@ enum Command {
     /// Import, inspect and run model files.
     #[command(subcommand)]
     Model(model::ModelCommand),
+    /// Observe this machine's kernel with eBPF and record features.
+    #[command(subcommand)]
+    Probe(probe::ProbeCommand),
+    /// Benchmarks on this machine: `iolearn bench readahead --real` (runs the Python harness
+    /// `python -m iolearn.bench_real`; `--help` shows its options).
+    #[command(disable_help_flag = true)]
+    Bench {
+        /// `readahead --real [options]`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Tune this machine's kernel (eBPF observes, the model decides, sysfs and fadvise act).
     #[command(subcommand)]
     Tune(tune::TuneCommand),
@@ -34,11 +46,33 @@ enum Command {
     },
 }
 
+/// `bench readahead --real ...` -> the harness's arguments.
+fn bench_args(args: &[String]) -> anyhow::Result<Vec<String>> {
+    match args.first().map(String::as_str) {
+        Some("readahead") => {}
+        Some("--help" | "-h") | None => anyhow::bail!("usage: iolearn bench readahead --real [options] (see --help)"),
+        Some(other) => anyhow::bail!("unknown benchmark {other:?} (available: readahead)"),
+    }
+    let rest: Vec<String> = args[1..].iter().filter(|a| *a != "--real").cloned().collect();
+    if !args.iter().any(|a| a == "--real") && !rest.iter().any(|a| a == "--help" || a == "-h") {
+        anyhow::bail!("iolearn bench readahead needs --real (the simulated evaluation is `iolearn readahead evaluate`)");
+    }
+    Ok(rest)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Model(cmd) => model::run(cmd),
         Command::Tune(cmd) => tune::run_command(cmd),
+        Command::Probe(cmd) => probe::run(cmd),
+        Command::Bench { args } => match bench_args(&args) {
+            Ok(rest) => match python::run_module("iolearn.bench_real", &rest) {
+                Ok(code) => return ExitCode::from(code),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        },
         Command::Readahead { args } => match python::run_module("iolearn.readahead", &args) {
             Ok(code) => return ExitCode::from(code),
             Err(e) => Err(e),

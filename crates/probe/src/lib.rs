@@ -228,6 +228,17 @@ pub struct Window {
     pub latency_histogram: [u64; LATENCY_BUCKETS],
 }
 
+/// Kernel CPU time of one eBPF program (with [`Probe::enable_stats`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramStats {
+    /// Program name (`on_add`, ...).
+    pub name: String,
+    /// Times it ran.
+    pub runs: u64,
+    /// Total run time, ns.
+    pub run_time_ns: u64,
+}
+
 /// What a page event was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventKind {
@@ -307,6 +318,14 @@ impl Probe {
     /// Unreachable without a probe.
     pub fn drain_events(&mut self, _: Duration) -> Result<Vec<RawEvent>, ProbeError> {
         Err(ProbeError::NotBuilt)
+    }
+    /// Unreachable without a probe.
+    pub fn enable_stats(&mut self) -> Result<(), ProbeError> {
+        Err(ProbeError::NotBuilt)
+    }
+    /// Unreachable without a probe.
+    pub fn program_stats(&self) -> Vec<ProgramStats> {
+        Vec::new()
     }
 }
 

@@ -1,7 +1,11 @@
 //! The loaded probe (built only when the eBPF programs were compiled).
 
 use crate::sys::{check_root_and_btf, kernel_dev, TracefsMount};
-use crate::{Counters, FileSums, PageSums, ProbeConfig, ProbeError, RawEvent, Window, LATENCY_BUCKETS, N_COUNTERS};
+use crate::{
+    Counters, FileSums, PageSums, ProbeConfig, ProbeError, ProgramStats, RawEvent, Window, LATENCY_BUCKETS,
+    N_COUNTERS,
+};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder};
 use std::mem::{ManuallyDrop, MaybeUninit};
@@ -21,6 +25,8 @@ pub struct Probe {
     _tracefs: TracefsMount,
     slot: u32,
     file_key_size: usize,
+    /// Keeps the kernel's per-program run-time accounting on while open.
+    stats_fd: Option<OwnedFd>,
 }
 
 // The skeleton's raw pointers are only used through `&mut self`.
@@ -66,6 +72,7 @@ impl Probe {
             _tracefs: tracefs,
             slot: 0,
             file_key_size,
+            stats_fd: None,
         };
         for &pid in &cfg.pids {
             p.watch_pid(pid)?;
@@ -166,6 +173,53 @@ impl Probe {
             rb.consume().map_err(|e| ProbeError::Map(e.to_string()))?;
         }
         Ok(out)
+    }
+}
+
+impl Probe {
+    /// Turn on the kernel's run-time accounting of eBPF programs for as long as this probe
+    /// lives (`BPF_ENABLE_STATS`: no sysctl is changed, it ends when the descriptor closes).
+    pub fn enable_stats(&mut self) -> Result<(), ProbeError> {
+        // SAFETY: plain syscall wrapper; the descriptor is owned below.
+        let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+        if fd < 0 {
+            return Err(ProbeError::Denied(format!(
+                "BPF_ENABLE_STATS: {}",
+                std::io::Error::from_raw_os_error(-fd)
+            )));
+        }
+        // SAFETY: a fresh descriptor we own.
+        self.stats_fd = Some(unsafe { OwnedFd::from_raw_fd(fd) });
+        Ok(())
+    }
+
+    /// Run counts and kernel CPU time of each program (zeros unless stats are enabled).
+    pub fn program_stats(&self) -> Vec<ProgramStats> {
+        let p = &self.skel.progs;
+        let progs: [(&str, &libbpf_rs::ProgramMut<'_>); 7] = [
+            ("on_add", &p.on_add),
+            ("on_get_pages", &p.on_get_pages),
+            ("on_fault", &p.on_fault),
+            ("on_sync_ra", &p.on_sync_ra),
+            ("on_async_ra", &p.on_async_ra),
+            ("on_rq_issue", &p.on_rq_issue),
+            ("on_rq_complete", &p.on_rq_complete),
+        ];
+        progs
+            .iter()
+            .map(|(name, prog)| {
+                // SAFETY: zeroed bpf_prog_info is a valid input; the kernel fills at most len.
+                let mut info: libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
+                let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+                let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(prog.as_fd().as_raw_fd(), &mut info, &mut len) };
+                let (runs, run_time_ns) = if rc == 0 { (info.run_cnt, info.run_time_ns) } else { (0, 0) };
+                ProgramStats {
+                    name: name.to_string(),
+                    runs,
+                    run_time_ns,
+                }
+            })
+            .collect()
     }
 }
 

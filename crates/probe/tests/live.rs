@@ -61,6 +61,7 @@ fn reads_are_seen_per_file_with_kml_sums() {
         ..Default::default()
     })
     .unwrap();
+    p.enable_stats().unwrap();
     p.window().unwrap(); // start clean
     let mut buf = vec![0u8; 64 << 10];
     let mut f = File::open(&path).unwrap();
@@ -79,6 +80,10 @@ fn reads_are_seen_per_file_with_kml_sums() {
         w.counters
     );
     assert!(w.device.n >= mine.sums.n);
+    // The kernel accounts the programs' CPU time while stats are enabled.
+    let stats = p.program_stats();
+    let add = stats.iter().find(|s| s.name == "on_add").unwrap();
+    assert!(add.runs > 0 && add.run_time_ns > 0, "{stats:?}");
     // The next window starts empty.
     let w2 = p.window().unwrap();
     assert!(w2.files.iter().all(|f| f.ino != ino), "{:?}", w2.files);

@@ -202,6 +202,8 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         raw_events: false,
     })
     .map_err(|e| e.to_string())?;
+    // Kernel CPU of the probes, for the overhead report (best effort).
+    let _ = probe.enable_stats();
     let original_kb = knobs.device_read_ahead_kb();
     let mut restorer = Restorer {
         journal: if cfg.dry_run {
@@ -338,8 +340,11 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             *p = m.render(&cfg.device);
         }
     }
+    let bpf_ns: u64 = probe.program_stats().iter().map(|p| p.run_time_ns).sum();
+    let bpf_runs: u64 = probe.program_stats().iter().map(|p| p.runs).sum();
     drop(probe);
     drop(restorer); // restores and logs
+    let wall = start.elapsed().as_secs_f64();
     summary.restored_kb = linux::read_device_kb(knobs.sysfs()).unwrap_or(0);
     log.log(
         "info",
@@ -350,6 +355,13 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             ("fallbacks", m.fallbacks.to_string()),
             ("lost_events", m.lost_events.to_string()),
             ("read_ahead_kb", summary.restored_kb.to_string()),
+            ("wall_s", format!("{wall:.3}")),
+            ("decide_us_mean", format!("{:.3}", m.decide_ns_total as f64 / m.windows.max(1) as f64 / 1e3)),
+            ("decide_us_max", format!("{:.3}", m.decide_ns_max as f64 / 1e3)),
+            ("act_us_total", format!("{:.1}", m.act_ns_total as f64 / 1e3)),
+            ("events_per_s", format!("{:.0}", (m.pages_added + m.pages_accessed) as f64 / wall.max(1e-9))),
+            ("bpf_runs", bpf_runs.to_string()),
+            ("bpf_cpu_ms", format!("{:.3}", bpf_ns as f64 / 1e6)),
         ],
     );
     summary.metrics = m;

@@ -1,0 +1,703 @@
+"""KML's readahead tuning on this machine's kernel, measured with RocksDB's db_bench.
+
+    iolearn bench readahead --real [--quick] [--out DIR]
+
+Creates everything it needs and removes it afterwards (also on SIGINT/SIGTERM, and at the
+next start after a crash, from a journal): a file-backed loop device with direct I/O, an ext4
+file system, a RocksDB database (Debian ``rocksdb-tools``), a cgroup v1 memory group of 1 GiB
+(KML's setup: database about twice the memory). Never touches another disk. Then:
+
+1. sweep: workloads x static readahead values, caches dropped before each run, ops/s and the
+   probe's per-window features (``iolearn probe readahead``) recorded;
+2. train: KML's network per device and per file on the real windows (as ``iolearn readahead
+   train`` does on simulated ones);
+3. evaluate: vanilla (128 KiB), the loop device's default, the tuner (``iolearn tune
+   readahead``) per device and per file, and the oracle (best static value), repeated; back
+   to back; two concurrent db_bench instances; overheads (probe and tuner CPU, inference and
+   actuation time, events/s, lost events, throughput with probes attached but no tuning).
+
+Tables, plots and raw CSV go to ``--out`` (default ``docs/benchmarks/<date>-readahead-real``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import readahead as ra
+
+WORKLOADS = ("readrandom", "readrandomwriterandom", "readseq", "readreverse", "updaterandom", "mixgraph")
+SEQUENTIAL = ("readseq", "readreverse")
+#: KML's mixgraph options (``shared/spec/kml.md`` section 3).
+MIXGRAPH = [
+    "--keyrange_dist_a=14.18",
+    "--keyrange_dist_b=-2.917",
+    "--keyrange_dist_c=0.0164",
+    "--keyrange_dist_d=-0.08082",
+    "--keyrange_num=30",
+    "--value_k=0.2615",
+    "--value_sigma=25.45",
+    "--iter_k=2.517",
+    "--iter_sigma=14.236",
+    "--mix_get_ratio=0.85",
+    "--mix_put_ratio=0.14",
+    "--mix_seek_ratio=0.01",
+]
+VANILLA_KB = 128
+
+
+class Settings:
+    """One harness configuration (full, or ``--quick`` for CI)."""
+
+    def __init__(self, quick: bool):
+        self.quick = quick
+        self.keys = 400_000 if quick else 12_000_000
+        self.value_size = 150
+        self.memory_mb = 48 if quick else 1024
+        self.image_mb = 640 if quick else 6144
+        self.seconds = 4 if quick else 20
+        self.repeats = 1 if quick else 2
+        self.sweep_kb = (16, 128, 512) if quick else (16, 64, 128, 256, 512, 1024, 4096)
+        self.workloads = ("readrandom", "readseq") if quick else WORKLOADS
+        self.train = ("readrandom", "readseq") if quick else ra.TRAIN_WORKLOADS
+
+
+# ---------------------------------------------------------------------------------------------
+# The test bed: created, journalled, removed.
+
+
+def sh(*cmd, check=True, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], check=check, capture_output=True, text=True, **kw)
+
+
+class Testbed:
+    """Loop device + ext4 + cgroup, with a journal so a crashed run is cleaned at the next start."""
+
+    def __init__(self, workdir: Path, memory_mb: int, image_mb: int):
+        self.workdir = workdir
+        self.journal = workdir / "testbed.json"
+        self.image = workdir / "bench.img"
+        self.mnt = workdir / "mnt"
+        self.cgroup = Path(f"/sys/fs/cgroup/memory/iolearn-bench-{os.getpid()}")
+        self.memory_mb = memory_mb
+        self.image_mb = image_mb
+        self.device = ""
+
+    # journal -------------------------------------------------------------------------------
+    def _save(self):
+        tmp = self.journal.with_suffix(".tmp")
+        tmp.write_text(
+            json.dumps(
+                {"image": str(self.image), "mnt": str(self.mnt), "device": self.device, "cgroup": str(self.cgroup)}
+            )
+        )
+        os.replace(tmp, self.journal)
+
+    @staticmethod
+    def clean_leftovers(workdir: Path) -> bool:
+        """Remove what a crashed run left (from its journal). Returns whether there was any."""
+        j = workdir / "testbed.json"
+        if not j.exists():
+            return False
+        try:
+            state = json.loads(j.read_text())
+        except ValueError as e:
+            raise SystemExit(f"error: {j}: not a test bed journal ({e}); remove it after checking") from e
+        _teardown(Path(state["mnt"]), state.get("device", ""), Path(state["image"]), Path(state["cgroup"]))
+        j.unlink()
+        return True
+
+    def __enter__(self) -> Testbed:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        if Testbed.clean_leftovers(self.workdir):
+            print("test bed: removed what a previous (crashed) run left", file=sys.stderr)
+        self._save()
+        with open(self.image, "wb") as f:
+            f.truncate(self.image_mb << 20)
+        self.device = sh("losetup", "--direct-io=on", "--find", "--show", self.image).stdout.strip()
+        self._save()
+        sh("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", self.device)
+        self.mnt.mkdir(parents=True, exist_ok=True)
+        sh("mount", self.device, self.mnt)
+        self.cgroup.mkdir()
+        (self.cgroup / "memory.limit_in_bytes").write_text(str(self.memory_mb << 20))
+        self._save()
+        return self
+
+    def __exit__(self, *exc):
+        _teardown(self.mnt, self.device, self.image, self.cgroup)
+        self.journal.unlink(missing_ok=True)
+        return False
+
+    @property
+    def name(self) -> str:
+        return self.device.removeprefix("/dev/")
+
+    @property
+    def sysfs(self) -> Path:
+        return Path(f"/sys/class/block/{self.name}/queue/read_ahead_kb")
+
+    def set_readahead(self, kb: int):
+        self.sysfs.write_text(f"{kb}\n")
+
+    def readahead(self) -> int:
+        return int(self.sysfs.read_text())
+
+    def in_cgroup(self, argv: list[str]) -> list[str]:
+        """A command line that joins the memory cgroup, then runs ``argv``."""
+        return ["sh", "-c", f'echo $$ > {self.cgroup}/cgroup.procs && exec "$0" "$@"', *argv]
+
+
+def _teardown(mnt: Path, device: str, image: Path, cgroup: Path):
+    if mnt.exists():
+        if sh("umount", mnt, check=False).returncode != 0 and os.path.ismount(mnt):
+            sh("umount", "-l", mnt, check=False)
+        try:
+            mnt.rmdir()
+        except OSError:
+            pass
+    if device:
+        sh("losetup", "-d", device, check=False)
+    for dev in sh("losetup", "-j", image, check=False).stdout.splitlines():
+        sh("losetup", "-d", dev.split(":")[0], check=False)
+    image.unlink(missing_ok=True)
+    if cgroup.exists():
+        for pid in (cgroup / "cgroup.procs").read_text().split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for _ in range(50):
+            try:
+                cgroup.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+def drop_caches():
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# db_bench
+
+
+def db_args(s: Settings, db: Path, workload: str, seconds: float) -> list[str]:
+    args = [
+        "db_bench",
+        f"--db={db}",
+        "--use_existing_db=1",
+        f"--benchmarks={workload}",
+        f"--num={s.keys}",
+        "--key_size=48",
+        f"--value_size={s.value_size}",
+        "--compression_type=none",
+        "--mmap_read=1",
+        "--advise_random_on_open=0",
+        f"--cache_size={(256 << 20) if not s.quick else (8 << 20)}",
+        f"--duration={int(seconds)}",
+        "--threads=1",
+        "--statistics=0",
+    ]
+    if workload == "mixgraph":
+        args += MIXGRAPH
+    if workload in SEQUENTIAL:
+        args += [f"--reads={s.keys}"]
+    return args
+
+
+OPS = re.compile(r"^\s*(\w+)\s*:\s*[\d.]+ micros/op (\d+) ops/sec", re.M)
+
+
+def parse_ops(out: str, workload: str) -> float:
+    for name, ops in OPS.findall(out):
+        if name == workload:
+            return float(ops)
+    raise RuntimeError(f"db_bench {workload}: no throughput in its output:\n{out[-2000:]}")
+
+
+def create_db(s: Settings, tb: Testbed) -> Path:
+    db = tb.mnt / "db"
+    args = db_args(s, db, "fillseq,compact", 0)
+    args = [a for a in args if not a.startswith(("--use_existing_db", "--duration", "--mmap_read"))]
+    args += ["--use_existing_db=0", "--disable_wal=1", "--write_buffer_size=67108864"]
+    t0 = time.time()
+    sh(*args)
+    size = sum(f.stat().st_size for f in db.iterdir())
+    print(f"database: {s.keys} keys, {size / 2**30:.2f} GiB in {time.time() - t0:.0f} s", file=sys.stderr)
+    return db
+
+
+def iolearn_cmd() -> list[str]:
+    """The iolearn binary next to this package (release build preferred)."""
+    root = Path(__file__).resolve().parents[2]
+    for b in (root / "target/release/iolearn", root / "target/debug/iolearn"):
+        if b.exists():
+            return [str(b)]
+    found = shutil.which("iolearn")
+    if found:
+        return [found]
+    raise SystemExit("error: the iolearn binary was not found (cargo build --release -p iolearn)")
+
+
+class Background:
+    """A helper process (probe recorder or tuner) stopped with SIGTERM."""
+
+    def __init__(self, argv: list[str], log: Path):
+        self.log = open(log, "w")
+        self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.started = time.time()
+
+    def cpu_seconds(self) -> float:
+        try:
+            f = Path(f"/proc/{self.p.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError):
+            return float("nan")
+
+    def stop(self) -> tuple[str, float, float]:
+        cpu = self.cpu_seconds()
+        wall = time.time() - self.started
+        self.p.send_signal(signal.SIGTERM)
+        out, _ = self.p.communicate(timeout=60)
+        self.log.close()
+        if self.p.returncode not in (0, -signal.SIGTERM):
+            raise RuntimeError(f"{self.p.args[:3]} exited {self.p.returncode}: see {self.log.name}")
+        return out, cpu, wall
+
+
+def run_one(s: Settings, tb: Testbed, db: Path, workload: str, *, kb: int = VANILLA_KB, helper=None, seconds=None):
+    """One db_bench run in the cgroup after dropping caches, with the device at ``kb`` and an
+    optional helper (``(argv, log)``) running alongside. Returns (ops/s, helper stdout, helper
+    CPU seconds, wall seconds)."""
+    tb.set_readahead(kb)
+    drop_caches()
+    bg = Background(*helper) if helper else None
+    if bg:
+        time.sleep(0.5)  # attached before the first I/O
+    try:
+        t0 = time.time()
+        p = sh(*tb.in_cgroup(db_args(s, db, workload, seconds or s.seconds)))
+        wall = time.time() - t0
+    finally:
+        out, cpu, _ = bg.stop() if bg else ("", 0.0, 0.0)
+    return parse_ops(p.stdout, workload), out, cpu, wall
+
+
+def probe_helper(tb: Testbed, out: Path, per_file: bool) -> tuple[list[str], Path]:
+    argv = iolearn_cmd() + ["probe", "readahead", "--device", tb.name, "--cgroup", str(tb.cgroup), "--out", str(out)]
+    if per_file:
+        argv.append("--per-file")
+    return argv, out.with_suffix(".log")
+
+
+def tuner_helper(tb: Testbed, model: Path, per_file: bool, log: Path, state: Path, dry_run=False):
+    argv = iolearn_cmd() + [
+        "tune",
+        "readahead",
+        "--device",
+        tb.name,
+        "--model",
+        str(model),
+        "--cgroup",
+        str(tb.cgroup),
+        "--state-dir",
+        str(state),
+        "--log-format",
+        "json",
+    ]
+    if per_file:
+        argv.append("--per-file")
+    if dry_run:
+        argv.append("--dry-run")
+    return argv, log
+
+
+# ---------------------------------------------------------------------------------------------
+# The three steps.
+
+
+def sweep(s: Settings, tb: Testbed, db: Path, out: Path):
+    rows, feats, file_feats = [], [], []
+    runs = [(w, kb) for w in s.workloads for kb in s.sweep_kb]
+    bar = ra._bar(len(runs), "real sweep")
+    for w, kb in runs:
+        fcsv = out / "raw" / f"features-{w}-{kb}.csv"
+        fcsv.parent.mkdir(parents=True, exist_ok=True)
+        ops, _, _, _ = run_one(s, tb, db, w, kb=kb, helper=probe_helper(tb, fcsv, per_file=True))
+        rows.append({"workload": w, "device": tb.name, "ra_kb": kb, "ops_s": ops, "seed": 0})
+        for r in csv.DictReader(open(fcsv)):
+            f = {n: float(r[n]) for n in ra.FEATURES}
+            (feats if r["scope"] == "device" else file_feats).append({"workload": w, "ra_kb": kb, **f})
+        print(f"  {w:<24}{kb:>6} KiB {ops:>12.0f} ops/s", file=sys.stderr)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    ra._write(out / "sweep", rows)
+    ra._write(out / "features", feats)
+    ra._write(out / "features-per-file", file_feats)
+    return rows, feats, file_feats
+
+
+def train(s: Settings, rows, feats, file_feats, out: Path):
+    train_rows = [r for r in rows if r["workload"] in s.train]
+    pick = [f for f in feats if f["workload"] in s.train and f["n_transactions"] > 0]
+    fpick = [f for f in file_feats if f["workload"] in s.train and f["n_transactions"] > 0]
+    classes = tuple(w for w in ra.TRAIN_WORKLOADS if w in s.train)
+    epochs = 60 if s.quick else 100
+    rep = ra.train(train_rows, pick, out, epochs=epochs, workloads=classes)
+    rep_file = ra.train(train_rows, fpick, out, suffix="_file", epochs=epochs, workloads=classes)
+    return rep, rep_file
+
+
+def evaluate(s: Settings, tb: Testbed, db: Path, out: Path, oracle: dict[str, int]):
+    state = out / "raw" / "state"
+    configs = [("vanilla", None), ("device_default", None), ("nn", False), ("nn_file", True), ("oracle", None)]
+    rows = []
+    runs = [(w, c, i) for w in s.workloads for c in configs for i in range(s.repeats)]
+    bar = ra._bar(len(runs), "real evaluation")
+    for w, (name, per_file), i in runs:
+        kb = {"vanilla": VANILLA_KB, "device_default": 2560, "oracle": oracle.get(w, VANILLA_KB)}.get(name, VANILLA_KB)
+        helper = None
+        if per_file is not None:
+            model = out / ("readahead_nn_file.iolm" if per_file else "readahead_nn.iolm")
+            helper = tuner_helper(tb, model, per_file, out / "raw" / f"tuner-{w}-{name}-{i}.log", state)
+        ops, summary, cpu, wall = run_one(s, tb, db, w, kb=kb, helper=helper)
+        rows.append(
+            {
+                "workload": w,
+                "config": name,
+                "repeat": i,
+                "ra_kb": kb,
+                "ops_s": ops,
+                "tuner_cpu_s": cpu,
+                "wall_s": wall,
+                "tuner": summary.strip(),
+            }
+        )
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    ra._write(out / "evaluate-runs", rows)
+    return rows
+
+
+BACK_TO_BACK = ("readseq", "readrandom", "readreverse", "mixgraph")
+#: Read-only pairs: two db_bench processes share the database with --readonly.
+PAIRS = (("readrandom", "readseq"), ("readseq", "readreverse"))
+
+
+def back_to_back(s: Settings, tb: Testbed, db: Path, out: Path) -> list[dict]:
+    """KML's back-to-back runs: one db_bench running the workloads one after another (from the
+    default, caches dropped once), vanilla vs the tuner per device."""
+    seq = tuple(w for w in BACK_TO_BACK if w in s.workloads) or BACK_TO_BACK[:2]
+    rows = []
+    for i in range(s.repeats):
+        for name in ("vanilla", "nn"):
+            helper = None
+            if name == "nn":
+                log = out / "raw" / f"tuner-b2b-{i}.log"
+                helper = tuner_helper(tb, out / "readahead_nn.iolm", False, log, out / "raw" / "state")
+            tb.set_readahead(VANILLA_KB)
+            drop_caches()
+            bg = Background(*helper) if helper else None
+            if bg:
+                time.sleep(0.5)
+            try:
+                p = sh(*tb.in_cgroup(db_args(s, db, ",".join(seq), s.seconds)))
+            finally:
+                if bg:
+                    bg.stop()
+            for w in seq:
+                rows.append({"workload": w, "config": name, "repeat": i, "ops_s": parse_ops(p.stdout, w)})
+    ra._write(out / "back_to_back-runs", rows)
+    return rows
+
+
+def pairs(s: Settings, tb: Testbed, db: Path, out: Path) -> list[dict]:
+    """Two db_bench instances at once (read-only, one database): vanilla vs the tuner per device
+    vs per file. Each member's ops/s."""
+    rows = []
+    chosen = [p for p in PAIRS if all(w in s.workloads for w in p)] or [PAIRS[0]]
+    for i in range(s.repeats):
+        for a, b in chosen:
+            for name, per_file in (("vanilla", None), ("nn", False), ("nn_file", True)):
+                tb.set_readahead(VANILLA_KB)
+                drop_caches()
+                bg = None
+                if per_file is not None:
+                    model = out / ("readahead_nn_file.iolm" if per_file else "readahead_nn.iolm")
+                    log = out / "raw" / f"tuner-pair-{a}-{b}-{name}-{i}.log"
+                    bg = Background(*tuner_helper(tb, model, per_file, log, out / "raw" / "state"))
+                    time.sleep(0.5)
+                try:
+                    procs = [
+                        subprocess.Popen(
+                            tb.in_cgroup(db_args(s, db, w, s.seconds) + ["--readonly=1"]),
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE,
+                            text=True,
+                        )
+                        for w in (a, b)
+                    ]
+                    outs = [p.communicate()[0] for p in procs]
+                finally:
+                    if bg:
+                        bg.stop()
+                for w, p in zip((a, b), procs):
+                    if p.returncode != 0:
+                        raise RuntimeError(f"db_bench {w} (pair) exited {p.returncode}")
+                rows.append(
+                    {
+                        "pair": f"{a}+{b}",
+                        "config": name,
+                        "repeat": i,
+                        "ops_s_0": parse_ops(outs[0], a),
+                        "ops_s_1": parse_ops(outs[1], b),
+                    }
+                )
+    ra._write(out / "pairs-runs", rows)
+    return rows
+
+
+def summarize(runs: list[dict]) -> list[dict]:
+    table = []
+    for w in dict.fromkeys(r["workload"] for r in runs):
+        row = {"workload": w}
+        for c in ("vanilla", "device_default", "nn", "nn_file", "oracle"):
+            v = [r["ops_s"] for r in runs if r["workload"] == w and r["config"] == c]
+            if v:
+                row[c] = statistics.median(v)
+                row[c + "_spread"] = (max(v) - min(v)) / statistics.median(v) if len(v) > 1 else 0.0
+        table.append(row)
+    return table
+
+
+def summarize_pairs(runs: list[dict]) -> list[dict]:
+    table = []
+    for pair in dict.fromkeys(r["pair"] for r in runs):
+        row = {"pair": pair}
+        for c in ("vanilla", "nn", "nn_file"):
+            sel = [r for r in runs if r["pair"] == pair and r["config"] == c]
+            if sel:
+                row[c] = [statistics.median(r[f"ops_s_{i}"] for r in sel) for i in (0, 1)]
+        table.append(row)
+    return table
+
+
+def plot(rep: dict, path: Path):
+    """Throughput relative to vanilla per workload and configuration (PNG)."""
+    if "table" not in rep:
+        return
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import numpy as np
+    except ImportError:
+        return
+    keys = [
+        ("device_default", "loop default 2560 KiB"),
+        ("nn", "tuner per device"),
+        ("nn_file", "tuner per file"),
+        ("oracle", "oracle (best static)"),
+    ]
+    t = rep["table"]
+    x = np.arange(len(t))
+    w = 0.8 / len(keys)
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for i, (k, label) in enumerate(keys):
+        ax.bar(x + i * w, [r[k] / r["vanilla"] for r in t], w, label=label)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(x + 0.4 - w / 2, [r["workload"] for r in t], rotation=20, ha="right")
+    ax.set_ylabel("ops/s / vanilla (128 KiB)")
+    ax.set_title(f"db_bench on a loop device, 1 GiB cgroup ({rep['date']})")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def overheads(s: Settings, tb: Testbed, db: Path, out: Path) -> dict:
+    """Throughput without probes vs with the tuner attached but not acting (--dry-run), and the
+    tuner's own costs."""
+    w = "readrandom"
+    state = out / "raw" / "state"
+    base = [run_one(s, tb, db, w)[0] for _ in range(s.repeats)]
+    dry = []
+    cpu = wall = 0.0
+    for i in range(s.repeats):
+        log = out / "raw" / f"overhead-dry-{i}.log"
+        ops, _, c, wl = run_one(
+            s, tb, db, w, helper=tuner_helper(tb, out / "readahead_nn.iolm", False, log, state, True)
+        )
+        dry.append(ops)
+        cpu += c
+        wall += wl
+    stops = []
+    for i in range(s.repeats):
+        for line in open(out / "raw" / f"overhead-dry-{i}.log"):
+            if '"event":"stop"' in line:
+                stops.append(json.loads(line))
+    total = lambda k: sum(float(d.get(k, 0)) for d in stops)  # noqa: E731
+    stop_wall = total("wall_s")
+    res = {
+        "workload": w,
+        "ops_without_probes": statistics.median(base),
+        "ops_with_probes_no_tuning": statistics.median(dry),
+        "throughput_ratio": statistics.median(dry) / statistics.median(base),
+        "tuner_cpu_percent": 100 * cpu / wall if wall else float("nan"),
+        "bpf_cpu_percent": 100 * total("bpf_cpu_ms") / 1e3 / stop_wall if stop_wall else float("nan"),
+        "events_per_s": total("events_per_s") / max(len(stops), 1),
+        "decide_us_mean": total("decide_us_mean") / max(len(stops), 1),
+        "decide_us_max": max((float(d.get("decide_us_max", 0)) for d in stops), default=0.0),
+        "windows": int(total("windows")),
+        "lost_events": int(total("lost_events")),
+    }
+    # Actuation: the time the tuner spent on sysfs and fadvise in the evaluation runs.
+    acts = [
+        (float(d["act_us_total"]), int(d["changes"]))
+        for f in (out / "raw").glob("tuner-*.log")
+        for line in open(f)
+        if '"event":"stop"' in line
+        for d in [json.loads(line)]
+        if int(d.get("changes", 0)) > 0
+    ]
+    if acts:
+        res["act_us_per_change"] = sum(a for a, _ in acts) / sum(c for _, c in acts)
+    return res
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="iolearn bench readahead --real", description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a small database and short runs (CI: about 2 minutes)")
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--workdir", type=Path, default=Path("/var/tmp/iolearn-bench"))
+    ap.add_argument(
+        "--steps",
+        default="sweep,train,evaluate,b2b,pairs,overheads",
+        help="comma-separated steps to run (with --reuse, sweep and train are read from --out)",
+    )
+    ap.add_argument("--reuse", action="store_true", help="use the sweep, models and report already in --out")
+    a = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print("error: the real benchmark needs root (loop devices, cgroups, eBPF)", file=sys.stderr)
+        return 2
+    for tool in ("db_bench", "losetup", "mkfs.ext4"):
+        if not shutil.which(tool):
+            if tool == "db_bench" and shutil.which("apt-get"):
+                print("installing rocksdb-tools (db_bench)...", file=sys.stderr)
+                sh(
+                    "apt-get",
+                    "install",
+                    "-y",
+                    "-qq",
+                    "rocksdb-tools",
+                    env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+                )
+            else:
+                print(f"error: {tool} not found", file=sys.stderr)
+                return 2
+    s = Settings(a.quick)
+    date = datetime.date.today().isoformat()
+    out = a.out or Path("docs/benchmarks") / f"{date}-readahead-real"
+    out.mkdir(parents=True, exist_ok=True)
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    t0 = time.time()
+    with Testbed(a.workdir, s.memory_mb, s.image_mb) as tb:
+        print(
+            f"test bed: {tb.device} ({s.image_mb} MiB image), ext4 at {tb.mnt}, cgroup {tb.cgroup} "
+            f"({s.memory_mb} MiB); loop default read_ahead_kb {tb.readahead()}",
+            file=sys.stderr,
+        )
+        db = create_db(s, tb)
+        steps = set(a.steps.split(","))
+        if a.reuse:
+            report = json.loads((out / "report.json").read_text())
+            oracle = report["oracle_kb"]
+        else:
+            rows, feats, file_feats = sweep(s, tb, db, out)
+            oracle = ra.best_per_workload(rows)
+            rep, rep_file = train(s, rows, feats, file_feats, out)
+            report = {
+                "date": date,
+                "machine": machine(),
+                "settings": {k: v for k, v in vars(s).items()},
+                "oracle_kb": oracle,
+                "train": {"nn_cv": rep["nn_cv"], "dt_cv": rep["dt_cv"], "classes": rep["classes"]},
+                "train_file": {"nn_cv": rep_file["nn_cv"], "classes": rep_file["classes"]},
+            }
+        if "evaluate" in steps:
+            report["table"] = summarize(evaluate(s, tb, db, out, oracle))
+        if "b2b" in steps:
+            report["back_to_back"] = summarize(back_to_back(s, tb, db, out))
+        if "pairs" in steps:
+            report["pairs"] = summarize_pairs(pairs(s, tb, db, out))
+        if "overheads" in steps:
+            report["overheads"] = overheads(s, tb, db, out)
+        tmp = out / "report.json.tmp"
+        tmp.write_text(json.dumps(report, indent=2, default=str))
+        tmp.replace(out / "report.json")
+        plot(report, out / "real.png")
+    print_report(report)
+    print(f"done in {time.time() - t0:.0f} s; results in {out}/", file=sys.stderr)
+    return 0
+
+
+def machine() -> str:
+    cpu = next((x.split(":", 1)[1].strip() for x in open("/proc/cpuinfo") if x.startswith("model name")), "?")
+    return f"{os.uname().release}, {os.cpu_count()} x {cpu}"
+
+
+def print_report(rep: dict):
+    print(f"\nReal readahead benchmark ({rep['date']}, {rep['machine']})")
+    print(f"oracle (best static read_ahead_kb): {rep['oracle_kb']}")
+    print(
+        f"network 10-fold CV {rep['train']['nn_cv']:.3f}, per file {rep['train_file']['nn_cv']:.3f}; "
+        f"class -> KiB {rep['train']['classes']}"
+    )
+    if "table" not in rep:
+        return
+    print(f"{'workload':<24}{'vanilla':>10}{'dev 2560':>10}{'nn':>7}{'nn/file':>8}{'oracle':>8}  (x vanilla)")
+    for r in rep["table"]:
+        v = r["vanilla"]
+        print(
+            f"{r['workload']:<24}{v:>10.0f}{r['device_default'] / v:>10.2f}{r['nn'] / v:>7.2f}"
+            f"{r['nn_file'] / v:>8.2f}{r['oracle'] / v:>8.2f}"
+        )
+    o = rep["overheads"]
+    print(
+        f"overheads ({o['workload']}): throughput with probes + tuner attached, not acting: "
+        f"{o['throughput_ratio']:.3f}x; tuner CPU {o['tuner_cpu_percent']:.2f}%; lost events {o['lost_events']}"
+    )
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt as e:
+        print(f"interrupted ({e}): test bed removed", file=sys.stderr)
+        sys.exit(130)
