@@ -4,6 +4,7 @@ mod files;
 mod model;
 mod probe;
 mod python;
+mod trace;
 mod tune;
 
 use clap::{Parser, Subcommand};
@@ -33,6 +34,9 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Block I/O traces: stats, cut, busiest, rerate, convert.
+    #[command(subcommand)]
+    Trace(trace::TraceCommand),
     /// Tune this machine's kernel (eBPF observes, the model decides, sysfs and fadvise act).
     #[command(subcommand)]
     Tune(tune::TuneCommand),
@@ -66,6 +70,7 @@ fn main() -> ExitCode {
         Command::Model(cmd) => model::run(cmd),
         Command::Tune(cmd) => tune::run_command(cmd),
         Command::Probe(cmd) => probe::run(cmd),
+        Command::Trace(cmd) => trace::run(cmd),
         Command::Bench { args } => match bench_args(&args) {
             Ok(rest) => match python::run_module("iolearn.bench_real", &rest) {
                 Ok(code) => return ExitCode::from(code),

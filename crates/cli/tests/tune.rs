@@ -342,3 +342,34 @@ fn bad_input_gets_clear_errors() {
         assert!(!o.status.success() && e.contains("root"), "{e}");
     }
 }
+
+#[test]
+fn the_systemd_unit_calls_the_tuner_with_valid_options() {
+    let unit = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../packaging/iolearn-tune-readahead@.service"))
+        .unwrap();
+    let state = scratch("unit-state");
+    let mut seen = 0;
+    for line in unit.lines() {
+        let Some((key, cmd)) = line.split_once('=') else { continue };
+        if !matches!(key, "ExecStart" | "ExecStartPre" | "ExecStopPost") {
+            continue;
+        }
+        seen += 1;
+        let args: Vec<String> = cmd
+            .split_whitespace()
+            .skip(1) // /usr/local/bin/iolearn
+            .filter(|a| *a != "$IOLEARN_TUNE_ARGS")
+            .map(|a| a.replace("%i", "no-such-disk").replace("/run/iolearn", state.to_str().unwrap()))
+            .collect();
+        let o = Command::new(env!("CARGO_BIN_EXE_iolearn")).args(&args).output().unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!e.contains("unexpected argument") && !e.contains("Usage:"), "{key}: {e}");
+        if key == "ExecStart" {
+            // Gets as far as loading the model (absent here) or checking privileges.
+            assert!(e.contains("/etc/iolearn/readahead.iolm") || e.contains("root"), "{e}");
+        } else {
+            assert!(o.status.success() && e.contains("nothing to restore"), "{key}: {e}");
+        }
+    }
+    assert_eq!(seen, 3);
+}

@@ -1,0 +1,215 @@
+//! `iolearn trace`: block trace tools.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use iolearn_trace::stats::TraceStats;
+use iolearn_trace::tools::{busiest, cut_count, cut_time, rerate, Busy};
+use iolearn_trace::{binary, linnos, read_file, BlockIo, Format, ReadOptions};
+use std::path::PathBuf;
+
+/// Trace tools.
+#[derive(Subcommand)]
+pub enum TraceCommand {
+    /// The summary Heimdall's tools print (counts, R:W, rates, sizes, binned rates).
+    Stats(Input),
+    /// Keep a time range (--from/--seconds) or a count (--skip/--count) of I/Os.
+    Cut {
+        #[command(flatten)]
+        input: Input,
+        /// Start, seconds from the trace's first arrival.
+        #[arg(long, conflicts_with_all = ["skip", "count"])]
+        from: Option<f64>,
+        /// Length, seconds.
+        #[arg(long, requires = "from")]
+        seconds: Option<f64>,
+        /// I/Os to skip.
+        #[arg(long)]
+        skip: Option<usize>,
+        /// I/Os to keep.
+        #[arg(long)]
+        count: Option<usize>,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// The busiest window of a given length (by I/Os or bytes), written out.
+    Busiest {
+        #[command(flatten)]
+        input: Input,
+        /// Window, seconds.
+        #[arg(long, default_value_t = 60.0)]
+        seconds: f64,
+        /// Count I/Os or bytes.
+        #[arg(long, value_enum, default_value_t = By::Ios)]
+        by: By,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Scale the intensity: --factor 2 makes arrivals twice as dense.
+    Rerate {
+        #[command(flatten)]
+        input: Input,
+        /// Intensity factor (> 0).
+        #[arg(long)]
+        factor: f64,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Change format.
+    Convert {
+        #[command(flatten)]
+        input: Input,
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum By {
+    Ios,
+    Bytes,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq)]
+pub enum Fmt {
+    Linnos,
+    Msr,
+    Blkparse,
+    Binary,
+}
+
+impl Fmt {
+    fn to_format(self) -> Format {
+        match self {
+            Fmt::Linnos => Format::Linnos,
+            Fmt::Msr => Format::Msr,
+            Fmt::Blkparse => Format::Blkparse,
+            Fmt::Binary => Format::Binary,
+        }
+    }
+}
+
+#[derive(Args)]
+pub struct Input {
+    /// Trace file.
+    trace: PathBuf,
+    /// Its format (default: guessed from the name and contents).
+    #[arg(long, value_enum)]
+    format: Option<Fmt>,
+    /// Skip lines that do not parse (and say how many) instead of stopping at the first.
+    #[arg(long)]
+    skip_bad: bool,
+}
+
+#[derive(Args)]
+pub struct Output {
+    /// Output file (written atomically).
+    #[arg(long, short)]
+    out: PathBuf,
+    /// Output format: linnos (text) or binary.
+    #[arg(long, value_enum, default_value_t = Fmt::Linnos)]
+    to: Fmt,
+}
+
+fn load(i: &Input) -> Result<Vec<BlockIo>> {
+    let t = read_file(&i.trace, i.format.map(Fmt::to_format), ReadOptions { skip_bad: i.skip_bad })?;
+    if t.skipped > 0 {
+        eprintln!(
+            "iolearn: skipped {} bad line(s) of {} (first: {})",
+            t.skipped,
+            i.trace.display(),
+            t.first_error.map(|e| e.to_string()).unwrap_or_default()
+        );
+    }
+    Ok(t.ios)
+}
+
+fn save(o: &Output, ios: &[BlockIo]) -> Result<()> {
+    let bytes = match o.to {
+        Fmt::Linnos => linnos::write(ios).into_bytes(),
+        Fmt::Binary => binary::encode(ios),
+        other => bail!("cannot write {} traces (write linnos or binary)", fmt_name(other)),
+    };
+    iolearn_trace::write_atomic(&o.out, &bytes).with_context(|| format!("{}: cannot write", o.out.display()))
+}
+
+fn fmt_name(f: Fmt) -> &'static str {
+    match f {
+        Fmt::Linnos => "linnos",
+        Fmt::Msr => "msr",
+        Fmt::Blkparse => "blkparse",
+        Fmt::Binary => "binary",
+    }
+}
+
+fn seconds_ns(s: f64, what: &str) -> Result<u64> {
+    if !(s.is_finite() && s >= 0.0) {
+        bail!("--{what} must be a non-negative number of seconds");
+    }
+    Ok((s * 1e9).round() as u64)
+}
+
+pub fn run(cmd: TraceCommand) -> Result<()> {
+    match cmd {
+        TraceCommand::Stats(i) => {
+            let ios = load(&i)?;
+            print!("{}", TraceStats::of(&ios).render(&i.trace.display().to_string()));
+        }
+        TraceCommand::Cut {
+            input,
+            from,
+            seconds,
+            skip,
+            count,
+            output,
+        } => {
+            let ios = load(&input)?;
+            let out = match (from, skip, count) {
+                (Some(f), _, _) => {
+                    let t0 = ios.first().map_or(0, |io| io.arrival_ns);
+                    let len = seconds.map(|s| seconds_ns(s, "seconds")).transpose()?.unwrap_or(u64::MAX);
+                    cut_time(&ios, t0 + seconds_ns(f, "from")?, len)
+                }
+                (None, s, c) if s.is_some() || c.is_some() => cut_count(&ios, s.unwrap_or(0), c.unwrap_or(usize::MAX)),
+                _ => bail!("cut needs --from [--seconds] or --skip/--count"),
+            };
+            eprintln!("iolearn: kept {} of {} I/Os", out.len(), ios.len());
+            save(&output, &out)?;
+        }
+        TraceCommand::Busiest {
+            input,
+            seconds,
+            by,
+            output,
+        } => {
+            let ios = load(&input)?;
+            if !iolearn_trace::tools::is_ordered(&ios) {
+                bail!("{}: arrivals are not in time order", input.trace.display());
+            }
+            let w = seconds_ns(seconds, "seconds")?.max(1);
+            let busy = match by {
+                By::Ios => Busy::Ios,
+                By::Bytes => Busy::Bytes,
+            };
+            let (start, amount) = busiest(&ios, w, busy).context("empty trace")?;
+            let t0 = ios[0].arrival_ns;
+            eprintln!(
+                "iolearn: busiest {seconds} s starts at {:.3} s: {amount} {}",
+                (start - t0) as f64 / 1e9,
+                if matches!(by, By::Ios) { "I/Os" } else { "bytes" }
+            );
+            save(&output, &cut_time(&ios, start, w))?;
+        }
+        TraceCommand::Rerate { input, factor, output } => {
+            if !(factor.is_finite() && factor > 0.0) {
+                bail!("--factor must be a positive number");
+            }
+            let ios = load(&input)?;
+            save(&output, &rerate(&ios, factor))?;
+        }
+        TraceCommand::Convert { input, output } => {
+            let ios = load(&input)?;
+            save(&output, &ios)?;
+        }
+    }
+    Ok(())
+}

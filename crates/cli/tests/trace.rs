@@ -1,0 +1,80 @@
+//! `iolearn trace` run as a user would (issue 5).
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn iolearn(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_iolearn")).args(args).output().unwrap()
+}
+
+fn reference(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/reference/traces")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-cli");
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+#[test]
+fn stats_match_the_reference_stats_files() {
+    for name in ["msr.cut.per_10k.rw_20_80.105", "msr.cut.per_10k.rw_40_60.1370"] {
+        let o = iolearn(&["trace", "stats", &reference(&format!("{name}.trace"))]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let got = String::from_utf8(o.stdout).unwrap();
+        let want = std::fs::read_to_string(reference(&format!("{name}.stats"))).unwrap();
+        assert_eq!(got.lines().skip(1).collect::<Vec<_>>(), want.lines().skip(1).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn cut_busiest_rerate_and_convert_write_traces() {
+    let src = reference("msr.cut.per_10k.rw_40_60.1370.trace");
+    let bin = tmp("t.iolt");
+    let o = iolearn(&["trace", "convert", &src, "-o", bin.to_str().unwrap(), "--to", "binary"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Binary back to text gives the same stats.
+    let back = tmp("back.trace");
+    assert!(iolearn(&["trace", "convert", bin.to_str().unwrap(), "-o", back.to_str().unwrap()]).status.success());
+    let s1 = iolearn(&["trace", "stats", &src]).stdout;
+    let s2 = iolearn(&["trace", "stats", back.to_str().unwrap()]).stdout;
+    assert_eq!(
+        String::from_utf8_lossy(&s1).lines().skip(1).collect::<Vec<_>>(),
+        String::from_utf8_lossy(&s2).lines().skip(1).collect::<Vec<_>>()
+    );
+    let cut = tmp("cut.trace");
+    let o = iolearn(&["trace", "cut", &src, "--skip", "100", "--count", "500", "-o", cut.to_str().unwrap()]);
+    assert!(o.status.success());
+    assert_eq!(std::fs::read_to_string(&cut).unwrap().lines().count(), 500);
+    let busy = tmp("busy.trace");
+    let o = iolearn(&["trace", "busiest", &src, "--seconds", "10", "-o", busy.to_str().unwrap()]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("busiest 10 s starts at"));
+    let fast = tmp("fast.trace");
+    assert!(iolearn(&["trace", "rerate", &src, "--factor", "2", "-o", fast.to_str().unwrap()]).status.success());
+    let s = String::from_utf8(iolearn(&["trace", "stats", fast.to_str().unwrap()]).stdout).unwrap();
+    assert!(s.contains("Duration    = 42.0 s"), "{s}");
+}
+
+#[test]
+fn bad_traces_are_clear_errors_or_skipped_with_a_count() {
+    let bad = tmp("bad.trace");
+    std::fs::write(&bad, "0.0 0 0 4096 1\n1.0 0 0 4096 9\n2.0 0 0 4096 0\n").unwrap();
+    let o = iolearn(&["trace", "stats", bad.to_str().unwrap()]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("bad.trace: line 2: op"), "{e}");
+    let o = iolearn(&["trace", "stats", bad.to_str().unwrap(), "--skip-bad"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("skipped 1 bad line"));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("Total IO    = 2"));
+    // A failed write leaves nothing behind.
+    let o = iolearn(&["trace", "convert", bad.to_str().unwrap(), "-o", "/nonexistent/dir/x.trace", "--skip-bad"]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("/nonexistent/dir/x.trace"));
+    let o = iolearn(&["trace", "rerate", bad.to_str().unwrap(), "--factor", "0", "-o", "x"]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--factor"));
+}

@@ -1,0 +1,43 @@
+//! MSR Cambridge traces (SNIA IOTTA): `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`,
+//! timestamps and response times in Windows filetime ticks (100 ns), type `Read` or `Write`.
+//! Arrivals are made relative to the first record.
+
+use crate::{field, parse_lines, BlockIo, ReadOptions, Trace, TraceError};
+use std::path::Path;
+
+/// Parse the text of `path`.
+pub fn parse(text: &str, path: &Path, opts: ReadOptions) -> Result<Trace, TraceError> {
+    let mut first: Option<u64> = None;
+    parse_lines(text, path, opts, |line| {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with("Timestamp") {
+            return Ok(None);
+        }
+        let mut f = line.split(',');
+        let ticks: u64 = field(f.next(), "Timestamp")?;
+        let _host = f.next().ok_or(("Hostname".to_string(), "missing".to_string()))?;
+        let device: u32 = field(f.next(), "DiskNumber")?;
+        let write = match f.next().map(str::trim) {
+            Some(t) if t.eq_ignore_ascii_case("read") => false,
+            Some(t) if t.eq_ignore_ascii_case("write") => true,
+            Some(t) => return Err(("Type".into(), format!("{t:?} (expected Read or Write)"))),
+            None => return Err(("Type".into(), "missing".into())),
+        };
+        let offset: u64 = field(f.next(), "Offset")?;
+        let size: u32 = field(f.next(), "Size")?;
+        if size == 0 {
+            return Err(("Size".into(), "0".into()));
+        }
+        let response: Option<u64> = match f.next() {
+            Some(v) if !v.trim().is_empty() => Some(field(Some(v), "ResponseTime")?),
+            _ => None,
+        };
+        let t0 = *first.get_or_insert(ticks);
+        if ticks < t0 {
+            return Err(("Timestamp".into(), format!("{ticks} is before the first record's {t0}")));
+        }
+        let mut io = BlockIo::new((ticks - t0) * 100, device, offset, size, write);
+        io.latency_ns = response.map(|r| r * 100);
+        Ok(Some(io))
+    })
+}
