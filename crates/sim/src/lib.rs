@@ -28,4 +28,5 @@ pub mod calibrate;
 pub mod device;
 pub mod engine;
 pub mod readahead;
+pub mod ssd;
 pub mod workload;

@@ -1,0 +1,583 @@
+//! A flash SSD: geometry, page-mapped FTL with over-provisioning, greedy garbage collection,
+//! a write buffer, NAND timing, per-plane and per-channel queues, and TinyTailFlash's
+//! GC-tolerant designs (`shared/spec/tail-latency.md` section 4).
+//!
+//! Like [`crate::device::Device`], the drive computes each request's completion when it is
+//! submitted (requests must arrive in time order): every plane and every channel has a
+//! next-free time, and an operation starts when its resources are free. Garbage collection
+//! runs inside the plane that needs it, when a write finds too few free blocks, and occupies
+//! the plane (and, without copyback, the channel) for its duration: that is where the tails
+//! come from.
+//!
+//! Modes ([`GcMode`]):
+//! - `Base`: GC moves valid pages through the channel (read, transfer out, transfer in,
+//!   program), blocking the plane and the channel;
+//! - `PlaneBlocking`: intra-plane copyback, the channel stays free (TinyTailFlash);
+//! - `Tolerant`: plane-blocking, plus reads that hit a plane under GC are rebuilt from the
+//!   other members of its RAIN parity group, plus rotating GC (at most one plane of a group
+//!   collects at a time, unless it is out of space), plus GC-tolerant flush (buffered writes are
+//!   not programmed to a plane under GC while another member of its group is free).
+//! - `NoGc`: GC costs nothing (the reference for tail ratios).
+
+use iolearn_ml::Rng;
+
+/// Garbage-collection design.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GcMode {
+    /// Channel-blocking GC (a conventional controller).
+    Base,
+    /// GC with intra-plane copyback, blocking only its plane.
+    PlaneBlocking,
+    /// TinyTailFlash: plane-blocking, GC-tolerant reads (parity rebuild), rotating GC,
+    /// GC-tolerant flush.
+    Tolerant,
+    /// GC happens but takes no time (the no-GC reference).
+    NoGc,
+}
+
+/// An SSD's geometry and timing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SsdConfig {
+    /// Name.
+    pub name: &'static str,
+    /// Channels.
+    pub channels: usize,
+    /// Chips per channel.
+    pub chips_per_channel: usize,
+    /// Dies per chip.
+    pub dies_per_chip: usize,
+    /// Planes per die.
+    pub planes_per_die: usize,
+    /// Blocks per plane.
+    pub blocks_per_plane: usize,
+    /// Pages per block.
+    pub pages_per_block: usize,
+    /// Page size, bytes.
+    pub page_bytes: u64,
+    /// Spare capacity beyond the logical size (0.07: 7%).
+    pub over_provisioning: f64,
+    /// GC starts in a plane when its free blocks fall below this.
+    pub gc_threshold_blocks: usize,
+    /// Page read (tR).
+    pub read_ns: u64,
+    /// Lower-page program.
+    pub program_lower_ns: u64,
+    /// Upper-page program (MLC: slower; even pages are lower, odd upper).
+    pub program_upper_ns: u64,
+    /// Block erase.
+    pub erase_ns: u64,
+    /// Channel transfer rate, bytes per second.
+    pub channel_bytes_per_s: u64,
+    /// Controller overhead per request.
+    pub controller_ns: u64,
+    /// Write buffer, pages (a write is acknowledged from DRAM while there is room).
+    pub buffer_pages: usize,
+    /// The buffer is flushed at least this often (SSDs: every 3 ms to 1 s).
+    pub flush_interval_ns: u64,
+    /// Planes per RAIN parity group (one of them holds parity; `Tolerant` mode).
+    pub parity_group: usize,
+}
+
+impl SsdConfig {
+    /// A consumer-class MLC drive: 8 channels x 2 chips x 2 dies x 2 planes, 16 KiB pages,
+    /// read 75 us, program 0.75/1.5 ms (lower/upper), erase 3.8 ms, 400 MB/s per channel, 7%
+    /// over-provisioning, a 1,024-page buffer. Timing in the range of the spec (MittSSD: 100 us
+    /// reads, 1/2 ms programs, erase up to 6 ms) and MQSim's default MLC (75 us, 750 us,
+    /// 3.8 ms). 256 blocks per plane instead of thousands (32 GiB instead of a full drive):
+    /// same ratios, quick preconditioning.
+    pub fn consumer() -> Self {
+        SsdConfig {
+            name: "consumer",
+            channels: 8,
+            chips_per_channel: 2,
+            dies_per_chip: 2,
+            planes_per_die: 2,
+            blocks_per_plane: 256,
+            pages_per_block: 128,
+            page_bytes: 16 << 10,
+            over_provisioning: 0.07,
+            gc_threshold_blocks: 3,
+            read_ns: 75_000,
+            program_lower_ns: 750_000,
+            program_upper_ns: 1_500_000,
+            erase_ns: 3_800_000,
+            channel_bytes_per_s: 400_000_000,
+            controller_ns: 5_000,
+            buffer_pages: 1024,
+            flush_interval_ns: 50_000_000,
+            parity_group: 8,
+        }
+    }
+
+    /// An enterprise-class drive: 16 channels x 4 chips x 2 dies x 2 planes, faster NAND
+    /// (read 60 us, program 0.6/1.2 ms, erase 3 ms), 800 MB/s channels, 25% over-provisioning,
+    /// a 4,096-page buffer.
+    pub fn enterprise() -> Self {
+        SsdConfig {
+            name: "enterprise",
+            channels: 16,
+            chips_per_channel: 4,
+            dies_per_chip: 2,
+            planes_per_die: 2,
+            blocks_per_plane: 128,
+            pages_per_block: 128,
+            page_bytes: 16 << 10,
+            over_provisioning: 0.25,
+            gc_threshold_blocks: 3,
+            read_ns: 60_000,
+            program_lower_ns: 600_000,
+            program_upper_ns: 1_200_000,
+            erase_ns: 3_000_000,
+            channel_bytes_per_s: 800_000_000,
+            controller_ns: 3_000,
+            buffer_pages: 4096,
+            flush_interval_ns: 20_000_000,
+            parity_group: 8,
+        }
+    }
+
+    /// By name.
+    pub fn by_name(name: &str) -> Option<Self> {
+        match name {
+            "consumer" => Some(Self::consumer()),
+            "enterprise" => Some(Self::enterprise()),
+            _ => None,
+        }
+    }
+
+    /// Planes in the drive.
+    pub fn planes(&self) -> usize {
+        self.channels * self.chips_per_channel * self.dies_per_chip * self.planes_per_die
+    }
+
+    /// Physical pages.
+    pub fn physical_pages(&self) -> u64 {
+        (self.planes() * self.blocks_per_plane * self.pages_per_block) as u64
+    }
+
+    /// Logical pages exposed to the host.
+    pub fn logical_pages(&self) -> u64 {
+        (self.physical_pages() as f64 / (1.0 + self.over_provisioning)) as u64
+    }
+
+    fn transfer_ns(&self) -> u64 {
+        self.page_bytes * 1_000_000_000 / self.channel_bytes_per_s.max(1)
+    }
+}
+
+const UNMAPPED: u32 = u32::MAX;
+
+/// A channel's bookings. Transfers are short and are booked at the time their page is ready,
+/// which may be far ahead (a read waiting for a plane under GC): a single "next free" time
+/// would make every later transfer on the channel queue behind it. The calendar finds the
+/// earliest gap instead.
+#[derive(Debug, Clone, Default)]
+struct Calendar {
+    /// Busy intervals, sorted by start, not overlapping.
+    busy: Vec<(u64, u64)>,
+}
+
+impl Calendar {
+    /// Book `dur` at or after `earliest`; returns the start.
+    fn reserve(&mut self, earliest: u64, dur: u64) -> u64 {
+        let mut at = earliest;
+        let mut pos = self.busy.len();
+        for (i, &(s, e)) in self.busy.iter().enumerate() {
+            if e <= at {
+                continue;
+            }
+            if at + dur <= s {
+                pos = i;
+                break;
+            }
+            at = at.max(e);
+        }
+        let pos = pos.min(self.busy.partition_point(|&(s, _)| s < at));
+        self.busy.insert(pos, (at, at + dur));
+        at
+    }
+
+    /// Forget bookings that ended by `now`.
+    fn prune(&mut self, now: u64) {
+        let done = self.busy.partition_point(|&(_, e)| e <= now);
+        if done > 0 {
+            self.busy.drain(..done);
+        }
+    }
+
+    /// The end of the last booking.
+    fn last_end(&self) -> u64 {
+        self.busy.last().map_or(0, |b| b.1)
+    }
+}
+
+/// One plane's blocks.
+#[derive(Debug, Clone)]
+struct Plane {
+    /// Valid pages per block.
+    valid: Vec<u32>,
+    /// Next page to program per block (`pages_per_block`: full).
+    written: Vec<u32>,
+    /// Free (erased) blocks.
+    free: Vec<u32>,
+    /// The block being written.
+    active: u32,
+    /// Logical page stored in each physical page (`UNMAPPED` if invalid).
+    owner: Vec<u32>,
+    next_free_ns: u64,
+    /// GC in progress until this time.
+    gc_until_ns: u64,
+}
+
+/// What the drive shows of its inside (for MittSSD-style predictors).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WhiteBox {
+    /// Per plane: when it is next free.
+    pub plane_next_free_ns: Vec<u64>,
+    /// Per plane: GC in progress at the query time.
+    pub gc_active: Vec<bool>,
+    /// Per channel: when it is next free.
+    pub channel_next_free_ns: Vec<u64>,
+    /// Pages in the write buffer.
+    pub buffered_pages: usize,
+}
+
+/// Counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SsdStats {
+    /// Host reads (requests).
+    pub reads: u64,
+    /// Host writes (requests).
+    pub writes: u64,
+    /// Page reads that found their plane under GC.
+    pub gc_hits: u64,
+    /// Of those, rebuilt from parity instead of waiting.
+    pub parity_rebuilds: u64,
+    /// Page reads that waited for a GC (hits not rebuilt): TinyTailFlash's "GC-blocked".
+    pub gc_blocked_reads: u64,
+    /// GC runs.
+    pub gcs: u64,
+    /// Valid pages GC moved.
+    pub gc_pages_moved: u64,
+    /// Pages programmed (host and GC).
+    pub pages_programmed: u64,
+}
+
+/// The drive.
+#[derive(Debug, Clone)]
+pub struct Ssd {
+    cfg: SsdConfig,
+    mode: GcMode,
+    planes: Vec<Plane>,
+    channels: Vec<Calendar>,
+    /// Logical page -> physical (plane, block, page) packed; `u64::MAX` unmapped.
+    map: Vec<u64>,
+    /// Buffered logical pages waiting for a flush.
+    buffer: Vec<u32>,
+    in_buffer: Vec<bool>,
+    last_flush_ns: u64,
+    next_plane: usize,
+    stats: SsdStats,
+}
+
+fn pack(plane: usize, block: u32, page: u32) -> u64 {
+    ((plane as u64) << 40) | ((block as u64) << 20) | page as u64
+}
+
+fn unpack(p: u64) -> (usize, u32, u32) {
+    ((p >> 40) as usize, ((p >> 20) & 0xfffff) as u32, (p & 0xfffff) as u32)
+}
+
+impl Ssd {
+    /// An empty (fresh) drive.
+    pub fn new(cfg: SsdConfig, mode: GcMode) -> Ssd {
+        let blocks = cfg.blocks_per_plane;
+        let ppb = cfg.pages_per_block;
+        let planes = (0..cfg.planes())
+            .map(|_| Plane {
+                valid: vec![0; blocks],
+                written: vec![0; blocks],
+                free: (1..blocks as u32).rev().collect(),
+                active: 0,
+                owner: vec![UNMAPPED; blocks * ppb],
+                next_free_ns: 0,
+                gc_until_ns: 0,
+            })
+            .collect();
+        let logical = cfg.logical_pages() as usize;
+        Ssd {
+            channels: vec![Calendar::default(); cfg.channels],
+            map: vec![u64::MAX; logical],
+            buffer: Vec::with_capacity(cfg.buffer_pages),
+            in_buffer: vec![false; logical],
+            last_flush_ns: 0,
+            next_plane: 0,
+            stats: SsdStats::default(),
+            planes,
+            mode,
+            cfg,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SsdConfig {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> SsdStats {
+        self.stats
+    }
+
+    /// Logical capacity in bytes.
+    pub fn capacity_bytes(&self) -> u64 {
+        self.cfg.logical_pages() * self.cfg.page_bytes
+    }
+
+    fn channel_of(&self, plane: usize) -> usize {
+        plane % self.cfg.channels
+    }
+
+    /// The drive's inside at `now_ns`.
+    pub fn white_box(&self, now_ns: u64) -> WhiteBox {
+        WhiteBox {
+            plane_next_free_ns: self.planes.iter().map(|p| p.next_free_ns).collect(),
+            gc_active: self.planes.iter().map(|p| p.gc_until_ns > now_ns).collect(),
+            channel_next_free_ns: self.channels.iter().map(Calendar::last_end).collect(),
+            buffered_pages: self.buffer.len(),
+        }
+    }
+
+    /// Age the drive so GC is active from the start: write every logical page once in order,
+    /// then `overwrite_fraction` x capacity at random pages (time does not advance).
+    pub fn precondition(&mut self, overwrite_fraction: f64, seed: u64) {
+        let n = self.map.len() as u32;
+        for lpn in 0..n {
+            self.program_page(lpn, 0, false);
+        }
+        let mut rng = Rng::new(seed);
+        let extra = (n as f64 * overwrite_fraction) as u64;
+        for _ in 0..extra {
+            self.program_page(rng.below(n as usize) as u32, 0, false);
+        }
+        for p in &mut self.planes {
+            p.next_free_ns = 0;
+            p.gc_until_ns = 0;
+        }
+        self.channels.iter_mut().for_each(|c| c.busy.clear());
+        self.stats = SsdStats::default();
+    }
+
+    /// Submit a host request at `now_ns` (non-decreasing across calls); returns its completion.
+    pub fn submit(&mut self, now_ns: u64, offset: u64, len: u64, write: bool) -> u64 {
+        let ps = self.cfg.page_bytes;
+        let first = offset / ps;
+        let last = (offset + len.max(1) - 1) / ps;
+        let n = self.map.len() as u64;
+        let start = now_ns + self.cfg.controller_ns;
+        let mut done = start;
+        for c in &mut self.channels {
+            c.prune(now_ns);
+        }
+        if !self.buffer.is_empty() && now_ns.saturating_sub(self.last_flush_ns) >= self.cfg.flush_interval_ns {
+            self.flush(now_ns);
+        }
+        if write {
+            self.stats.writes += 1;
+            for lpn in first..=last {
+                let lpn = (lpn % n) as u32;
+                if self.buffer.len() >= self.cfg.buffer_pages {
+                    // Full: this write waits for a flush of the whole buffer.
+                    let t = self.flush(done);
+                    done = done.max(t);
+                }
+                if !self.in_buffer[lpn as usize] {
+                    self.in_buffer[lpn as usize] = true;
+                    self.buffer.push(lpn);
+                }
+            }
+            // Acknowledged from DRAM once buffered (a DRAM copy per page).
+            done += (last - first + 1) * 2_000;
+        } else {
+            self.stats.reads += 1;
+            for lpn in first..=last {
+                let t = self.read_page((lpn % n) as u32, start);
+                done = done.max(t);
+            }
+        }
+        done
+    }
+
+    /// Program everything buffered, starting at `now_ns`; returns when the last program ends.
+    pub fn flush(&mut self, now_ns: u64) -> u64 {
+        let pages = std::mem::take(&mut self.buffer);
+        self.last_flush_ns = now_ns;
+        let mut end = now_ns;
+        for lpn in pages {
+            self.in_buffer[lpn as usize] = false;
+            end = end.max(self.program_page(lpn, now_ns, true));
+        }
+        end
+    }
+
+    fn read_page(&mut self, lpn: u32, now_ns: u64) -> u64 {
+        if self.in_buffer[lpn as usize] {
+            return now_ns + 2_000; // served from the write buffer
+        }
+        let Some((plane, _, _)) = Some(self.map[lpn as usize]).filter(|&p| p != u64::MAX).map(unpack) else {
+            return now_ns + 2_000; // never written: zeros, no flash access
+        };
+        let under_gc = self.planes[plane].gc_until_ns > now_ns;
+        if under_gc {
+            self.stats.gc_hits += 1;
+            if self.mode == GcMode::Tolerant {
+                if let Some(t) = self.rebuild_from_parity(plane, now_ns) {
+                    self.stats.parity_rebuilds += 1;
+                    return t;
+                }
+            }
+            self.stats.gc_blocked_reads += 1;
+        }
+        self.nand_read(plane, now_ns)
+    }
+
+    fn nand_read(&mut self, plane: usize, now_ns: u64) -> u64 {
+        let ch = self.channel_of(plane);
+        let p = &mut self.planes[plane];
+        let start = p.next_free_ns.max(now_ns);
+        let sensed = start + self.cfg.read_ns;
+        p.next_free_ns = sensed;
+        let xfer = self.cfg.transfer_ns();
+        self.channels[ch].reserve(sensed, xfer) + xfer
+    }
+
+    /// The other members of `plane`'s parity group, if none is under GC: read them all.
+    fn rebuild_from_parity(&mut self, plane: usize, now_ns: u64) -> Option<u64> {
+        let g = self.cfg.parity_group.max(2);
+        let base = plane / g * g;
+        let members: Vec<usize> = (base..(base + g).min(self.planes.len())).filter(|&m| m != plane).collect();
+        if members.iter().any(|&m| self.planes[m].gc_until_ns > now_ns) {
+            return None;
+        }
+        Some(members.iter().map(|&m| self.nand_read(m, now_ns)).max().unwrap_or(now_ns) + 1_000)
+    }
+
+    /// The plane the next page goes to: round robin; a tolerant flush skips planes under GC
+    /// while another is free.
+    fn pick_plane(&mut self, now_ns: u64, flushing: bool) -> usize {
+        let n = self.planes.len();
+        let mut plane = self.next_plane % n;
+        if flushing && self.mode == GcMode::Tolerant {
+            for k in 0..n {
+                let cand = (self.next_plane + k) % n;
+                if self.planes[cand].gc_until_ns <= now_ns {
+                    plane = cand;
+                    break;
+                }
+            }
+        }
+        self.next_plane = plane + 1;
+        plane
+    }
+
+    /// Write logical page `lpn`; returns when its program ends.
+    fn program_page(&mut self, lpn: u32, now_ns: u64, timed: bool) -> u64 {
+        let plane = self.pick_plane(now_ns, timed);
+        let end = self.program_into(plane, lpn, now_ns, timed);
+        if self.planes[plane].free.len() < self.cfg.gc_threshold_blocks {
+            self.collect(plane, end, timed);
+        }
+        end
+    }
+
+    fn program_into(&mut self, plane: usize, lpn: u32, now_ns: u64, timed: bool) -> u64 {
+        // Invalidate the old copy.
+        let old = self.map[lpn as usize];
+        if old != u64::MAX {
+            let (op, ob, opg) = unpack(old);
+            let ppb = self.cfg.pages_per_block;
+            let p = &mut self.planes[op];
+            p.valid[ob as usize] -= 1;
+            p.owner[ob as usize * ppb + opg as usize] = UNMAPPED;
+        }
+        let ppb = self.cfg.pages_per_block as u32;
+        if self.planes[plane].written[self.planes[plane].active as usize] >= ppb {
+            let p = &mut self.planes[plane];
+            p.active = p.free.pop().expect("a free block (GC keeps a reserve)");
+        }
+        let p = &mut self.planes[plane];
+        let b = p.active;
+        let pg = p.written[b as usize];
+        p.written[b as usize] += 1;
+        p.valid[b as usize] += 1;
+        p.owner[b as usize * ppb as usize + pg as usize] = lpn;
+        self.map[lpn as usize] = pack(plane, b, pg);
+        self.stats.pages_programmed += 1;
+        if !timed {
+            return now_ns;
+        }
+        let prog = if pg % 2 == 0 { self.cfg.program_lower_ns } else { self.cfg.program_upper_ns };
+        let ch = self.channel_of(plane);
+        let xfer = self.cfg.transfer_ns();
+        let xfer_end = self.channels[ch].reserve(now_ns, xfer) + xfer;
+        let p = &mut self.planes[plane];
+        let start = xfer_end.max(p.next_free_ns);
+        p.next_free_ns = start + prog;
+        p.next_free_ns
+    }
+
+    /// Greedy GC in `plane` from `now_ns`: move the valid pages of the block with the fewest,
+    /// erase it. Rotating GC (tolerant mode) defers while another plane of the group collects,
+    /// unless the plane is down to its last free block.
+    fn collect(&mut self, plane: usize, now_ns: u64, timed: bool) {
+        if timed && self.mode == GcMode::Tolerant && self.planes[plane].free.len() > 1 {
+            let g = self.cfg.parity_group.max(2);
+            let base = plane / g * g;
+            let busy = (base..(base + g).min(self.planes.len()))
+                .any(|m| m != plane && self.planes[m].gc_until_ns > now_ns);
+            if busy {
+                return;
+            }
+        }
+        let ppb = self.cfg.pages_per_block;
+        let active = self.planes[plane].active;
+        let victim = {
+            let p = &self.planes[plane];
+            (0..self.cfg.blocks_per_plane as u32)
+                .filter(|&b| b != active && p.written[b as usize] as usize == ppb)
+                .min_by_key(|&b| p.valid[b as usize])
+        };
+        let Some(victim) = victim else { return };
+        self.stats.gcs += 1;
+        let lpns: Vec<u32> = (0..ppb)
+            .map(|pg| self.planes[plane].owner[victim as usize * ppb + pg])
+            .filter(|&l| l != UNMAPPED)
+            .collect();
+        let moved = lpns.len() as u64;
+        self.stats.gc_pages_moved += moved;
+        // Move the valid pages within the plane (time is accounted below, as one GC).
+        for lpn in lpns {
+            self.program_into(plane, lpn, now_ns, false);
+        }
+        let p = &mut self.planes[plane];
+        p.valid[victim as usize] = 0;
+        p.written[victim as usize] = 0;
+        p.free.insert(0, victim);
+        if !timed || self.mode == GcMode::NoGc {
+            return;
+        }
+        let c = &self.cfg;
+        let per_page = c.read_ns + (c.program_lower_ns + c.program_upper_ns) / 2;
+        let dur = moved * per_page + c.erase_ns;
+        let start = now_ns.max(self.planes[plane].next_free_ns);
+        let end = start + dur;
+        self.planes[plane].next_free_ns = end;
+        self.planes[plane].gc_until_ns = end;
+        if self.mode == GcMode::Base {
+            // Pages cross the channel twice: the channel is taken for the moves.
+            let ch = self.channel_of(plane);
+            let busy = moved * 2 * c.transfer_ns();
+            self.channels[ch].reserve(start, busy);
+        }
+    }
+}
