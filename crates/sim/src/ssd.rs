@@ -155,9 +155,12 @@ impl SsdConfig {
         (self.planes() * self.blocks_per_plane * self.pages_per_block) as u64
     }
 
-    /// Logical pages exposed to the host.
+    /// Logical pages exposed to the host: the over-provisioning, but never less spare than
+    /// the GC reserve plus two blocks per plane (GC needs room to move pages into).
     pub fn logical_pages(&self) -> u64 {
-        (self.physical_pages() as f64 / (1.0 + self.over_provisioning)) as u64
+        let by_op = (self.physical_pages() as f64 / (1.0 + self.over_provisioning)) as u64;
+        let reserve = ((self.gc_threshold_blocks + 2) * self.pages_per_block * self.planes()) as u64;
+        by_op.min(self.physical_pages().saturating_sub(reserve))
     }
 
     fn transfer_ns(&self) -> u64 {
@@ -275,7 +278,8 @@ pub struct Ssd {
     /// Buffered logical pages waiting for a flush.
     buffer: Vec<u32>,
     in_buffer: Vec<bool>,
-    last_flush_ns: u64,
+    /// When the oldest buffered page arrived.
+    buffered_since_ns: u64,
     next_plane: usize,
     stats: SsdStats,
 }
@@ -310,7 +314,7 @@ impl Ssd {
             map: vec![u64::MAX; logical],
             buffer: Vec::with_capacity(cfg.buffer_pages),
             in_buffer: vec![false; logical],
-            last_flush_ns: 0,
+            buffered_since_ns: 0,
             next_plane: 0,
             stats: SsdStats::default(),
             planes,
@@ -336,6 +340,44 @@ impl Ssd {
 
     fn channel_of(&self, plane: usize) -> usize {
         plane % self.cfg.channels
+    }
+
+    /// Check the FTL's bookkeeping: every mapped logical page is stored exactly where the map
+    /// says, each block's valid count equals its mapped pages, no page is stored twice, free
+    /// blocks are empty. Used by the conservation tests.
+    pub fn check(&self) -> Result<(), String> {
+        let ppb = self.cfg.pages_per_block;
+        let mut seen = vec![false; self.map.len()];
+        for (pi, p) in self.planes.iter().enumerate() {
+            for b in 0..self.cfg.blocks_per_plane {
+                let mut valid = 0;
+                for pg in 0..ppb {
+                    let lpn = p.owner[b * ppb + pg];
+                    if lpn == UNMAPPED {
+                        continue;
+                    }
+                    valid += 1;
+                    if std::mem::replace(&mut seen[lpn as usize], true) {
+                        return Err(format!("logical page {lpn} stored twice"));
+                    }
+                    if self.map[lpn as usize] != pack(pi, b as u32, pg as u32) {
+                        return Err(format!("logical page {lpn}: map and block disagree"));
+                    }
+                }
+                if valid != p.valid[b] {
+                    return Err(format!("plane {pi} block {b}: valid count {} but {valid} pages", p.valid[b]));
+                }
+                if p.free.contains(&(b as u32)) && (p.written[b] != 0 || valid != 0) {
+                    return Err(format!("plane {pi} block {b}: free but written"));
+                }
+            }
+        }
+        for (lpn, &m) in self.map.iter().enumerate() {
+            if (m != u64::MAX) != seen[lpn] && !self.in_buffer[lpn] {
+                return Err(format!("logical page {lpn}: mapped {} but stored {}", m != u64::MAX, seen[lpn]));
+            }
+        }
+        Ok(())
     }
 
     /// The drive's inside at `now_ns`.
@@ -379,7 +421,7 @@ impl Ssd {
         for c in &mut self.channels {
             c.prune(now_ns);
         }
-        if !self.buffer.is_empty() && now_ns.saturating_sub(self.last_flush_ns) >= self.cfg.flush_interval_ns {
+        if !self.buffer.is_empty() && now_ns.saturating_sub(self.buffered_since_ns) >= self.cfg.flush_interval_ns {
             self.flush(now_ns);
         }
         if write {
@@ -392,6 +434,9 @@ impl Ssd {
                     done = done.max(t);
                 }
                 if !self.in_buffer[lpn as usize] {
+                    if self.buffer.is_empty() {
+                        self.buffered_since_ns = now_ns;
+                    }
                     self.in_buffer[lpn as usize] = true;
                     self.buffer.push(lpn);
                 }
@@ -411,7 +456,6 @@ impl Ssd {
     /// Program everything buffered, starting at `now_ns`; returns when the last program ends.
     pub fn flush(&mut self, now_ns: u64) -> u64 {
         let pages = std::mem::take(&mut self.buffer);
-        self.last_flush_ns = now_ns;
         let mut end = now_ns;
         for lpn in pages {
             self.in_buffer[lpn as usize] = false;
@@ -466,14 +510,19 @@ impl Ssd {
     /// while another is free.
     fn pick_plane(&mut self, now_ns: u64, flushing: bool) -> usize {
         let n = self.planes.len();
-        let mut plane = self.next_plane % n;
+        // Round robin, passing over planes down to their last free block (random overwrites
+        // can pile valid pages into one plane; writing elsewhere lets its GC catch up).
+        let roomy = |p: &Plane| p.free.len() > 1;
+        let mut plane = (0..n)
+            .map(|k| (self.next_plane + k) % n)
+            .find(|&c| roomy(&self.planes[c]))
+            .unwrap_or(self.next_plane % n);
         if flushing && self.mode == GcMode::Tolerant {
-            for k in 0..n {
-                let cand = (self.next_plane + k) % n;
-                if self.planes[cand].gc_until_ns <= now_ns {
-                    plane = cand;
-                    break;
-                }
+            if let Some(c) = (0..n)
+                .map(|k| (plane + k) % n)
+                .find(|&c| self.planes[c].gc_until_ns <= now_ns && roomy(&self.planes[c]))
+            {
+                plane = c;
             }
         }
         self.next_plane = plane + 1;
