@@ -59,7 +59,9 @@ fn bench_args(args: &[String]) -> anyhow::Result<Vec<String>> {
     }
     let rest: Vec<String> = args[1..].iter().filter(|a| *a != "--real").cloned().collect();
     if !args.iter().any(|a| a == "--real") && !rest.iter().any(|a| a == "--help" || a == "-h") {
-        anyhow::bail!("iolearn bench readahead needs --real (the simulated evaluation is `iolearn readahead evaluate`)");
+        anyhow::bail!(
+            "iolearn bench readahead needs --real (the simulated evaluation is `iolearn readahead evaluate`)"
+        );
     }
     Ok(rest)
 }

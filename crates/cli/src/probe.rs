@@ -105,7 +105,11 @@ pub fn run(cmd: ProbeCommand) -> Result<()> {
             |s: &iolearn_probe::PageSums| WindowStats::from_sums(s.n, s.sum, s.sum_sq, s.min, s.max, s.sum_abs_delta);
         let row = |f: [f64; 5]| f.iter().map(|v| format!("{v}")).collect::<Vec<_>>().join(",");
         if w.device.n > 0 {
-            writeln!(out, "{w_ix},{t:.3},device,,,{kb},{},{lost}", row(stats(&w.device).features(kb * 2)))?;
+            writeln!(
+                out,
+                "{w_ix},{t:.3},device,,,{kb},{},{lost}",
+                row(stats(&w.device).features(kb * 2))
+            )?;
         }
         if a.per_file {
             for f in &w.files {

@@ -111,7 +111,11 @@ pub struct Output {
 }
 
 fn load(i: &Input) -> Result<Vec<BlockIo>> {
-    let t = read_file(&i.trace, i.format.map(Fmt::to_format), ReadOptions { skip_bad: i.skip_bad })?;
+    let t = read_file(
+        &i.trace,
+        i.format.map(Fmt::to_format),
+        ReadOptions { skip_bad: i.skip_bad },
+    )?;
     if t.skipped > 0 {
         eprintln!(
             "iolearn: skipped {} bad line(s) of {} (first: {})",
@@ -166,7 +170,10 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
             let out = match (from, skip, count) {
                 (Some(f), _, _) => {
                     let t0 = ios.first().map_or(0, |io| io.arrival_ns);
-                    let len = seconds.map(|s| seconds_ns(s, "seconds")).transpose()?.unwrap_or(u64::MAX);
+                    let len = seconds
+                        .map(|s| seconds_ns(s, "seconds"))
+                        .transpose()?
+                        .unwrap_or(u64::MAX);
                     cut_time(&ios, t0 + seconds_ns(f, "from")?, len)
                 }
                 (None, s, c) if s.is_some() || c.is_some() => cut_count(&ios, s.unwrap_or(0), c.unwrap_or(usize::MAX)),

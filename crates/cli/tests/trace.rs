@@ -28,7 +28,10 @@ fn stats_match_the_reference_stats_files() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let got = String::from_utf8(o.stdout).unwrap();
         let want = std::fs::read_to_string(reference(&format!("{name}.stats"))).unwrap();
-        assert_eq!(got.lines().skip(1).collect::<Vec<_>>(), want.lines().skip(1).collect::<Vec<_>>());
+        assert_eq!(
+            got.lines().skip(1).collect::<Vec<_>>(),
+            want.lines().skip(1).collect::<Vec<_>>()
+        );
     }
 }
 
@@ -40,7 +43,11 @@ fn cut_busiest_rerate_and_convert_write_traces() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // Binary back to text gives the same stats.
     let back = tmp("back.trace");
-    assert!(iolearn(&["trace", "convert", bin.to_str().unwrap(), "-o", back.to_str().unwrap()]).status.success());
+    assert!(
+        iolearn(&["trace", "convert", bin.to_str().unwrap(), "-o", back.to_str().unwrap()])
+            .status
+            .success()
+    );
     let s1 = iolearn(&["trace", "stats", &src]).stdout;
     let s2 = iolearn(&["trace", "stats", back.to_str().unwrap()]).stdout;
     assert_eq!(
@@ -48,15 +55,37 @@ fn cut_busiest_rerate_and_convert_write_traces() {
         String::from_utf8_lossy(&s2).lines().skip(1).collect::<Vec<_>>()
     );
     let cut = tmp("cut.trace");
-    let o = iolearn(&["trace", "cut", &src, "--skip", "100", "--count", "500", "-o", cut.to_str().unwrap()]);
+    let o = iolearn(&[
+        "trace",
+        "cut",
+        &src,
+        "--skip",
+        "100",
+        "--count",
+        "500",
+        "-o",
+        cut.to_str().unwrap(),
+    ]);
     assert!(o.status.success());
     assert_eq!(std::fs::read_to_string(&cut).unwrap().lines().count(), 500);
     let busy = tmp("busy.trace");
-    let o = iolearn(&["trace", "busiest", &src, "--seconds", "10", "-o", busy.to_str().unwrap()]);
+    let o = iolearn(&[
+        "trace",
+        "busiest",
+        &src,
+        "--seconds",
+        "10",
+        "-o",
+        busy.to_str().unwrap(),
+    ]);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("busiest 10 s starts at"));
     let fast = tmp("fast.trace");
-    assert!(iolearn(&["trace", "rerate", &src, "--factor", "2", "-o", fast.to_str().unwrap()]).status.success());
+    assert!(
+        iolearn(&["trace", "rerate", &src, "--factor", "2", "-o", fast.to_str().unwrap()])
+            .status
+            .success()
+    );
     let s = String::from_utf8(iolearn(&["trace", "stats", fast.to_str().unwrap()]).stdout).unwrap();
     assert!(s.contains("Duration    = 42.0 s"), "{s}");
 }
@@ -73,7 +102,14 @@ fn bad_traces_are_clear_errors_or_skipped_with_a_count() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("skipped 1 bad line"));
     assert!(String::from_utf8_lossy(&o.stdout).contains("Total IO    = 2"));
     // A failed write leaves nothing behind.
-    let o = iolearn(&["trace", "convert", bad.to_str().unwrap(), "-o", "/nonexistent/dir/x.trace", "--skip-bad"]);
+    let o = iolearn(&[
+        "trace",
+        "convert",
+        bad.to_str().unwrap(),
+        "-o",
+        "/nonexistent/dir/x.trace",
+        "--skip-bad",
+    ]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("/nonexistent/dir/x.trace"));
     let o = iolearn(&["trace", "rerate", bad.to_str().unwrap(), "--factor", "0", "-o", "x"]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--factor"));

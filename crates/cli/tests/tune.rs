@@ -345,12 +345,16 @@ fn bad_input_gets_clear_errors() {
 
 #[test]
 fn the_systemd_unit_calls_the_tuner_with_valid_options() {
-    let unit = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../packaging/iolearn-tune-readahead@.service"))
-        .unwrap();
+    let unit = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../packaging/iolearn-tune-readahead@.service"),
+    )
+    .unwrap();
     let state = scratch("unit-state");
     let mut seen = 0;
     for line in unit.lines() {
-        let Some((key, cmd)) = line.split_once('=') else { continue };
+        let Some((key, cmd)) = line.split_once('=') else {
+            continue;
+        };
         if !matches!(key, "ExecStart" | "ExecStartPre" | "ExecStopPost") {
             continue;
         }
@@ -359,11 +363,20 @@ fn the_systemd_unit_calls_the_tuner_with_valid_options() {
             .split_whitespace()
             .skip(1) // /usr/local/bin/iolearn
             .filter(|a| *a != "$IOLEARN_TUNE_ARGS")
-            .map(|a| a.replace("%i", "no-such-disk").replace("/run/iolearn", state.to_str().unwrap()))
+            .map(|a| {
+                a.replace("%i", "no-such-disk")
+                    .replace("/run/iolearn", state.to_str().unwrap())
+            })
             .collect();
-        let o = Command::new(env!("CARGO_BIN_EXE_iolearn")).args(&args).output().unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+            .args(&args)
+            .output()
+            .unwrap();
         let e = String::from_utf8_lossy(&o.stderr);
-        assert!(!e.contains("unexpected argument") && !e.contains("Usage:"), "{key}: {e}");
+        assert!(
+            !e.contains("unexpected argument") && !e.contains("Usage:"),
+            "{key}: {e}"
+        );
         if key == "ExecStart" {
             // Gets as far as loading the model (absent here) or checking privileges.
             assert!(e.contains("/etc/iolearn/readahead.iolm") || e.contains("root"), "{e}");

@@ -2,13 +2,12 @@
 
 use crate::sys::{check_root_and_btf, kernel_dev, TracefsMount};
 use crate::{
-    Counters, FileSums, PageSums, ProbeConfig, ProbeError, ProgramStats, RawEvent, Window, LATENCY_BUCKETS,
-    N_COUNTERS,
+    Counters, FileSums, PageSums, ProbeConfig, ProbeError, ProgramStats, RawEvent, Window, LATENCY_BUCKETS, N_COUNTERS,
 };
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder};
 use std::mem::{ManuallyDrop, MaybeUninit};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
 #[allow(clippy::all, missing_docs, dead_code, non_camel_case_types)]
@@ -212,7 +211,11 @@ impl Probe {
                 let mut info: libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
                 let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
                 let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(prog.as_fd().as_raw_fd(), &mut info, &mut len) };
-                let (runs, run_time_ns) = if rc == 0 { (info.run_cnt, info.run_time_ns) } else { (0, 0) };
+                let (runs, run_time_ns) = if rc == 0 {
+                    (info.run_cnt, info.run_time_ns)
+                } else {
+                    (0, 0)
+                };
                 ProgramStats {
                     name: name.to_string(),
                     runs,

@@ -6,7 +6,10 @@ use std::time::Instant;
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
-    let cfg = a.get(1).and_then(|s| SsdConfig::by_name(s)).unwrap_or_else(SsdConfig::consumer);
+    let cfg = a
+        .get(1)
+        .and_then(|s| SsdConfig::by_name(s))
+        .unwrap_or_else(SsdConfig::consumer);
     let iops: f64 = a.get(2).and_then(|s| s.parse().ok()).unwrap_or(4000.0);
     let n: usize = a.get(3).and_then(|s| s.parse().ok()).unwrap_or(200_000);
     println!("{} preset, {iops} IOPS, 70% writes, 16 KiB random, {n} I/Os", cfg.name);
@@ -28,7 +31,19 @@ fn main() {
             }
         }
         let wall = t0.elapsed().as_secs_f64();
-        eprintln!("  simulated {:.1} s, max plane backlog {:.2} s, channel backlog {:.2} s, moved/gc {:.1}", t as f64 / 1e9, backlog(&ssd, t), ssd.white_box(t).channel_next_free_ns.iter().map(|&f| f.saturating_sub(t)).max().unwrap() as f64 / 1e9, ssd.stats().gc_pages_moved as f64 / ssd.stats().gcs.max(1) as f64);
+        eprintln!(
+            "  simulated {:.1} s, max plane backlog {:.2} s, channel backlog {:.2} s, moved/gc {:.1}",
+            t as f64 / 1e9,
+            backlog(&ssd, t),
+            ssd.white_box(t)
+                .channel_next_free_ns
+                .iter()
+                .map(|&f| f.saturating_sub(t))
+                .max()
+                .unwrap() as f64
+                / 1e9,
+            ssd.stats().gc_pages_moved as f64 / ssd.stats().gcs.max(1) as f64
+        );
         lat.sort_unstable();
         let q = |p: f64| lat[((lat.len() - 1) as f64 * p) as usize] as f64 / 1e3;
         let s = ssd.stats();
@@ -50,5 +65,10 @@ fn main() {
 #[allow(dead_code)]
 fn backlog(ssd: &Ssd, t: u64) -> f64 {
     let w = ssd.white_box(t);
-    w.plane_next_free_ns.iter().map(|&f| f.saturating_sub(t)).max().unwrap_or(0) as f64 / 1e9
+    w.plane_next_free_ns
+        .iter()
+        .map(|&f| f.saturating_sub(t))
+        .max()
+        .unwrap_or(0) as f64
+        / 1e9
 }

@@ -28,5 +28,6 @@ pub mod calibrate;
 pub mod device;
 pub mod engine;
 pub mod readahead;
+pub mod replicas;
 pub mod ssd;
 pub mod workload;

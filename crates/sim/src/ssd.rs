@@ -365,7 +365,10 @@ impl Ssd {
                     }
                 }
                 if valid != p.valid[b] {
-                    return Err(format!("plane {pi} block {b}: valid count {} but {valid} pages", p.valid[b]));
+                    return Err(format!(
+                        "plane {pi} block {b}: valid count {} but {valid} pages",
+                        p.valid[b]
+                    ));
                 }
                 if p.free.contains(&(b as u32)) && (p.written[b] != 0 || valid != 0) {
                     return Err(format!("plane {pi} block {b}: free but written"));
@@ -374,7 +377,11 @@ impl Ssd {
         }
         for (lpn, &m) in self.map.iter().enumerate() {
             if (m != u64::MAX) != seen[lpn] && !self.in_buffer[lpn] {
-                return Err(format!("logical page {lpn}: mapped {} but stored {}", m != u64::MAX, seen[lpn]));
+                return Err(format!(
+                    "logical page {lpn}: mapped {} but stored {}",
+                    m != u64::MAX,
+                    seen[lpn]
+                ));
             }
         }
         Ok(())
@@ -499,11 +506,20 @@ impl Ssd {
     fn rebuild_from_parity(&mut self, plane: usize, now_ns: u64) -> Option<u64> {
         let g = self.cfg.parity_group.max(2);
         let base = plane / g * g;
-        let members: Vec<usize> = (base..(base + g).min(self.planes.len())).filter(|&m| m != plane).collect();
+        let members: Vec<usize> = (base..(base + g).min(self.planes.len()))
+            .filter(|&m| m != plane)
+            .collect();
         if members.iter().any(|&m| self.planes[m].gc_until_ns > now_ns) {
             return None;
         }
-        Some(members.iter().map(|&m| self.nand_read(m, now_ns)).max().unwrap_or(now_ns) + 1_000)
+        Some(
+            members
+                .iter()
+                .map(|&m| self.nand_read(m, now_ns))
+                .max()
+                .unwrap_or(now_ns)
+                + 1_000,
+        )
     }
 
     /// The plane the next page goes to: round robin; a tolerant flush skips planes under GC
@@ -565,7 +581,11 @@ impl Ssd {
         if !timed {
             return now_ns;
         }
-        let prog = if pg % 2 == 0 { self.cfg.program_lower_ns } else { self.cfg.program_upper_ns };
+        let prog = if pg % 2 == 0 {
+            self.cfg.program_lower_ns
+        } else {
+            self.cfg.program_upper_ns
+        };
         let ch = self.channel_of(plane);
         let xfer = self.cfg.transfer_ns();
         let xfer_end = self.channels[ch].reserve(now_ns, xfer) + xfer;
@@ -582,8 +602,8 @@ impl Ssd {
         if timed && self.mode == GcMode::Tolerant && self.planes[plane].free.len() > 1 {
             let g = self.cfg.parity_group.max(2);
             let base = plane / g * g;
-            let busy = (base..(base + g).min(self.planes.len()))
-                .any(|m| m != plane && self.planes[m].gc_until_ns > now_ns);
+            let busy =
+                (base..(base + g).min(self.planes.len())).any(|m| m != plane && self.planes[m].gc_until_ns > now_ns);
             if busy {
                 return;
             }

@@ -38,7 +38,12 @@ fn gc_makes_tails_and_tinytailflash_removes_them() {
     let (base, base_ssd) = run(&cfg, GcMode::Base, 8000.0, 60_000);
     let (tol, tol_ssd) = run(&cfg, GcMode::Tolerant, 8000.0, 60_000);
     // Base: p99.9 at least 10x no-GC's (TinyTailFlash: 5.6-138x), median unchanged.
-    assert!(q(&base, 0.999) >= 10.0 * q(&nogc, 0.999), "{} vs {}", q(&base, 0.999), q(&nogc, 0.999));
+    assert!(
+        q(&base, 0.999) >= 10.0 * q(&nogc, 0.999),
+        "{} vs {}",
+        q(&base, 0.999),
+        q(&nogc, 0.999)
+    );
     assert!(q(&base, 0.5) <= 1.2 * q(&nogc, 0.5));
     let s = base_ssd.stats();
     let blocked = s.gc_blocked_reads as f64 / s.reads as f64;
@@ -49,7 +54,13 @@ fn gc_makes_tails_and_tinytailflash_removes_them() {
     assert!(blocked <= 0.007, "tolerant: {:.3}% blocked", 100.0 * blocked);
     assert!(s.parity_rebuilds > 0);
     for p in [0.99, 0.999, 0.9999] {
-        assert!(q(&tol, p) <= 2.6 * q(&nogc, p), "p{}: {} vs {}", p * 100.0, q(&tol, p), q(&nogc, p));
+        assert!(
+            q(&tol, p) <= 2.6 * q(&nogc, p),
+            "p{}: {} vs {}",
+            p * 100.0,
+            q(&tol, p),
+            q(&nogc, p)
+        );
     }
 }
 

@@ -58,12 +58,18 @@ pub fn decode(b: &[u8], path: &Path) -> Result<Vec<BlockIo>, TraceError> {
     let n = u64::from_le_bytes(b[8..16].try_into().unwrap());
     let want = (n as u128) * RECORD as u128 + HEADER as u128 + 4;
     if want != b.len() as u128 {
-        return Err(err("length", format!("{} bytes for {n} records (expected {want})", b.len())));
+        return Err(err(
+            "length",
+            format!("{} bytes for {n} records (expected {want})", b.len()),
+        ));
     }
     let (body, crc) = b.split_at(b.len() - 4);
     let stored = u32::from_le_bytes(crc.try_into().unwrap());
     if crc32(body) != stored {
-        return Err(err("checksum", format!("stored {stored:#010x}, computed {:#010x}", crc32(body))));
+        return Err(err(
+            "checksum",
+            format!("stored {stored:#010x}, computed {:#010x}", crc32(body)),
+        ));
     }
     let mut out = Vec::with_capacity(n as usize);
     for (i, r) in body[HEADER..].chunks_exact(RECORD).enumerate() {

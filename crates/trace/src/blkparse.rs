@@ -78,5 +78,12 @@ fn parse_line(line: &str) -> Result<Option<Parsed>, (String, String)> {
     let sector: u64 = field(Some(f[7]), "sector")?;
     let blocks: u32 = field(Some(f[9]), "blocks")?;
     let dev = (maj << 20) | min;
-    Ok(Some((action, dev, (secs * 1e9).round() as u64, sector, blocks, rwbs.contains('W'))))
+    Ok(Some((
+        action,
+        dev,
+        (secs * 1e9).round() as u64,
+        sector,
+        blocks,
+        rwbs.contains('W'),
+    )))
 }

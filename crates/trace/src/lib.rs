@@ -69,7 +69,14 @@ pub struct TraceError {
 impl fmt::Display for TraceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.line > 0 {
-            write!(f, "{}: line {}: {}: {}", self.file.display(), self.line, self.field, self.message)
+            write!(
+                f,
+                "{}: line {}: {}: {}",
+                self.file.display(),
+                self.line,
+                self.field,
+                self.message
+            )
         } else {
             write!(f, "{}: {}: {}", self.file.display(), self.field, self.message)
         }
@@ -208,7 +215,9 @@ pub(crate) fn field<T: std::str::FromStr>(v: Option<&str>, name: &str) -> Result
 /// leaves the old file or none, never half a file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    let name = path.file_name().ok_or_else(|| std::io::Error::other("not a file name"))?;
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("not a file name"))?;
     let tmp = path.with_file_name(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;

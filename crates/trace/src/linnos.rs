@@ -31,7 +31,13 @@ pub fn parse(text: &str, path: &Path, opts: ReadOptions) -> Result<Trace, TraceE
         if f.next().is_some() {
             return Err(("line".into(), "more than 5 columns".into()));
         }
-        Ok(Some(BlockIo::new((ms * 1e6).round() as u64, device, offset, size, write)))
+        Ok(Some(BlockIo::new(
+            (ms * 1e6).round() as u64,
+            device,
+            offset,
+            size,
+            write,
+        )))
     })
 }
 

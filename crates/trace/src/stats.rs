@@ -54,7 +54,11 @@ fn size_stats(sizes: impl Iterator<Item = u32>) -> SizeStats {
     let mut v: Vec<f64> = sizes.map(|s| s as f64).collect();
     v.sort_by(f64::total_cmp);
     let kb_int: u64 = v.iter().map(|&s| s as u64 / 1024).sum();
-    let mean_kb = if v.is_empty() { 0.0 } else { kb_int as f64 / v.len() as f64 };
+    let mean_kb = if v.is_empty() {
+        0.0
+    } else {
+        kb_int as f64 / v.len() as f64
+    };
     let p = [50.0, 70.0, 90.0, 95.0, 100.0].map(|q| (percentile(&v, q) / 1024.0).floor());
     SizeStats {
         mean_kb,
@@ -80,7 +84,13 @@ impl TraceStats {
                 thr.push(kib as f64 / 1024.0 / span);
             }
         }
-        let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
+        let mean = |v: &[f64]| {
+            if v.is_empty() {
+                0.0
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            }
+        };
         let mean_thr = mean(&thr);
         thr.sort_by(f64::total_cmp);
         TraceStats {
@@ -90,7 +100,12 @@ impl TraceStats {
             duration_s: duration_ns / 1_000_000_000,
             kb: [kb(&|_| true), kb(&|i| !i.write), kb(&|i| i.write)],
             binned_iops: mean(&iops),
-            binned_throughput: [mean_thr, percentile(&thr, 75.0), percentile(&thr, 80.0), percentile(&thr, 90.0)],
+            binned_throughput: [
+                mean_thr,
+                percentile(&thr, 75.0),
+                percentile(&thr, 80.0),
+                percentile(&thr, 90.0),
+            ],
             sizes: [
                 size_stats(ios.iter().map(|i| i.size)),
                 size_stats(ios.iter().filter(|i| !i.write).map(|i| i.size)),
@@ -104,13 +119,37 @@ impl TraceStats {
         let sep = "=================================================\n";
         let d = self.duration_s.max(1);
         let rate = |n: usize| (n as u64 / d) as f64;
-        let read_pct = if self.total > 0 { 100 * self.reads / self.total } else { 0 };
+        let read_pct = if self.total > 0 {
+            100 * self.reads / self.total
+        } else {
+            0
+        };
         let mut s = format!("Raw trace path  = {source}\n{sep}");
-        let _ = writeln!(s, "Total IO    = {}  =  {:.1} k", self.total, self.total as f64 / 1000.0);
-        let _ = writeln!(s, "Duration    = {:.1} s = {} mins", self.duration_s as f64, self.duration_s.div_ceil(60));
+        let _ = writeln!(
+            s,
+            "Total IO    = {}  =  {:.1} k",
+            self.total,
+            self.total as f64 / 1000.0
+        );
+        let _ = writeln!(
+            s,
+            "Duration    = {:.1} s = {} mins",
+            self.duration_s as f64,
+            self.duration_s.div_ceil(60)
+        );
         let _ = writeln!(s, "R:W ratio   = {read_pct}/{}", 100 - read_pct);
-        let _ = writeln!(s, "#read io    = {}  =  {:.1} k", self.reads, self.reads as f64 / 1000.0);
-        let _ = writeln!(s, "#write io   = {}  =  {:.1} k", self.writes, self.writes as f64 / 1000.0);
+        let _ = writeln!(
+            s,
+            "#read io    = {}  =  {:.1} k",
+            self.reads,
+            self.reads as f64 / 1000.0
+        );
+        let _ = writeln!(
+            s,
+            "#write io   = {}  =  {:.1} k",
+            self.writes,
+            self.writes as f64 / 1000.0
+        );
         let _ = writeln!(s, "IOPS (ALL IO)      = {:.1} IO/s", rate(self.total));
         let _ = writeln!(s, "IOPS (read IO)     = {:.1} IO/s", rate(self.reads));
         let _ = writeln!(s, "IOPS (write IO)    = {:.1} IO/s", rate(self.writes));
@@ -118,7 +157,11 @@ impl TraceStats {
         let _ = writeln!(s, "Size (read IO)     = {} MB", self.kb[1] / 1024);
         let _ = writeln!(s, "Size (write IO)    = {} MB", self.kb[2] / 1024);
         s += sep;
-        let _ = writeln!(s, "Average IOPS (binned per 100) = {:.1} IO/s", self.binned_iops.floor());
+        let _ = writeln!(
+            s,
+            "Average IOPS (binned per 100) = {:.1} IO/s",
+            self.binned_iops.floor()
+        );
         let [avg, p75, p80, p90] = self.binned_throughput.map(f64::floor);
         let _ = writeln!(s, "Average throughput (binned per 100) = {avg:.1} MB/s");
         let _ = writeln!(s, "Throughput P75 (binned per 100) = {p75:.1} MB/s");

@@ -7,7 +7,9 @@ use iolearn_trace::{binary, linnos, read_file, BlockIo, Format, ReadOptions};
 use std::path::{Path, PathBuf};
 
 fn reference(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference/traces").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/reference/traces")
+        .join(name)
 }
 
 const TRACES: [&str; 2] = ["msr.cut.per_10k.rw_20_80.105", "msr.cut.per_10k.rw_40_60.1370"];
@@ -15,7 +17,12 @@ const TRACES: [&str; 2] = ["msr.cut.per_10k.rw_20_80.105", "msr.cut.per_10k.rw_4
 #[test]
 fn reference_traces_match_their_stats_files() {
     for name in TRACES {
-        let t = read_file(&reference(&format!("{name}.trace")), Some(Format::Linnos), ReadOptions::default()).unwrap();
+        let t = read_file(
+            &reference(&format!("{name}.trace")),
+            Some(Format::Linnos),
+            ReadOptions::default(),
+        )
+        .unwrap();
         assert_eq!(t.ios.len(), 10_000);
         assert!(is_ordered(&t.ios));
         let want = std::fs::read_to_string(reference(&format!("{name}.stats"))).unwrap();
@@ -31,7 +38,12 @@ fn reference_traces_match_their_stats_files() {
 
 #[test]
 fn linnos_text_and_binary_round_trip() {
-    let t = read_file(&reference(&format!("{}.trace", TRACES[0])), None, ReadOptions::default()).unwrap();
+    let t = read_file(
+        &reference(&format!("{}.trace", TRACES[0])),
+        None,
+        ReadOptions::default(),
+    )
+    .unwrap();
     let text = linnos::write(&t.ios);
     let back = linnos::parse(&text, Path::new("mem"), ReadOptions::default()).unwrap();
     assert_eq!(back.ios, t.ios);
@@ -79,10 +91,17 @@ fn msr_csv_and_blkparse_are_read() {
                128166372016382155,hm,1,Write,1317441536,8192,1963\n";
     let t = iolearn_trace::msr::parse(msr, Path::new("hm_1.csv"), ReadOptions::default()).unwrap();
     assert_eq!(t.ios.len(), 2);
-    assert_eq!(t.ios[0], BlockIo { latency_ns: Some(4_128_600), ..BlockIo::new(0, 1, 7014609920, 24576, false) });
+    assert_eq!(
+        t.ios[0],
+        BlockIo {
+            latency_ns: Some(4_128_600),
+            ..BlockIo::new(0, 1, 7014609920, 24576, false)
+        }
+    );
     assert_eq!(t.ios[1].arrival_ns, (128166372016382155 - 128166372003061629) * 100);
     assert!(t.ios[1].write);
-    let e = iolearn_trace::msr::parse("1,hm,1,Erase,0,512,1\n", Path::new("x.csv"), ReadOptions::default()).unwrap_err();
+    let e =
+        iolearn_trace::msr::parse("1,hm,1,Erase,0,512,1\n", Path::new("x.csv"), ReadOptions::default()).unwrap_err();
     assert_eq!((e.line, e.field.as_str()), (1, "Type"));
 
     let blk = "  8,0    1        1     0.000000000  4242  Q   R 1000 + 8 [fio]\n\
@@ -95,9 +114,16 @@ fn msr_csv_and_blkparse_are_read() {
     assert_eq!(t.ios.len(), 2);
     assert_eq!((t.ios[0].offset, t.ios[0].size, t.ios[0].write), (512_000, 4096, false));
     assert_eq!(t.ios[0].latency_ns, Some(100_000));
-    assert_eq!((t.ios[1].size, t.ios[1].write, t.ios[1].latency_ns), (8192, true, Some(500_000)));
-    let e = iolearn_trace::blkparse::parse("  8,0 1 1 zz 1 D R 10 + 8 [x]\n", Path::new("b.txt"), ReadOptions::default())
-        .unwrap_err();
+    assert_eq!(
+        (t.ios[1].size, t.ios[1].write, t.ios[1].latency_ns),
+        (8192, true, Some(500_000))
+    );
+    let e = iolearn_trace::blkparse::parse(
+        "  8,0 1 1 zz 1 D R 10 + 8 [x]\n",
+        Path::new("b.txt"),
+        ReadOptions::default(),
+    )
+    .unwrap_err();
     assert_eq!((e.line, e.field.as_str()), (1, "time"));
 }
 
@@ -113,7 +139,10 @@ fn tools_cut_find_the_busiest_window_and_rerate() {
     let c = cut_time(&ios, 1_000_000_000, 100_000_000);
     assert_eq!(c.len(), 4);
     assert_eq!(c[0].arrival_ns, 0);
-    assert_eq!(cut_count(&ios, 3, 2).iter().map(|i| i.arrival_ns).collect::<Vec<_>>(), [0, 1_000_000]);
+    assert_eq!(
+        cut_count(&ios, 3, 2).iter().map(|i| i.arrival_ns).collect::<Vec<_>>(),
+        [0, 1_000_000]
+    );
     let r = rerate(&ios, 2.0);
     assert_eq!(r[7].arrival_ns, 2_500_000_000);
     let s = TraceStats::of(&r);
@@ -122,7 +151,10 @@ fn tools_cut_find_the_busiest_window_and_rerate() {
 
 #[test]
 fn text_times_round_to_the_microsecond_without_going_back() {
-    let ios = [BlockIo::new(1_999_600, 0, 0, 512, false), BlockIo::new(2_000_400, 0, 0, 512, true)];
+    let ios = [
+        BlockIo::new(1_999_600, 0, 0, 512, false),
+        BlockIo::new(2_000_400, 0, 0, 512, true),
+    ];
     let text = linnos::write(&ios);
     assert_eq!(text, "2.000 0 0 512 1\n2.000 0 0 512 0\n");
     let back = linnos::parse(&text, Path::new("m"), ReadOptions::default()).unwrap();

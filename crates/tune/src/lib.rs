@@ -356,10 +356,16 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             ("lost_events", m.lost_events.to_string()),
             ("read_ahead_kb", summary.restored_kb.to_string()),
             ("wall_s", format!("{wall:.3}")),
-            ("decide_us_mean", format!("{:.3}", m.decide_ns_total as f64 / m.windows.max(1) as f64 / 1e3)),
+            (
+                "decide_us_mean",
+                format!("{:.3}", m.decide_ns_total as f64 / m.windows.max(1) as f64 / 1e3),
+            ),
             ("decide_us_max", format!("{:.3}", m.decide_ns_max as f64 / 1e3)),
             ("act_us_total", format!("{:.1}", m.act_ns_total as f64 / 1e3)),
-            ("events_per_s", format!("{:.0}", (m.pages_added + m.pages_accessed) as f64 / wall.max(1e-9))),
+            (
+                "events_per_s",
+                format!("{:.0}", (m.pages_added + m.pages_accessed) as f64 / wall.max(1e-9)),
+            ),
             ("bpf_runs", bpf_runs.to_string()),
             ("bpf_cpu_ms", format!("{:.3}", bpf_ns as f64 / 1e6)),
         ],

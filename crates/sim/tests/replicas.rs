@@ -1,0 +1,168 @@
+//! Replicas and failover (issue 5, must-show 4; `shared/spec/ml-mittos.md` sections 3, 4, 6).
+
+use iolearn_ml::Rng;
+use iolearn_sim::replicas::{
+    draw_slowdown, expected_latency, expected_latency_recursive, Cluster, Fixed, Noise, Replica, Storage,
+};
+
+#[test]
+fn failover_reproduces_ml_mittos_worked_example() {
+    // EBUSY at the first replica, 30 us hop, the second serves in 200 us: 230 us.
+    let replicas = (0..3)
+        .map(|i| Replica::new(Box::new(Fixed(200_000)), Noise::Quiet, i))
+        .collect();
+    let mut c = Cluster::new(replicas, 30_000, 1);
+    let o = c.read_with(0, 0, 0, 4096, |r, _, _| r != 0);
+    assert_eq!((o.done_ns, o.revoked), (230_000, 1));
+    assert_ne!(o.served_by, 0);
+    // The last replica always serves, even if every replica would refuse.
+    let o = c.read_with(1_000_000, 0, 0, 4096, |_, _, _| false);
+    assert_eq!((o.done_ns - 1_000_000, o.revoked), (2 * 30_000 + 200_000, 2));
+    // One replica: no failover cost ever.
+    let mut one = Cluster::new(vec![Replica::new(Box::new(Fixed(50_000)), Noise::Quiet, 0)], 30_000, 1);
+    assert_eq!(one.read_with(0, 0, 0, 4096, |_, _, _| false).done_ns, 50_000);
+}
+
+#[test]
+fn closed_form_equals_recursion_and_its_limits() {
+    let mut rng = Rng::new(3);
+    for _ in 0..1000 {
+        let r = 1 + rng.below(6) as u32;
+        let (f, p, tn, t) = (
+            rng.next_f64() * 500.0,
+            rng.next_f64() * 0.98,
+            rng.next_f64() * 900.0,
+            rng.next_f64() * 900.0,
+        );
+        let (a, b) = (
+            expected_latency(r, f, p, tn, t),
+            expected_latency_recursive(r, f, p, tn, t),
+        );
+        assert!(
+            (a - b).abs() <= 1e-9 * b.abs().max(1.0),
+            "r {r} f {f} p {p}: {a} vs {b}"
+        );
+    }
+    assert_eq!(expected_latency(1, 30.0, 0.4, 100.0, 150.0), 150.0);
+    assert!((expected_latency(3, 30.0, 0.0, 100.0, 150.0) - 100.0).abs() < 1e-9);
+    assert!((expected_latency(3, 30.0, 1.0, 100.0, 150.0) - 210.0).abs() < 1e-9);
+    assert!((expected_latency(3, 30.0, 0.999_999, 100.0, 150.0) - 210.0).abs() < 1e-3);
+}
+
+/// A server whose latency for a request at time `now` is an exponential draw (mean `mean_ns`)
+/// keyed by `now` and the server: i.i.d. across attempts, and known before serving (a perfect
+/// predictor can peek).
+struct Drawn {
+    seed: u64,
+    mean_ns: f64,
+}
+
+impl Drawn {
+    fn latency(&self, now_ns: u64) -> u64 {
+        let mut r = Rng::new(now_ns.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ self.seed);
+        (-(1.0 - r.next_f64()).ln() * self.mean_ns) as u64 + 1
+    }
+}
+
+impl Storage for Drawn {
+    fn submit(&mut self, now_ns: u64, _: u64, _: u64, _: bool) -> u64 {
+        now_ns + self.latency(now_ns)
+    }
+    fn peek_latency(&self, now_ns: u64) -> Option<u64> {
+        Some(self.latency(now_ns))
+    }
+}
+
+#[test]
+fn simulated_mean_latency_converges_to_the_closed_form() {
+    // Exponential latencies, mean 200 us; replicas refuse what would take over 300 us.
+    let (mean, thr, f) = (200_000.0f64, 300_000u64, 30_000u64);
+    let p = (-(thr as f64) / mean).exp();
+    // E[L | L <= T] for an exponential.
+    let tn = (mean - (thr as f64 + mean) * p) / (1.0 - p);
+    for r in [2u32, 3] {
+        let replicas = (0..r)
+            .map(|i| {
+                Replica::new(
+                    Box::new(Drawn {
+                        seed: 10 + i as u64,
+                        mean_ns: mean,
+                    }),
+                    Noise::Quiet,
+                    0,
+                )
+            })
+            .collect();
+        let mut c = Cluster::new(replicas, f, 9);
+        let n = 200_000;
+        let mut total = 0f64;
+        for k in 0..n {
+            let now = k as u64 * 10_000_000;
+            let o = c.read_with(now, k % r as usize, 0, 4096, |rep, t, cl| {
+                cl.replicas[rep].storage.peek_latency(t).is_none_or(|l| l <= thr)
+            });
+            total += (o.done_ns - now) as f64;
+        }
+        let sim = total / n as f64;
+        let want = expected_latency(r, f as f64, p, tn, mean);
+        assert!(
+            (sim - want).abs() / want < 0.01,
+            "r {r}: simulated {sim:.0} ns, closed form {want:.0} ns"
+        );
+    }
+}
+
+#[test]
+fn hedging_cloning_and_noise() {
+    let quiet = || Replica::new(Box::new(Fixed(100_000)), Noise::Quiet, 0);
+    let slow = Replica::new(
+        Box::new(Fixed(100_000)),
+        Noise::FailSlow {
+            factor: 10.0,
+            from_ms: 0.0,
+            for_ms: f64::INFINITY,
+            share: 1.0,
+        },
+        0,
+    );
+    let mut c = Cluster::new(vec![slow, quiet(), quiet()], 15_000, 1);
+    // The fail-slow replica takes 1 ms; a hedge after 200 us gets the answer at 315 us.
+    assert_eq!(c.read(0, 0, 0, 4096).done_ns, 1_000_000);
+    let h = c.hedged_read(10_000_000, 0, 0, 4096, 200_000);
+    assert_eq!((h.done_ns - 10_000_000, h.duplicates), (315_000, 1));
+    let cl = c.cloned_read(20_000_000, 0, 0, 4096, 2);
+    assert_eq!((cl.done_ns - 20_000_000, cl.duplicates), (100_000, 1));
+    // A transient fault ends.
+    let mut t = Replica::new(
+        Box::new(Fixed(100_000)),
+        Noise::FailSlow {
+            factor: 5.0,
+            from_ms: 1.0,
+            for_ms: 2.0,
+            share: 1.0,
+        },
+        0,
+    );
+    assert_eq!(t.serve(0, 0, 4096, false), 100_000);
+    assert_eq!(t.serve(2_000_000, 0, 4096, false) - 2_000_000, 500_000);
+    assert_eq!(t.serve(4_000_000, 0, 4096, false) - 4_000_000, 100_000);
+    // Busy periods take about the asked share of time.
+    let mut b = Replica::new(
+        Box::new(Fixed(100_000)),
+        Noise::Busy {
+            fraction: 0.25,
+            busy_ms: 50.0,
+            extra_us: 1000.0,
+        },
+        5,
+    );
+    let busy = (0..100_000u64)
+        .filter(|k| b.serve(k * 1_000_000, 0, 4096, false) - k * 1_000_000 > 100_000)
+        .count();
+    assert!((busy as f64 / 1e5 - 0.25).abs() < 0.05, "busy {busy}");
+    // TailAtStore slowdowns: 90% of draws at full speed, the worst 39x.
+    let mut rng = Rng::new(1);
+    let s: Vec<f64> = (0..100_000).map(|_| draw_slowdown(&mut rng)).collect();
+    let at_speed = s.iter().filter(|&&x| x == 1.0).count() as f64 / 1e5;
+    assert!((at_speed - 0.9).abs() < 0.01 && s.iter().all(|&x| (1.0..=39.0).contains(&x)));
+}
