@@ -37,6 +37,14 @@ enum Command {
     /// Block I/O traces: stats, cut, busiest, rerate, convert.
     #[command(subcommand)]
     Trace(trace::TraceCommand),
+    /// Simulations: `iolearn sim ssd --trace T --preset enterprise --replicas 3 --out lat.parquet`
+    /// (runs `python -m iolearn.sim_ssd`; `iolearn sim ssd --help` shows its options).
+    #[command(disable_help_flag = true)]
+    Sim {
+        /// `ssd [options]`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Tune this machine's kernel (eBPF observes, the model decides, sysfs and fadvise act).
     #[command(subcommand)]
     Tune(tune::TuneCommand),
@@ -73,6 +81,16 @@ fn main() -> ExitCode {
         Command::Tune(cmd) => tune::run_command(cmd),
         Command::Probe(cmd) => probe::run(cmd),
         Command::Trace(cmd) => trace::run(cmd),
+        Command::Sim { args } => match args.split_first() {
+            Some((what, rest)) if what == "ssd" => match python::run_module("iolearn.sim_ssd", rest) {
+                Ok(code) => return ExitCode::from(code),
+                Err(e) => Err(e),
+            },
+            Some((what, _)) if what != "--help" && what != "-h" => {
+                Err(anyhow::anyhow!("unknown simulation {what:?} (available: ssd)"))
+            }
+            _ => Err(anyhow::anyhow!("usage: iolearn sim ssd --trace T --out lat.parquet [options] (see --help)")),
+        },
         Command::Bench { args } => match bench_args(&args) {
             Ok(rest) => match python::run_module("iolearn.bench_real", &rest) {
                 Ok(code) => return ExitCode::from(code),

@@ -854,6 +854,92 @@ fn sim_closed_loop<'py>(
     ))
 }
 
+/// Replay a block trace on replicated simulated SSDs. Returns a dict of equal-length numpy
+/// arrays: arrival_ns, offset, size, write, replica, latency_ns, pending, plane_wait_ns,
+/// channel_wait_ns, gc_active, buffered_pages; plus "skipped" (bad lines skipped).
+#[pyfunction]
+#[pyo3(signature = (trace, preset="enterprise", mode="base", replicas=3, hop_us=15.0, noise="quiet", precondition=1.0, seed=1, skip_bad=false, trace_format=None))]
+#[allow(clippy::too_many_arguments)]
+fn sim_ssd<'py>(
+    py: Python<'py>,
+    trace: PathBuf,
+    preset: &str,
+    mode: &str,
+    replicas: usize,
+    hop_us: f64,
+    noise: &str,
+    precondition: f64,
+    seed: u64,
+    skip_bad: bool,
+    trace_format: Option<&str>,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    use iolearn_sim::replay::{replay, ReplayConfig};
+    use iolearn_sim::replicas::Noise;
+    use iolearn_sim::ssd::{GcMode, SsdConfig};
+    let ssd = SsdConfig::by_name(preset)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown SSD preset {preset:?} (consumer, enterprise)")))?;
+    let mode = match mode {
+        "base" => GcMode::Base,
+        "plane-blocking" => GcMode::PlaneBlocking,
+        "tolerant" | "ttflash" => GcMode::Tolerant,
+        "no-gc" => GcMode::NoGc,
+        m => return Err(PyValueError::new_err(format!("unknown GC mode {m:?} (base, plane-blocking, tolerant, no-gc)"))),
+    };
+    if replicas == 0 || !(hop_us.is_finite() && hop_us >= 0.0) || !(precondition.is_finite() && precondition >= 0.0) {
+        return Err(PyValueError::new_err("replicas must be >= 1, hop_us and precondition >= 0"));
+    }
+    let noise: Vec<Noise> = match noise {
+        "quiet" => Vec::new(),
+        // MittOS's EC2-derived noise scaled to 3 replicas: one busy 25% of the time, one 5%.
+        "ec2" => vec![
+            Noise::Busy { fraction: 0.25, busy_ms: 50.0, extra_us: 2000.0 },
+            Noise::Busy { fraction: 0.05, busy_ms: 50.0, extra_us: 2000.0 },
+        ],
+        "tailatstore" => (0..replicas).map(|_| Noise::TailAtStore { period_ms: 100.0 }).collect(),
+        "failslow" => vec![Noise::FailSlow { factor: 10.0, from_ms: 0.0, for_ms: f64::INFINITY, share: 1.0 }],
+        n => return Err(PyValueError::new_err(format!("unknown noise {n:?} (quiet, ec2, tailatstore, failslow)"))),
+    };
+    let format = match trace_format {
+        None => None,
+        Some(f) => Some(
+            iolearn_trace::Format::parse(f)
+                .ok_or_else(|| PyValueError::new_err(format!("unknown trace format {f:?}")))?,
+        ),
+    };
+    let t = iolearn_trace::read_file(&trace, format, iolearn_trace::ReadOptions { skip_bad })
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let cfg = ReplayConfig {
+        ssd,
+        mode,
+        replicas,
+        hop_ns: (hop_us * 1e3) as u64,
+        noise,
+        precondition,
+        seed,
+    };
+    let ios: Vec<(u64, u64, u32, bool)> = t.ios.iter().map(|io| (io.arrival_ns, io.offset, io.size, io.write)).collect();
+    let recs = py.detach(move || replay(ios, &cfg));
+    let d = pyo3::types::PyDict::new(py);
+    macro_rules! col {
+        ($name:literal, $f:expr) => {
+            d.set_item($name, recs.iter().map($f).collect::<Vec<_>>().into_pyarray(py))?;
+        };
+    }
+    col!("arrival_ns", |r| r.arrival_ns);
+    col!("offset", |r| r.offset);
+    col!("size", |r| r.size);
+    col!("write", |r| r.write);
+    col!("replica", |r| r.replica);
+    col!("latency_ns", |r| r.latency_ns);
+    col!("pending", |r| r.pending);
+    col!("plane_wait_ns", |r| r.plane_wait_ns);
+    col!("channel_wait_ns", |r| r.channel_wait_ns);
+    col!("gc_active", |r| r.gc_active);
+    col!("buffered_pages", |r| r.buffered_pages);
+    d.set_item("skipped", t.skipped)?;
+    Ok(d)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Model>()?;
@@ -866,6 +952,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sim_page_events, m)?)?;
     m.add_function(wrap_pyfunction!(kml_features, m)?)?;
     m.add_function(wrap_pyfunction!(sim_closed_loop, m)?)?;
+    m.add_function(wrap_pyfunction!(sim_ssd, m)?)?;
     m.add("READAHEAD_SCHEMA", kml::READAHEAD_SCHEMA)?;
     Ok(())
 }

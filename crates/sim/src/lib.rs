@@ -28,6 +28,7 @@ pub mod calibrate;
 pub mod device;
 pub mod engine;
 pub mod readahead;
+pub mod replay;
 pub mod replicas;
 pub mod ssd;
 pub mod workload;

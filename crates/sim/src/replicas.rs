@@ -16,11 +16,32 @@ pub trait Storage {
     fn peek_latency(&self, _now_ns: u64) -> Option<u64> {
         None
     }
+    /// What the device would show a white-box predictor about a request for `offset` at
+    /// `now_ns` (MittSSD); zeros for black boxes.
+    fn state(&self, _now_ns: u64, _offset: u64) -> DeviceState {
+        DeviceState::default()
+    }
+}
+
+/// A device's inside as seen by one request (white-box predictors: MittSSD).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceState {
+    /// Until the target plane (chip) is free.
+    pub plane_wait_ns: u64,
+    /// Until the target channel's last booking ends.
+    pub channel_wait_ns: u64,
+    /// The target plane is collecting garbage.
+    pub gc_active: bool,
+    /// Pages in the write buffer.
+    pub buffered_pages: u32,
 }
 
 impl Storage for Ssd {
     fn submit(&mut self, now_ns: u64, offset: u64, len: u64, write: bool) -> u64 {
         Ssd::submit(self, now_ns, offset, len, write)
+    }
+    fn state(&self, now_ns: u64, offset: u64) -> DeviceState {
+        Ssd::state(self, now_ns, offset)
     }
 }
 

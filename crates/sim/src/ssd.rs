@@ -387,6 +387,28 @@ impl Ssd {
         Ok(())
     }
 
+    /// What a request for `offset` at `now_ns` would find: its plane's and channel's waits,
+    /// whether the plane collects garbage, the buffer's fill.
+    pub fn state(&self, now_ns: u64, offset: u64) -> crate::replicas::DeviceState {
+        let lpn = (offset / self.cfg.page_bytes % self.map.len() as u64) as usize;
+        let buffered_pages = self.buffer.len() as u32;
+        let m = self.map[lpn];
+        if m == u64::MAX || self.in_buffer[lpn] {
+            return crate::replicas::DeviceState {
+                buffered_pages,
+                ..Default::default()
+            };
+        }
+        let (plane, _, _) = unpack(m);
+        let p = &self.planes[plane];
+        crate::replicas::DeviceState {
+            plane_wait_ns: p.next_free_ns.saturating_sub(now_ns),
+            channel_wait_ns: self.channels[self.channel_of(plane)].last_end().saturating_sub(now_ns),
+            gc_active: p.gc_until_ns > now_ns,
+            buffered_pages,
+        }
+    }
+
     /// The drive's inside at `now_ns`.
     pub fn white_box(&self, now_ns: u64) -> WhiteBox {
         WhiteBox {
