@@ -26,6 +26,7 @@
 pub mod cache;
 pub mod calibrate;
 pub mod device;
+pub mod disk;
 pub mod engine;
 pub mod readahead;
 pub mod replay;

@@ -166,3 +166,32 @@ fn hedging_cloning_and_noise() {
     let at_speed = s.iter().filter(|&&x| x == 1.0).count() as f64 / 1e5;
     assert!((at_speed - 0.9).abs() < 0.01 && s.iter().all(|&x| (1.0..=39.0).contains(&x)));
 }
+
+#[test]
+fn disk_fifo_matches_service_times_and_sstf_seeks_less() {
+    use iolearn_sim::device::DevicePreset;
+    use iolearn_sim::disk::{service_ns, simulate, Discipline, DiskRequest, NextFree};
+    let p = DevicePreset::hdd();
+    // Far apart in time: each completes after exactly its own service time.
+    let reqs: Vec<DiskRequest> =
+        (0..5).map(|i| DiskRequest { arrival_ns: i * 1_000_000_000, offset: (i * 37 % 5) << 36, len: 4096 }).collect();
+    let done = simulate(&p, &reqs, Discipline::Fifo);
+    let mut head = 0;
+    for (r, d) in reqs.iter().zip(&done) {
+        assert_eq!(d - r.arrival_ns, service_ns(&p, head, r));
+        head = r.offset + r.len;
+    }
+    // A burst of random requests: SSTF finishes the batch sooner than FIFO.
+    let mut rng = Rng::new(4);
+    let burst: Vec<DiskRequest> =
+        (0..200).map(|_| DiskRequest { arrival_ns: 0, offset: rng.next_u64() % (1 << 40), len: 4096 }).collect();
+    let fifo = *simulate(&p, &burst, Discipline::Fifo).iter().max().unwrap();
+    let sstf = *simulate(&p, &burst, Discipline::Sstf).iter().max().unwrap();
+    assert!(sstf < fifo / 2, "sstf {sstf} fifo {fifo}");
+    // MittNOOP's next-free bookkeeping with drift correction.
+    let mut nf = NextFree::default();
+    assert_eq!(nf.admit(100, 0, 4096, 1_000), 1_100);
+    assert_eq!(nf.wait_ns(600), 500);
+    nf.correct(1_100, 1_300);
+    assert_eq!(nf.wait_ns(600), 700);
+}
