@@ -55,3 +55,18 @@ def test_cli_and_bad_input(tmp_path):
     with pytest.raises(ValueError, match="bad.trace: line 2"):
         sim_ssd.replay(bad, preset="consumer")
     assert sim_ssd.replay(bad, preset="consumer", skip_bad=True)["skipped"] == 1
+
+
+def test_traces_round_trip_through_parquet(tmp_path):
+    from iolearn import traces
+
+    cols = traces.read(TRACE)
+    assert len(cols["offset"]) == 10_000 and (cols["latency_ns"] == -1).all()
+    out = tmp_path / "t.parquet"
+    traces.write_parquet(cols, out)
+    back = traces.read(out)
+    for c in traces.COLUMNS:
+        assert (back[c] == cols[c]).all(), c
+    (tmp_path / "x.parquet").write_bytes(b"nope")
+    with pytest.raises(ValueError, match="x.parquet"):
+        traces.read(tmp_path / "x.parquet")

@@ -854,6 +854,44 @@ fn sim_closed_loop<'py>(
     ))
 }
 
+/// Read a block trace (linnos, msr, blkparse, binary; guessed when `format` is None). Returns
+/// a dict of numpy arrays: arrival_ns, device, offset, size, write, latency_ns (-1: none),
+/// queue_depth (-1: none); plus "skipped".
+#[pyfunction]
+#[pyo3(signature = (path, format=None, skip_bad=false))]
+fn read_trace<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    format: Option<&str>,
+    skip_bad: bool,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    let format = match format {
+        None => None,
+        Some(f) => Some(
+            iolearn_trace::Format::parse(f).ok_or_else(|| PyValueError::new_err(format!("unknown trace format {f:?}")))?,
+        ),
+    };
+    let t = iolearn_trace::read_file(&path, format, iolearn_trace::ReadOptions { skip_bad })
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let d = pyo3::types::PyDict::new(py);
+    let ios = &t.ios;
+    d.set_item("arrival_ns", ios.iter().map(|i| i.arrival_ns).collect::<Vec<_>>().into_pyarray(py))?;
+    d.set_item("device", ios.iter().map(|i| i.device).collect::<Vec<_>>().into_pyarray(py))?;
+    d.set_item("offset", ios.iter().map(|i| i.offset).collect::<Vec<_>>().into_pyarray(py))?;
+    d.set_item("size", ios.iter().map(|i| i.size).collect::<Vec<_>>().into_pyarray(py))?;
+    d.set_item("write", ios.iter().map(|i| i.write).collect::<Vec<_>>().into_pyarray(py))?;
+    d.set_item(
+        "latency_ns",
+        ios.iter().map(|i| i.latency_ns.map_or(-1, |v| v as i64)).collect::<Vec<_>>().into_pyarray(py),
+    )?;
+    d.set_item(
+        "queue_depth",
+        ios.iter().map(|i| i.queue_depth.map_or(-1, |v| v as i64)).collect::<Vec<_>>().into_pyarray(py),
+    )?;
+    d.set_item("skipped", t.skipped)?;
+    Ok(d)
+}
+
 /// Replay a block trace on replicated simulated SSDs. Returns a dict of equal-length numpy
 /// arrays: arrival_ns, offset, size, write, replica, latency_ns, pending, plane_wait_ns,
 /// channel_wait_ns, gc_active, buffered_pages; plus "skipped" (bad lines skipped).
@@ -953,6 +991,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kml_features, m)?)?;
     m.add_function(wrap_pyfunction!(sim_closed_loop, m)?)?;
     m.add_function(wrap_pyfunction!(sim_ssd, m)?)?;
+    m.add_function(wrap_pyfunction!(read_trace, m)?)?;
     m.add("READAHEAD_SCHEMA", kml::READAHEAD_SCHEMA)?;
     Ok(())
 }

@@ -1,0 +1,75 @@
+"""Block traces in Python: read any format the Rust readers know, keep them as Parquet.
+
+python -m iolearn.traces convert IN.trace OUT.parquet
+python -m iolearn.traces stats IN.parquet
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from . import _native
+
+COLUMNS = ("arrival_ns", "device", "offset", "size", "write", "latency_ns", "queue_depth")
+
+
+def read(path, format: str | None = None, skip_bad: bool = False) -> dict[str, np.ndarray]:
+    """A trace as numpy columns (``COLUMNS``; -1 where latency or queue depth is unknown).
+    Parquet files written by :func:`write_parquet` are read back directly."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            t = pq.read_table(path)
+        except Exception as e:  # pyarrow raises its own types for unreadable files
+            raise ValueError(f"{path}: not a readable Parquet file ({e})") from e
+        missing = [c for c in COLUMNS if c not in t.column_names]
+        if missing:
+            raise ValueError(f"{path}: not an iolearn trace (missing columns {missing})")
+        return {c: t.column(c).to_numpy() for c in COLUMNS} | {"skipped": 0}
+    return _native.read_trace(str(path), format, skip_bad)
+
+
+def write_parquet(cols: dict, out) -> None:
+    """Write trace columns as Parquet, atomically."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.tmp")
+    pq.write_table(pa.table({c: cols[c] for c in COLUMNS}), tmp)
+    tmp.replace(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m iolearn.traces", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("convert", help="any trace format -> Parquet")
+    c.add_argument("input", type=Path)
+    c.add_argument("output", type=Path)
+    c.add_argument("--format", default=None)
+    c.add_argument("--skip-bad", action="store_true")
+    s = sub.add_parser("stats", help="counts and sizes of a trace (any format, Parquet included)")
+    s.add_argument("input", type=Path)
+    a = ap.parse_args(argv)
+    try:
+        cols = read(a.input, getattr(a, "format", None), getattr(a, "skip_bad", False))
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.cmd == "convert":
+        write_parquet(cols, a.output)
+        print(f"{len(cols['offset'])} I/Os -> {a.output} ({cols['skipped']} bad lines skipped)")
+    else:
+        n, w = len(cols["offset"]), int(cols["write"].sum())
+        print(f"{n} I/Os, {n - w} reads, {w} writes, {cols['size'].sum() / 2**20:.1f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
