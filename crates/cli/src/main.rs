@@ -89,7 +89,9 @@ fn main() -> ExitCode {
             Some((what, _)) if what != "--help" && what != "-h" => {
                 Err(anyhow::anyhow!("unknown simulation {what:?} (available: ssd)"))
             }
-            _ => Err(anyhow::anyhow!("usage: iolearn sim ssd --trace T --out lat.parquet [options] (see --help)")),
+            _ => Err(anyhow::anyhow!(
+                "usage: iolearn sim ssd --trace T --out lat.parquet [options] (see --help)"
+            )),
         },
         Command::Bench { args } => match bench_args(&args) {
             Ok(rest) => match python::run_module("iolearn.bench_real", &rest) {

@@ -868,25 +868,44 @@ fn read_trace<'py>(
     let format = match format {
         None => None,
         Some(f) => Some(
-            iolearn_trace::Format::parse(f).ok_or_else(|| PyValueError::new_err(format!("unknown trace format {f:?}")))?,
+            iolearn_trace::Format::parse(f)
+                .ok_or_else(|| PyValueError::new_err(format!("unknown trace format {f:?}")))?,
         ),
     };
     let t = iolearn_trace::read_file(&path, format, iolearn_trace::ReadOptions { skip_bad })
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
     let d = pyo3::types::PyDict::new(py);
     let ios = &t.ios;
-    d.set_item("arrival_ns", ios.iter().map(|i| i.arrival_ns).collect::<Vec<_>>().into_pyarray(py))?;
-    d.set_item("device", ios.iter().map(|i| i.device).collect::<Vec<_>>().into_pyarray(py))?;
-    d.set_item("offset", ios.iter().map(|i| i.offset).collect::<Vec<_>>().into_pyarray(py))?;
+    d.set_item(
+        "arrival_ns",
+        ios.iter().map(|i| i.arrival_ns).collect::<Vec<_>>().into_pyarray(py),
+    )?;
+    d.set_item(
+        "device",
+        ios.iter().map(|i| i.device).collect::<Vec<_>>().into_pyarray(py),
+    )?;
+    d.set_item(
+        "offset",
+        ios.iter().map(|i| i.offset).collect::<Vec<_>>().into_pyarray(py),
+    )?;
     d.set_item("size", ios.iter().map(|i| i.size).collect::<Vec<_>>().into_pyarray(py))?;
-    d.set_item("write", ios.iter().map(|i| i.write).collect::<Vec<_>>().into_pyarray(py))?;
+    d.set_item(
+        "write",
+        ios.iter().map(|i| i.write).collect::<Vec<_>>().into_pyarray(py),
+    )?;
     d.set_item(
         "latency_ns",
-        ios.iter().map(|i| i.latency_ns.map_or(-1, |v| v as i64)).collect::<Vec<_>>().into_pyarray(py),
+        ios.iter()
+            .map(|i| i.latency_ns.map_or(-1, |v| v as i64))
+            .collect::<Vec<_>>()
+            .into_pyarray(py),
     )?;
     d.set_item(
         "queue_depth",
-        ios.iter().map(|i| i.queue_depth.map_or(-1, |v| v as i64)).collect::<Vec<_>>().into_pyarray(py),
+        ios.iter()
+            .map(|i| i.queue_depth.map_or(-1, |v| v as i64))
+            .collect::<Vec<_>>()
+            .into_pyarray(py),
     )?;
     d.set_item("skipped", t.skipped)?;
     Ok(d)
@@ -921,21 +940,44 @@ fn sim_ssd<'py>(
         "plane-blocking" => GcMode::PlaneBlocking,
         "tolerant" | "ttflash" => GcMode::Tolerant,
         "no-gc" => GcMode::NoGc,
-        m => return Err(PyValueError::new_err(format!("unknown GC mode {m:?} (base, plane-blocking, tolerant, no-gc)"))),
+        m => {
+            return Err(PyValueError::new_err(format!(
+                "unknown GC mode {m:?} (base, plane-blocking, tolerant, no-gc)"
+            )))
+        }
     };
     if replicas == 0 || !(hop_us.is_finite() && hop_us >= 0.0) || !(precondition.is_finite() && precondition >= 0.0) {
-        return Err(PyValueError::new_err("replicas must be >= 1, hop_us and precondition >= 0"));
+        return Err(PyValueError::new_err(
+            "replicas must be >= 1, hop_us and precondition >= 0",
+        ));
     }
     let noise: Vec<Noise> = match noise {
         "quiet" => Vec::new(),
         // MittOS's EC2-derived noise scaled to 3 replicas: one busy 25% of the time, one 5%.
         "ec2" => vec![
-            Noise::Busy { fraction: 0.25, busy_ms: 50.0, extra_us: 2000.0 },
-            Noise::Busy { fraction: 0.05, busy_ms: 50.0, extra_us: 2000.0 },
+            Noise::Busy {
+                fraction: 0.25,
+                busy_ms: 50.0,
+                extra_us: 2000.0,
+            },
+            Noise::Busy {
+                fraction: 0.05,
+                busy_ms: 50.0,
+                extra_us: 2000.0,
+            },
         ],
         "tailatstore" => (0..replicas).map(|_| Noise::TailAtStore { period_ms: 100.0 }).collect(),
-        "failslow" => vec![Noise::FailSlow { factor: 10.0, from_ms: 0.0, for_ms: f64::INFINITY, share: 1.0 }],
-        n => return Err(PyValueError::new_err(format!("unknown noise {n:?} (quiet, ec2, tailatstore, failslow)"))),
+        "failslow" => vec![Noise::FailSlow {
+            factor: 10.0,
+            from_ms: 0.0,
+            for_ms: f64::INFINITY,
+            share: 1.0,
+        }],
+        n => {
+            return Err(PyValueError::new_err(format!(
+                "unknown noise {n:?} (quiet, ec2, tailatstore, failslow)"
+            )))
+        }
     };
     let format = match trace_format {
         None => None,
@@ -955,7 +997,11 @@ fn sim_ssd<'py>(
         precondition,
         seed,
     };
-    let ios: Vec<(u64, u64, u32, bool)> = t.ios.iter().map(|io| (io.arrival_ns, io.offset, io.size, io.write)).collect();
+    let ios: Vec<(u64, u64, u32, bool)> = t
+        .ios
+        .iter()
+        .map(|io| (io.arrival_ns, io.offset, io.size, io.write))
+        .collect();
     let recs = py.detach(move || replay(ios, &cfg));
     let d = pyo3::types::PyDict::new(py);
     macro_rules! col {

@@ -60,7 +60,11 @@ fn ssd_speed() {
                 std::hint::black_box(ssd.submit(now, off, 4096, rng.next_f64() < 0.7));
             }
             let wall = t.elapsed().as_secs_f64();
-            println!("| {} | {mode:?} | {n} | {wall:.3} | {:.2} |", cfg.name, n as f64 / wall / 1e6);
+            println!(
+                "| {} | {mode:?} | {n} | {wall:.3} | {:.2} |",
+                cfg.name,
+                n as f64 / wall / 1e6
+            );
         }
     }
 }

@@ -258,19 +258,17 @@ impl Cluster {
     ) -> Outcome {
         let order = self.order(first);
         let mut t = now_ns;
-        let mut revoked = 0;
-        for (i, &r) in order.iter().enumerate() {
-            let last = i + 1 == order.len();
+        for (revoked, &r) in order.iter().enumerate() {
+            let last = revoked + 1 == order.len();
             if last || admit(r, t, self) {
                 let done = self.replicas[r].serve(t, offset, len, false);
                 return Outcome {
                     done_ns: done,
                     served_by: r,
-                    revoked,
+                    revoked: revoked as u32,
                     duplicates: 0,
                 };
             }
-            revoked += 1;
             t += self.hop_ns;
         }
         unreachable!("the last replica serves")

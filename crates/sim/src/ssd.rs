@@ -35,6 +35,47 @@ pub enum GcMode {
     NoGc,
 }
 
+/// The GC-related designs a drive uses; [`GcMode`] names the usual combinations, tests switch
+/// them one by one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Designs {
+    /// GC moves pages with intra-plane copyback (the channel stays free).
+    pub copyback: bool,
+    /// Reads to a plane under GC are rebuilt from the rest of its parity group.
+    pub parity_reads: bool,
+    /// At most one plane of a parity group collects at a time (unless out of space).
+    pub rotating_gc: bool,
+    /// Flushes program buffered pages into planes not under GC.
+    pub tolerant_flush: bool,
+    /// GC takes no time (the no-GC reference).
+    pub free_gc: bool,
+}
+
+impl GcMode {
+    /// The designs of this mode.
+    pub fn designs(self) -> Designs {
+        match self {
+            GcMode::Base => Designs::default(),
+            GcMode::PlaneBlocking => Designs {
+                copyback: true,
+                ..Designs::default()
+            },
+            GcMode::Tolerant => Designs {
+                copyback: true,
+                parity_reads: true,
+                rotating_gc: true,
+                tolerant_flush: true,
+                free_gc: false,
+            },
+            GcMode::NoGc => Designs {
+                copyback: true,
+                free_gc: true,
+                ..Designs::default()
+            },
+        }
+    }
+}
+
 /// An SSD's geometry and timing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SsdConfig {
@@ -264,13 +305,15 @@ pub struct SsdStats {
     pub gc_pages_moved: u64,
     /// Pages programmed (host and GC).
     pub pages_programmed: u64,
+    /// Flushed pages programmed into a plane that was collecting garbage.
+    pub flush_into_gc: u64,
 }
 
 /// The drive.
 #[derive(Debug, Clone)]
 pub struct Ssd {
     cfg: SsdConfig,
-    mode: GcMode,
+    designs: Designs,
     planes: Vec<Plane>,
     channels: Vec<Calendar>,
     /// Logical page -> physical (plane, block, page) packed; `u64::MAX` unmapped.
@@ -295,6 +338,11 @@ fn unpack(p: u64) -> (usize, u32, u32) {
 impl Ssd {
     /// An empty (fresh) drive.
     pub fn new(cfg: SsdConfig, mode: GcMode) -> Ssd {
+        Self::with_designs(cfg, mode.designs())
+    }
+
+    /// An empty drive with a custom combination of designs.
+    pub fn with_designs(cfg: SsdConfig, designs: Designs) -> Ssd {
         let blocks = cfg.blocks_per_plane;
         let ppb = cfg.pages_per_block;
         let planes = (0..cfg.planes())
@@ -318,7 +366,7 @@ impl Ssd {
             next_plane: 0,
             stats: SsdStats::default(),
             planes,
-            mode,
+            designs,
             cfg,
         }
     }
@@ -503,7 +551,7 @@ impl Ssd {
         let under_gc = self.planes[plane].gc_until_ns > now_ns;
         if under_gc {
             self.stats.gc_hits += 1;
-            if self.mode == GcMode::Tolerant {
+            if self.designs.parity_reads {
                 if let Some(t) = self.rebuild_from_parity(plane, now_ns) {
                     self.stats.parity_rebuilds += 1;
                     return t;
@@ -555,7 +603,7 @@ impl Ssd {
             .map(|k| (self.next_plane + k) % n)
             .find(|&c| roomy(&self.planes[c]))
             .unwrap_or(self.next_plane % n);
-        if flushing && self.mode == GcMode::Tolerant {
+        if flushing && self.designs.tolerant_flush {
             if let Some(c) = (0..n)
                 .map(|k| (plane + k) % n)
                 .find(|&c| self.planes[c].gc_until_ns <= now_ns && roomy(&self.planes[c]))
@@ -570,6 +618,9 @@ impl Ssd {
     /// Write logical page `lpn`; returns when its program ends.
     fn program_page(&mut self, lpn: u32, now_ns: u64, timed: bool) -> u64 {
         let plane = self.pick_plane(now_ns, timed);
+        if timed && self.planes[plane].gc_until_ns > now_ns {
+            self.stats.flush_into_gc += 1;
+        }
         let end = self.program_into(plane, lpn, now_ns, timed);
         if self.planes[plane].free.len() < self.cfg.gc_threshold_blocks {
             self.collect(plane, end, timed);
@@ -603,7 +654,7 @@ impl Ssd {
         if !timed {
             return now_ns;
         }
-        let prog = if pg % 2 == 0 {
+        let prog = if pg.is_multiple_of(2) {
             self.cfg.program_lower_ns
         } else {
             self.cfg.program_upper_ns
@@ -621,7 +672,7 @@ impl Ssd {
     /// erase it. Rotating GC (tolerant mode) defers while another plane of the group collects,
     /// unless the plane is down to its last free block.
     fn collect(&mut self, plane: usize, now_ns: u64, timed: bool) {
-        if timed && self.mode == GcMode::Tolerant && self.planes[plane].free.len() > 1 {
+        if timed && self.designs.rotating_gc && self.planes[plane].free.len() > 1 {
             let g = self.cfg.parity_group.max(2);
             let base = plane / g * g;
             let busy =
@@ -654,7 +705,7 @@ impl Ssd {
         p.valid[victim as usize] = 0;
         p.written[victim as usize] = 0;
         p.free.insert(0, victim);
-        if !timed || self.mode == GcMode::NoGc {
+        if !timed || self.designs.free_gc {
             return;
         }
         let c = &self.cfg;
@@ -664,7 +715,7 @@ impl Ssd {
         let end = start + dur;
         self.planes[plane].next_free_ns = end;
         self.planes[plane].gc_until_ns = end;
-        if self.mode == GcMode::Base {
+        if !self.designs.copyback {
             // Pages cross the channel twice: the channel is taken for the moves.
             let ch = self.channel_of(plane);
             let busy = moved * 2 * c.transfer_ns();

@@ -173,8 +173,13 @@ fn disk_fifo_matches_service_times_and_sstf_seeks_less() {
     use iolearn_sim::disk::{service_ns, simulate, Discipline, DiskRequest, NextFree};
     let p = DevicePreset::hdd();
     // Far apart in time: each completes after exactly its own service time.
-    let reqs: Vec<DiskRequest> =
-        (0..5).map(|i| DiskRequest { arrival_ns: i * 1_000_000_000, offset: (i * 37 % 5) << 36, len: 4096 }).collect();
+    let reqs: Vec<DiskRequest> = (0..5)
+        .map(|i| DiskRequest {
+            arrival_ns: i * 1_000_000_000,
+            offset: (i * 37 % 5) << 36,
+            len: 4096,
+        })
+        .collect();
     let done = simulate(&p, &reqs, Discipline::Fifo);
     let mut head = 0;
     for (r, d) in reqs.iter().zip(&done) {
@@ -183,8 +188,13 @@ fn disk_fifo_matches_service_times_and_sstf_seeks_less() {
     }
     // A burst of random requests: SSTF finishes the batch sooner than FIFO.
     let mut rng = Rng::new(4);
-    let burst: Vec<DiskRequest> =
-        (0..200).map(|_| DiskRequest { arrival_ns: 0, offset: rng.next_u64() % (1 << 40), len: 4096 }).collect();
+    let burst: Vec<DiskRequest> = (0..200)
+        .map(|_| DiskRequest {
+            arrival_ns: 0,
+            offset: rng.next_u64() % (1 << 40),
+            len: 4096,
+        })
+        .collect();
     let fifo = *simulate(&p, &burst, Discipline::Fifo).iter().max().unwrap();
     let sstf = *simulate(&p, &burst, Discipline::Sstf).iter().max().unwrap();
     assert!(sstf < fifo / 2, "sstf {sstf} fifo {fifo}");

@@ -128,3 +128,70 @@ fn the_ftl_conserves_pages_under_random_writes_and_gc() {
         }
     }
 }
+
+/// Like `run`, with a custom combination of designs; returns the stats.
+fn run_designs(cfg: &SsdConfig, d: iolearn_sim::ssd::Designs, iops: f64, n: usize) -> iolearn_sim::ssd::SsdStats {
+    let mut ssd = Ssd::with_designs(cfg.clone(), d);
+    ssd.precondition(1.0, 7);
+    let mut rng = Rng::new(42);
+    let pages = cfg.logical_pages();
+    let mut t = 0u64;
+    for _ in 0..n {
+        t += (-(1.0 - rng.next_f64()).ln() / iops * 1e9) as u64;
+        let off = (rng.next_u64() % pages) * cfg.page_bytes;
+        ssd.submit(t, off, cfg.page_bytes, rng.next_f64() < 0.7);
+    }
+    ssd.stats()
+}
+
+#[test]
+fn each_tinytailflash_design_has_its_effect() {
+    use iolearn_sim::ssd::Designs;
+    // The consumer drive collects 10% of the time: enough GC overlap to see each design.
+    let cfg = SsdConfig::consumer();
+    let plane = Designs {
+        copyback: true,
+        ..Designs::default()
+    };
+    let parity = Designs {
+        parity_reads: true,
+        ..plane
+    };
+    let rotating = Designs {
+        rotating_gc: true,
+        ..parity
+    };
+    let flush = Designs {
+        tolerant_flush: true,
+        ..plane
+    };
+    let blocked = |s: iolearn_sim::ssd::SsdStats| s.gc_blocked_reads as f64 / s.reads as f64;
+    let (sp, sq, sr, sf) = (
+        run_designs(&cfg, plane, 1000.0, 40_000),
+        run_designs(&cfg, parity, 1000.0, 40_000),
+        run_designs(&cfg, rotating, 1000.0, 40_000),
+        run_designs(&cfg, flush, 1000.0, 40_000),
+    );
+    // Parity rebuilds take reads off GC-blocked planes; rotation makes rebuilds possible more
+    // often (fewer second members collecting); a tolerant flush stops programming into GC
+    // planes (which would queue behind the GC).
+    assert!(
+        blocked(sq) < 0.75 * blocked(sp),
+        "parity {:.4} vs {:.4}",
+        blocked(sq),
+        blocked(sp)
+    );
+    assert!(sq.parity_rebuilds > 0);
+    assert!(
+        blocked(sr) < blocked(sq),
+        "rotating {:.4} vs {:.4}",
+        blocked(sr),
+        blocked(sq)
+    );
+    assert!(
+        sp.flush_into_gc > 0 && sf.flush_into_gc < sp.flush_into_gc / 10,
+        "{} vs {}",
+        sf.flush_into_gc,
+        sp.flush_into_gc
+    );
+}

@@ -119,11 +119,7 @@ impl TraceStats {
         let sep = "=================================================\n";
         let d = self.duration_s.max(1);
         let rate = |n: usize| (n as u64 / d) as f64;
-        let read_pct = if self.total > 0 {
-            100 * self.reads / self.total
-        } else {
-            0
-        };
+        let read_pct = (100 * self.reads).checked_div(self.total).unwrap_or(0);
         let mut s = format!("Raw trace path  = {source}\n{sep}");
         let _ = writeln!(
             s,
