@@ -579,7 +579,7 @@ def overheads(s: Settings, tb: Testbed, db: Path, out: Path) -> dict:
         for line in open(f)
         if '"event":"stop"' in line
         for d in [json.loads(line)]
-        if int(d.get("changes", 0)) > 0
+        if int(d.get("changes", 0)) > 0 and "act_us_total" in d
     ]
     if acts:
         res["act_us_per_change"] = sum(a for a, _ in acts) / sum(c for _, c in acts)
@@ -597,6 +597,7 @@ def main(argv=None) -> int:
         help="comma-separated steps to run (with --reuse, sweep and train are read from --out)",
     )
     ap.add_argument("--reuse", action="store_true", help="use the sweep, models and report already in --out")
+    ap.add_argument("--repeats", type=int, default=None, help="repeats per configuration (default 2; quick 1)")
     a = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("error: the real benchmark needs root (loop devices, cgroups, eBPF)", file=sys.stderr)
@@ -617,6 +618,8 @@ def main(argv=None) -> int:
                 print(f"error: {tool} not found", file=sys.stderr)
                 return 2
     s = Settings(a.quick)
+    if a.repeats:
+        s.repeats = max(1, a.repeats)
     date = datetime.date.today().isoformat()
     out = a.out or Path("docs/benchmarks") / f"{date}-readahead-real"
     out.mkdir(parents=True, exist_ok=True)
@@ -638,6 +641,11 @@ def main(argv=None) -> int:
         if a.reuse:
             report = json.loads((out / "report.json").read_text())
             oracle = report["oracle_kb"]
+            # Steps finished by an earlier --reuse run whose report was not written.
+            if "back_to_back" not in report and (out / "back_to_back-runs.csv").exists():
+                report["back_to_back"] = summarize(ra._read(out / "back_to_back-runs.csv"))
+            if "pairs" not in report and (out / "pairs-runs.csv").exists():
+                report["pairs"] = summarize_pairs(ra._read(out / "pairs-runs.csv"))
         else:
             rows, feats, file_feats = sweep(s, tb, db, out)
             oracle = ra.best_per_workload(rows)

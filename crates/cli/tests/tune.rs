@@ -5,7 +5,7 @@
 use iolearn_ml::kml::READAHEAD_SCHEMA;
 use iolearn_ml::{ClassAction, DecisionTree, ModelFile, ModelKind, TreeConfig};
 use iolearn_tune::linux::{read_ahead_path, read_device_kb, write_device_kb};
-use iolearn_tune::testbed::{unavailable, LoopFs};
+use iolearn_tune::testbed::LoopFs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -13,15 +13,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 fn skip(test: &str) -> bool {
-    let why = unavailable().or_else(|| iolearn_probe::availability().err().map(|e| e.to_string()));
-    let Some(why) = why else { return false };
-    eprintln!("SKIP {test}: {why}");
-    if let Some(log) = std::env::var_os("IOLEARN_SKIP_LOG") {
-        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(log) {
-            let _ = writeln!(f, "iolearn (cli) {test}: {why}");
-        }
-    }
-    true
+    iolearn_tune::testbed::skip_test("iolearn (cli)", test)
 }
 
 fn scratch(name: &str) -> PathBuf {

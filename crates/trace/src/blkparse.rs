@@ -2,51 +2,34 @@
 //! Each `D` (issued to the driver) line is an I/O; a later `C` (completed) line for the same
 //! device and sector gives its latency. Sectors are 512 bytes. Other actions are ignored.
 
-use crate::{field, BlockIo, ReadOptions, Trace, TraceError};
+use crate::{field, parse_lines_into, BlockIo, ReadOptions, Trace, TraceError};
 use std::collections::HashMap;
 use std::path::Path;
 
 /// Parse the text of `path`.
 pub fn parse(text: &str, path: &Path, opts: ReadOptions) -> Result<Trace, TraceError> {
-    let mut t = Trace::default();
     let mut pending: HashMap<(u32, u64), usize> = HashMap::new();
     let mut t0: Option<u64> = None;
-    for (i, line) in text.lines().enumerate() {
-        match parse_line(line) {
-            Ok(None) => {}
-            Ok(Some((action, dev, time_ns, sector, sectors, write))) => {
-                let base = *t0.get_or_insert(time_ns);
-                let rel = time_ns.saturating_sub(base);
-                match action {
-                    'D' => {
-                        pending.insert((dev, sector), t.ios.len());
-                        t.ios.push(BlockIo::new(rel, dev, sector * 512, sectors * 512, write));
-                    }
-                    'C' => {
-                        if let Some(ix) = pending.remove(&(dev, sector)) {
-                            let io = &mut t.ios[ix];
-                            io.latency_ns = Some(rel.saturating_sub(io.arrival_ns));
-                        }
-                    }
-                    _ => {}
+    parse_lines_into(text, path, opts, |line, t| {
+        let Some((action, dev, time_ns, sector, sectors, write)) = parse_line(line)? else {
+            return Ok(());
+        };
+        let rel = time_ns.saturating_sub(*t0.get_or_insert(time_ns));
+        match action {
+            'D' => {
+                pending.insert((dev, sector), t.ios.len());
+                t.ios.push(BlockIo::new(rel, dev, sector * 512, sectors * 512, write));
+            }
+            'C' => {
+                if let Some(ix) = pending.remove(&(dev, sector)) {
+                    let io = &mut t.ios[ix];
+                    io.latency_ns = Some(rel.saturating_sub(io.arrival_ns));
                 }
             }
-            Err((field, message)) => {
-                let e = TraceError {
-                    file: path.to_path_buf(),
-                    line: i + 1,
-                    field,
-                    message,
-                };
-                if !opts.skip_bad {
-                    return Err(e);
-                }
-                t.skipped += 1;
-                t.first_error.get_or_insert(e);
-            }
+            _ => {}
         }
-    }
-    Ok(t)
+        Ok(())
+    })
 }
 
 type Parsed = (char, u32, u64, u64, u32, bool);

@@ -180,24 +180,37 @@ pub(crate) fn parse_lines(
     opts: ReadOptions,
     mut parse_line: impl FnMut(&str) -> Result<Option<BlockIo>, (String, String)>,
 ) -> Result<Trace, TraceError> {
+    parse_lines_into(text, path, opts, |line, t| {
+        if let Some(io) = parse_line(line)? {
+            t.ios.push(io);
+        }
+        Ok(())
+    })
+}
+
+/// The line loop for formats whose lines also change earlier records (blkparse completions):
+/// `parse_line` works on the trace so far. A bad line is an error naming the file, the line and
+/// the field, or with `skip_bad` is counted and skipped.
+pub(crate) fn parse_lines_into(
+    text: &str,
+    path: &Path,
+    opts: ReadOptions,
+    mut parse_line: impl FnMut(&str, &mut Trace) -> Result<(), (String, String)>,
+) -> Result<Trace, TraceError> {
     let mut t = Trace::default();
     for (i, line) in text.lines().enumerate() {
-        match parse_line(line) {
-            Ok(Some(io)) => t.ios.push(io),
-            Ok(None) => {}
-            Err((field, message)) => {
-                let e = TraceError {
-                    file: path.to_path_buf(),
-                    line: i + 1,
-                    field,
-                    message,
-                };
-                if !opts.skip_bad {
-                    return Err(e);
-                }
-                t.skipped += 1;
-                t.first_error.get_or_insert(e);
+        if let Err((field, message)) = parse_line(line, &mut t) {
+            let e = TraceError {
+                file: path.to_path_buf(),
+                line: i + 1,
+                field,
+                message,
+            };
+            if !opts.skip_bad {
+                return Err(e);
             }
+            t.skipped += 1;
+            t.first_error.get_or_insert(e);
         }
     }
     Ok(t)

@@ -69,6 +69,8 @@ pub struct LinuxKnobs {
     pub pids: Vec<u32>,
     open: Vec<OpenFile>,
     file_kb: BTreeMap<u64, u64>,
+    /// Files whose value came from their process's default, not a decision of their own.
+    default_files: std::collections::BTreeSet<u64>,
     new_file_kb: BTreeMap<u32, u64>,
     pending_files: BTreeMap<u64, u64>,
     /// Descriptions changed so far (restored at exit).
@@ -115,6 +117,7 @@ impl LinuxKnobs {
             pids: Vec::new(),
             open: Vec::new(),
             file_kb: BTreeMap::new(),
+            default_files: Default::default(),
             new_file_kb: BTreeMap::new(),
             pending_files: BTreeMap::new(),
             touched: Vec::new(),
@@ -239,10 +242,29 @@ impl ReadaheadKnobs for LinuxKnobs {
 
     fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {
         self.pending_files.insert(inode, kb);
+        self.default_files.remove(&inode);
     }
 
     fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
         self.new_file_kb.insert(pid, kb);
+        // The files this process has open but has not read yet (no decision of their own):
+        // a database opens its files up front, so "next" files are already open here, where
+        // the simulator opens them at first access.
+        let waiting: Vec<u64> = self
+            .open
+            .iter()
+            .filter(|f| f.pid == pid)
+            .filter(|f| {
+                let undecided = !self.file_kb.contains_key(&f.ino) && !self.pending_files.contains_key(&f.ino);
+                undecided || self.default_files.contains(&f.ino)
+            })
+            .map(|f| f.ino)
+            .filter(|ino| self.file_read_ahead_kb(*ino) != kb)
+            .collect();
+        for ino in waiting {
+            self.pending_files.insert(ino, kb);
+            self.default_files.insert(ino);
+        }
     }
 }
 

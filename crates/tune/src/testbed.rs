@@ -109,3 +109,18 @@ impl Drop for LoopFs {
         let _ = std::fs::remove_file(&self.image);
     }
 }
+
+/// For tests that need root, loop devices and eBPF: whether to skip here. Prints why, and
+/// records it for the test runner's closing line (`IOLEARN_SKIP_LOG`, see `scripts/test.sh`).
+pub fn skip_test(suite: &str, test: &str) -> bool {
+    let why = unavailable().or_else(|| iolearn_probe::availability().err().map(|e| e.to_string()));
+    let Some(why) = why else { return false };
+    eprintln!("SKIP {test}: {why}");
+    if let Some(log) = std::env::var_os("IOLEARN_SKIP_LOG") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(log) {
+            let _ = writeln!(f, "{suite} {test}: {why}");
+        }
+    }
+    true
+}

@@ -4,22 +4,14 @@
 use iolearn_policy::controller::ReadaheadKnobs;
 use iolearn_tune::journal::Journal;
 use iolearn_tune::linux::{fadvise_remote, read_device_kb, LinuxKnobs};
-use iolearn_tune::testbed::{unavailable, LoopFs};
+use iolearn_tune::testbed::LoopFs;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
 fn skip(test: &str) -> bool {
-    let why = unavailable().or_else(|| iolearn_probe::availability().err().map(|e| e.to_string()));
-    let Some(why) = why else { return false };
-    eprintln!("SKIP {test}: {why}");
-    if let Some(log) = std::env::var_os("IOLEARN_SKIP_LOG") {
-        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(log) {
-            let _ = writeln!(f, "iolearn-tune {test}: {why}");
-        }
-    }
-    true
+    iolearn_tune::testbed::skip_test("iolearn-tune", test)
 }
 
 fn scratch() -> PathBuf {
@@ -104,6 +96,21 @@ fn per_file_values_reach_other_descriptions_through_pidfd_getfd() {
     fadvise_remote(std::process::id(), g.as_raw_fd(), libc::POSIX_FADV_SEQUENTIAL).unwrap();
     let seq = read_around_pages(&g, 4096, 2048);
     assert!((32..=48).contains(&seq), "sequential: {seq} pages");
+    // A process's default reaches its open files that have no value of their own (databases
+    // open their files up front), and follows the process's next default.
+    let third = fs.mountpoint.join("third");
+    std::fs::write(&third, vec![3u8; 16 << 20]).unwrap();
+    let h = File::open(&third).unwrap();
+    knobs.refresh();
+    for kb in [16u64, 32] {
+        knobs.set_new_file_read_ahead_kb(std::process::id(), kb);
+        knobs.flush();
+        let resident = read_around_pages(&h, 4096, 2048);
+        assert!(
+            resident >= (kb / 4) as usize && resident <= (kb / 4) as usize + 16,
+            "{kb}: {resident}"
+        );
+    }
     iolearn_tune::linux::write_device_kb(&sysfs, original).unwrap();
 }
 
