@@ -398,7 +398,8 @@ def evaluate(s: Settings, tb: Testbed, db: Path, out: Path, oracle: dict[str, in
 
 
 BACK_TO_BACK = ("readseq", "readrandom", "readreverse", "mixgraph")
-#: Read-only pairs: two db_bench processes share the database with --readonly.
+#: Pairs of db_bench instances, each on its own copy of the database (as two applications on
+#: one device; sharing one database would make every file both random and sequential).
 PAIRS = (("readrandom", "readseq"), ("readseq", "readreverse"))
 
 
@@ -430,9 +431,12 @@ def back_to_back(s: Settings, tb: Testbed, db: Path, out: Path) -> list[dict]:
 
 
 def pairs(s: Settings, tb: Testbed, db: Path, out: Path) -> list[dict]:
-    """Two db_bench instances at once (read-only, one database): vanilla vs the tuner per device
-    vs per file. Each member's ops/s."""
+    """Two db_bench instances at once, each on its own copy of the database (read-only): vanilla
+    vs the tuner per device vs per file. Each member's ops/s."""
     rows = []
+    db2 = db.parent / (db.name + "-copy")
+    if not db2.exists():
+        shutil.copytree(db, db2)
     chosen = [p for p in PAIRS if all(w in s.workloads for w in p)] or [PAIRS[0]]
     for i in range(s.repeats):
         for a, b in chosen:
@@ -448,12 +452,12 @@ def pairs(s: Settings, tb: Testbed, db: Path, out: Path) -> list[dict]:
                 try:
                     procs = [
                         subprocess.Popen(
-                            tb.in_cgroup(db_args(s, db, w, s.seconds) + ["--readonly=1"]),
+                            tb.in_cgroup(db_args(s, d, w, s.seconds) + ["--readonly=1"]),
                             stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE,
                             text=True,
                         )
-                        for w in (a, b)
+                        for w, d in ((a, db), (b, db2))
                     ]
                     outs = [p.communicate()[0] for p in procs]
                 finally:
