@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 
 pub mod controller;
+pub mod latency;
 pub mod readahead;
 pub mod steady;
 

@@ -1,0 +1,109 @@
+//! Latency-prediction inputs and decisions (issue 6, must-show 1: `shared/spec/ml-mittos.md`
+//! section 6 and LinnOS's inflection point on a distribution with a known answer).
+
+use iolearn_ml::Rng;
+use iolearn_policy::latency::{
+    best_threshold, expected_latency_at, golden_threshold, inflection_point, LatencyHistory,
+};
+
+#[test]
+fn mittos_features_of_the_worked_example() {
+    // Current queue 3; the previous request took 142 us with 1 pending.
+    let mut h = LatencyHistory::default();
+    h.complete(142, 1);
+    assert_eq!(h.mittos_features(3), [3.0, 142.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    // Newest first, four remembered.
+    for (lat, p) in [(10, 2), (20, 3), (30, 4), (40, 5)] {
+        h.complete(lat, p);
+    }
+    assert_eq!(h.mittos_features(0), [0.0, 40.0, 5.0, 30.0, 4.0, 20.0, 3.0, 10.0, 2.0]);
+}
+
+#[test]
+fn linnos_digits() {
+    let mut h = LatencyHistory::default();
+    h.complete(12_345, 7); // capped at 9999
+    h.complete(142, 1000); // pending capped at 999
+    let f = h.linnos_features(42);
+    let digits: String = f.iter().map(|d| char::from(b'0' + *d as u8)).collect();
+    assert_eq!(f.len(), 31);
+    // pending 042 | latencies 0142 9999 0000 0000 | pending 999 007 000 000
+    assert_eq!(
+        digits,
+        "042".to_string() + "0142" + "9999" + "0000" + "0000" + "999" + "007" + "000" + "000"
+    );
+}
+
+fn pairs(seed: u64, n: usize) -> Vec<(f64, f64)> {
+    // A regressor that is right on average: actual = predicted x noise; 10% slow outliers.
+    let mut rng = Rng::new(seed);
+    (0..n)
+        .map(|_| {
+            let slow = rng.next_f64() < 0.1;
+            let pred = if slow {
+                2_000.0 + 3_000.0 * rng.next_f64()
+            } else {
+                100.0 + 100.0 * rng.next_f64()
+            };
+            (pred, pred * (0.7 + 0.6 * rng.next_f64()))
+        })
+        .collect()
+}
+
+#[test]
+fn threshold_minimiser_agrees_with_brute_force() {
+    for seed in 0..10 {
+        let p = pairs(seed, 2_000);
+        let (thr, m) = best_threshold(&p, 3, 30.0);
+        // Brute force: every distinct prediction as the threshold (and "refuse everything").
+        let mut cands: Vec<f64> = p.iter().map(|x| x.0).collect();
+        cands.push(-1.0);
+        let brute = cands
+            .iter()
+            .map(|&t| expected_latency_at(&p, t, 3, 30.0))
+            .fold(f64::INFINITY, f64::min);
+        assert!((m - brute).abs() <= 1e-9 * brute, "seed {seed}: {m} vs {brute}");
+        assert!((expected_latency_at(&p, thr, 3, 30.0) - m).abs() <= 1e-9 * m);
+        // Refusing the slow tenth is what pays: the threshold sits between the modes.
+        assert!((150.0..2_000.0).contains(&thr), "seed {seed}: threshold {thr}");
+        // The bounded scalar search never beats the exact scan, and lands on the same plateau here.
+        let lo = p.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
+        let hi = p.iter().map(|x| x.1).fold(0.0, f64::max);
+        let (_, g) = golden_threshold(&p, 3, 30.0, lo, hi);
+        assert!(g >= m - 1e-9 && g <= m * 1.05, "seed {seed}: golden {g} vs exact {m}");
+    }
+    // One replica: nothing to gain, mu = t whatever the threshold.
+    let p = pairs(1, 500);
+    let t = p.iter().map(|x| x.1).sum::<f64>() / 500.0;
+    assert!((best_threshold(&p, 1, 30.0).1 - t).abs() < 1e-9);
+}
+
+#[test]
+fn inflection_point_of_a_distribution_with_a_known_knee() {
+    // 90% fast (100 +- 10 us), 10% slow (5 ms +- 0.5): the knee is at p90.
+    let mut rng = Rng::new(7);
+    let lat: Vec<f64> = (0..20_000)
+        .map(|_| {
+            if rng.next_f64() < 0.9 {
+                100.0 + 10.0 * rng.normal()
+            } else {
+                5_000.0 + 500.0 * rng.normal()
+            }
+        })
+        .collect();
+    let (pct, thr) = inflection_point(&lat, 3, 15.0, 20_000, 1);
+    assert!((85.0..=90.5).contains(&pct), "inflection point p{pct:.1} ({thr:.0} us)");
+    assert!((100.0..1_000.0).contains(&thr), "threshold {thr}");
+    // Move the knee to p75: the point follows.
+    let lat: Vec<f64> = (0..20_000)
+        .map(|_| {
+            if rng.next_f64() < 0.75 {
+                300.0 + 30.0 * rng.normal()
+            } else {
+                3_000.0 + 300.0 * rng.normal()
+            }
+        })
+        .collect();
+    let (p2, _) = inflection_point(&lat, 3, 15.0, 20_000, 1);
+    assert!((70.0..=75.5).contains(&p2), "p{p2}");
+}
