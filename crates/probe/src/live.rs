@@ -21,7 +21,6 @@ pub struct Probe {
     /// Borrows `*storage`: declared first, dropped first.
     skel: ManuallyDrop<ReadaheadSkel<'static>>,
     storage: *mut MaybeUninit<OpenObject>,
-    _tracefs: TracefsMount,
     slot: u32,
     file_key_size: usize,
     /// Keeps the kernel's per-program run-time accounting on while open.
@@ -37,8 +36,26 @@ fn denied(what: &str) -> impl Fn(libbpf_rs::Error) -> ProbeError + '_ {
 
 impl Probe {
     /// Check privileges and BTF, mount tracefs if needed, load and attach the programs.
+    ///
+    /// tracefs is needed only while attaching (libbpf reads the tracepoints' ids there): it is
+    /// mounted for the attach and unmounted right after when it was not mounted before, so not
+    /// even a killed tuner leaves it mounted. Another process unmounting it in the middle of
+    /// our attach makes the attach fail with "not found": that is retried.
     pub fn start(cfg: &ProbeConfig) -> Result<Probe, ProbeError> {
         check_root_and_btf()?;
+        let mut tries = 0;
+        loop {
+            match Self::start_once(cfg) {
+                Err(ProbeError::Denied(e)) if e.contains("No such file") && tries < 3 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn start_once(cfg: &ProbeConfig) -> Result<Probe, ProbeError> {
         let tracefs = TracefsMount::acquire()?;
         // The skeleton borrows its object storage for its whole life: keep the storage on
         // the heap at a fixed address and free it after the skeleton (see Drop).
@@ -56,6 +73,7 @@ impl Probe {
             skel.attach().map_err(denied("attaching to the tracepoints"))?;
             Ok(skel)
         })();
+        drop(tracefs);
         let skel = match result {
             Ok(s) => s,
             Err(e) => {
@@ -68,7 +86,6 @@ impl Probe {
         let mut p = Probe {
             skel: ManuallyDrop::new(skel),
             storage,
-            _tracefs: tracefs,
             slot: 0,
             file_key_size,
             stats_fd: None,

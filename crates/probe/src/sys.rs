@@ -75,9 +75,9 @@ const TRACEFS: &str = "/sys/kernel/tracing";
 /// Probes in this process that need tracefs, and whether we mounted it.
 static TRACEFS_USERS: Mutex<(usize, bool)> = Mutex::new((0, false));
 
-/// tracefs mounted for as long as this lives (libbpf finds tracepoint ids there). Mounts it
-/// at `/sys/kernel/tracing` when it is not mounted and unmounts it when the last user in this
-/// process goes away, leaving the system as it was.
+/// tracefs mounted for as long as this lives (libbpf finds tracepoint ids there while it
+/// attaches). Mounts it at `/sys/kernel/tracing` when it is not mounted and unmounts it when the
+/// last user in this process goes away, leaving the system as it was.
 #[derive(Debug)]
 pub struct TracefsMount(());
 
