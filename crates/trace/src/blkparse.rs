@@ -11,17 +11,17 @@ pub fn parse(text: &str, path: &Path, opts: ReadOptions) -> Result<Trace, TraceE
     let mut pending: HashMap<(u32, u64), usize> = HashMap::new();
     let mut t0: Option<u64> = None;
     parse_lines_into(text, path, opts, |line, t| {
-        let Some((action, dev, time_ns, sector, sectors, write)) = parse_line(line)? else {
+        let Some((action, dev, time_ns, offset, size, write)) = parse_line(line)? else {
             return Ok(());
         };
         let rel = time_ns.saturating_sub(*t0.get_or_insert(time_ns));
         match action {
             'D' => {
-                pending.insert((dev, sector), t.ios.len());
-                t.ios.push(BlockIo::new(rel, dev, sector * 512, sectors * 512, write));
+                pending.insert((dev, offset), t.ios.len());
+                t.ios.push(BlockIo::new(rel, dev, offset, size, write));
             }
             'C' => {
-                if let Some(ix) = pending.remove(&(dev, sector)) {
+                if let Some(ix) = pending.remove(&(dev, offset)) {
                     let io = &mut t.ios[ix];
                     io.latency_ns = Some(rel.saturating_sub(io.arrival_ns));
                 }
@@ -32,6 +32,7 @@ pub fn parse(text: &str, path: &Path, opts: ReadOptions) -> Result<Trace, TraceE
     })
 }
 
+/// (action, device, time ns, offset bytes, size bytes, write)
 type Parsed = (char, u32, u64, u64, u32, bool);
 
 fn parse_line(line: &str) -> Result<Option<Parsed>, (String, String)> {
@@ -60,13 +61,19 @@ fn parse_line(line: &str) -> Result<Option<Parsed>, (String, String)> {
     }
     let sector: u64 = field(Some(f[7]), "sector")?;
     let blocks: u32 = field(Some(f[9]), "blocks")?;
-    let dev = (maj << 20) | min;
+    let offset = sector
+        .checked_mul(512)
+        .ok_or(("sector".to_string(), format!("{sector} is beyond 2^64 bytes")))?;
+    let size = blocks
+        .checked_mul(512)
+        .ok_or(("blocks".to_string(), format!("{blocks} sectors is over 4 GiB")))?;
+    let dev = (maj << 20) | (min & 0xfffff);
     Ok(Some((
         action,
         dev,
         (secs * 1e9).round() as u64,
-        sector,
-        blocks,
+        offset,
+        size,
         rwbs.contains('W'),
     )))
 }

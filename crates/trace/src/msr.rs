@@ -36,8 +36,18 @@ pub fn parse(text: &str, path: &Path, opts: ReadOptions) -> Result<Trace, TraceE
         if ticks < t0 {
             return Err(("Timestamp".into(), format!("{ticks} is before the first record's {t0}")));
         }
-        let mut io = BlockIo::new((ticks - t0) * 100, device, offset, size, write);
-        io.latency_ns = response.map(|r| r * 100);
+        let arrival = (ticks - t0).checked_mul(100).ok_or((
+            "Timestamp".to_string(),
+            format!("{ticks} is too far after the first record"),
+        ))?;
+        let mut io = BlockIo::new(arrival, device, offset, size, write);
+        io.latency_ns = match response {
+            Some(r) => Some(
+                r.checked_mul(100)
+                    .ok_or(("ResponseTime".to_string(), format!("{r} is too large")))?,
+            ),
+            None => None,
+        };
         Ok(Some(io))
     })
 }

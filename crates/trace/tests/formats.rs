@@ -160,3 +160,29 @@ fn text_times_round_to_the_microsecond_without_going_back() {
     let back = linnos::parse(&text, Path::new("m"), ReadOptions::default()).unwrap();
     assert!(is_ordered(&back.ios));
 }
+
+#[test]
+fn huge_numbers_are_errors_not_overflows() {
+    // Found by the fuzzer: sector and block counts whose byte values overflow.
+    let p = Path::new("b.txt");
+    let e = iolearn_trace::blkparse::parse(
+        "8,0 1 1 0.1 1 D R 99999999999999999 + 8 [x]\n",
+        p,
+        ReadOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!((e.line, e.field.as_str()), (1, "sector"));
+    let e = iolearn_trace::blkparse::parse("8,0 1 1 0.1 1 D R 10 + 4294967295 [x]\n", p, ReadOptions::default())
+        .unwrap_err();
+    assert_eq!(e.field, "blocks");
+    let m = "1,h,1,Read,0,512,1\n18446744073709551615,h,1,Read,0,512,1\n";
+    let e = iolearn_trace::msr::parse(m, Path::new("m.csv"), ReadOptions::default()).unwrap_err();
+    assert_eq!((e.line, e.field.as_str()), (2, "Timestamp"));
+    let e = iolearn_trace::msr::parse(
+        "1,h,1,Read,0,512,18446744073709551615\n",
+        Path::new("m.csv"),
+        ReadOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "ResponseTime");
+}
