@@ -22,6 +22,11 @@ impl LatencyHistory {
         self.recent.truncate(HISTORY);
     }
 
+    /// The remembered completions, newest first: (latency us, pending at arrival).
+    pub fn recent(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.recent.iter().copied()
+    }
+
     /// ML-MittOS's 9 inputs for an I/O arriving with `pending` I/Os (its own pages included):
     /// `[pending, lat_1, pending_1, ..., lat_4, pending_4]`, newest first, zeros where the past
     /// is shorter.

@@ -7,6 +7,7 @@
 //! fed with [`PageObservation`]s.
 #![deny(missing_docs)]
 
+pub mod admission;
 pub mod controller;
 pub mod latency;
 pub mod readahead;

@@ -12,6 +12,8 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use std::path::PathBuf;
 
+mod tail;
+
 fn err(e: iolearn_ml::Error) -> PyErr {
     PyValueError::new_err(e.to_string())
 }
@@ -935,50 +937,18 @@ fn sim_ssd<'py>(
     use iolearn_sim::ssd::{GcMode, SsdConfig};
     let ssd = SsdConfig::by_name(preset)
         .ok_or_else(|| PyValueError::new_err(format!("unknown SSD preset {preset:?} (consumer, enterprise)")))?;
-    let mode = match mode {
-        "base" => GcMode::Base,
-        "plane-blocking" => GcMode::PlaneBlocking,
-        "tolerant" | "ttflash" => GcMode::Tolerant,
-        "no-gc" => GcMode::NoGc,
-        m => {
-            return Err(PyValueError::new_err(format!(
-                "unknown GC mode {m:?} (base, plane-blocking, tolerant, no-gc)"
-            )))
-        }
-    };
+    let mode = GcMode::by_name(mode).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "unknown GC mode {mode:?} (base, plane-blocking, tolerant, no-gc)"
+        ))
+    })?;
     if replicas == 0 || !(hop_us.is_finite() && hop_us >= 0.0) || !(precondition.is_finite() && precondition >= 0.0) {
         return Err(PyValueError::new_err(
             "replicas must be >= 1, hop_us and precondition >= 0",
         ));
     }
-    let noise: Vec<Noise> = match noise {
-        "quiet" => Vec::new(),
-        // MittOS's EC2-derived noise scaled to 3 replicas: one busy 25% of the time, one 5%.
-        "ec2" => vec![
-            Noise::Busy {
-                fraction: 0.25,
-                busy_ms: 50.0,
-                extra_us: 2000.0,
-            },
-            Noise::Busy {
-                fraction: 0.05,
-                busy_ms: 50.0,
-                extra_us: 2000.0,
-            },
-        ],
-        "tailatstore" => (0..replicas).map(|_| Noise::TailAtStore { period_ms: 100.0 }).collect(),
-        "failslow" => vec![Noise::FailSlow {
-            factor: 10.0,
-            from_ms: 0.0,
-            for_ms: f64::INFINITY,
-            share: 1.0,
-        }],
-        n => {
-            return Err(PyValueError::new_err(format!(
-                "unknown noise {n:?} (quiet, ec2, tailatstore, failslow)"
-            )))
-        }
-    };
+    let noise = Noise::preset(noise, replicas)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown noise {noise:?} (quiet, ec2, tailatstore, failslow)")))?;
     let format = match trace_format {
         None => None,
         Some(f) => Some(
@@ -1038,6 +1008,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sim_closed_loop, m)?)?;
     m.add_function(wrap_pyfunction!(sim_ssd, m)?)?;
     m.add_function(wrap_pyfunction!(read_trace, m)?)?;
+    m.add_class::<tail::TailWorld>()?;
+    m.add_function(wrap_pyfunction!(tail::inflection_point, m)?)?;
+    m.add_function(wrap_pyfunction!(tail::best_threshold, m)?)?;
+    m.add_function(wrap_pyfunction!(tail::golden_threshold, m)?)?;
     m.add("READAHEAD_SCHEMA", kml::READAHEAD_SCHEMA)?;
     Ok(())
 }

@@ -79,7 +79,7 @@ pub fn replay(ios: impl IntoIterator<Item = (u64, u64, u32, bool)>, cfg: &Replay
             }
         }
         let pending = inflight[r].len() as u32;
-        let st = cluster.replicas[r].storage.state(now, offset);
+        let st = cluster.replicas[r].storage.state(now, offset, size as u64);
         let done = if write {
             let d = cluster.write(now, offset, size as u64);
             for h in &mut inflight {

@@ -11,14 +11,14 @@ use iolearn_ml::Rng;
 pub trait Storage {
     /// Submit at `now_ns`; returns the completion time.
     fn submit(&mut self, now_ns: u64, offset: u64, len: u64, write: bool) -> u64;
-    /// The latency the next request would get, where the storage can tell without serving it
-    /// (the perfect predictor's view); `None` otherwise.
-    fn peek_latency(&self, _now_ns: u64) -> Option<u64> {
+    /// When a read submitted at `now_ns` would complete, without serving it (the perfect
+    /// predictor's view), where the storage can tell; `None` otherwise.
+    fn peek(&mut self, _now_ns: u64, _offset: u64, _len: u64) -> Option<u64> {
         None
     }
-    /// What the device would show a white-box predictor about a request for `offset` at
-    /// `now_ns` (MittSSD); zeros for black boxes.
-    fn state(&self, _now_ns: u64, _offset: u64) -> DeviceState {
+    /// What the device would show a white-box predictor about a read of `len` bytes at
+    /// `offset` at `now_ns` (MittSSD); zeros for black boxes.
+    fn state(&mut self, _now_ns: u64, _offset: u64, _len: u64) -> DeviceState {
         DeviceState::default()
     }
 }
@@ -40,8 +40,11 @@ impl Storage for Ssd {
     fn submit(&mut self, now_ns: u64, offset: u64, len: u64, write: bool) -> u64 {
         Ssd::submit(self, now_ns, offset, len, write)
     }
-    fn state(&self, now_ns: u64, offset: u64) -> DeviceState {
-        Ssd::state(self, now_ns, offset)
+    fn state(&mut self, now_ns: u64, offset: u64, len: u64) -> DeviceState {
+        Ssd::state(self, now_ns, offset, len)
+    }
+    fn peek(&mut self, now_ns: u64, offset: u64, len: u64) -> Option<u64> {
+        Some(self.peek_read(now_ns, offset, len))
     }
 }
 
@@ -59,8 +62,8 @@ impl Storage for Fixed {
     fn submit(&mut self, now_ns: u64, _: u64, _: u64, _: bool) -> u64 {
         now_ns + self.0
     }
-    fn peek_latency(&self, _: u64) -> Option<u64> {
-        Some(self.0)
+    fn peek(&mut self, now_ns: u64, _: u64, _: u64) -> Option<u64> {
+        Some(now_ns + self.0)
     }
 }
 
@@ -99,6 +102,32 @@ pub enum Noise {
         /// Share of I/Os affected.
         share: f64,
     },
+}
+
+impl Noise {
+    /// Named noise for `replicas` replicas: `quiet`; `ec2` (MittOS's EC2-derived noise scaled
+    /// to a few replicas: one busy 25% of the time, one 5%, +2 ms per I/O while busy, 50 ms
+    /// busy periods); `tailatstore` (every replica draws a slowdown every 100 ms); `failslow`
+    /// (replica 0 ten times slower throughout).
+    pub fn preset(name: &str, replicas: usize) -> Option<Vec<Noise>> {
+        let busy = |fraction| Noise::Busy {
+            fraction,
+            busy_ms: 50.0,
+            extra_us: 2000.0,
+        };
+        Some(match name {
+            "quiet" => Vec::new(),
+            "ec2" => vec![busy(0.25), busy(0.05)],
+            "tailatstore" => (0..replicas).map(|_| Noise::TailAtStore { period_ms: 100.0 }).collect(),
+            "failslow" => vec![Noise::FailSlow {
+                factor: 10.0,
+                from_ms: 0.0,
+                for_ms: f64::INFINITY,
+                share: 1.0,
+            }],
+            _ => return None,
+        })
+    }
 }
 
 /// TailAtStore's SSD slowdown percentiles (`tail-latency.md` section 6): (cumulative
@@ -202,6 +231,16 @@ impl Replica {
         let done = self.storage.submit(now_ns, offset, len, write);
         now_ns + ((done - now_ns) as f64 * mult) as u64 + add
     }
+
+    /// When a read served at `now_ns` would complete, without serving it (noise included: the
+    /// same draw the read would get), if the storage can tell.
+    pub fn peek(&mut self, now_ns: u64, offset: u64, len: u64) -> Option<u64> {
+        let saved = (self.rng.clone(), self.busy, self.slowdown);
+        let (mult, add) = self.noise_at(now_ns);
+        (self.rng, self.busy, self.slowdown) = saved;
+        let done = self.storage.peek(now_ns, offset, len)?;
+        Some(now_ns + ((done - now_ns) as f64 * mult) as u64 + add)
+    }
 }
 
 /// What happened to one request.
@@ -254,7 +293,7 @@ impl Cluster {
         first: usize,
         offset: u64,
         len: u64,
-        mut admit: impl FnMut(usize, u64, &Cluster) -> bool,
+        mut admit: impl FnMut(usize, u64, &mut Cluster) -> bool,
     ) -> Outcome {
         let order = self.order(first);
         let mut t = now_ns;

@@ -35,6 +35,19 @@ pub enum GcMode {
     NoGc,
 }
 
+impl GcMode {
+    /// By name: `base`, `plane-blocking`, `tolerant` (or `ttflash`), `no-gc`.
+    pub fn by_name(name: &str) -> Option<GcMode> {
+        Some(match name {
+            "base" => GcMode::Base,
+            "plane-blocking" => GcMode::PlaneBlocking,
+            "tolerant" | "ttflash" => GcMode::Tolerant,
+            "no-gc" => GcMode::NoGc,
+            _ => return None,
+        })
+    }
+}
+
 /// The GC-related designs a drive uses; [`GcMode`] names the usual combinations, tests switch
 /// them one by one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -435,26 +448,33 @@ impl Ssd {
         Ok(())
     }
 
-    /// What a request for `offset` at `now_ns` would find: its plane's and channel's waits,
-    /// whether the plane collects garbage, the buffer's fill.
-    pub fn state(&self, now_ns: u64, offset: u64) -> crate::replicas::DeviceState {
-        let lpn = (offset / self.cfg.page_bytes % self.map.len() as u64) as usize;
-        let buffered_pages = self.buffer.len() as u32;
-        let m = self.map[lpn];
-        if m == u64::MAX || self.in_buffer[lpn] {
-            return crate::replicas::DeviceState {
-                buffered_pages,
-                ..Default::default()
-            };
+    /// What a read of `len` bytes at `offset` would find at `now_ns`: the longest wait for
+    /// one of its pages' planes and channels (a read is as late as its slowest page; MittSSD
+    /// splits large I/Os per page), whether one of those planes collects garbage, the buffer's
+    /// fill. Pages in the write buffer or never written need no flash access. Time passes to
+    /// `now_ns` first (a due flush starts: the read would find it running).
+    pub fn state(&mut self, now_ns: u64, offset: u64, len: u64) -> crate::replicas::DeviceState {
+        self.advance(now_ns);
+        let ps = self.cfg.page_bytes;
+        let n = self.map.len() as u64;
+        let mut st = crate::replicas::DeviceState {
+            buffered_pages: self.buffer.len() as u32,
+            ..Default::default()
+        };
+        for page in offset / ps..=(offset + len.max(1) - 1) / ps {
+            let lpn = (page % n) as usize;
+            let m = self.map[lpn];
+            if m == u64::MAX || self.in_buffer[lpn] {
+                continue;
+            }
+            let (plane, _, _) = unpack(m);
+            let p = &self.planes[plane];
+            st.plane_wait_ns = st.plane_wait_ns.max(p.next_free_ns.saturating_sub(now_ns));
+            let ch = self.channels[self.channel_of(plane)].last_end().saturating_sub(now_ns);
+            st.channel_wait_ns = st.channel_wait_ns.max(ch);
+            st.gc_active |= p.gc_until_ns > now_ns;
         }
-        let (plane, _, _) = unpack(m);
-        let p = &self.planes[plane];
-        crate::replicas::DeviceState {
-            plane_wait_ns: p.next_free_ns.saturating_sub(now_ns),
-            channel_wait_ns: self.channels[self.channel_of(plane)].last_end().saturating_sub(now_ns),
-            gc_active: p.gc_until_ns > now_ns,
-            buffered_pages,
-        }
+        st
     }
 
     /// The drive's inside at `now_ns`.
@@ -487,6 +507,34 @@ impl Ssd {
         self.stats = SsdStats::default();
     }
 
+    /// Let time pass to `now_ns`: forget finished channel bookings and start a flush that
+    /// is due (it would start with the next request anyway).
+    fn advance(&mut self, now_ns: u64) {
+        for c in &mut self.channels {
+            c.prune(now_ns);
+        }
+        if !self.buffer.is_empty() && now_ns.saturating_sub(self.buffered_since_ns) >= self.cfg.flush_interval_ns {
+            self.flush(now_ns);
+        }
+    }
+
+    /// When a read submitted at `now_ns` would complete, without serving it (the perfect
+    /// predictor's view, and the counterfactual behind false submit/revoke rates): the read is
+    /// booked, timed and then undone. Time still passes to `now_ns` (a due flush starts).
+    pub fn peek_read(&mut self, now_ns: u64, offset: u64, len: u64) -> u64 {
+        self.advance(now_ns);
+        let planes: Vec<u64> = self.planes.iter().map(|p| p.next_free_ns).collect();
+        let channels = self.channels.clone();
+        let stats = self.stats;
+        let done = self.submit(now_ns, offset, len, false);
+        for (p, t) in self.planes.iter_mut().zip(planes) {
+            p.next_free_ns = t;
+        }
+        self.channels = channels;
+        self.stats = stats;
+        done
+    }
+
     /// Submit a host request at `now_ns` (non-decreasing across calls); returns its completion.
     pub fn submit(&mut self, now_ns: u64, offset: u64, len: u64, write: bool) -> u64 {
         let ps = self.cfg.page_bytes;
@@ -495,12 +543,7 @@ impl Ssd {
         let n = self.map.len() as u64;
         let start = now_ns + self.cfg.controller_ns;
         let mut done = start;
-        for c in &mut self.channels {
-            c.prune(now_ns);
-        }
-        if !self.buffer.is_empty() && now_ns.saturating_sub(self.buffered_since_ns) >= self.cfg.flush_interval_ns {
-            self.flush(now_ns);
-        }
+        self.advance(now_ns);
         if write {
             self.stats.writes += 1;
             for lpn in first..=last {

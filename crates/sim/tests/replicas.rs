@@ -68,8 +68,8 @@ impl Storage for Drawn {
     fn submit(&mut self, now_ns: u64, _: u64, _: u64, _: bool) -> u64 {
         now_ns + self.latency(now_ns)
     }
-    fn peek_latency(&self, now_ns: u64) -> Option<u64> {
-        Some(self.latency(now_ns))
+    fn peek(&mut self, now_ns: u64, _: u64, _: u64) -> Option<u64> {
+        Some(now_ns + self.latency(now_ns))
     }
 }
 
@@ -99,7 +99,7 @@ fn simulated_mean_latency_converges_to_the_closed_form() {
         for k in 0..n {
             let now = k as u64 * 10_000_000;
             let o = c.read_with(now, k % r as usize, 0, 4096, |rep, t, cl| {
-                cl.replicas[rep].storage.peek_latency(t).is_none_or(|l| l <= thr)
+                cl.replicas[rep].peek(t, 0, 4096).is_none_or(|d| d - t <= thr)
             });
             total += (o.done_ns - now) as f64;
         }

@@ -195,3 +195,33 @@ fn each_tinytailflash_design_has_its_effect() {
         sp.flush_into_gc
     );
 }
+
+#[test]
+fn peeking_a_read_predicts_it_exactly_and_changes_nothing() {
+    // Two drives fed the same write-heavy stream; one is peeked before every request. Each
+    // peeked read completes when the peek said, and the two drives never diverge.
+    let cfg = SsdConfig::consumer();
+    let (mut a, mut b) = (Ssd::new(cfg.clone(), GcMode::Base), Ssd::new(cfg.clone(), GcMode::Base));
+    a.precondition(1.0, 3);
+    b.precondition(1.0, 3);
+    let mut rng = Rng::new(5);
+    let pages = cfg.logical_pages();
+    let mut t = 0u64;
+    let mut checked = 0;
+    for _ in 0..20_000 {
+        t += (-(1.0 - rng.next_f64()).ln() / 6000.0 * 1e9) as u64;
+        let off = (rng.next_u64() % pages) * cfg.page_bytes;
+        let len = cfg.page_bytes * (1 + rng.below(3) as u64);
+        let write = rng.next_f64() < 0.6;
+        let peeked = a.peek_read(t, off, len);
+        let done_a = a.submit(t, off, len, write);
+        let done_b = b.submit(t, off, len, write);
+        assert_eq!(done_a, done_b, "a peek changed the drive");
+        if !write {
+            assert_eq!(peeked, done_a, "peek and the read disagree");
+            checked += 1;
+        }
+    }
+    assert!(checked > 5000);
+    assert_eq!(a.stats(), b.stats());
+}

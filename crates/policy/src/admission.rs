@@ -1,0 +1,519 @@
+//! Admission control for reads (issue 6): before a read enters a replica's device queue, a
+//! policy says serve or EBUSY; on EBUSY the client fails over to another replica (MittOS,
+//! LinnOS, ML-MittOS; `shared/spec/tail-latency.md` sections 2-3, `ml-mittos.md`).
+//!
+//! A policy sees an [`IoView`]: what the block layer knows when the read arrives (pending
+//! I/Os, recent completions, the age of the oldest I/O in flight), plus, for the policies that
+//! need it, a white-box view of the device (MittSSD) or the read's true latency (the perfect
+//! predictor). The same policies run in the simulator (`iolearn-tail`) and on real devices.
+
+use crate::latency::LatencyHistory;
+use iolearn_ml::quant::{QWorkspace, QuantizedMlp, Scheme};
+use iolearn_ml::{DecisionTree, Error, ModelFile, ModelKind, Result, Rng, Sequential, Workspace, ZScore};
+
+/// Bytes per page in the pending counts (LinnOS counts 4 KiB pages).
+pub const PAGE_BYTES: u64 = 4096;
+
+/// A device's inside as a white-box predictor sees it for one read (MittSSD: per-chip next
+/// free time and the channel's queue).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WhiteBox {
+    /// Until the read's plane (chip) is free.
+    pub plane_wait_ns: u64,
+    /// Until the read's channel has no more bookings.
+    pub channel_wait_ns: u64,
+    /// The plane is collecting garbage.
+    pub gc_active: bool,
+}
+
+/// What a policy knows about one read when it arrives at a replica.
+#[derive(Debug, Clone, Copy)]
+pub struct IoView<'a> {
+    /// Now, ns.
+    pub now_ns: u64,
+    /// Read size, bytes.
+    pub size: u32,
+    /// I/Os in flight at the replica (this one not included).
+    pub pending: u32,
+    /// 4 KiB pages in flight at the replica, this read's included (LinnOS's queue length).
+    pub pending_pages: u32,
+    /// The replica's recent completions (latency us, pending pages at their arrival).
+    pub history: &'a LatencyHistory,
+    /// Age of the oldest I/O in flight at the replica, ns (0: none).
+    pub oldest_inflight_ns: u64,
+    /// Since the replica's last completion, ns.
+    pub since_completion_ns: u64,
+    /// White-box state, when the policy asked for it and the device shows it.
+    pub white_box: Option<WhiteBox>,
+    /// The read's latency if admitted, when the policy asked for it (perfect predictor).
+    pub true_latency_ns: Option<u64>,
+}
+
+/// Inputs of the `iolearn-tail-v1` feature set, in order.
+pub const TAIL_FEATURES: [&str; 13] = [
+    "pending_pages",
+    "pending_ios",
+    "size_pages",
+    "oldest_inflight_us",
+    "since_completion_us",
+    "lat1_us",
+    "pend1_pages",
+    "lat2_us",
+    "pend2_pages",
+    "lat3_us",
+    "pend3_pages",
+    "lat4_us",
+    "pend4_pages",
+];
+
+impl IoView<'_> {
+    /// `iolearn-tail-v1`: LinnOS's and ML-MittOS's inputs plus two things the block layer
+    /// also knows and they did not use: how long the oldest in-flight I/O has waited (a stuck
+    /// device shows there before any slow completion does) and the time since the last
+    /// completion; and the read's size.
+    pub fn tail_features(&self, out: &mut [f32; 13]) {
+        out[0] = self.pending_pages as f32;
+        out[1] = self.pending as f32;
+        out[2] = self.size.div_ceil(PAGE_BYTES as u32).max(1) as f32;
+        out[3] = (self.oldest_inflight_ns / 1000) as f32;
+        out[4] = (self.since_completion_ns / 1000).min(1_000_000) as f32;
+        let m = self.history.mittos_features(0);
+        out[5..13].copy_from_slice(&m[1..9]);
+    }
+}
+
+/// What a policy needs the caller to compute (both cost time, so they are asked for).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// [`IoView::white_box`].
+    pub white_box: bool,
+    /// [`IoView::true_latency_ns`].
+    pub oracle: bool,
+}
+
+/// Serve (true) or EBUSY (false) a read at a replica.
+pub trait Admission {
+    /// A short name for tables.
+    fn name(&self) -> String;
+    /// What [`IoView`] must carry.
+    fn needs(&self) -> Needs {
+        Needs::default()
+    }
+    /// Serve the read?
+    fn admit(&mut self, io: &IoView) -> bool;
+}
+
+/// Serve everything (Base, and the hedging/cloning baselines' admission).
+#[derive(Debug, Clone, Default)]
+pub struct AdmitAll;
+
+impl Admission for AdmitAll {
+    fn name(&self) -> String {
+        "admit-all".into()
+    }
+    fn admit(&mut self, _: &IoView) -> bool {
+        true
+    }
+}
+
+/// Refuse a random share of reads (the "Random" baseline: as many revocations as a predictor
+/// would make, none of them informed).
+#[derive(Debug, Clone)]
+pub struct RandomRevoke {
+    share: f64,
+    rng: Rng,
+}
+
+impl RandomRevoke {
+    /// Refuse `share` of reads.
+    pub fn new(share: f64, seed: u64) -> Self {
+        RandomRevoke {
+            share: share.clamp(0.0, 1.0),
+            rng: Rng::new(seed),
+        }
+    }
+}
+
+impl Admission for RandomRevoke {
+    fn name(&self) -> String {
+        format!("random({:.3})", self.share)
+    }
+    fn admit(&mut self, _: &IoView) -> bool {
+        self.rng.next_f64() >= self.share
+    }
+}
+
+/// HeurSim: refuse when the queue is longer than the queue at the inflection point.
+#[derive(Debug, Clone)]
+pub struct QueueLimit {
+    /// Most pending pages (this read included) still served.
+    pub max_pages: u32,
+}
+
+impl Admission for QueueLimit {
+    fn name(&self) -> String {
+        format!("queue<={}", self.max_pages)
+    }
+    fn admit(&mut self, io: &IoView) -> bool {
+        io.pending_pages <= self.max_pages
+    }
+}
+
+/// HeurAdv: a device is "internally busy" when a recent completion was slow although its
+/// queue was short (GC, a flush: nothing the queue explains); while it is, only reads arriving
+/// to a short queue are served, until the recent completions are fast again. Otherwise
+/// HeurSim's queue limit.
+#[derive(Debug, Clone)]
+pub struct HeurAdv {
+    /// HeurSim's limit.
+    pub max_pages: u32,
+    /// A "short" queue (LinnOS: the lower quartile).
+    pub short_pages: u32,
+    /// A "slow" completion, us (the inflection point).
+    pub slow_us: u32,
+}
+
+impl Admission for HeurAdv {
+    fn name(&self) -> String {
+        "heur-adv".into()
+    }
+    fn admit(&mut self, io: &IoView) -> bool {
+        let busy = io
+            .history
+            .recent()
+            .any(|(lat, pend)| lat > self.slow_us && pend <= self.short_pages);
+        if busy {
+            io.pending_pages <= self.short_pages
+        } else {
+            io.pending_pages <= self.max_pages
+        }
+    }
+}
+
+/// The perfect predictor: refuses exactly the reads that would be slower than `slow_ns`.
+#[derive(Debug, Clone)]
+pub struct Oracle {
+    /// Slow above this, ns.
+    pub slow_ns: u64,
+}
+
+impl Admission for Oracle {
+    fn name(&self) -> String {
+        "oracle".into()
+    }
+    fn needs(&self) -> Needs {
+        Needs {
+            oracle: true,
+            ..Needs::default()
+        }
+    }
+    fn admit(&mut self, io: &IoView) -> bool {
+        io.true_latency_ns.is_none_or(|l| l <= self.slow_ns)
+    }
+}
+
+/// MittSSD: predict the read's latency from the white-box state — wait for the chip, then the
+/// page read, then the channel transfer (behind the channel's bookings) — and refuse it when
+/// that misses the deadline.
+#[derive(Debug, Clone)]
+pub struct MittSsd {
+    /// Refuse above this predicted latency, ns.
+    pub deadline_ns: u64,
+    /// Page read time of the device, ns.
+    pub read_ns: u64,
+    /// Page transfer over the channel, ns.
+    pub transfer_ns: u64,
+    /// Controller overhead, ns.
+    pub controller_ns: u64,
+}
+
+impl MittSsd {
+    /// The predicted latency of a read, ns.
+    pub fn predict_ns(&self, w: &WhiteBox) -> u64 {
+        let sensed = w.plane_wait_ns.max(self.controller_ns) + self.read_ns;
+        sensed.max(w.channel_wait_ns) + self.transfer_ns
+    }
+}
+
+impl Admission for MittSsd {
+    fn name(&self) -> String {
+        "mittssd".into()
+    }
+    fn needs(&self) -> Needs {
+        Needs {
+            white_box: true,
+            ..Needs::default()
+        }
+    }
+    fn admit(&mut self, io: &IoView) -> bool {
+        io.white_box.is_none_or(|w| self.predict_ns(&w) <= self.deadline_ns)
+    }
+}
+
+/// The inputs a learned policy was trained on (its model file's schema).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeatureSet {
+    /// LinnOS's 31 decimal digits (`linnos-31`).
+    Linnos,
+    /// ML-MittOS's 9 values (`mittos-9`).
+    Mittos,
+    /// [`TAIL_FEATURES`] (`iolearn-tail-v1`).
+    Tail,
+}
+
+impl FeatureSet {
+    /// By schema name.
+    pub fn from_schema(schema: &str) -> Option<Self> {
+        match schema {
+            "linnos-31" => Some(FeatureSet::Linnos),
+            "mittos-9" => Some(FeatureSet::Mittos),
+            "iolearn-tail-v1" => Some(FeatureSet::Tail),
+            _ => None,
+        }
+    }
+
+    /// The schema name.
+    pub fn schema(self) -> &'static str {
+        match self {
+            FeatureSet::Linnos => "linnos-31",
+            FeatureSet::Mittos => "mittos-9",
+            FeatureSet::Tail => "iolearn-tail-v1",
+        }
+    }
+
+    /// Inputs.
+    pub fn dim(self) -> usize {
+        match self {
+            FeatureSet::Linnos => 31,
+            FeatureSet::Mittos => 9,
+            FeatureSet::Tail => TAIL_FEATURES.len(),
+        }
+    }
+
+    /// Write the inputs of `io` into `out` (`dim()` long).
+    pub fn extract(self, io: &IoView, out: &mut [f32]) {
+        match self {
+            FeatureSet::Linnos => out.copy_from_slice(&io.history.linnos_features(io.pending_pages)),
+            FeatureSet::Mittos => out.copy_from_slice(&io.history.mittos_features(io.pending_pages)),
+            FeatureSet::Tail => {
+                let mut f = [0f32; 13];
+                io.tail_features(&mut f);
+                out.copy_from_slice(&f);
+            }
+        }
+    }
+}
+
+/// How a learned model's output becomes a decision (model file meta `rule`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rule {
+    /// A classifier: class 1 ("slow") refuses (`class`).
+    Class,
+    /// A one-output classifier (sigmoid) or a tree: refuse when the probability of "slow" is
+    /// above this (`proba=P`).
+    Proba(f32),
+    /// A regressor of latency in us: refuse above this (`above_us=T`).
+    AboveUs(f32),
+}
+
+impl Rule {
+    /// Parse `class`, `proba=P` or `above_us=T`.
+    pub fn parse(s: &str) -> Option<Rule> {
+        let num = |v: &str| v.parse::<f32>().ok().filter(|x| x.is_finite());
+        match s.split_once('=') {
+            None if s == "class" => Some(Rule::Class),
+            Some(("proba", v)) => num(v).map(Rule::Proba),
+            Some(("above_us", v)) => num(v).map(Rule::AboveUs),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rule::Class => write!(f, "class"),
+            Rule::Proba(p) => write!(f, "proba={p}"),
+            Rule::AboveUs(t) => write!(f, "above_us={t}"),
+        }
+    }
+}
+
+enum Predictor {
+    /// LinnOS's integer network (weights x1000).
+    Fixed(QuantizedMlp, QWorkspace),
+    Mlp(Sequential, Workspace),
+    Tree(DecisionTree, Vec<f32>),
+}
+
+/// A policy driven by a trained model file: its schema names the inputs, its meta `rule` the
+/// decision, meta `quantize = x1000` selects LinnOS's integer inference.
+pub struct Learned {
+    name: String,
+    features: FeatureSet,
+    normaliser: Option<ZScore>,
+    predictor: Predictor,
+    rule: Rule,
+    /// Outputs are multiplied by this (a regressor trained on scaled targets).
+    scale: f32,
+    outputs: usize,
+    x: Vec<f32>,
+}
+
+impl Learned {
+    /// Build from a model file; `name` labels it in tables.
+    pub fn from_file(file: &ModelFile, name: &str) -> Result<Self> {
+        let features = FeatureSet::from_schema(&file.schema).ok_or_else(|| Error::Invalid {
+            field: "schema",
+            reason: format!(
+                "{:?} is not an admission feature set (linnos-31, mittos-9, iolearn-tail-v1)",
+                file.schema
+            ),
+        })?;
+        if file.kind.in_dim() != features.dim() {
+            return Err(Error::Shape {
+                what: "model inputs for its schema",
+                expected: features.dim(),
+                found: file.kind.in_dim(),
+            });
+        }
+        let rule_text = file.meta("rule").unwrap_or("class");
+        let rule = Rule::parse(rule_text).ok_or_else(|| Error::Invalid {
+            field: "meta rule",
+            reason: format!("{rule_text:?} (class, proba=P, above_us=T)"),
+        })?;
+        let outputs = file.kind.n_outputs();
+        let tree = matches!(file.kind, ModelKind::Tree(_));
+        match (rule, outputs) {
+            (Rule::Class, n) if n >= 2 => {}
+            (Rule::Proba(_), n) if n == 1 || (tree && n == 2) => {}
+            (Rule::AboveUs(_), 1) => {}
+            _ => {
+                return Err(Error::Invalid {
+                    field: "meta rule",
+                    reason: format!("{rule} does not fit a model with {outputs} outputs"),
+                })
+            }
+        }
+        let quantize = file.meta("quantize");
+        let predictor = match (&file.kind, quantize) {
+            (ModelKind::Mlp(net), Some("x1000")) => {
+                let q = QuantizedMlp::new(net, Scheme::Fixed1000);
+                let ws = q.workspace();
+                Predictor::Fixed(q, ws)
+            }
+            (ModelKind::Mlp(net), None) => Predictor::Mlp(net.clone(), net.workspace()),
+            (ModelKind::Tree(t), None) => Predictor::Tree(t.clone(), vec![0.0; t.n_classes()]),
+            (_, Some(q)) => {
+                return Err(Error::Invalid {
+                    field: "meta quantize",
+                    reason: format!("{q:?} (only x1000 on a network)"),
+                })
+            }
+        };
+        let scale = match file.meta("output_scale") {
+            None => 1.0,
+            Some(v) => v
+                .parse::<f32>()
+                .ok()
+                .filter(|x| x.is_finite() && *x > 0.0)
+                .ok_or_else(|| Error::Invalid {
+                    field: "meta output_scale",
+                    reason: format!("{v:?} is not a positive number"),
+                })?,
+        };
+        if matches!(predictor, Predictor::Tree(..)) && matches!(rule, Rule::AboveUs(_)) {
+            return Err(Error::Invalid {
+                field: "meta rule",
+                reason: "a tree classifies: class or proba=P".into(),
+            });
+        }
+        Ok(Learned {
+            name: name.to_string(),
+            features,
+            normaliser: file.normaliser.clone(),
+            predictor,
+            rule,
+            scale,
+            outputs,
+            x: vec![0.0; features.dim()],
+        })
+    }
+
+    /// The decision rule.
+    pub fn rule(&self) -> Rule {
+        self.rule
+    }
+
+    /// Replace the decision rule (a threshold tuned after training); it must fit the model's
+    /// outputs.
+    pub fn set_rule(&mut self, rule: Rule) -> Result<()> {
+        let fits = match rule {
+            Rule::Class => self.outputs >= 2,
+            Rule::Proba(_) => self.outputs == 1 || matches!(self.predictor, Predictor::Tree(..)),
+            Rule::AboveUs(_) => self.outputs == 1 && !matches!(self.predictor, Predictor::Tree(..)),
+        };
+        if !fits {
+            return Err(Error::Invalid {
+                field: "rule",
+                reason: format!("{rule} does not fit a model with {} outputs", self.outputs),
+            });
+        }
+        self.rule = rule;
+        Ok(())
+    }
+
+    /// The inputs.
+    pub fn features(&self) -> FeatureSet {
+        self.features
+    }
+
+    /// The model's raw output for `io`: the slow class's margin (class rule), a probability or
+    /// a latency in us.
+    pub fn score(&mut self, io: &IoView) -> f32 {
+        self.features.extract(io, &mut self.x);
+        if let Some(z) = &self.normaliser {
+            z.transform(&mut self.x);
+        }
+        match &mut self.predictor {
+            Predictor::Fixed(q, ws) => {
+                let out = q.forward(&self.x, ws);
+                if out.len() >= 2 {
+                    out[1] - out[0]
+                } else {
+                    out[0] * self.scale
+                }
+            }
+            Predictor::Mlp(net, ws) => {
+                let out = net.forward(&self.x, ws);
+                if out.len() >= 2 {
+                    out[1] - out[0]
+                } else {
+                    out[0] * self.scale
+                }
+            }
+            Predictor::Tree(t, proba) => {
+                t.predict_proba(&self.x, proba);
+                let slow = proba.get(1).copied().unwrap_or(0.0);
+                match self.rule {
+                    Rule::Proba(_) => slow,
+                    _ => slow - proba[0],
+                }
+            }
+        }
+    }
+}
+
+impl Admission for Learned {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn admit(&mut self, io: &IoView) -> bool {
+        let s = self.score(io);
+        match self.rule {
+            Rule::Class => s <= 0.0,
+            Rule::Proba(p) => s <= p,
+            Rule::AboveUs(t) => s <= t,
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! Bindings of the tail-latency harness (`iolearn-tail`): `TailWorld(...).run(policy, ...)`.
+
+use iolearn_policy::admission::FeatureSet;
+use iolearn_sim::replicas::Noise;
+use iolearn_sim::ssd::{GcMode, SsdConfig};
+use iolearn_tail::{replicate, PolicySpec, World, WorldConfig};
+use numpy::{IntoPyArray, PyArray2, PyReadonlyArray1};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// Simulated SSD replicas, aged once; every `run` starts from the same state.
+#[pyclass(module = "iolearn._native")]
+pub struct TailWorld {
+    world: World,
+}
+
+fn matrix<'py>(py: Python<'py>, rows: Vec<Vec<f32>>, dim: usize) -> PyResult<Bound<'py, PyArray2<f32>>> {
+    let n = rows.len();
+    let flat: Vec<f32> = rows.into_iter().flatten().collect();
+    let arr =
+        numpy::ndarray::Array2::from_shape_vec((n, dim), flat).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(arr.into_pyarray(py))
+}
+
+#[pymethods]
+impl TailWorld {
+    #[new]
+    #[pyo3(signature = (preset="consumer", mode="base", replicas=3, failover_us=15.0, noise="quiet", precondition=1.0, seed=1))]
+    #[allow(clippy::too_many_arguments)] // mirrors the Python keyword arguments one to one
+    fn new(
+        py: Python<'_>,
+        preset: &str,
+        mode: &str,
+        replicas: usize,
+        failover_us: f64,
+        noise: &str,
+        precondition: f64,
+        seed: u64,
+    ) -> PyResult<Self> {
+        let ssd = SsdConfig::by_name(preset)
+            .ok_or_else(|| PyValueError::new_err(format!("preset: unknown SSD {preset:?} (consumer, enterprise)")))?;
+        let mode = GcMode::by_name(mode).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "mode: unknown GC mode {mode:?} (base, plane-blocking, tolerant, no-gc)"
+            ))
+        })?;
+        if !(1..=8).contains(&replicas) {
+            return Err(PyValueError::new_err(format!("replicas: {replicas} (1 to 8)")));
+        }
+        if !(failover_us.is_finite() && failover_us >= 0.0) {
+            return Err(PyValueError::new_err(format!("failover_us: {failover_us} (>= 0)")));
+        }
+        if !(precondition.is_finite() && precondition >= 0.0) {
+            return Err(PyValueError::new_err(format!("precondition: {precondition} (>= 0)")));
+        }
+        let noise = Noise::preset(noise, replicas).ok_or_else(|| {
+            PyValueError::new_err(format!("noise: unknown {noise:?} (quiet, ec2, tailatstore, failslow)"))
+        })?;
+        let cfg = WorldConfig {
+            ssd,
+            mode,
+            replicas,
+            failover_ns: (failover_us * 1e3) as u64,
+            noise,
+            precondition,
+            seed,
+        };
+        let world = py.detach(move || World::new(cfg));
+        Ok(TailWorld { world })
+    }
+
+    /// Replay a trace slice (arrays) with `policy` (`ADMISSION[+CLIENT]`, see
+    /// `iolearn_tail::spec`); arrivals are scaled by `rate` and every replica replays its own
+    /// shifted copy. Returns a dict of arrays: `reads` (arrival_ns, primary, served_by,
+    /// latency_ns, revoked, duplicates), `decisions` (at_ns, replica, admitted, latency_ns,
+    /// infer_ns), and with `samples=True` the training rows (`linnos`, `mittos`, `tail`
+    /// feature matrices, latency_ns, replica, arrival_ns, white-box columns).
+    #[pyo3(signature = (policy, arrival_ns, offset, size, write, rate=1.0, samples=false, seed=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        policy: &str,
+        arrival_ns: PyReadonlyArray1<u64>,
+        offset: PyReadonlyArray1<u64>,
+        size: PyReadonlyArray1<u32>,
+        write: PyReadonlyArray1<bool>,
+        rate: f64,
+        samples: bool,
+        seed: u64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let spec = PolicySpec::parse(policy).map_err(|e| PyValueError::new_err(format!("policy {policy:?}: {e}")))?;
+        let mut admission = spec
+            .build(seed, self.world.timing())
+            .map_err(|e| PyValueError::new_err(format!("policy {policy:?}: {e}")))?;
+        let (a, o, s, w) = (
+            arrival_ns.as_array(),
+            offset.as_array(),
+            size.as_array(),
+            write.as_array(),
+        );
+        let n = a.len();
+        if o.len() != n || s.len() != n || w.len() != n {
+            return Err(PyValueError::new_err(
+                "arrival_ns, offset, size and write differ in length",
+            ));
+        }
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(PyValueError::new_err(format!("rate: {rate} (> 0)")));
+        }
+        let ios: Vec<(u64, u64, u32, bool)> = (0..n).map(|i| (a[i], o[i], s[i], w[i])).collect();
+        let reqs = replicate(&ios, self.world.config().replicas, rate);
+        let client = spec.client;
+        let world = &self.world;
+        // The policy is not Send (a model's workspace): run on this thread.
+        let r = world.run(&reqs, admission.as_mut(), client, samples);
+        let d = PyDict::new(py);
+        let reads = PyDict::new(py);
+        macro_rules! col {
+            ($dict:expr, $rows:expr, $name:literal, $f:expr) => {
+                $dict.set_item($name, $rows.iter().map($f).collect::<Vec<_>>().into_pyarray(py))?;
+            };
+        }
+        col!(reads, r.reads, "arrival_ns", |x| x.arrival_ns);
+        col!(reads, r.reads, "primary", |x| x.primary);
+        col!(reads, r.reads, "served_by", |x| x.served_by);
+        col!(reads, r.reads, "latency_ns", |x| x.latency_ns);
+        col!(reads, r.reads, "revoked", |x| x.revoked);
+        col!(reads, r.reads, "duplicates", |x| x.duplicates);
+        d.set_item("reads", reads)?;
+        let dec = PyDict::new(py);
+        col!(dec, r.decisions, "at_ns", |x| x.at_ns);
+        col!(dec, r.decisions, "replica", |x| x.replica);
+        col!(dec, r.decisions, "admitted", |x| x.admitted);
+        col!(dec, r.decisions, "latency_ns", |x| x.latency_ns);
+        col!(dec, r.decisions, "infer_ns", |x| x.infer_ns);
+        d.set_item("decisions", dec)?;
+        if samples {
+            let sm = PyDict::new(py);
+            for set in [FeatureSet::Linnos, FeatureSet::Mittos, FeatureSet::Tail] {
+                let rows: Vec<Vec<f32>> = r.samples.iter().map(|s| s.features(set)).collect();
+                let key = match set {
+                    FeatureSet::Linnos => "linnos",
+                    FeatureSet::Mittos => "mittos",
+                    FeatureSet::Tail => "tail",
+                };
+                sm.set_item(key, matrix(py, rows, set.dim())?)?;
+            }
+            col!(sm, r.samples, "latency_ns", |x| x.latency_ns);
+            col!(sm, r.samples, "replica", |x| x.replica);
+            col!(sm, r.samples, "arrival_ns", |x| x.arrival_ns);
+            col!(sm, r.samples, "pending_pages", |x| x.pending_pages);
+            col!(sm, r.samples, "plane_wait_ns", |x| x.white_box.plane_wait_ns);
+            col!(sm, r.samples, "channel_wait_ns", |x| x.white_box.channel_wait_ns);
+            col!(sm, r.samples, "gc_active", |x| x.white_box.gc_active);
+            d.set_item("samples", sm)?;
+        }
+        Ok(d)
+    }
+
+    /// The drive's page read, transfer and controller times (ns), MittSSD's model.
+    fn timing(&self) -> (u64, u64, u64) {
+        let t = self.world.timing();
+        (t.read_ns, t.transfer_ns, t.controller_ns)
+    }
+}
+
+/// LinnOS's inflection point of a latency sample (us): (percentile, latency us). See
+/// `iolearn_policy::latency::inflection_point`.
+#[pyfunction]
+#[pyo3(signature = (latencies_us, replicas=3, failover_us=15.0, trials=1_000_000, seed=0))]
+pub fn inflection_point(
+    py: Python<'_>,
+    latencies_us: PyReadonlyArray1<f64>,
+    replicas: u32,
+    failover_us: f64,
+    trials: usize,
+    seed: u64,
+) -> (f64, f64) {
+    let v: Vec<f64> = latencies_us.as_array().iter().copied().collect();
+    py.detach(move || iolearn_policy::latency::inflection_point(&v, replicas, failover_us, trials, seed))
+}
+
+/// ML-MittOS's threshold on a regressor's predictions minimising the expected latency with
+/// `replicas` and `failover_us`, exact scan: (threshold, expected latency).
+#[pyfunction]
+#[pyo3(signature = (predicted, actual, replicas=3, failover_us=15.0))]
+pub fn best_threshold(
+    predicted: PyReadonlyArray1<f64>,
+    actual: PyReadonlyArray1<f64>,
+    replicas: u32,
+    failover_us: f64,
+) -> PyResult<(f64, f64)> {
+    let (p, a) = (predicted.as_array(), actual.as_array());
+    if p.len() != a.len() {
+        return Err(PyValueError::new_err("predicted and actual differ in length"));
+    }
+    let pairs: Vec<(f64, f64)> = p.iter().copied().zip(a.iter().copied()).collect();
+    Ok(iolearn_policy::latency::best_threshold(&pairs, replicas, failover_us))
+}
+
+/// The same by golden-section search on `[lo, hi]` (SciPy's bounded minimiser).
+#[pyfunction]
+#[pyo3(signature = (predicted, actual, lo, hi, replicas=3, failover_us=15.0))]
+pub fn golden_threshold(
+    predicted: PyReadonlyArray1<f64>,
+    actual: PyReadonlyArray1<f64>,
+    lo: f64,
+    hi: f64,
+    replicas: u32,
+    failover_us: f64,
+) -> PyResult<(f64, f64)> {
+    let (p, a) = (predicted.as_array(), actual.as_array());
+    if p.len() != a.len() {
+        return Err(PyValueError::new_err("predicted and actual differ in length"));
+    }
+    let pairs: Vec<(f64, f64)> = p.iter().copied().zip(a.iter().copied()).collect();
+    Ok(iolearn_policy::latency::golden_threshold(
+        &pairs,
+        replicas,
+        failover_us,
+        lo,
+        hi,
+    ))
+}

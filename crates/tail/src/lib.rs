@@ -1,0 +1,67 @@
+//! `iolearn-tail`: the tail-latency harness of issue 6. A block trace is replayed on N
+//! simulated SSD replicas; every read asks an admission policy (`iolearn-policy`) at each
+//! replica it tries, fails over on EBUSY at a cost, and the client may hedge, clone or time
+//! out. The result is every read's latency, every decision with its counterfactual (what the
+//! refused read would have taken), and the training samples the learned policies need.
+//!
+//! The replicas are LinnOS's setup: each replays its own copy of the trace (the same load,
+//! shifted in time so their busy periods differ), and a read refused by its replica moves to
+//! the others. Writes stay on their replica (they are not latency critical and not predicted).
+//!
+//! Policy and simulator stay apart: the policy sees an [`iolearn_policy::admission::IoView`],
+//! built here from what a block layer would know.
+#![deny(missing_docs)]
+
+pub mod metrics;
+pub mod run;
+pub mod spec;
+
+pub use metrics::{percentile, Summary};
+pub use run::{Decision, ReadResult, RunResult, Sample, World, WorldConfig};
+pub use spec::{AdmissionSpec, Client, DeviceTiming, PolicySpec};
+
+/// One request of a replicated replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    /// Arrival at its replica, ns.
+    pub arrival_ns: u64,
+    /// The replica whose stream it belongs to (a read tries it first).
+    pub primary: u32,
+    /// Offset, bytes.
+    pub offset: u64,
+    /// Size, bytes.
+    pub size: u32,
+    /// A write.
+    pub write: bool,
+}
+
+/// Build the replicated replay of one trace: replica `k` of `replicas` replays the trace with
+/// its arrivals (times `rate`: 2.0 is twice as fast) shifted by `k / replicas` of the trace's
+/// span, wrapping around, so the replicas carry the same load at different moments. `ios` are
+/// `(arrival_ns, offset, size, write)` in any order. Returned in arrival order.
+pub fn replicate(ios: &[(u64, u64, u32, bool)], replicas: usize, rate: f64) -> Vec<Request> {
+    let replicas = replicas.max(1);
+    if ios.is_empty() {
+        return Vec::new();
+    }
+    let t0 = ios.iter().map(|i| i.0).min().unwrap_or(0);
+    let t1 = ios.iter().map(|i| i.0).max().unwrap_or(0);
+    let rate = if rate.is_finite() && rate > 0.0 { rate } else { 1.0 };
+    let span = (((t1 - t0) as f64 / rate) as u64).max(1) + 1;
+    let mut out = Vec::with_capacity(ios.len() * replicas);
+    for k in 0..replicas {
+        let shift = span * k as u64 / replicas as u64;
+        for &(t, offset, size, write) in ios {
+            let at = ((t - t0) as f64 / rate) as u64;
+            out.push(Request {
+                arrival_ns: (at + shift) % span,
+                primary: k as u32,
+                offset,
+                size: size.max(1),
+                write,
+            });
+        }
+    }
+    out.sort_by_key(|r| (r.arrival_ns, r.primary));
+    out
+}

@@ -1,0 +1,460 @@
+//! The replay itself: a small discrete-event loop over arrivals, failovers, hedges and
+//! timeouts, in time order (each drive is always driven forward in time).
+
+use crate::spec::{Client, DeviceTiming};
+use crate::Request;
+use iolearn_ml::Rng;
+use iolearn_policy::admission::{Admission, FeatureSet, IoView, WhiteBox, PAGE_BYTES};
+use iolearn_policy::latency::LatencyHistory;
+use iolearn_sim::replicas::{Noise, Replica};
+use iolearn_sim::ssd::{GcMode, Ssd, SsdConfig};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
+use std::time::Instant;
+
+/// The simulated replicas.
+#[derive(Debug, Clone)]
+pub struct WorldConfig {
+    /// The drive of every replica.
+    pub ssd: SsdConfig,
+    /// Its GC design.
+    pub mode: GcMode,
+    /// Replicas (2 or 3 in the papers).
+    pub replicas: usize,
+    /// Cost of one failover (EBUSY back to the client and the read sent elsewhere), ns.
+    pub failover_ns: u64,
+    /// Noise per replica (missing: quiet).
+    pub noise: Vec<Noise>,
+    /// Random overwrites before the replay, share of capacity (1.0: GC busy from the start).
+    pub precondition: f64,
+    /// Seed of everything random.
+    pub seed: u64,
+}
+
+/// Replicas ready to replay: the drives are aged once and copied for every run, so runs with
+/// different policies start from the same state.
+pub struct World {
+    cfg: WorldConfig,
+    drives: Vec<Ssd>,
+}
+
+/// One read's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadResult {
+    /// Arrival, ns.
+    pub arrival_ns: u64,
+    /// Its replica.
+    pub primary: u32,
+    /// The replica whose answer the client took.
+    pub served_by: u32,
+    /// Latency seen by the client (failovers included), ns.
+    pub latency_ns: u64,
+    /// EBUSY answers before it was served.
+    pub revoked: u32,
+    /// Extra copies sent (hedges, clones, timeout retries).
+    pub duplicates: u32,
+}
+
+/// One admission decision, with what the read took (admitted) or would have taken (refused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// Arrival of the read at the deciding replica, ns.
+    pub at_ns: u64,
+    /// The replica.
+    pub replica: u32,
+    /// Served (else EBUSY).
+    pub admitted: bool,
+    /// The read's latency at this replica, actual or counterfactual, ns.
+    pub latency_ns: u64,
+    /// Time the policy took, ns (wall clock).
+    pub infer_ns: u32,
+}
+
+/// What a block layer knew when a read arrived at its first replica, and what it then took:
+/// one training row for the learned policies.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// Arrival, ns.
+    pub arrival_ns: u64,
+    /// The replica.
+    pub replica: u32,
+    /// Size, bytes.
+    pub size: u32,
+    /// I/Os in flight.
+    pub pending: u32,
+    /// Pages in flight, this read's included.
+    pub pending_pages: u32,
+    /// Age of the oldest I/O in flight, ns.
+    pub oldest_inflight_ns: u64,
+    /// Since the last completion, ns.
+    pub since_completion_ns: u64,
+    /// Recent completions.
+    pub history: LatencyHistory,
+    /// The white-box state.
+    pub white_box: WhiteBox,
+    /// Latency at this replica, ns.
+    pub latency_ns: u64,
+}
+
+impl Sample {
+    /// The view a policy had.
+    pub fn view(&self) -> IoView<'_> {
+        IoView {
+            now_ns: self.arrival_ns,
+            size: self.size,
+            pending: self.pending,
+            pending_pages: self.pending_pages,
+            history: &self.history,
+            oldest_inflight_ns: self.oldest_inflight_ns,
+            since_completion_ns: self.since_completion_ns,
+            white_box: Some(self.white_box),
+            true_latency_ns: Some(self.latency_ns),
+        }
+    }
+
+    /// Its inputs in feature set `set`.
+    pub fn features(&self, set: FeatureSet) -> Vec<f32> {
+        let mut x = vec![0f32; set.dim()];
+        set.extract(&self.view(), &mut x);
+        x
+    }
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone, Default)]
+pub struct RunResult {
+    /// Every read, in arrival order.
+    pub reads: Vec<ReadResult>,
+    /// Every admission decision, in time order.
+    pub decisions: Vec<Decision>,
+    /// Training rows (when asked for).
+    pub samples: Vec<Sample>,
+}
+
+/// An I/O in flight: (completion, arrival, pages, id, is read).
+type InFlight = (u64, u64, u32, u64, bool);
+/// A pending event: (time, sequence, kind, request, argument).
+type Event = (u64, u64, u8, u32, u8);
+
+/// A replica's block-layer bookkeeping.
+struct Queue {
+    inflight: BinaryHeap<Reverse<InFlight>>,
+    /// (arrival, id) of I/Os in flight: the oldest first.
+    oldest: BTreeSet<(u64, u64)>,
+    pending_pages: u32,
+    /// Pages in flight at each in-flight I/O's arrival, by id (for the history).
+    history: LatencyHistory,
+    last_completion_ns: u64,
+}
+
+impl Queue {
+    fn new() -> Self {
+        Queue {
+            inflight: BinaryHeap::new(),
+            oldest: BTreeSet::new(),
+            pending_pages: 0,
+            history: LatencyHistory::default(),
+            last_completion_ns: 0,
+        }
+    }
+
+    /// Retire what completed by `now`, in completion order.
+    fn retire(&mut self, now: u64, pend_at: &[u32]) {
+        while let Some(&Reverse((done, arrival, pages, id, read))) = self.inflight.peek() {
+            if done > now {
+                break;
+            }
+            self.inflight.pop();
+            self.oldest.remove(&(arrival, id));
+            self.pending_pages -= pages;
+            if read {
+                let us = ((done - arrival) / 1000).min(u32::MAX as u64) as u32;
+                self.history.complete(us, pend_at[id as usize]);
+                self.last_completion_ns = done;
+            }
+        }
+    }
+
+    fn push(&mut self, arrival: u64, done: u64, pages: u32, id: u64, read: bool) {
+        self.inflight.push(Reverse((done, arrival, pages, id, read)));
+        self.oldest.insert((arrival, id));
+        self.pending_pages += pages;
+    }
+}
+
+/// Per-request state.
+#[derive(Clone, Copy)]
+struct State {
+    order: [u8; 8],
+    done: u64,
+    served_by: u32,
+    revoked: u32,
+    duplicates: u32,
+    /// The attempt that was served.
+    served_attempt: u8,
+}
+
+// Event kinds.
+const ARRIVE: u8 = 0; // arg = attempt
+const HEDGE: u8 = 1;
+const TIMEOUT: u8 = 2;
+const COPY: u8 = 3; // arg = replica; unasked submit, first answer wins
+const RETRY: u8 = 4; // arg = replica; unasked submit that replaces the answer
+
+fn pages(size: u32) -> u32 {
+    (size as u64).div_ceil(PAGE_BYTES).max(1) as u32
+}
+
+impl World {
+    /// Age the drives.
+    pub fn new(cfg: WorldConfig) -> World {
+        let n = cfg.replicas.clamp(1, 8);
+        let drives = (0..n)
+            .map(|r| {
+                let mut ssd = Ssd::new(cfg.ssd.clone(), cfg.mode);
+                ssd.precondition(cfg.precondition, cfg.seed ^ (r as u64 + 1));
+                ssd
+            })
+            .collect();
+        World { cfg, drives }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &WorldConfig {
+        &self.cfg
+    }
+
+    /// What MittSSD knows of the drive's timing.
+    pub fn timing(&self) -> DeviceTiming {
+        let c = &self.cfg.ssd;
+        DeviceTiming {
+            read_ns: c.read_ns,
+            transfer_ns: c.page_bytes * 1_000_000_000 / c.channel_bytes_per_s.max(1),
+            controller_ns: c.controller_ns,
+        }
+    }
+
+    /// Replay `requests` (arrival order) with `admission` at the replicas and `client` at the
+    /// client; `samples`: also record a training row for each read's first replica.
+    pub fn run(&self, requests: &[Request], admission: &mut dyn Admission, client: Client, samples: bool) -> RunResult {
+        let n = self.drives.len();
+        let cfg = &self.cfg;
+        let mut replicas: Vec<Replica> = self
+            .drives
+            .iter()
+            .enumerate()
+            .map(|(r, d)| {
+                let noise = cfg.noise.get(r).cloned().unwrap_or(Noise::Quiet);
+                Replica::new(Box::new(d.clone()), noise, cfg.seed.wrapping_add(101 * r as u64 + 7))
+            })
+            .collect();
+        let mut queues: Vec<Queue> = (0..n).map(|_| Queue::new()).collect();
+        let mut rng = Rng::new(cfg.seed ^ 0x7a11);
+        let needs = admission.needs();
+        let mut states: Vec<State> = requests
+            .iter()
+            .map(|q| {
+                let first = q.primary as usize % n;
+                let mut rest: Vec<usize> = (0..n).filter(|&r| r != first).collect();
+                rng.shuffle(&mut rest);
+                let mut order = [0u8; 8];
+                order[0] = first as u8;
+                for (i, r) in rest.into_iter().enumerate() {
+                    order[i + 1] = r as u8;
+                }
+                State {
+                    order,
+                    done: u64::MAX,
+                    served_by: first as u32,
+                    revoked: 0,
+                    duplicates: 0,
+                    served_attempt: 0,
+                }
+            })
+            .collect();
+        // Pages in flight when each submitted I/O arrived (indexed by I/O id).
+        let mut pend_at: Vec<u32> = Vec::with_capacity(requests.len() * 2);
+        let mut out = RunResult::default();
+        // (time, seq, kind, request, arg)
+        let mut heap: BinaryHeap<Reverse<Event>> = BinaryHeap::new();
+        let mut seq = 0u64;
+        let mut next = 0usize;
+        loop {
+            let from_heap = heap.peek().map(|Reverse(e)| e.0);
+            let (t, kind, qi, arg) = match (next < requests.len(), from_heap) {
+                (false, None) => break,
+                (true, h) if h.is_none_or(|h| requests[next].arrival_ns < h) => {
+                    next += 1;
+                    (requests[next - 1].arrival_ns, ARRIVE, next - 1, 0u8)
+                }
+                _ => {
+                    let Reverse((t, _, kind, qi, arg)) = heap.pop().unwrap();
+                    (t, kind, qi as usize, arg)
+                }
+            };
+            let q = requests[qi];
+            let mut schedule = |heap: &mut BinaryHeap<_>, at: u64, kind: u8, arg: u8| {
+                seq += 1;
+                heap.push(Reverse((at, seq, kind, qi as u32, arg)));
+            };
+            match kind {
+                ARRIVE => {
+                    let attempt = arg as usize;
+                    let r = states[qi].order[attempt] as usize;
+                    let id = pend_at.len() as u64;
+                    queues[r].retire(t, &pend_at);
+                    let p = pages(q.size);
+                    let pend_pages = queues[r].pending_pages + p;
+                    if q.write {
+                        let done = replicas[r].serve(t, q.offset, q.size as u64, true);
+                        pend_at.push(pend_pages);
+                        queues[r].push(t, done, p, id, false);
+                        states[qi].done = done;
+                        continue;
+                    }
+                    let last = attempt + 1 >= n;
+                    let qu = &queues[r];
+                    let oldest = qu.oldest.first().map_or(0, |&(a, _)| t.saturating_sub(a));
+                    let since = t.saturating_sub(qu.last_completion_ns);
+                    let wb = if needs.white_box || samples {
+                        let s = replicas[r].storage.state(t, q.offset, q.size as u64);
+                        Some(WhiteBox {
+                            plane_wait_ns: s.plane_wait_ns,
+                            channel_wait_ns: s.channel_wait_ns,
+                            gc_active: s.gc_active,
+                        })
+                    } else {
+                        None
+                    };
+                    let truth = if needs.oracle {
+                        replicas[r].peek(t, q.offset, q.size as u64).map(|d| d - t)
+                    } else {
+                        None
+                    };
+                    let view = IoView {
+                        now_ns: t,
+                        size: q.size,
+                        pending: qu.inflight.len() as u32,
+                        pending_pages: pend_pages,
+                        history: &qu.history,
+                        oldest_inflight_ns: oldest,
+                        since_completion_ns: since,
+                        white_box: wb,
+                        true_latency_ns: truth,
+                    };
+                    let mut decided = None;
+                    if !last {
+                        let clock = Instant::now();
+                        let admitted = admission.admit(&view);
+                        let infer_ns = clock.elapsed().as_nanos().min(u32::MAX as u128) as u32;
+                        if !admitted {
+                            let would = replicas[r].peek(t, q.offset, q.size as u64).map_or(u64::MAX, |d| d - t);
+                            out.decisions.push(Decision {
+                                at_ns: t,
+                                replica: r as u32,
+                                admitted: false,
+                                latency_ns: would,
+                                infer_ns,
+                            });
+                            states[qi].revoked += 1;
+                            schedule(&mut heap, t + cfg.failover_ns, ARRIVE, arg + 1);
+                            continue;
+                        }
+                        decided = Some(infer_ns);
+                    }
+                    let sample = (samples && attempt == 0).then(|| Sample {
+                        arrival_ns: t,
+                        replica: r as u32,
+                        size: q.size,
+                        pending: view.pending,
+                        pending_pages: view.pending_pages,
+                        oldest_inflight_ns: oldest,
+                        since_completion_ns: since,
+                        history: qu.history.clone(),
+                        white_box: wb.unwrap_or_default(),
+                        latency_ns: 0,
+                    });
+                    let done = replicas[r].serve(t, q.offset, q.size as u64, false);
+                    pend_at.push(pend_pages);
+                    queues[r].push(t, done, p, id, true);
+                    if let Some(infer_ns) = decided {
+                        out.decisions.push(Decision {
+                            at_ns: t,
+                            replica: r as u32,
+                            admitted: true,
+                            latency_ns: done - t,
+                            infer_ns,
+                        });
+                    }
+                    if let Some(mut s) = sample {
+                        s.latency_ns = done - t;
+                        out.samples.push(s);
+                    }
+                    let st = &mut states[qi];
+                    st.done = done;
+                    st.served_by = r as u32;
+                    st.served_attempt = attempt as u8;
+                    match client {
+                        Client::Direct => {}
+                        Client::Hedge { after_ns } if n > 1 => {
+                            let at = (q.arrival_ns + after_ns).max(t);
+                            if done > at {
+                                schedule(&mut heap, at, HEDGE, 0);
+                            }
+                        }
+                        Client::Timeout { after_ns } if n > 1 => {
+                            let at = (q.arrival_ns + after_ns).max(t);
+                            if done > at {
+                                schedule(&mut heap, at, TIMEOUT, 0);
+                            }
+                        }
+                        Client::Clone if n > 1 => {
+                            let other = st.order[(attempt + 1) % n];
+                            schedule(&mut heap, t, COPY, other);
+                        }
+                        _ => {}
+                    }
+                }
+                HEDGE | TIMEOUT => {
+                    let st = states[qi];
+                    if st.done <= t {
+                        continue; // answered in time
+                    }
+                    let other = st.order[(st.served_attempt as usize + 1) % n];
+                    let k = if kind == HEDGE { COPY } else { RETRY };
+                    schedule(&mut heap, t + cfg.failover_ns, k, other);
+                }
+                _ => {
+                    // COPY or RETRY: submitted without asking (the copy is not marked).
+                    let r = arg as usize;
+                    let id = pend_at.len() as u64;
+                    queues[r].retire(t, &pend_at);
+                    let p = pages(q.size);
+                    let done = replicas[r].serve(t, q.offset, q.size as u64, false);
+                    pend_at.push(queues[r].pending_pages + p);
+                    queues[r].push(t, done, p, id, true);
+                    let st = &mut states[qi];
+                    st.duplicates += 1;
+                    if kind == RETRY || done < st.done {
+                        st.done = done;
+                        st.served_by = r as u32;
+                    }
+                }
+            }
+        }
+        out.reads = requests
+            .iter()
+            .zip(&states)
+            .filter(|(q, _)| !q.write)
+            .map(|(q, s)| ReadResult {
+                arrival_ns: q.arrival_ns,
+                primary: q.primary,
+                served_by: s.served_by,
+                latency_ns: s.done.saturating_sub(q.arrival_ns),
+                revoked: s.revoked,
+                duplicates: s.duplicates,
+            })
+            .collect();
+        out
+    }
+}

@@ -1,0 +1,195 @@
+//! Policies by name: `ADMISSION[+CLIENT]`, the same text on the command line, in Python and
+//! in result tables.
+//!
+//! Admission (at each replica, before the read enters the device queue):
+//! `base` (serve all), `random=SHARE`, `heursim=PAGES`, `heuradv=MAX,SHORT,SLOW_US`,
+//! `oracle=SLOW_US` (perfect predictor), `mittssd=DEADLINE_US`, `model=PATH` (a trained model
+//! file; its schema and meta say how to use it).
+//! Client (what the application does besides): `hedge=AFTER_US` (a duplicate to another
+//! replica if no answer by then), `clone` (two copies at once), `timeout=AFTER_US` (give up and
+//! retry elsewhere).
+
+use iolearn_ml::ModelFile;
+use iolearn_policy::admission::{
+    Admission, AdmitAll, HeurAdv, Learned, MittSsd, Oracle, QueueLimit, RandomRevoke, Rule,
+};
+use std::path::PathBuf;
+
+/// What the client does besides asking the replicas.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Client {
+    /// Send once; fail over on EBUSY.
+    Direct,
+    /// After `after_ns` without an answer, send a duplicate to another replica; first answer wins.
+    Hedge {
+        /// Delay, ns.
+        after_ns: u64,
+    },
+    /// Send to two replicas at once; first answer wins.
+    Clone,
+    /// After `after_ns` without an answer, abandon the read and retry on another replica.
+    Timeout {
+        /// Delay, ns.
+        after_ns: u64,
+    },
+}
+
+/// A parsed policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicySpec {
+    /// The admission part.
+    pub admission: AdmissionSpec,
+    /// The client part.
+    pub client: Client,
+    /// A decision-rule override for a model (e.g. a tuned threshold), `model=PATH@above_us=T`.
+    pub rule: Option<Rule>,
+}
+
+/// The admission part of a [`PolicySpec`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum AdmissionSpec {
+    /// Serve everything.
+    Base,
+    /// Refuse a random share.
+    Random(f64),
+    /// HeurSim.
+    HeurSim(u32),
+    /// HeurAdv (max pages, short pages, slow us).
+    HeurAdv(u32, u32, u32),
+    /// Perfect predictor, slow above (us).
+    Oracle(f64),
+    /// MittSSD, deadline (us).
+    MittSsd(f64),
+    /// A model file.
+    Model(PathBuf),
+}
+
+/// Device timing MittSSD needs (its white-box model of the drive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DeviceTiming {
+    /// Page read, ns.
+    pub read_ns: u64,
+    /// Page transfer, ns.
+    pub transfer_ns: u64,
+    /// Controller overhead, ns.
+    pub controller_ns: u64,
+}
+
+fn num<T: std::str::FromStr>(what: &str, v: &str) -> Result<T, String> {
+    v.trim()
+        .parse::<T>()
+        .map_err(|_| format!("{what}: {v:?} is not a number"))
+}
+
+fn us(what: &str, v: &str) -> Result<f64, String> {
+    let x: f64 = num(what, v)?;
+    if x.is_finite() && x >= 0.0 {
+        Ok(x)
+    } else {
+        Err(format!("{what}: {v:?} must be a non-negative time in us"))
+    }
+}
+
+impl PolicySpec {
+    /// Parse `ADMISSION[+CLIENT]`.
+    pub fn parse(text: &str) -> Result<PolicySpec, String> {
+        let (adm, client) = match text.split_once('+') {
+            Some((a, c)) => (a.trim(), Some(c.trim())),
+            None => (text.trim(), None),
+        };
+        let (key, val) = match adm.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (adm, None),
+        };
+        let missing = || format!("policy {key:?} needs a value ({key}=...)");
+        let mut rule = None;
+        let admission = match key {
+            "base" => AdmissionSpec::Base,
+            "random" => {
+                let s: f64 = num("random share", val.ok_or_else(missing)?)?;
+                if !(0.0..=1.0).contains(&s) {
+                    return Err(format!("random share {s} is not in [0, 1]"));
+                }
+                AdmissionSpec::Random(s)
+            }
+            "heursim" => AdmissionSpec::HeurSim(num("heursim pages", val.ok_or_else(missing)?)?),
+            "heuradv" => {
+                let parts: Vec<&str> = val.ok_or_else(missing)?.split(',').collect();
+                let [m, s, l] = parts[..] else {
+                    return Err("heuradv=MAX_PAGES,SHORT_PAGES,SLOW_US".into());
+                };
+                AdmissionSpec::HeurAdv(num("heuradv max", m)?, num("heuradv short", s)?, num("heuradv slow", l)?)
+            }
+            "oracle" => AdmissionSpec::Oracle(us("oracle slow", val.ok_or_else(missing)?)?),
+            "mittssd" => AdmissionSpec::MittSsd(us("mittssd deadline", val.ok_or_else(missing)?)?),
+            "model" => {
+                let v = val.ok_or_else(missing)?;
+                let (path, r) = match v.rsplit_once('@') {
+                    Some((p, r)) => (p, Some(r)),
+                    None => (v, None),
+                };
+                if let Some(r) = r {
+                    rule = Some(Rule::parse(r).ok_or_else(|| format!("model rule {r:?} (class, proba=P, above_us=T)"))?);
+                }
+                AdmissionSpec::Model(PathBuf::from(path))
+            }
+            other => {
+                return Err(format!(
+                    "unknown admission {other:?} (base, random=S, heursim=P, heuradv=M,S,US, oracle=US, mittssd=US, model=PATH)"
+                ))
+            }
+        };
+        let client = match client {
+            None => Client::Direct,
+            Some(c) => match c.split_once('=') {
+                Some(("hedge", v)) => Client::Hedge {
+                    after_ns: (us("hedge delay", v)? * 1e3) as u64,
+                },
+                Some(("timeout", v)) => Client::Timeout {
+                    after_ns: (us("timeout", v)? * 1e3) as u64,
+                },
+                None if c == "clone" => Client::Clone,
+                _ => return Err(format!("unknown client {c:?} (hedge=US, clone, timeout=US)")),
+            },
+        };
+        Ok(PolicySpec {
+            admission,
+            client,
+            rule,
+        })
+    }
+
+    /// Build the admission policy (`seed` for the random one, `timing` for MittSSD).
+    pub fn build(&self, seed: u64, timing: DeviceTiming) -> Result<Box<dyn Admission>, String> {
+        Ok(match &self.admission {
+            AdmissionSpec::Base => Box::new(AdmitAll),
+            AdmissionSpec::Random(s) => Box::new(RandomRevoke::new(*s, seed)),
+            AdmissionSpec::HeurSim(p) => Box::new(QueueLimit { max_pages: *p }),
+            AdmissionSpec::HeurAdv(m, s, l) => Box::new(HeurAdv {
+                max_pages: *m,
+                short_pages: *s,
+                slow_us: *l,
+            }),
+            AdmissionSpec::Oracle(u) => Box::new(Oracle {
+                slow_ns: (u * 1e3) as u64,
+            }),
+            AdmissionSpec::MittSsd(u) => Box::new(MittSsd {
+                deadline_ns: (u * 1e3) as u64,
+                read_ns: timing.read_ns,
+                transfer_ns: timing.transfer_ns,
+                controller_ns: timing.controller_ns,
+            }),
+            AdmissionSpec::Model(path) => {
+                let file = ModelFile::load(path).map_err(|e| e.to_string())?;
+                let name = path
+                    .file_stem()
+                    .map_or("model".into(), |s| s.to_string_lossy().to_string());
+                let mut l = Learned::from_file(&file, &name).map_err(|e| format!("{}: {e}", path.display()))?;
+                if let Some(r) = self.rule {
+                    l.set_rule(r).map_err(|e| format!("{}: {e}", path.display()))?;
+                }
+                Box::new(l)
+            }
+        })
+    }
+}
