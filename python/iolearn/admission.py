@@ -119,9 +119,10 @@ def _train_linnos(X, slow, seed, quick):
 
 
 def _train_mittos(X, y_us, seed, quick, b=0.0):
-    # ML-MittOS regressor: 9 values -> 3 x 128 ReLU -> latency (us), MSE (b = 0) or AMSE.
+    # ML-MittOS regressor: 9 values -> 3 x 64 ReLU -> latency, MSE (b = 0) or AMSE. The paper's
+    # 128-wide layers take 1.5 us per inference here (make bench), over the 1 us budget.
     return MLP(
-        hidden=(128, 128, 128),
+        hidden=(64, 64, 64),
         activation="relu",
         loss="asymmetric_mse" if b else "mse",
         b=b,
@@ -138,7 +139,7 @@ def _train_mittos(X, y_us, seed, quick, b=0.0):
 def _train_mittos_classifier(X, slow, seed, quick, weight=2.0):
     # ML-MittOS classifier: sigmoid output, BCE with class weight on EBUSY, bias ln(pos/neg).
     return MLP(
-        hidden=(128, 128, 128),
+        hidden=(64, 64, 64),
         activation="relu",
         loss="binary_cross_entropy",
         pos_weight=weight,
@@ -213,35 +214,30 @@ def prepare(world, s: Setting, train: dict, models_dir: Path, quick: bool = Fals
 
 def _train_ours(world, s: Setting, train: dict, sm: dict, slow, lat, models_dir: Path, prep: Prepared, quick: bool) -> str:
     """Our policy: a decision tree on `iolearn-tail-v1` (LinnOS's inputs plus the age of the
-    oldest I/O in flight and the time since the last completion), its probability threshold
-    chosen by ML-MittOS's expected-latency model on held-out training rows, and a hedge whose
-    delay is tuned by replaying the training half, within Hedge95's extra-I/O budget."""
-    X = sm["tail"]
-    n = len(X)
-    cut = int(n * 0.75)
-    tree = DecisionTree(max_depth=10, min_samples_leaf=8).fit(X[:cut], slow[:cut])
-    proba = tree.predict_proba(X[cut:])[:, 1].astype(np.float64)
-    thr, _ = _native.best_threshold(proba, lat[cut:].astype(np.float64), s.replicas, s.failover_us)
-    thr = float(min(max(thr, 0.05), 0.95))
-    tree = DecisionTree(max_depth=10, min_samples_leaf=8).fit(X, slow)
+    oldest I/O in flight and the time since the last completion: a stalled replica shows there
+    before any slow completion does), with its probability threshold and a hedge delay tuned
+    together by replaying the training half: the pair with the lowest p99 (then mean) among
+    those sending no more duplicates than Hedge95 (5% of reads)."""
+    tree = DecisionTree(max_depth=8, min_samples_leaf=20).fit(sm["tail"], slow)
     path = models_dir / "iolearn-tree.iolm"
-    tree.save(path, schema="iolearn-tail-v1", meta={"rule": f"proba={thr:.4f}", "ip_us": f"{prep.ip_us:.1f}"})
-    admission = f"model={path}"
-    # The hedge: the delay (a percentile of the served reads' latency on the training half)
-    # that gives the lowest p99 there without more duplicates than Hedge95 (5% of reads).
-    served = world.run(admission, **train, rate=s.rate, seed=s.seed)
-    served_lat = served["reads"]["latency_ns"] / 1e3
-    best = (np.inf, admission)
-    for pct in (90.0, 95.0, 97.0, 98.0, 99.0):
-        delay = float(np.percentile(served_lat, pct))
-        spec = f"{admission}+hedge={delay:.1f}"
-        r = world.run(spec, **train, rate=s.rate, seed=s.seed)
-        l = r["reads"]["latency_ns"] / 1e3
-        extra = r["reads"]["duplicates"].mean()
-        if extra <= 0.05 and np.percentile(l, 99) < best[0]:
-            best = (float(np.percentile(l, 99)), spec)
-    prep.notes["iolearn_proba_threshold"] = thr
-    return best[1]
+    tree.save(path, schema="iolearn-tail-v1", meta={"rule": "proba=0.5", "ip_us": f"{prep.ip_us:.1f}"})
+    best = (np.inf, np.inf, "")
+    thresholds = (0.2, 0.5) if quick else (0.1, 0.2, 0.35, 0.5, 0.7)
+    for thr in thresholds:
+        admission = f"model={path}@proba={thr}"
+        served = world.run(admission, **train, rate=s.rate, seed=s.seed)["reads"]["latency_ns"] / 1e3
+        delays = [None] + [float(np.percentile(served, p)) for p in (80, 90, 95, 98)]
+        for delay in delays:
+            spec = admission if delay is None else f"{admission}+hedge={delay:.1f}"
+            r = world.run(spec, **train, rate=s.rate, seed=s.seed)["reads"]
+            if r["duplicates"].mean() > 0.05:
+                continue
+            l = r["latency_ns"] / 1e3
+            key = (float(np.percentile(l, 99)), float(l.mean()), spec)
+            if key[:2] < best[:2]:
+                best = key
+    prep.notes["iolearn_train_p99_us"] = best[0]
+    return best[2]
 
 
 def metrics(name: str, spec: str, r: dict, s: Setting, prep: Prepared, wall_s: float) -> dict:

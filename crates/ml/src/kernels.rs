@@ -306,7 +306,7 @@ pub(crate) fn linear_i32_body(w: &[i32], x: &[i32], acc_out: &mut [i64]) {
 /// `2p + 1` (high half). Sums are i32 (the caller checks they cannot overflow); the first
 /// `acc_out.len()` outputs are written.
 #[inline(always)]
-pub(crate) fn linear_i16_pairs<const FMA: bool>(packed: &[i16], xp: &[i32], acc_out: &mut [i64]) {
+pub(crate) fn linear_i16_pairs<const FMA: bool>(packed: &[i16], xp: &[i32], acc_out: &mut [i32]) {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     if FMA {
         // SAFETY: `FMA` is true only inside `simd`'s AVX2 + FMA path, after the CPU check.
@@ -321,7 +321,7 @@ pub(crate) fn linear_i16_pairs<const FMA: bool>(packed: &[i16], xp: &[i32], acc_
             let (x0, x1) = (pair as i16, (pair >> 16) as i16);
             s = s.wrapping_add(packed[base] as i32 * x0 as i32 + packed[base + 1] as i32 * x1 as i32);
         }
-        *a = s as i64;
+        *a = s;
     }
 }
 

@@ -24,6 +24,19 @@ pub(crate) fn ln64(x: f64) -> f64 {
     libm::log(x)
 }
 
+/// `x` rounded half away from zero to an integer, as `roundf` does, for |x| < 2^62; a few
+/// instructions instead of libm's bit-twiddling call (the x1000 inference rounds every input).
+/// Exact: an f32 plus 0.5 is exact in f64.
+#[inline]
+pub(crate) fn round_i64(x: f32) -> i64 {
+    let x = x as f64;
+    if x >= 0.0 {
+        (x + 0.5) as i64
+    } else {
+        (x - 0.5) as i64
+    }
+}
+
 /// Index of the largest value (first one on ties); 0 for an empty slice.
 #[inline]
 pub(crate) fn argmax(v: &[f32]) -> usize {

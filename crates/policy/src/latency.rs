@@ -47,10 +47,12 @@ impl LatencyHistory {
     pub fn linnos_features(&self, pending_pages: u32) -> [f32; 31] {
         let mut f = [0f32; 31];
         let mut put = |at: usize, value: u32, digits: usize| {
-            let cap = 10u32.pow(digits as u32) - 1;
-            let v = value.min(cap);
-            for d in 0..digits {
-                f[at + d] = ((v / 10u32.pow((digits - 1 - d) as u32)) % 10) as f32;
+            let cap = [0, 9, 99, 999, 9999][digits];
+            let mut v = value.min(cap);
+            // Least significant digit last.
+            for d in (0..digits).rev() {
+                f[at + d] = (v % 10) as f32;
+                v /= 10;
             }
         };
         put(0, pending_pages, 3);

@@ -244,7 +244,7 @@ pub(super) fn linear_out_major(w: &[f32], b: &[f32], x: &[f32], y: &mut [f32], a
 /// neighbours, giving 8 outputs' share of two inputs; four output blocks run side by side.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-pub(super) fn linear_i16_pairs(packed: &[i16], xp: &[i32], acc_out: &mut [i64]) {
+pub(super) fn linear_i16_pairs(packed: &[i16], xp: &[i32], acc_out: &mut [i32]) {
     let np = xp.len();
     let nb = acc_out.len().div_ceil(8);
     assert!(packed.len() >= nb * np * 16, "packed weights too short");
@@ -252,24 +252,44 @@ pub(super) fn linear_i16_pairs(packed: &[i16], xp: &[i32], acc_out: &mut [i64]) 
     let mut lanes = [0i32; 8];
     let mut blk = 0;
     // SAFETY: block `b` reads `packed[(b * np + p) * 16..+16]` for `p < np` and `b < nb`,
-    // inside `packed` as asserted.
+    // inside `packed` as asserted; full blocks store 8 lanes at `o..o + 8 <= acc_out.len()`.
     unsafe {
         while blk < nb {
             let group = (nb - blk).min(4);
             let mut acc = [_mm256_setzero_si256(); 4];
-            for (p, &pair) in xp.iter().enumerate() {
-                let xv = _mm256_set1_epi32(pair);
-                for (g, a) in acc.iter_mut().enumerate().take(group) {
-                    let wv = _mm256_loadu_si256(pp.add(((blk + g) * np + p) * 16) as *const __m256i);
-                    *a = _mm256_add_epi32(*a, _mm256_madd_epi16(wv, xv));
+            if group == 4 {
+                // The common case, unrolled: four blocks' weights per input pair.
+                let (b0, b1, b2, b3) = (
+                    pp.add(blk * np * 16),
+                    pp.add((blk + 1) * np * 16),
+                    pp.add((blk + 2) * np * 16),
+                    pp.add((blk + 3) * np * 16),
+                );
+                for (p, &pair) in xp.iter().enumerate() {
+                    let xv = _mm256_set1_epi32(pair);
+                    let w = |b: *const i16| _mm256_loadu_si256(b.add(p * 16) as *const __m256i);
+                    acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(w(b0), xv));
+                    acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(w(b1), xv));
+                    acc[2] = _mm256_add_epi32(acc[2], _mm256_madd_epi16(w(b2), xv));
+                    acc[3] = _mm256_add_epi32(acc[3], _mm256_madd_epi16(w(b3), xv));
+                }
+            } else {
+                for (p, &pair) in xp.iter().enumerate() {
+                    let xv = _mm256_set1_epi32(pair);
+                    for (g, a) in acc.iter_mut().enumerate().take(group) {
+                        let wv = _mm256_loadu_si256(pp.add(((blk + g) * np + p) * 16) as *const __m256i);
+                        *a = _mm256_add_epi32(*a, _mm256_madd_epi16(wv, xv));
+                    }
                 }
             }
             for (g, a) in acc.iter().enumerate().take(group) {
-                _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, *a);
                 let o = (blk + g) * 8;
-                let n = (acc_out.len() - o).min(8);
-                for k in 0..n {
-                    acc_out[o + k] = lanes[k] as i64;
+                if o + 8 <= acc_out.len() {
+                    _mm256_storeu_si256(acc_out.as_mut_ptr().add(o) as *mut __m256i, *a);
+                } else {
+                    _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, *a);
+                    let n = acc_out.len() - o;
+                    acc_out[o..o + n].copy_from_slice(&lanes[..n]);
                 }
             }
             blk += group;
