@@ -1,0 +1,228 @@
+//! The tail-latency harness (issue 6): replicated replay, admission with failover, the client
+//! strategies, the decision record and training rows.
+
+use iolearn_ml::Rng;
+use iolearn_policy::admission::{Admission, AdmitAll, IoView, Oracle, RandomRevoke};
+use iolearn_sim::ssd::{GcMode, SsdConfig};
+use iolearn_tail::{replicate, Client, PolicySpec, Request, RunResult, World, WorldConfig};
+
+/// A write-heavy random workload (GC and flushes make tails): `n` I/Os at `iops`.
+fn workload(n: usize, iops: f64, seed: u64) -> Vec<(u64, u64, u32, bool)> {
+    let mut rng = Rng::new(seed);
+    let mut t = 0u64;
+    (0..n)
+        .map(|_| {
+            t += (-(1.0 - rng.next_f64()).ln() / iops * 1e9) as u64;
+            let off = rng.below(1 << 20) as u64 * 4096;
+            let size = 4096 * (1 + rng.below(4) as u32);
+            (t, off, size, rng.next_f64() < 0.6)
+        })
+        .collect()
+}
+
+fn world(replicas: usize, failover_ns: u64) -> World {
+    World::new(WorldConfig {
+        ssd: SsdConfig::consumer(),
+        mode: GcMode::Base,
+        replicas,
+        failover_ns,
+        noise: vec![],
+        precondition: 1.0,
+        seed: 3,
+    })
+}
+
+fn run(w: &World, reqs: &[Request], policy: &mut dyn Admission, client: Client) -> RunResult {
+    w.run(reqs, policy, client, false)
+}
+
+#[test]
+fn replicate_gives_every_replica_the_whole_trace_shifted() {
+    let ios = vec![
+        (1_000, 0, 4096, false),
+        (5_000, 4096, 4096, true),
+        (11_000, 8192, 512, false),
+    ];
+    let reqs = replicate(&ios, 3, 1.0);
+    assert_eq!(reqs.len(), 9);
+    assert!(reqs.windows(2).all(|w| w[0].arrival_ns <= w[1].arrival_ns));
+    for k in 0..3 {
+        let mine: Vec<_> = reqs.iter().filter(|r| r.primary == k).collect();
+        assert_eq!(mine.len(), 3);
+        assert_eq!(mine.iter().filter(|r| r.write).count(), 1);
+    }
+    // Twice the rate: half the span.
+    let fast = replicate(&ios, 1, 2.0);
+    assert_eq!(fast.last().unwrap().arrival_ns, 5_000);
+    assert!(replicate(&[], 3, 1.0).is_empty());
+}
+
+#[test]
+fn base_serves_every_read_at_its_own_replica_and_is_deterministic() {
+    let w = world(3, 15_000);
+    let reqs = replicate(&workload(3000, 3000.0, 1), 3, 1.0);
+    let a = run(&w, &reqs, &mut AdmitAll, Client::Direct);
+    let b = run(&w, &reqs, &mut AdmitAll, Client::Direct);
+    assert_eq!(a.reads, b.reads, "same world, same policy: same result");
+    assert_eq!(a.reads.len(), reqs.iter().filter(|r| !r.write).count());
+    for r in &a.reads {
+        assert_eq!((r.revoked, r.duplicates), (0, 0));
+        assert_eq!(r.served_by, r.primary);
+        assert!(r.latency_ns > 0);
+    }
+    assert!(a.decisions.iter().all(|d| d.admitted));
+}
+
+#[test]
+fn refusing_everywhere_fails_over_to_the_last_replica_at_the_failover_cost() {
+    let (n, f) = (3, 40_000);
+    let w = world(n, f);
+    let reqs = replicate(&workload(2000, 2000.0, 2), n, 1.0);
+    let mut refuse = RandomRevoke::new(1.0, 0);
+    let r = run(&w, &reqs, &mut refuse, Client::Direct);
+    for read in &r.reads {
+        assert_eq!(read.revoked, n as u32 - 1, "asked n - 1 replicas, the last serves");
+        assert_ne!(read.served_by, read.primary);
+        assert!(read.latency_ns > (n as u64 - 1) * f, "{} ns", read.latency_ns);
+    }
+    // Every refusal is recorded with what the read would have taken there.
+    assert_eq!(r.decisions.len(), r.reads.len() * (n - 1));
+    assert!(r
+        .decisions
+        .iter()
+        .all(|d| !d.admitted && d.latency_ns > 0 && d.latency_ns < u64::MAX));
+}
+
+#[test]
+fn the_oracle_refuses_exactly_the_slow_reads() {
+    // Counterfactual latencies of refused reads come from an exact peek: the perfect
+    // predictor's decisions are all right.
+    let w = world(3, 15_000);
+    let reqs = replicate(&workload(4000, 6000.0, 3), 3, 1.0);
+    let slow_ns = 300_000;
+    let r = run(&w, &reqs, &mut Oracle { slow_ns }, Client::Direct);
+    let refused = r.decisions.iter().filter(|d| !d.admitted).count();
+    assert!(refused > 10, "the workload has slow reads ({refused} refused)");
+    for d in &r.decisions {
+        assert_eq!(d.admitted, d.latency_ns <= slow_ns, "{d:?}");
+    }
+    let base = run(&w, &reqs, &mut AdmitAll, Client::Direct);
+    let mean = |x: &RunResult| x.reads.iter().map(|r| r.latency_ns as f64).sum::<f64>() / x.reads.len() as f64;
+    assert!(mean(&r) < mean(&base), "oracle {} vs base {}", mean(&r), mean(&base));
+}
+
+#[test]
+fn hedges_clones_and_timeouts_send_the_copies_they_should() {
+    let w = world(3, 15_000);
+    let reqs = replicate(&workload(3000, 4000.0, 4), 3, 1.0);
+    let base = run(&w, &reqs, &mut AdmitAll, Client::Direct);
+    // Never firing: the same as base.
+    let late = Client::Hedge { after_ns: u64::MAX / 4 };
+    assert_eq!(run(&w, &reqs, &mut AdmitAll, late).reads, base.reads);
+    let to = Client::Timeout { after_ns: u64::MAX / 4 };
+    assert_eq!(run(&w, &reqs, &mut AdmitAll, to).reads, base.reads);
+    // Clone: exactly one copy each.
+    let c = run(&w, &reqs, &mut AdmitAll, Client::Clone);
+    assert!(c.reads.iter().all(|r| r.duplicates == 1));
+    // A hedge fires only for reads not answered by then, and at most once.
+    let after_ns = 200_000;
+    let h = run(&w, &reqs, &mut AdmitAll, Client::Hedge { after_ns });
+    assert!(h.reads.iter().all(|r| r.duplicates <= 1));
+    for r in h.reads.iter().filter(|r| r.duplicates == 0) {
+        assert!(r.latency_ns <= after_ns, "{r:?}");
+    }
+    // A hedged read's answer is no later than the hedge plus a hop plus a slow read, and the
+    // tail shrinks.
+    let p999 = |x: &RunResult| {
+        let mut v: Vec<u64> = x.reads.iter().map(|r| r.latency_ns).collect();
+        v.sort_unstable();
+        v[v.len() * 999 / 1000]
+    };
+    assert!(p999(&h) < p999(&base), "hedged {} vs base {}", p999(&h), p999(&base));
+    // A timeout's answer is the retry's: never earlier than the timeout plus a hop.
+    let t = run(&w, &reqs, &mut AdmitAll, Client::Timeout { after_ns });
+    for r in t.reads.iter().filter(|r| r.duplicates == 1) {
+        assert!(r.latency_ns >= after_ns + 15_000, "{r:?}");
+    }
+}
+
+#[test]
+fn training_rows_describe_what_the_policy_saw() {
+    let w = world(2, 15_000);
+    let reqs = replicate(&workload(2000, 3000.0, 5), 2, 1.0);
+    let r = w.run(&reqs, &mut AdmitAll, Client::Direct, true);
+    assert_eq!(r.samples.len(), r.reads.len());
+    // Rows are in arrival order, like the reads; each carries the read's own latency.
+    for (s, read) in r.samples.iter().zip(&r.reads) {
+        assert_eq!(s.latency_ns, read.latency_ns);
+        assert_eq!(s.arrival_ns, read.arrival_ns);
+        assert!(s.pending_pages >= s.size.div_ceil(4096));
+    }
+    // History fills up: after a few reads every row has four completions.
+    let last = r.samples.last().unwrap();
+    let f = last.features(iolearn_policy::admission::FeatureSet::Mittos);
+    assert!(f[1] > 0.0 && f[7] > 0.0, "{f:?}");
+}
+
+/// A policy that records what it is shown.
+struct Spy(Vec<(u32, u64)>);
+
+impl Admission for Spy {
+    fn name(&self) -> String {
+        "spy".into()
+    }
+    fn admit(&mut self, io: &IoView) -> bool {
+        self.0.push((io.pending_pages, io.oldest_inflight_ns));
+        true
+    }
+}
+
+#[test]
+fn policies_see_queues_that_grow_with_load() {
+    let w = world(3, 15_000);
+    let mean_pending = |iops: f64| {
+        let reqs = replicate(&workload(3000, iops, 6), 3, 1.0);
+        let mut spy = Spy(Vec::new());
+        run(&w, &reqs, &mut spy, Client::Direct);
+        spy.0.iter().map(|p| p.0 as f64).sum::<f64>() / spy.0.len() as f64
+    };
+    let (light, heavy) = (mean_pending(200.0), mean_pending(20_000.0));
+    assert!(heavy > light * 1.5, "pending pages: light {light}, heavy {heavy}");
+}
+
+#[test]
+fn policy_specs_parse_and_errors_name_the_problem() {
+    for ok in [
+        "base",
+        "random=0.1",
+        "heursim=12",
+        "heuradv=12,3,250",
+        "oracle=300",
+        "mittssd=250.5",
+        "base+hedge=500",
+        "base+clone",
+        "base+timeout=2000",
+        "model=/x/linnos.iolm@proba=0.3+hedge=100",
+    ] {
+        PolicySpec::parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+    }
+    let s = PolicySpec::parse("model=m.iolm@above_us=250+hedge=90").unwrap();
+    assert_eq!(s.client, Client::Hedge { after_ns: 90_000 });
+    for (bad, says) in [
+        ("fancy", "unknown admission"),
+        ("random", "needs a value"),
+        ("random=2", "not in [0, 1]"),
+        ("heursim=x", "not a number"),
+        ("heuradv=1,2", "heuradv=MAX_PAGES"),
+        ("oracle=-3", "non-negative"),
+        ("base+hedge", "unknown client"),
+        ("base+teleport=3", "unknown client"),
+        ("model=m.iolm@maybe", "model rule"),
+    ] {
+        let e = PolicySpec::parse(bad).unwrap_err();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+    let missing = PolicySpec::parse("model=/nonexistent/m.iolm").unwrap();
+    let e = missing.build(0, Default::default()).err().unwrap();
+    assert!(e.contains("/nonexistent/m.iolm"), "{e}");
+}
