@@ -23,9 +23,15 @@ import numpy as np
 from . import _native, traces
 from .models import MLP, DecisionTree
 
+def _reference(name: str) -> str:
+    """A reference trace in `shared/` beside the repository (as CI lays it out)."""
+    repo = Path(__file__).resolve().parents[2]
+    return str(repo.parent / "shared" / "reference" / "traces" / name)
+
+
 REFERENCE_TRACES = (
-    "../shared/reference/traces/msr.cut.per_10k.rw_20_80.105.trace",
-    "../shared/reference/traces/msr.cut.per_10k.rw_40_60.1370.trace",
+    _reference("msr.cut.per_10k.rw_20_80.105.trace"),
+    _reference("msr.cut.per_10k.rw_40_60.1370.trace"),
 )
 
 
@@ -118,7 +124,7 @@ def _train_linnos(X, slow, seed, quick, penalty=2.0):
     ).fit(X, slow.astype(np.float32))
 
 
-def _mean_us(world, spec: str, s: "Setting", data: dict) -> float:
+def _mean_us(world, spec: str, s: Setting, data: dict) -> float:
     return float((world.run(spec, **data, rate=s.rate, seed=s.seed)["reads"]["latency_ns"] / 1e3).mean())
 
 
@@ -282,7 +288,7 @@ def _train_ours(
     path = models_dir / "iolearn-tree.iolm"
     tree.save(path, schema="iolearn-tail-v1", meta={"rule": "proba=0.5", "ip_us": f"{prep.ip_us:.1f}"})
     best = (np.inf, np.inf, "")
-    thresholds = (0.2, 0.5) if quick else (0.1, 0.2, 0.35, 0.5, 0.7)
+    thresholds = (0.1, 0.2, 0.35, 0.5, 0.7)
     for thr in thresholds:
         admission = f"model={path}@proba={thr}"
         served = world.run(admission, **train, rate=s.rate, seed=s.seed)["reads"]["latency_ns"] / 1e3
@@ -292,8 +298,8 @@ def _train_ours(
             r = world.run(spec, **train, rate=s.rate, seed=s.seed)["reads"]
             if r["duplicates"].mean() > 0.05:
                 continue
-            l = r["latency_ns"] / 1e3
-            key = (float(np.percentile(l, 99)), float(l.mean()), spec)
+            lat_us = r["latency_ns"] / 1e3
+            key = (float(np.percentile(lat_us, 99)), float(lat_us.mean()), spec)
             if key[:2] < best[:2]:
                 best = key
     prep.notes["iolearn_train_p99_us"] = best[0]
@@ -488,18 +494,18 @@ def goals(rows: list[dict], best: str = "iolearn") -> list[tuple[str, bool, str]
         need = ("Base", "Hedge95", "LinnOS+HL", "Oracle", best)
         if not all(k in rs for k in need):
             continue
-        b, h, l, o, ours = (rs[k] for k in need)
+        b, h, lh, o, ours = (rs[k] for k in need)
         out.append(
             (
-                f"{name}: LinnOS+HL mean {l['mean_us']:.0f} us < Hedge95 {h['mean_us']:.0f} us",
-                l["mean_us"] < h["mean_us"],
+                f"{name}: LinnOS+HL mean {lh['mean_us']:.0f} us < Hedge95 {h['mean_us']:.0f} us",
+                lh["mean_us"] < h["mean_us"],
                 "",
             )
         )
-        cut = 100 * (l["p99_us"] - ours["p99_us"]) / l["p99_us"]
+        cut = 100 * (lh["p99_us"] - ours["p99_us"]) / lh["p99_us"]
         out.append(
             (
-                f"{name}: {best} p99 {ours['p99_us']:.0f} us is {cut:.0f}% below LinnOS+HL's {l['p99_us']:.0f}",
+                f"{name}: {best} p99 {ours['p99_us']:.0f} us is {cut:.0f}% below LinnOS+HL's {lh['p99_us']:.0f}",
                 cut >= 20,
                 "",
             )
@@ -538,7 +544,11 @@ def main(argv=None) -> int:
         for s in grid:
             if bar is not None:
                 bar.set_description(s.name)
-            rows, lats = evaluate(s, args.out, args.quick, bar)
+            try:
+                rows, lats = evaluate(s, args.out, args.quick, bar)
+            except (ValueError, OSError) as e:
+                print(f"iolearn eval admission: {s.name}: {e}", file=sys.stderr)
+                return 1
             all_rows += rows
             all_lats[s.name] = lats
             if not args.no_plots:

@@ -34,6 +34,14 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Evaluations in the simulator: `iolearn eval admission` trains and compares the
+    /// tail-latency policies (runs `python -m iolearn.admission`; `--help` shows its options).
+    #[command(disable_help_flag = true)]
+    Eval {
+        /// `admission [options]`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Block I/O traces: stats, cut, busiest, rerate, convert.
     #[command(subcommand)]
     Trace(trace::TraceCommand),
@@ -92,6 +100,16 @@ fn main() -> ExitCode {
             _ => Err(anyhow::anyhow!(
                 "usage: iolearn sim ssd --trace T --out lat.parquet [options] (see --help)"
             )),
+        },
+        Command::Eval { args } => match args.split_first() {
+            Some((what, rest)) if what == "admission" => match python::run_module("iolearn.admission", rest) {
+                Ok(code) => return ExitCode::from(code),
+                Err(e) => Err(e),
+            },
+            Some((what, _)) if what != "--help" && what != "-h" => {
+                Err(anyhow::anyhow!("unknown evaluation {what:?} (available: admission)"))
+            }
+            _ => Err(anyhow::anyhow!("usage: iolearn eval admission [options] (see --help)")),
         },
         Command::Bench { args } => match bench_args(&args) {
             Ok(rest) => match python::run_module("iolearn.bench_real", &rest) {
