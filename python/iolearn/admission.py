@@ -23,6 +23,7 @@ import numpy as np
 from . import _native, traces
 from .models import MLP, DecisionTree
 
+
 def _reference(name: str) -> str:
     """A reference trace in `shared/` beside the repository (as CI lays it out)."""
     repo = Path(__file__).resolve().parents[2]
@@ -276,32 +277,70 @@ def prepare(world, s: Setting, train: dict, models_dir: Path, quick: bool = Fals
     return prep
 
 
+# Our hedges: at most this share of reads, enforced online (a token bucket): the extra I/O
+# Hedge95 spends by construction. (At light load a busy period's first read cannot be
+# predicted by anyone but the oracle: nothing in flight, the history is old; the hedge is what
+# catches those.)
+HEDGE_BUDGET = 0.05
+
+# Test metrics pool this many simulated worlds (noise seeds) replaying the test half: a p99
+# over a few thousand reads moves by tens of percent from one draw of busy periods to the next.
+TEST_WORLDS = 3
+
+
 def _train_ours(
     world, s: Setting, train: dict, sm: dict, slow, lat, models_dir: Path, prep: Prepared, quick: bool
 ) -> str:
     """Our policy: a decision tree on `iolearn-tail-v1` (LinnOS's inputs plus the age of the
     oldest I/O in flight and the time since the last completion: a stalled replica shows there
-    before any slow completion does), with its probability threshold and a hedge delay tuned
-    together by replaying the training half: the pair with the lowest p99 (then mean) among
-    those sending no more duplicates than Hedge95 (5% of reads)."""
-    tree = DecisionTree(max_depth=8, min_samples_leaf=20).fit(sm["tail"], slow)
-    path = models_dir / "iolearn-tree.iolm"
-    tree.save(path, schema="iolearn-tail-v1", meta={"rule": "proba=0.5", "ip_us": f"{prep.ip_us:.1f}"})
+    before any slow completion does), and a hedge for what it misses, capped online at 5% of
+    reads (`HEDGE_BUDGET`).
+
+    The training half is replayed in several simulated worlds (other noise seeds: the same
+    trace, other busy periods), which gives the tree more varied rows and the tuning a less
+    noisy p99. Tuned there: what counts as "slow" for the labels (the IP, or the p95: the IP
+    can sit inside the normal spread of reads), the tree's probability threshold, and the hedge
+    delay (a multiple of the IP, well above normal reads so the budget goes to stuck ones):
+    the lowest mean p99 over the worlds (then mean latency) among choices that hedge at most
+    half the budget (headroom for a test half with more tail)."""
+    worlds = [world] + [
+        _native.TailWorld(
+            preset=s.preset,
+            mode=s.mode,
+            replicas=s.replicas,
+            failover_us=s.failover_us,
+            noise=s.noise,
+            seed=s.seed + 1000 * k,
+        )
+        for k in range(1, 2 if quick else 4)
+    ]
+    rows = [sm] + [w.run("base", **train, rate=s.rate, samples=True, seed=s.seed)["samples"] for w in worlds[1:]]
+    X = np.concatenate([r["tail"] for r in rows])
+    lat_all = np.concatenate([r["latency_ns"] for r in rows]) / 1e3
     best = (np.inf, np.inf, "")
-    thresholds = (0.1, 0.2, 0.35, 0.5, 0.7)
-    for thr in thresholds:
-        admission = f"model={path}@proba={thr}"
-        served = world.run(admission, **train, rate=s.rate, seed=s.seed)["reads"]["latency_ns"] / 1e3
-        delays = [None] + [float(np.percentile(served, p)) for p in (80, 90, 95, 98)]
-        for delay in delays:
-            spec = admission if delay is None else f"{admission}+hedge={delay:.1f}"
-            r = world.run(spec, **train, rate=s.rate, seed=s.seed)["reads"]
-            if r["duplicates"].mean() > 0.05:
-                continue
-            lat_us = r["latency_ns"] / 1e3
-            key = (float(np.percentile(lat_us, 99)), float(lat_us.mean()), spec)
-            if key[:2] < best[:2]:
-                best = key
+    for k, cut in enumerate(sorted({round(prep.ip_us, 1), round(float(np.percentile(lat, 95)), 1)})):
+        label = lat_all > cut
+        if label.all() or not label.any():
+            continue
+        path = models_dir / f"iolearn-tree-{k}.iolm"
+        DecisionTree(max_depth=8, min_samples_leaf=20).fit(X, label).save(
+            path, schema="iolearn-tail-v1", meta={"rule": "proba=0.5", "slow_us": f"{cut:.1f}"}
+        )
+        for thr in (0.2, 0.35, 0.5):
+            for mult in (1.5, 2.0, 3.0):
+                spec = f"model={path}@proba={thr}+hedge={prep.ip_us * mult:.1f}/{HEDGE_BUDGET}"
+                p99s, means, dups = [], [], []
+                for w in worlds:
+                    r = w.run(spec, **train, rate=s.rate, seed=s.seed)["reads"]
+                    lat_us = r["latency_ns"] / 1e3
+                    p99s.append(np.percentile(lat_us, 99))
+                    means.append(lat_us.mean())
+                    dups.append(r["duplicates"].mean())
+                if max(dups) > HEDGE_BUDGET / 2:
+                    continue
+                key = (float(np.mean(p99s)), float(np.mean(means)), spec)
+                if key[:2] < best[:2]:
+                    best = key
     prep.notes["iolearn_train_p99_us"] = best[0]
     return best[2]
 
@@ -344,18 +383,31 @@ def metrics(name: str, spec: str, r: dict, s: Setting, prep: Prepared, wall_s: f
 def evaluate(s: Setting, out: Path, quick: bool = False, progress=None) -> tuple[list[dict], dict]:
     """Prepare and run every policy on one setting; returns (metric rows, test latencies)."""
     train, test = _slices(s.trace)
-    world = _native.TailWorld(
-        preset=s.preset, mode=s.mode, replicas=s.replicas, failover_us=s.failover_us, noise=s.noise, seed=s.seed
-    )
+
+    def make_world(seed):
+        return _native.TailWorld(
+            preset=s.preset, mode=s.mode, replicas=s.replicas, failover_us=s.failover_us, noise=s.noise, seed=seed
+        )
+
+    world = make_world(s.seed)
     prep = prepare(world, s, train, out / "models" / s.name, quick)
+    # Test worlds: other noise seeds than any used in training.
+    test_worlds = [make_world(s.seed + 7919 * (k + 1)) for k in range(TEST_WORLDS)]
     rows, lats = [], {}
     for name, spec in prep.policies.items():
         t0 = time.perf_counter()
         if isinstance(spec, tuple):  # a selection made on the test half itself
             _, path, candidates = spec
-            scored = [(_mean_us(world, f"model={path}@above_us={c:.3f}", s, test), c) for c in candidates]
+            scored = [
+                (sum(_mean_us(w, f"model={path}@above_us={c:.3f}", s, test) for w in test_worlds), c)
+                for c in candidates
+            ]
             spec = f"model={path}@above_us={min(scored)[1]:.3f}"
-        r = world.run(spec, **test, rate=s.rate, seed=s.seed)
+        runs = [w.run(spec, **test, rate=s.rate, seed=s.seed) for w in test_worlds]
+        r = {
+            part: {c: np.concatenate([x[part][c] for x in runs]) for c in runs[0][part]}
+            for part in ("reads", "decisions")
+        }
         row = metrics(name, spec, r, s, prep, time.perf_counter() - t0)
         row.update({k: v for k, v in prep.notes.items()})
         rows.append(row)

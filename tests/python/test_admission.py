@@ -119,5 +119,7 @@ def test_cli_reports_bad_traces_without_writing_results(traces, tmp_path):
     assert p.returncode != 0
     assert "bad.trace" in p.stderr and "line 2" in p.stderr, p.stderr
     assert not (out / "results.parquet").exists()
-    p = subprocess.run([binary, "eval", "admission", "--trace", str(tmp_path / "missing")], capture_output=True, text=True)
+    p = subprocess.run(
+        [binary, "eval", "admission", "--trace", str(tmp_path / "missing")], capture_output=True, text=True
+    )
     assert p.returncode == 2 and "no such trace" in p.stderr

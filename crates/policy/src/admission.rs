@@ -101,6 +101,12 @@ pub trait Admission {
     }
     /// Serve the read?
     fn admit(&mut self, io: &IoView) -> bool;
+    /// How slow the read would be here, on the policy's own scale (higher: slower): lets a
+    /// client send a failed-over or hedged read to the least busy replica (MittOS suggests
+    /// EBUSY carry the expected wait for this). Policies without a score say 0: no preference.
+    fn slowness(&mut self, _io: &IoView) -> f32 {
+        0.0
+    }
 }
 
 /// Serve everything (Base, and the hedging/cloning baselines' admission).
@@ -508,12 +514,102 @@ impl Admission for Learned {
     fn name(&self) -> String {
         self.name.clone()
     }
+    fn slowness(&mut self, io: &IoView) -> f32 {
+        self.score(io)
+    }
     fn admit(&mut self, io: &IoView) -> bool {
         let s = self.score(io);
         match self.rule {
             Rule::Class => s <= 0.0,
             Rule::Proba(p) => s <= p,
             Rule::AboveUs(t) => s <= t,
+        }
+    }
+}
+
+/// One I/O in flight at a device.
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    arrival_ns: u64,
+    pages: u32,
+    /// Pages in flight when it arrived, itself included (kept for the history).
+    pending_at_arrival: u32,
+}
+
+/// What a block layer knows about one device, kept up to date as I/Os start and finish, and
+/// turned into an [`IoView`] for each arriving read. The simulator and the real I/O path keep
+/// one per replica, so policies see the same thing in both worlds.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceQueue {
+    inflight: std::collections::HashMap<u64, InFlight>,
+    /// (arrival, id): the oldest in flight first.
+    by_age: std::collections::BTreeSet<(u64, u64)>,
+    pending_pages: u32,
+    history: LatencyHistory,
+    last_completion_ns: u64,
+}
+
+/// 4 KiB pages of an I/O (at least one).
+pub fn pages_of(size: u32) -> u32 {
+    (size as u64).div_ceil(PAGE_BYTES).max(1) as u32
+}
+
+impl DeviceQueue {
+    /// An I/O `id` (unique while in flight) of `size` bytes enters the device at `now_ns`.
+    pub fn start(&mut self, id: u64, now_ns: u64, size: u32) {
+        let pages = pages_of(size);
+        self.pending_pages += pages;
+        self.inflight.insert(
+            id,
+            InFlight {
+                arrival_ns: now_ns,
+                pages,
+                pending_at_arrival: self.pending_pages,
+            },
+        );
+        self.by_age.insert((now_ns, id));
+    }
+
+    /// I/O `id` completed at `done_ns`: its latency joins the history (reads and writes, as a
+    /// block layer sees them: a write that crawls says as much about the device as a read).
+    /// Unknown ids are ignored (a cancelled copy).
+    pub fn finish(&mut self, id: u64, done_ns: u64) {
+        let Some(io) = self.inflight.remove(&id) else { return };
+        self.by_age.remove(&(io.arrival_ns, id));
+        self.pending_pages -= io.pages;
+        let us = (done_ns.saturating_sub(io.arrival_ns) / 1000).min(u32::MAX as u64) as u32;
+        self.history.complete(us, io.pending_at_arrival);
+        self.last_completion_ns = self.last_completion_ns.max(done_ns);
+    }
+
+    /// I/Os in flight.
+    pub fn len(&self) -> usize {
+        self.inflight.len()
+    }
+
+    /// Nothing in flight.
+    pub fn is_empty(&self) -> bool {
+        self.inflight.is_empty()
+    }
+
+    /// The recent completions.
+    pub fn history(&self) -> &LatencyHistory {
+        &self.history
+    }
+
+    /// What a policy sees for a read of `size` bytes arriving at `now_ns` (no white box, no
+    /// oracle: the caller adds them if it has them).
+    pub fn view(&self, now_ns: u64, size: u32) -> IoView<'_> {
+        IoView {
+            now_ns,
+            size,
+            pending: self.inflight.len() as u32,
+            pending_pages: self.pending_pages + pages_of(size),
+            history: &self.history,
+            oldest_inflight_ns: self.by_age.first().map_or(0, |&(a, _)| now_ns.saturating_sub(a)),
+            since_completion_ns: now_ns.saturating_sub(self.last_completion_ns),
+            white_box: None,
+            true_latency_ns: None,
         }
     }
 }

@@ -114,7 +114,7 @@ impl TailWorld {
         let client = spec.client;
         let world = &self.world;
         // The policy is not Send (a model's workspace): run on this thread.
-        let r = world.run(&reqs, admission.as_mut(), client, samples);
+        let r = world.run_ranked(&reqs, admission.as_mut(), client, spec.rank, samples);
         let d = PyDict::new(py);
         let reads = PyDict::new(py);
         macro_rules! col {

@@ -4,12 +4,12 @@
 use crate::spec::{Client, DeviceTiming};
 use crate::Request;
 use iolearn_ml::Rng;
-use iolearn_policy::admission::{Admission, FeatureSet, IoView, WhiteBox, PAGE_BYTES};
+use iolearn_policy::admission::{Admission, DeviceQueue, FeatureSet, IoView, WhiteBox};
 use iolearn_policy::latency::LatencyHistory;
 use iolearn_sim::replicas::{Noise, Replica};
 use iolearn_sim::ssd::{GcMode, Ssd, SsdConfig};
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::BinaryHeap;
 use std::time::Instant;
 
 /// The simulated replicas.
@@ -131,54 +131,32 @@ pub struct RunResult {
     pub samples: Vec<Sample>,
 }
 
-/// An I/O in flight: (completion, arrival, pages, id, is read).
-type InFlight = (u64, u64, u32, u64, bool);
 /// A pending event: (time, sequence, kind, request, argument).
 type Event = (u64, u64, u8, u32, u8);
 
-/// A replica's block-layer bookkeeping.
+/// A replica's block layer: the policies' view, and the completion times the simulator
+/// already knows (the queue learns of a completion only once time reaches it).
 struct Queue {
-    inflight: BinaryHeap<Reverse<InFlight>>,
-    /// (arrival, id) of I/Os in flight: the oldest first.
-    oldest: BTreeSet<(u64, u64)>,
-    pending_pages: u32,
-    /// Pages in flight at each in-flight I/O's arrival, by id (for the history).
-    history: LatencyHistory,
-    last_completion_ns: u64,
+    view: DeviceQueue,
+    /// (completion, id).
+    done: BinaryHeap<Reverse<(u64, u64)>>,
 }
 
 impl Queue {
-    fn new() -> Self {
-        Queue {
-            inflight: BinaryHeap::new(),
-            oldest: BTreeSet::new(),
-            pending_pages: 0,
-            history: LatencyHistory::default(),
-            last_completion_ns: 0,
-        }
-    }
-
     /// Retire what completed by `now`, in completion order.
-    fn retire(&mut self, now: u64, pend_at: &[u32]) {
-        while let Some(&Reverse((done, arrival, pages, id, read))) = self.inflight.peek() {
+    fn retire(&mut self, now: u64) {
+        while let Some(&Reverse((done, id))) = self.done.peek() {
             if done > now {
                 break;
             }
-            self.inflight.pop();
-            self.oldest.remove(&(arrival, id));
-            self.pending_pages -= pages;
-            if read {
-                let us = ((done - arrival) / 1000).min(u32::MAX as u64) as u32;
-                self.history.complete(us, pend_at[id as usize]);
-                self.last_completion_ns = done;
-            }
+            self.done.pop();
+            self.view.finish(id, done);
         }
     }
 
-    fn push(&mut self, arrival: u64, done: u64, pages: u32, id: u64, read: bool) {
-        self.inflight.push(Reverse((done, arrival, pages, id, read)));
-        self.oldest.insert((arrival, id));
-        self.pending_pages += pages;
+    fn push(&mut self, id: u64, arrival: u64, done: u64, size: u32) {
+        self.view.start(id, arrival, size);
+        self.done.push(Reverse((done, id)));
     }
 }
 
@@ -194,16 +172,22 @@ struct State {
     served_attempt: u8,
 }
 
+/// The policy's slowness score for a read of `size` at replica `r` at `now` (what it would see
+/// arriving there).
+fn slowness(admission: &mut dyn Admission, queues: &mut [Queue], r: usize, now: u64, size: u32) -> f32 {
+    queues[r].retire(now);
+    admission.slowness(&queues[r].view.view(now, size))
+}
+
+/// Hedges a budget allows before any read has earned one.
+const HEDGE_BURST: f64 = 10.0;
+
 // Event kinds.
 const ARRIVE: u8 = 0; // arg = attempt
 const HEDGE: u8 = 1;
 const TIMEOUT: u8 = 2;
 const COPY: u8 = 3; // arg = replica; unasked submit, first answer wins
 const RETRY: u8 = 4; // arg = replica; unasked submit that replaces the answer
-
-fn pages(size: u32) -> u32 {
-    (size as u64).div_ceil(PAGE_BYTES).max(1) as u32
-}
 
 impl World {
     /// Age the drives.
@@ -237,6 +221,19 @@ impl World {
     /// Replay `requests` (arrival order) with `admission` at the replicas and `client` at the
     /// client; `samples`: also record a training row for each read's first replica.
     pub fn run(&self, requests: &[Request], admission: &mut dyn Admission, client: Client, samples: bool) -> RunResult {
+        self.run_ranked(requests, admission, client, false, samples)
+    }
+
+    /// [`World::run`], and with `rank` failovers and hedges go to the replica the policy
+    /// scores least slow ([`Admission::slowness`]) instead of a random one.
+    pub fn run_ranked(
+        &self,
+        requests: &[Request],
+        admission: &mut dyn Admission,
+        client: Client,
+        rank: bool,
+        samples: bool,
+    ) -> RunResult {
         let n = self.drives.len();
         let cfg = &self.cfg;
         let mut replicas: Vec<Replica> = self
@@ -248,7 +245,12 @@ impl World {
                 Replica::new(Box::new(d.clone()), noise, cfg.seed.wrapping_add(101 * r as u64 + 7))
             })
             .collect();
-        let mut queues: Vec<Queue> = (0..n).map(|_| Queue::new()).collect();
+        let mut queues: Vec<Queue> = (0..n)
+            .map(|_| Queue {
+                view: DeviceQueue::default(),
+                done: BinaryHeap::new(),
+            })
+            .collect();
         let mut rng = Rng::new(cfg.seed ^ 0x7a11);
         let needs = admission.needs();
         let mut states: Vec<State> = requests
@@ -272,8 +274,8 @@ impl World {
                 }
             })
             .collect();
-        // Pages in flight when each submitted I/O arrived (indexed by I/O id).
-        let mut pend_at: Vec<u32> = Vec::with_capacity(requests.len() * 2);
+        let mut next_id = 0u64;
+        let (mut reads_seen, mut hedges_sent) = (0u64, 0u64);
         let mut out = RunResult::default();
         // (time, seq, kind, request, arg)
         let mut heap: BinaryHeap<Reverse<Event>> = BinaryHeap::new();
@@ -301,21 +303,19 @@ impl World {
                 ARRIVE => {
                     let attempt = arg as usize;
                     let r = states[qi].order[attempt] as usize;
-                    let id = pend_at.len() as u64;
-                    queues[r].retire(t, &pend_at);
-                    let p = pages(q.size);
-                    let pend_pages = queues[r].pending_pages + p;
+                    let id = next_id;
+                    next_id += 1;
+                    queues[r].retire(t);
                     if q.write {
                         let done = replicas[r].serve(t, q.offset, q.size as u64, true);
-                        pend_at.push(pend_pages);
-                        queues[r].push(t, done, p, id, false);
+                        queues[r].push(id, t, done, q.size);
                         states[qi].done = done;
                         continue;
                     }
+                    if attempt == 0 {
+                        reads_seen += 1;
+                    }
                     let last = attempt + 1 >= n;
-                    let qu = &queues[r];
-                    let oldest = qu.oldest.first().map_or(0, |&(a, _)| t.saturating_sub(a));
-                    let since = t.saturating_sub(qu.last_completion_ns);
                     let wb = if needs.white_box || samples {
                         let s = replicas[r].storage.state(t, q.offset, q.size as u64);
                         Some(WhiteBox {
@@ -331,16 +331,11 @@ impl World {
                     } else {
                         None
                     };
+                    let qu = &queues[r].view;
                     let view = IoView {
-                        now_ns: t,
-                        size: q.size,
-                        pending: qu.inflight.len() as u32,
-                        pending_pages: pend_pages,
-                        history: &qu.history,
-                        oldest_inflight_ns: oldest,
-                        since_completion_ns: since,
                         white_box: wb,
                         true_latency_ns: truth,
+                        ..qu.view(t, q.size)
                     };
                     let mut decided = None;
                     if !last {
@@ -357,6 +352,19 @@ impl World {
                                 infer_ns,
                             });
                             states[qi].revoked += 1;
+                            if rank {
+                                // Put the least slow of the untried replicas next.
+                                let at = t + cfg.failover_ns;
+                                let order = &mut states[qi].order;
+                                let best = (attempt + 1..n)
+                                    .min_by(|&a, &b| {
+                                        let sa = slowness(admission, &mut queues, order[a] as usize, at, q.size);
+                                        let sb = slowness(admission, &mut queues, order[b] as usize, at, q.size);
+                                        sa.total_cmp(&sb)
+                                    })
+                                    .unwrap_or(attempt + 1);
+                                order.swap(attempt + 1, best);
+                            }
                             schedule(&mut heap, t + cfg.failover_ns, ARRIVE, arg + 1);
                             continue;
                         }
@@ -368,15 +376,14 @@ impl World {
                         size: q.size,
                         pending: view.pending,
                         pending_pages: view.pending_pages,
-                        oldest_inflight_ns: oldest,
-                        since_completion_ns: since,
-                        history: qu.history.clone(),
+                        oldest_inflight_ns: view.oldest_inflight_ns,
+                        since_completion_ns: view.since_completion_ns,
+                        history: qu.history().clone(),
                         white_box: wb.unwrap_or_default(),
                         latency_ns: 0,
                     });
                     let done = replicas[r].serve(t, q.offset, q.size as u64, false);
-                    pend_at.push(pend_pages);
-                    queues[r].push(t, done, p, id, true);
+                    queues[r].push(id, t, done, q.size);
                     if let Some(infer_ns) = decided {
                         out.decisions.push(Decision {
                             at_ns: t,
@@ -396,7 +403,7 @@ impl World {
                     st.served_attempt = attempt as u8;
                     match client {
                         Client::Direct => {}
-                        Client::Hedge { after_ns } if n > 1 => {
+                        Client::Hedge { after_ns, .. } if n > 1 => {
                             let at = (q.arrival_ns + after_ns).max(t);
                             if done > at {
                                 schedule(&mut heap, at, HEDGE, 0);
@@ -420,19 +427,41 @@ impl World {
                     if st.done <= t {
                         continue; // answered in time
                     }
-                    let other = st.order[(st.served_attempt as usize + 1) % n];
+                    if kind == HEDGE {
+                        // The budget's tokens accrue with the reads that arrived so far.
+                        if let Client::Hedge { budget, .. } = client {
+                            if budget < 1.0 {
+                                let earned = HEDGE_BURST + reads_seen as f64 * budget;
+                                if hedges_sent as f64 + 1.0 > earned {
+                                    continue;
+                                }
+                            }
+                        }
+                        hedges_sent += 1;
+                    }
+                    let mut other = st.order[(st.served_attempt as usize + 1) % n];
+                    if rank {
+                        let at = t + cfg.failover_ns;
+                        other = (0..n)
+                            .filter(|&r| r as u32 != st.served_by)
+                            .min_by(|&a, &b| {
+                                let sa = slowness(admission, &mut queues, a, at, q.size);
+                                let sb = slowness(admission, &mut queues, b, at, q.size);
+                                sa.total_cmp(&sb)
+                            })
+                            .map_or(other, |r| r as u8);
+                    }
                     let k = if kind == HEDGE { COPY } else { RETRY };
                     schedule(&mut heap, t + cfg.failover_ns, k, other);
                 }
                 _ => {
                     // COPY or RETRY: submitted without asking (the copy is not marked).
                     let r = arg as usize;
-                    let id = pend_at.len() as u64;
-                    queues[r].retire(t, &pend_at);
-                    let p = pages(q.size);
+                    let id = next_id;
+                    next_id += 1;
+                    queues[r].retire(t);
                     let done = replicas[r].serve(t, q.offset, q.size as u64, false);
-                    pend_at.push(queues[r].pending_pages + p);
-                    queues[r].push(t, done, p, id, true);
+                    queues[r].push(id, t, done, q.size);
                     let st = &mut states[qi];
                     st.duplicates += 1;
                     if kind == RETRY || done < st.done {

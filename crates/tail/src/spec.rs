@@ -5,9 +5,10 @@
 //! `base` (serve all), `random=SHARE`, `heursim=PAGES`, `heuradv=MAX,SHORT,SLOW_US`,
 //! `oracle=SLOW_US` (perfect predictor), `mittssd=DEADLINE_US`, `model=PATH` (a trained model
 //! file; its schema and meta say how to use it).
-//! Client (what the application does besides): `hedge=AFTER_US` (a duplicate to another
-//! replica if no answer by then), `clone` (two copies at once), `timeout=AFTER_US` (give up and
-//! retry elsewhere).
+//! Client (what the application does besides): `hedge=AFTER_US[/BUDGET]` (a duplicate to
+//! another replica if no answer by then; at most a BUDGET share of reads), `clone` (two copies
+//! at once), `timeout=AFTER_US` (give up and retry elsewhere). `+rank` sends failovers and
+//! hedges to the replica the policy scores least slow.
 
 use iolearn_ml::ModelFile;
 use iolearn_policy::admission::{
@@ -20,10 +21,15 @@ use std::path::PathBuf;
 pub enum Client {
     /// Send once; fail over on EBUSY.
     Direct,
-    /// After `after_ns` without an answer, send a duplicate to another replica; first answer wins.
+    /// After `after_ns` without an answer, send a duplicate to another replica; first answer
+    /// wins. With a `budget`, at most that share of reads gets a duplicate over time (a token
+    /// bucket, like the retry budgets of RPC stacks): hedging cannot run away when the tail
+    /// grows.
     Hedge {
         /// Delay, ns.
         after_ns: u64,
+        /// Largest share of reads hedged (1.0: no limit).
+        budget: f64,
     },
     /// Send to two replicas at once; first answer wins.
     Clone,
@@ -43,6 +49,9 @@ pub struct PolicySpec {
     pub client: Client,
     /// A decision-rule override for a model (e.g. a tuned threshold), `model=PATH@above_us=T`.
     pub rule: Option<Rule>,
+    /// `+rank`: failovers and hedges go to the replica the policy scores least slow (else a
+    /// random other replica).
+    pub rank: bool,
 }
 
 /// The admission part of a [`PolicySpec`].
@@ -93,10 +102,16 @@ fn us(what: &str, v: &str) -> Result<f64, String> {
 impl PolicySpec {
     /// Parse `ADMISSION[+CLIENT]`.
     pub fn parse(text: &str) -> Result<PolicySpec, String> {
-        let (adm, client) = match text.split_once('+') {
-            Some((a, c)) => (a.trim(), Some(c.trim())),
-            None => (text.trim(), None),
-        };
+        let mut parts = text.split('+').map(str::trim);
+        let adm = parts.next().unwrap_or("");
+        let (mut client, mut rank) = (None, false);
+        for p in parts {
+            if p == "rank" {
+                rank = true;
+            } else if client.replace(p).is_some() {
+                return Err(format!("{text:?}: more than one client strategy"));
+            }
+        }
         let (key, val) = match adm.split_once('=') {
             Some((k, v)) => (k, Some(v)),
             None => (adm, None),
@@ -142,9 +157,22 @@ impl PolicySpec {
         let client = match client {
             None => Client::Direct,
             Some(c) => match c.split_once('=') {
-                Some(("hedge", v)) => Client::Hedge {
-                    after_ns: (us("hedge delay", v)? * 1e3) as u64,
-                },
+                Some(("hedge", v)) => {
+                    let (delay, budget) = match v.split_once('/') {
+                        Some((d, b)) => {
+                            let b: f64 = num("hedge budget", b)?;
+                            if !(b > 0.0 && b <= 1.0) {
+                                return Err(format!("hedge budget {b} is not in (0, 1]"));
+                            }
+                            (d, b)
+                        }
+                        None => (v, 1.0),
+                    };
+                    Client::Hedge {
+                        after_ns: (us("hedge delay", delay)? * 1e3) as u64,
+                        budget,
+                    }
+                }
                 Some(("timeout", v)) => Client::Timeout {
                     after_ns: (us("timeout", v)? * 1e3) as u64,
                 },
@@ -156,6 +184,7 @@ impl PolicySpec {
             admission,
             client,
             rule,
+            rank,
         })
     }
 

@@ -117,7 +117,10 @@ fn hedges_clones_and_timeouts_send_the_copies_they_should() {
     let reqs = replicate(&workload(3000, 4000.0, 4), 3, 1.0);
     let base = run(&w, &reqs, &mut AdmitAll, Client::Direct);
     // Never firing: the same as base.
-    let late = Client::Hedge { after_ns: u64::MAX / 4 };
+    let late = Client::Hedge {
+        after_ns: u64::MAX / 4,
+        budget: 1.0,
+    };
     assert_eq!(run(&w, &reqs, &mut AdmitAll, late).reads, base.reads);
     let to = Client::Timeout { after_ns: u64::MAX / 4 };
     assert_eq!(run(&w, &reqs, &mut AdmitAll, to).reads, base.reads);
@@ -126,7 +129,7 @@ fn hedges_clones_and_timeouts_send_the_copies_they_should() {
     assert!(c.reads.iter().all(|r| r.duplicates == 1));
     // A hedge fires only for reads not answered by then, and at most once.
     let after_ns = 200_000;
-    let h = run(&w, &reqs, &mut AdmitAll, Client::Hedge { after_ns });
+    let h = run(&w, &reqs, &mut AdmitAll, Client::Hedge { after_ns, budget: 1.0 });
     assert!(h.reads.iter().all(|r| r.duplicates <= 1));
     for r in h.reads.iter().filter(|r| r.duplicates == 0) {
         assert!(r.latency_ns <= after_ns, "{r:?}");
@@ -139,6 +142,22 @@ fn hedges_clones_and_timeouts_send_the_copies_they_should() {
         v[v.len() * 999 / 1000]
     };
     assert!(p999(&h) < p999(&base), "hedged {} vs base {}", p999(&h), p999(&base));
+    // A budget caps the share of hedged reads (plus a small burst).
+    let tight = run(
+        &w,
+        &reqs,
+        &mut AdmitAll,
+        Client::Hedge {
+            after_ns: 0,
+            budget: 0.02,
+        },
+    );
+    let hedged = tight.reads.iter().filter(|r| r.duplicates > 0).count();
+    assert!(
+        hedged as f64 <= 10.0 + 0.02 * tight.reads.len() as f64,
+        "{hedged} hedged"
+    );
+    assert!(hedged as f64 >= 0.01 * tight.reads.len() as f64, "{hedged} hedged");
     // A timeout's answer is the retry's: never earlier than the timeout plus a hop.
     let t = run(&w, &reqs, &mut AdmitAll, Client::Timeout { after_ns });
     for r in t.reads.iter().filter(|r| r.duplicates == 1) {
@@ -207,7 +226,21 @@ fn policy_specs_parse_and_errors_name_the_problem() {
         PolicySpec::parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
     }
     let s = PolicySpec::parse("model=m.iolm@above_us=250+hedge=90").unwrap();
-    assert_eq!(s.client, Client::Hedge { after_ns: 90_000 });
+    assert_eq!(
+        s.client,
+        Client::Hedge {
+            after_ns: 90_000,
+            budget: 1.0
+        }
+    );
+    let b = PolicySpec::parse("base+hedge=50/0.05").unwrap();
+    assert_eq!(
+        b.client,
+        Client::Hedge {
+            after_ns: 50_000,
+            budget: 0.05
+        }
+    );
     for (bad, says) in [
         ("fancy", "unknown admission"),
         ("random", "needs a value"),
@@ -216,6 +249,8 @@ fn policy_specs_parse_and_errors_name_the_problem() {
         ("heuradv=1,2", "heuradv=MAX_PAGES"),
         ("oracle=-3", "non-negative"),
         ("base+hedge", "unknown client"),
+        ("base+hedge=50/0", "budget"),
+        ("base+hedge=50/x", "not a number"),
         ("base+teleport=3", "unknown client"),
         ("model=m.iolm@maybe", "model rule"),
     ] {
