@@ -69,6 +69,12 @@ class Prepared:
     notes: dict[str, float] = field(default_factory=dict)
 
 
+def _world(s: Setting, seed: int):
+    return _native.TailWorld(
+        preset=s.preset, mode=s.mode, replicas=s.replicas, failover_us=s.failover_us, noise=s.noise, seed=seed
+    )
+
+
 def _slices(path: str) -> tuple[dict, dict]:
     t = traces.read(path)
     n = len(t["arrival_ns"])
@@ -384,15 +390,10 @@ def evaluate(s: Setting, out: Path, quick: bool = False, progress=None) -> tuple
     """Prepare and run every policy on one setting; returns (metric rows, test latencies)."""
     train, test = _slices(s.trace)
 
-    def make_world(seed):
-        return _native.TailWorld(
-            preset=s.preset, mode=s.mode, replicas=s.replicas, failover_us=s.failover_us, noise=s.noise, seed=seed
-        )
-
-    world = make_world(s.seed)
+    world = _world(s, s.seed)
     prep = prepare(world, s, train, out / "models" / s.name, quick)
     # Test worlds: other noise seeds than any used in training.
-    test_worlds = [make_world(s.seed + 7919 * (k + 1)) for k in range(TEST_WORLDS)]
+    test_worlds = [_world(s, s.seed + 7919 * (k + 1)) for k in range(TEST_WORLDS)]
     rows, lats = [], {}
     for name, spec in prep.policies.items():
         t0 = time.perf_counter()
