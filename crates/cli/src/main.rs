@@ -4,6 +4,7 @@ mod files;
 mod model;
 mod probe;
 mod python;
+mod replay;
 mod trace;
 mod tune;
 
@@ -42,6 +43,9 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Replay traces on real devices: `iolearn replay block --replicas F1,F2,F3 --policy P TRACE`.
+    #[command(subcommand)]
+    Replay(replay::ReplayCommand),
     /// Block I/O traces: stats, cut, busiest, rerate, convert.
     #[command(subcommand)]
     Trace(trace::TraceCommand),
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
         Command::Tune(cmd) => tune::run_command(cmd),
         Command::Probe(cmd) => probe::run(cmd),
         Command::Trace(cmd) => trace::run(cmd),
+        Command::Replay(cmd) => replay::run(cmd),
         Command::Sim { args } => match args.split_first() {
             Some((what, rest)) if what == "ssd" => match python::run_module("iolearn.sim_ssd", rest) {
                 Ok(code) => return ExitCode::from(code),

@@ -91,7 +91,7 @@ impl Fmt {
 #[derive(Args)]
 pub struct Input {
     /// Trace file.
-    trace: PathBuf,
+    pub(crate) trace: PathBuf,
     /// Its format (default: guessed from the name and contents).
     #[arg(long, value_enum)]
     format: Option<Fmt>,
@@ -110,7 +110,7 @@ pub struct Output {
     to: Fmt,
 }
 
-fn load(i: &Input) -> Result<Vec<BlockIo>> {
+pub(crate) fn load(i: &Input) -> Result<Vec<BlockIo>> {
     let t = read_file(
         &i.trace,
         i.format.map(Fmt::to_format),

@@ -78,6 +78,43 @@ impl LoopFs {
     }
 }
 
+/// A bare loop device (no file system) on a sparse image, for raw block I/O; detached and
+/// removed when dropped.
+#[derive(Debug)]
+pub struct LoopDev {
+    /// Backing image file.
+    pub image: PathBuf,
+    /// The device (`/dev/loop3`).
+    pub device: PathBuf,
+}
+
+impl LoopDev {
+    /// A `size_mb` MiB image under `dir` attached with `--direct-io=on`.
+    pub fn create(dir: &Path, name: &str, size_mb: u64) -> Result<LoopDev, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let image = dir.join(format!("{name}.img"));
+        detach_stale(&image);
+        let f = std::fs::File::create(&image).map_err(|e| format!("{}: {e}", image.display()))?;
+        f.set_len(size_mb << 20)
+            .map_err(|e| format!("{}: {e}", image.display()))?;
+        drop(f);
+        let dev = sh(Command::new("losetup")
+            .args(["--direct-io=on", "--find", "--show"])
+            .arg(&image))?;
+        Ok(LoopDev {
+            image,
+            device: PathBuf::from(dev),
+        })
+    }
+}
+
+impl Drop for LoopDev {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").arg("-d").arg(&self.device).output();
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
+
 /// Detach loop devices still backed by `image` (left by a crashed run).
 pub fn detach_stale(image: &Path) {
     if let Ok(out) = sh(Command::new("losetup").args(["-j"]).arg(image)) {
@@ -114,6 +151,15 @@ impl Drop for LoopFs {
 /// records it for the test runner's closing line (`IOLEARN_SKIP_LOG`, see `scripts/test.sh`).
 pub fn skip_test(suite: &str, test: &str) -> bool {
     let why = unavailable().or_else(|| iolearn_probe::availability().err().map(|e| e.to_string()));
+    skip_because(suite, test, why)
+}
+
+/// For tests that need root and loop devices only (no eBPF): whether to skip here.
+pub fn skip_without_loop(suite: &str, test: &str) -> bool {
+    skip_because(suite, test, unavailable())
+}
+
+fn skip_because(suite: &str, test: &str, why: Option<String>) -> bool {
     let Some(why) = why else { return false };
     eprintln!("SKIP {test}: {why}");
     if let Some(log) = std::env::var_os("IOLEARN_SKIP_LOG") {

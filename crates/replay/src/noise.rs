@@ -1,0 +1,120 @@
+//! Background contention on a replica: threads reading it hard during busy periods (MittOS's
+//! noisy neighbours), so a policy has something real to dodge.
+
+use crate::{Error, ALIGN};
+use iolearn_ml::Rng;
+use std::fs::OpenOptions;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Noise on replica 0.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoiseConfig {
+    /// Reader threads while busy.
+    pub threads: usize,
+    /// Share of time busy.
+    pub busy_fraction: f64,
+    /// Mean busy period, ms (exponential on and off periods).
+    pub busy_ms: f64,
+    /// Size of each noise read, KiB.
+    pub io_kib: u32,
+    /// Seed of the on/off schedule and the offsets.
+    pub seed: u64,
+}
+
+impl Default for NoiseConfig {
+    fn default() -> Self {
+        NoiseConfig {
+            threads: 4,
+            busy_fraction: 0.25,
+            busy_ms: 50.0,
+            io_kib: 256,
+            seed: 1,
+        }
+    }
+}
+
+/// Running noise; stops (and joins its threads) when dropped.
+pub struct Noise {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Noise {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Start noise on `path` (`size` usable bytes).
+pub(crate) fn start(cfg: &NoiseConfig, path: &Path, size: u64) -> Result<Noise, Error> {
+    let valid = cfg.busy_fraction > 0.0 && cfg.busy_fraction < 1.0 && cfg.busy_ms > 0.0 && cfg.threads > 0;
+    if !valid {
+        return Err(Error(format!(
+            "noise: {cfg:?} (threads >= 1, 0 < busy fraction < 1, busy ms > 0)"
+        )));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    // The schedule: exponential on and off periods.
+    {
+        let (stop, busy, cfg) = (stop.clone(), busy.clone(), cfg.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut rng = Rng::new(cfg.seed);
+            let off_ms = cfg.busy_ms * (1.0 - cfg.busy_fraction) / cfg.busy_fraction;
+            let mut on = false;
+            while !stop.load(Ordering::Relaxed) {
+                let mean = if on { cfg.busy_ms } else { off_ms };
+                let len = -(1.0 - rng.next_f64()).ln() * mean;
+                let until = Instant::now() + Duration::from_secs_f64(len / 1e3);
+                busy.store(on, Ordering::Relaxed);
+                while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                on = !on;
+            }
+            busy.store(false, Ordering::Relaxed);
+        }));
+    }
+    let len = ((cfg.io_kib as u64) << 10).div_ceil(ALIGN) * ALIGN;
+    for k in 0..cfg.threads {
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path)
+            .map_err(|e| Error(format!("noise: {}: {e}", path.display())))?;
+        let (stop, busy) = (stop.clone(), busy.clone());
+        let seed = cfg.seed.wrapping_add(k as u64 + 1);
+        threads.push(std::thread::spawn(move || {
+            let layout = std::alloc::Layout::from_size_align(len as usize, ALIGN as usize).expect("layout");
+            // SAFETY: non-zero size; freed below with the same layout.
+            let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+            if ptr.is_null() {
+                return;
+            }
+            // SAFETY: `ptr` holds `len` bytes, used only by this thread.
+            let buf = unsafe { std::slice::from_raw_parts_mut(ptr, len as usize) };
+            let mut rng = Rng::new(seed);
+            let blocks = (size - len) / ALIGN;
+            while !stop.load(Ordering::Relaxed) {
+                if busy.load(Ordering::Relaxed) {
+                    let off = rng.below(blocks as usize + 1) as u64 * ALIGN;
+                    let _ = file.read_at(buf, off);
+                } else {
+                    std::thread::sleep(Duration::from_micros(500));
+                }
+            }
+            // SAFETY: allocated above with `layout`.
+            unsafe { std::alloc::dealloc(ptr, layout) };
+        }));
+    }
+    Ok(Noise { stop, threads })
+}
