@@ -27,11 +27,12 @@ enum Command {
     /// Observe this machine's kernel with eBPF and record features.
     #[command(subcommand)]
     Probe(probe::ProbeCommand),
-    /// Benchmarks on this machine: `iolearn bench readahead --real` (runs the Python harness
-    /// `python -m iolearn.bench_real`; `--help` shows its options).
+    /// Benchmarks on this machine: `iolearn bench readahead --real`, `iolearn bench admission
+    /// --real` (run the Python harnesses `iolearn.bench_real`, `iolearn.bench_admission`;
+    /// `--help` shows their options).
     #[command(disable_help_flag = true)]
     Bench {
-        /// `readahead --real [options]`.
+        /// `readahead|admission --real [options]`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
@@ -70,20 +71,21 @@ enum Command {
     },
 }
 
-/// `bench readahead --real ...` -> the harness's arguments.
-fn bench_args(args: &[String]) -> anyhow::Result<Vec<String>> {
-    match args.first().map(String::as_str) {
-        Some("readahead") => {}
-        Some("--help" | "-h") | None => anyhow::bail!("usage: iolearn bench readahead --real [options] (see --help)"),
-        Some(other) => anyhow::bail!("unknown benchmark {other:?} (available: readahead)"),
-    }
+/// `bench readahead|admission --real ...` -> (the harness module, its arguments).
+fn bench_args(args: &[String]) -> anyhow::Result<(&'static str, Vec<String>)> {
+    let (module, simulated) = match args.first().map(String::as_str) {
+        Some("readahead") => ("iolearn.bench_real", "iolearn readahead evaluate"),
+        Some("admission") => ("iolearn.bench_admission", "iolearn eval admission"),
+        Some("--help" | "-h") | None => {
+            anyhow::bail!("usage: iolearn bench readahead|admission --real [options] (see --help)")
+        }
+        Some(other) => anyhow::bail!("unknown benchmark {other:?} (available: readahead, admission)"),
+    };
     let rest: Vec<String> = args[1..].iter().filter(|a| *a != "--real").cloned().collect();
     if !args.iter().any(|a| a == "--real") && !rest.iter().any(|a| a == "--help" || a == "-h") {
-        anyhow::bail!(
-            "iolearn bench readahead needs --real (the simulated evaluation is `iolearn readahead evaluate`)"
-        );
+        anyhow::bail!("iolearn bench {} needs --real (the simulated evaluation is `{simulated}`)", args[0]);
     }
-    Ok(rest)
+    Ok((module, rest))
 }
 
 fn main() -> ExitCode {
@@ -117,7 +119,7 @@ fn main() -> ExitCode {
             _ => Err(anyhow::anyhow!("usage: iolearn eval admission [options] (see --help)")),
         },
         Command::Bench { args } => match bench_args(&args) {
-            Ok(rest) => match python::run_module("iolearn.bench_real", &rest) {
+            Ok((module, rest)) => match python::run_module(module, &rest) {
                 Ok(code) => return ExitCode::from(code),
                 Err(e) => Err(e),
             },

@@ -51,6 +51,11 @@ pub struct Block {
     /// Per-I/O records (CSV), written atomically.
     #[arg(long, short)]
     out: Option<PathBuf>,
+    /// Training rows (CSV): each read's latency and what the block layer knew when it arrived
+    /// at its first replica (LinnOS's 31 digits, ML-MittOS's 9 values, iolearn-tail-v1's 13).
+    /// Rows are only meaningful with a policy that serves reads where they arrive (base).
+    #[arg(long)]
+    samples: Option<PathBuf>,
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -91,8 +96,27 @@ pub fn run(cmd: ReplayCommand) -> Result<()> {
             ..NoiseConfig::default()
         }),
         seed: b.seed,
+        samples: b.samples.is_some(),
     };
-    let (records, report) = replay(&tuples, &opts)?;
+    let (records, report, samples) = replay(&tuples, &opts)?;
+    if let Some(path) = &b.samples {
+        let mut csv = String::from("arrival_ns,replica,served_by,latency_ns");
+        for (prefix, n) in [("linnos", 31), ("mittos", 9), ("tail", 13)] {
+            for i in 0..n {
+                write!(csv, ",{prefix}{i}")?;
+            }
+        }
+        csv.push('\n');
+        for s in &samples {
+            let r = &records[s.record];
+            write!(csv, "{},{},{},{}", r.arrival_ns, r.primary, r.served_by, r.latency_ns)?;
+            for v in &s.features {
+                write!(csv, ",{v}")?;
+            }
+            csv.push('\n');
+        }
+        iolearn_trace::write_atomic(path, csv.as_bytes()).with_context(|| format!("{}", path.display()))?;
+    }
     if let Some(out) = &b.out {
         let mut csv = String::from(
             "arrival_ns,issued_ns,primary,served_by,write,offset,size,latency_ns,revoked,duplicates,errno\n",

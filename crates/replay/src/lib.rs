@@ -15,7 +15,7 @@ mod ring;
 
 pub use noise::{Noise, NoiseConfig};
 
-use iolearn_policy::admission::{Admission, DeviceQueue};
+use iolearn_policy::admission::{Admission, DeviceQueue, FeatureSet};
 use iolearn_tail::{replicate, Client, PolicySpec, Request};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -48,6 +48,20 @@ pub struct Options {
     pub noise: Option<NoiseConfig>,
     /// Seed of the policy's and the client's randomness.
     pub seed: u64,
+    /// Also return a training row per read (its features at its first replica).
+    pub samples: bool,
+}
+
+/// Inputs in a training row: LinnOS's 31, ML-MittOS's 9, `iolearn-tail-v1`'s 13, in that order.
+pub const SAMPLE_WIDTH: usize = 31 + 9 + 13;
+
+/// A read's features at its first replica and the record it belongs to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Index into the records.
+    pub record: usize,
+    /// [`SAMPLE_WIDTH`] inputs.
+    pub features: Vec<f32>,
 }
 
 /// One replayed I/O.
@@ -183,7 +197,7 @@ const T_TIMEOUT: u8 = 2;
 
 /// Replay `ios` (`(arrival_ns, offset, size, write)`, any order) with `opts`. Returns every
 /// I/O's record in due order and a report.
-pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Record>, Report), Error> {
+pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Record>, Report, Vec<Sample>), Error> {
     if opts.replicas.is_empty() || opts.replicas.len() > 8 {
         return err(format!("replicas: {} given, 1 to 8 needed", opts.replicas.len()));
     }
@@ -253,6 +267,7 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
     let mut timers: BinaryHeap<Reverse<Timer>> = BinaryHeap::new();
     let mut seq = 0u64;
     let mut decision_ns: Vec<u32> = Vec::with_capacity(requests.len());
+    let mut samples: Vec<(usize, Vec<f32>)> = Vec::new();
     let failover_ns = (opts.failover_us * 1e3) as u64;
     let (mut reads_seen, mut hedges_sent) = (0u64, 0u64);
     let mut next = 0usize;
@@ -305,6 +320,17 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
                         reads_seen += 1;
                     }
                     let last = attempt + 1 >= n;
+                    if attempt == 0 && opts.samples {
+                        // A training row: what the block layer knew at the read's first replica.
+                        let view = queues[r].view(t, len);
+                        let mut row = vec![0f32; SAMPLE_WIDTH];
+                        let mut at = 0;
+                        for set in [FeatureSet::Linnos, FeatureSet::Mittos, FeatureSet::Tail] {
+                            set.extract(&view, &mut row[at..at + set.dim()]);
+                            at += set.dim();
+                        }
+                        samples.push((qi, row));
+                    }
                     if !last {
                         let view = queues[r].view(t, len);
                         let clock = Instant::now();
@@ -448,7 +474,11 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
         decision_ns_p50: decision_ns.get(decision_ns.len() / 2).map_or(f64::NAN, |&v| v as f64),
         decisions: decision_ns.len(),
     };
-    Ok((records, report))
+    let samples = samples
+        .into_iter()
+        .map(|(record, features)| Sample { record, features })
+        .collect();
+    Ok((records, report, samples))
 }
 
 /// Requests replayed, for callers that want the replicated stream itself.
