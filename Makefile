@@ -24,10 +24,11 @@ demo: setup
 test: setup
 	bash scripts/test.sh
 
-## bench: ML runtime micro benchmarks and simulator speed (numbers go to docs/benchmarks.md)
+## bench: ML runtime micro benchmarks, simulator speed, per-decision cost of the admission policies (numbers go to docs/benchmarks.md)
 bench: setup
 	cargo bench -p iolearn-ml --bench inference
 	cargo bench -p iolearn-sim --bench speed
+	cargo bench -p iolearn-tail --bench admission
 
 ## lint: rustfmt, clippy with warnings as errors, ruff
 lint: $(VENV)/.deps

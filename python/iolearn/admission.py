@@ -278,7 +278,12 @@ def prepare(world, s: Setting, train: dict, models_dir: Path, quick: bool = Fals
     clf.save(path, schema="mittos-9", meta={"rule": "proba=0.5"})
     P["ML-MittOS-clf"] = f"model={path}"
 
-    P["iolearn"] = _train_ours(world, s, train, sm, slow, lat, models_dir, prep, quick)
+    P["iolearn"] = ours = _train_ours(world, s, train, sm, slow, lat, models_dir, prep, quick)
+    # Ablations: where iolearn's gain comes from. Its tree without the hedge, and LinnOS with
+    # iolearn's hedge (same delay, same budget).
+    tree, _, hedge = ours.partition("+hedge=")
+    P["iolearn-no-hedge"] = tree
+    P["LinnOS+iolearn-hedge"] = f"{P['LinnOS-Raw']}+hedge={hedge}" if hedge else P["LinnOS-Raw"]
     P["Oracle"] = f"oracle={ip_us:.1f}"
     return prep
 
@@ -482,11 +487,20 @@ def plot_cdfs(name: str, lats: dict[str, np.ndarray], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
+    highlight = {
+        "Base": "black",
+        "Hedge95": "tab:orange",
+        "LinnOS+HL": "tab:blue",
+        "iolearn": "tab:red",
+        "Oracle": "tab:green",
+    }
+    others = iter(plt.cm.tab20.colors)
     for p, v in lats.items():
         us = np.sort(v / 1e3)
         y = np.arange(1, us.size + 1) / us.size
-        a.plot(us, y, label=p, lw=1)
-        b.plot(us, y, label=p, lw=1)
+        style = {"color": highlight[p], "lw": 2} if p in highlight else {"color": next(others), "lw": 0.8, "ls": "--"}
+        a.plot(us, y, label=p, **style)
+        b.plot(us, y, label=p, **style)
     a.set_xscale("log")
     a.set_xlabel("latency (us)")
     a.set_ylabel("CDF")
@@ -592,7 +606,7 @@ def main(argv=None) -> int:
     grid = default_grid(args)
     args.out.mkdir(parents=True, exist_ok=True)
     all_rows, all_lats = [], {}
-    bar = _progress(len(grid) * 19, "admission")
+    bar = _progress(len(grid) * 21, "admission")
     try:
         for s in grid:
             if bar is not None:

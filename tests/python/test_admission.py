@@ -31,6 +31,8 @@ POLICIES = {
     "ML-MittOS-bias-greedy-skip",
     "ML-MittOS-clf",
     "iolearn",
+    "iolearn-no-hedge",
+    "LinnOS+iolearn-hedge",
     "Oracle",
 }
 
