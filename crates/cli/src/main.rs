@@ -83,7 +83,10 @@ fn bench_args(args: &[String]) -> anyhow::Result<(&'static str, Vec<String>)> {
     };
     let rest: Vec<String> = args[1..].iter().filter(|a| *a != "--real").cloned().collect();
     if !args.iter().any(|a| a == "--real") && !rest.iter().any(|a| a == "--help" || a == "-h") {
-        anyhow::bail!("iolearn bench {} needs --real (the simulated evaluation is `{simulated}`)", args[0]);
+        anyhow::bail!(
+            "iolearn bench {} needs --real (the simulated evaluation is `{simulated}`)",
+            args[0]
+        );
     }
     Ok((module, rest))
 }

@@ -182,6 +182,15 @@ pub fn inflection_point(
     py.detach(move || iolearn_policy::latency::inflection_point(&v, replicas, failover_us, trials, seed))
 }
 
+/// (predicted, actual) pairs from two equally long arrays.
+fn pairs(predicted: &PyReadonlyArray1<f64>, actual: &PyReadonlyArray1<f64>) -> PyResult<Vec<(f64, f64)>> {
+    let (p, a) = (predicted.as_array(), actual.as_array());
+    if p.len() != a.len() {
+        return Err(PyValueError::new_err("predicted and actual differ in length"));
+    }
+    Ok(p.iter().copied().zip(a.iter().copied()).collect())
+}
+
 /// ML-MittOS's threshold on a regressor's predictions minimising the expected latency with
 /// `replicas` and `failover_us`, exact scan: (threshold, expected latency).
 #[pyfunction]
@@ -192,11 +201,7 @@ pub fn best_threshold(
     replicas: u32,
     failover_us: f64,
 ) -> PyResult<(f64, f64)> {
-    let (p, a) = (predicted.as_array(), actual.as_array());
-    if p.len() != a.len() {
-        return Err(PyValueError::new_err("predicted and actual differ in length"));
-    }
-    let pairs: Vec<(f64, f64)> = p.iter().copied().zip(a.iter().copied()).collect();
+    let pairs = pairs(&predicted, &actual)?;
     Ok(iolearn_policy::latency::best_threshold(&pairs, replicas, failover_us))
 }
 
@@ -211,11 +216,7 @@ pub fn golden_threshold(
     replicas: u32,
     failover_us: f64,
 ) -> PyResult<(f64, f64)> {
-    let (p, a) = (predicted.as_array(), actual.as_array());
-    if p.len() != a.len() {
-        return Err(PyValueError::new_err("predicted and actual differ in length"));
-    }
-    let pairs: Vec<(f64, f64)> = p.iter().copied().zip(a.iter().copied()).collect();
+    let pairs = pairs(&predicted, &actual)?;
     Ok(iolearn_policy::latency::golden_threshold(
         &pairs,
         replicas,

@@ -46,17 +46,8 @@ impl LoopFs {
     /// behaves like a disk, not like the page cache of the file below), formatted ext4 and
     /// mounted at `dir/mnt-<name>`.
     pub fn create(dir: &Path, name: &str, size_mb: u64) -> Result<LoopFs, String> {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let image = dir.join(format!("{name}.img"));
         let mountpoint = dir.join(format!("mnt-{name}"));
-        detach_stale(&image);
-        let f = std::fs::File::create(&image).map_err(|e| format!("{}: {e}", image.display()))?;
-        f.set_len(size_mb << 20)
-            .map_err(|e| format!("{}: {e}", image.display()))?;
-        drop(f);
-        let dev = sh(Command::new("losetup")
-            .args(["--direct-io=on", "--find", "--show"])
-            .arg(&image))?;
+        let (image, dev) = attach_image(dir, name, size_mb)?;
         let mut fs = LoopFs {
             image,
             device: dev.trim_start_matches("/dev/").to_string(),
@@ -91,16 +82,7 @@ pub struct LoopDev {
 impl LoopDev {
     /// A `size_mb` MiB image under `dir` attached with `--direct-io=on`.
     pub fn create(dir: &Path, name: &str, size_mb: u64) -> Result<LoopDev, String> {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let image = dir.join(format!("{name}.img"));
-        detach_stale(&image);
-        let f = std::fs::File::create(&image).map_err(|e| format!("{}: {e}", image.display()))?;
-        f.set_len(size_mb << 20)
-            .map_err(|e| format!("{}: {e}", image.display()))?;
-        drop(f);
-        let dev = sh(Command::new("losetup")
-            .args(["--direct-io=on", "--find", "--show"])
-            .arg(&image))?;
+        let (image, dev) = attach_image(dir, name, size_mb)?;
         Ok(LoopDev {
             image,
             device: PathBuf::from(dev),
@@ -113,6 +95,22 @@ impl Drop for LoopDev {
         let _ = Command::new("losetup").arg("-d").arg(&self.device).output();
         let _ = std::fs::remove_file(&self.image);
     }
+}
+
+/// A sparse `size_mb` MiB image `dir/name.img` attached to a free loop device with direct I/O
+/// (stale attachments of the same image detached first): (image, device path).
+fn attach_image(dir: &Path, name: &str, size_mb: u64) -> Result<(PathBuf, String), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let image = dir.join(format!("{name}.img"));
+    detach_stale(&image);
+    let f = std::fs::File::create(&image).map_err(|e| format!("{}: {e}", image.display()))?;
+    f.set_len(size_mb << 20)
+        .map_err(|e| format!("{}: {e}", image.display()))?;
+    drop(f);
+    let dev = sh(Command::new("losetup")
+        .args(["--direct-io=on", "--find", "--show"])
+        .arg(&image))?;
+    Ok((image, dev))
 }
 
 /// Detach loop devices still backed by `image` (left by a crashed run).
