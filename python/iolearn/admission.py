@@ -204,7 +204,10 @@ def prepare(world, s: Setting, train: dict, models_dir: Path, quick: bool = Fals
     P["AppTO"] = f"base+timeout={p95:.1f}"
     P["HeurSim"] = f"heursim={qmax}"
     P["HeurAdv"] = f"heuradv={qmax},{qshort},{int(ip_us)}"
-    P["MittSSD"] = f"mittssd={ip_us:.1f}"
+    if s.preset in ("hdd", "disk"):
+        P["MittNOOP"] = f"mittnoop={ip_us:.1f}"
+    else:
+        P["MittSSD"] = f"mittssd={ip_us:.1f}"
 
     # LinnOS. The false-submit penalty is not published: pick it like our own tuning, by
     # replaying the training half (lowest mean latency, LinnOS's target).
@@ -589,7 +592,7 @@ def main(argv=None) -> int:
         "--trace", nargs="+", default=list(REFERENCE_TRACES), help="block traces (default: the two reference MSR cuts)"
     )
     ap.add_argument("--rate", type=float, nargs="+", default=[1.0, 10.0], help="re-rate factors (default 1 10)")
-    ap.add_argument("--preset", nargs="+", default=["enterprise"], help="SSD presets (consumer, enterprise)")
+    ap.add_argument("--preset", nargs="+", default=["enterprise"], help="drives (consumer, enterprise SSDs; hdd)")
     ap.add_argument("--noise", nargs="+", default=["ec2"], help="replica noise (quiet, ec2, tailatstore, failslow)")
     ap.add_argument("--mode", default="base", help="GC design of the drives (base, plane-blocking, tolerant, no-gc)")
     ap.add_argument("--replicas", type=int, nargs="+", default=[3])

@@ -24,6 +24,9 @@ pub struct WhiteBox {
     pub channel_wait_ns: u64,
     /// The plane is collecting garbage.
     pub gc_active: bool,
+    /// The read's own service time where the device model gives it (a disk's seek, rotation
+    /// and transfer; 0 on an SSD).
+    pub service_ns: u64,
 }
 
 /// What a policy knows about one read when it arrives at a replica.
@@ -253,6 +256,32 @@ impl Admission for MittSsd {
     }
     fn admit(&mut self, io: &IoView) -> bool {
         io.white_box.is_none_or(|w| self.predict_ns(&w) <= self.deadline_ns)
+    }
+}
+
+/// MittNOOP (a disk behind a FIFO queue): the read waits until the disk is next free, then
+/// takes its seek, rotation and transfer; refuse it when that misses the deadline. The
+/// next-free time is the queue's (the simulator's disk keeps it exactly; MittNOOP keeps it by
+/// adding predicted service times and correcting at each completion, `iolearn_sim::disk::NextFree`).
+#[derive(Debug, Clone)]
+pub struct MittNoop {
+    /// Refuse above this predicted latency, ns.
+    pub deadline_ns: u64,
+}
+
+impl Admission for MittNoop {
+    fn name(&self) -> String {
+        "mittnoop".into()
+    }
+    fn needs(&self) -> Needs {
+        Needs {
+            white_box: true,
+            ..Needs::default()
+        }
+    }
+    fn admit(&mut self, io: &IoView) -> bool {
+        io.white_box
+            .is_none_or(|w| w.plane_wait_ns + w.service_ns <= self.deadline_ns)
     }
 }
 

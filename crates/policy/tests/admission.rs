@@ -3,7 +3,7 @@
 
 use iolearn_ml::{Activation, DecisionTree, MlpBuilder, ModelFile, ModelKind, Rng, TreeConfig};
 use iolearn_policy::admission::{
-    Admission, FeatureSet, HeurAdv, IoView, Learned, MittSsd, QueueLimit, Rule, WhiteBox, TAIL_FEATURES,
+    Admission, FeatureSet, HeurAdv, IoView, Learned, MittNoop, MittSsd, QueueLimit, Rule, WhiteBox, TAIL_FEATURES,
 };
 use iolearn_policy::latency::LatencyHistory;
 
@@ -71,6 +71,7 @@ fn mittssd_adds_chip_wait_read_and_transfer() {
         plane_wait_ns: plane,
         channel_wait_ns: channel,
         gc_active: false,
+        service_ns: 0,
     };
     assert_eq!(m.predict_ns(&w(0, 0)), 83_000);
     assert_eq!(m.predict_ns(&w(100_000, 0)), 180_000);
@@ -83,6 +84,24 @@ fn mittssd_adds_chip_wait_read_and_transfer() {
     assert!(!policy.admit(&v));
     v.white_box = Some(w(200_000, 0));
     assert!(policy.admit(&v));
+}
+
+#[test]
+fn mittnoop_adds_the_queue_wait_to_the_service_time() {
+    let mut m = MittNoop {
+        deadline_ns: 10_000_000,
+    };
+    let h = LatencyHistory::default();
+    let mut v = view(&h, 1);
+    let disk = |wait, service| WhiteBox {
+        plane_wait_ns: wait,
+        service_ns: service,
+        ..WhiteBox::default()
+    };
+    v.white_box = Some(disk(6_000_000, 4_000_000));
+    assert!(m.admit(&v));
+    v.white_box = Some(disk(6_000_001, 4_000_000));
+    assert!(!m.admit(&v));
 }
 
 fn linnos_file(quantize: bool) -> ModelFile {

@@ -2,8 +2,8 @@
 
 use iolearn_policy::admission::FeatureSet;
 use iolearn_sim::replicas::Noise;
-use iolearn_sim::ssd::{GcMode, SsdConfig};
-use iolearn_tail::{replicate, PolicySpec, World, WorldConfig};
+use iolearn_sim::ssd::GcMode;
+use iolearn_tail::{replicate, DriveConfig, PolicySpec, World, WorldConfig};
 use numpy::{IntoPyArray, PyArray2, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -38,8 +38,9 @@ impl TailWorld {
         precondition: f64,
         seed: u64,
     ) -> PyResult<Self> {
-        let ssd = SsdConfig::by_name(preset)
-            .ok_or_else(|| PyValueError::new_err(format!("preset: unknown SSD {preset:?} (consumer, enterprise)")))?;
+        let drive = DriveConfig::by_name(preset).ok_or_else(|| {
+            PyValueError::new_err(format!("preset: unknown drive {preset:?} (consumer, enterprise, hdd)"))
+        })?;
         let mode = GcMode::by_name(mode).ok_or_else(|| {
             PyValueError::new_err(format!(
                 "mode: unknown GC mode {mode:?} (base, plane-blocking, tolerant, no-gc)"
@@ -58,7 +59,7 @@ impl TailWorld {
             PyValueError::new_err(format!("noise: unknown {noise:?} (quiet, ec2, tailatstore, failslow)"))
         })?;
         let cfg = WorldConfig {
-            ssd,
+            drive,
             mode,
             replicas,
             failover_ns: (failover_us * 1e3) as u64,

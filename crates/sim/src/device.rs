@@ -169,6 +169,11 @@ impl Device {
         (n, self.bus_free_at_ns.saturating_sub(now_ns))
     }
 
+    /// When the first channel (a disk: the arm) is free again: MittNOOP's next-free time.
+    pub fn next_free_ns(&self) -> u64 {
+        self.free_at_ns.iter().copied().min().unwrap_or(0)
+    }
+
     /// Counters.
     pub fn stats(&self) -> DeviceStats {
         self.stats

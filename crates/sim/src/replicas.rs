@@ -23,10 +23,11 @@ pub trait Storage {
     }
 }
 
-/// A device's inside as seen by one request (white-box predictors: MittSSD).
+/// A device's inside as seen by one request (white-box predictors: MittSSD, MittNOOP).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeviceState {
-    /// Until the target plane (chip) is free.
+    /// Until the target plane (chip) is free; on a disk, until the disk is (MittNOOP's
+    /// next-free time).
     pub plane_wait_ns: u64,
     /// Until the target channel's last booking ends.
     pub channel_wait_ns: u64,
@@ -34,6 +35,10 @@ pub struct DeviceState {
     pub gc_active: bool,
     /// Pages in the write buffer.
     pub buffered_pages: u32,
+    /// The request's own service time where the device model gives it (a disk: seek,
+    /// rotation and transfer from the head's position); 0 on an SSD (MittSSD adds the page
+    /// read itself).
+    pub service_ns: u64,
 }
 
 impl Storage for Ssd {
@@ -51,6 +56,17 @@ impl Storage for Ssd {
 impl Storage for Device {
     fn submit(&mut self, now_ns: u64, offset: u64, len: u64, write: bool) -> u64 {
         Device::submit(self, now_ns, offset, len, write)
+    }
+    fn state(&mut self, now_ns: u64, offset: u64, len: u64) -> DeviceState {
+        DeviceState {
+            plane_wait_ns: self.next_free_ns().saturating_sub(now_ns),
+            service_ns: self.access_ns(offset, false) + self.transfer_ns(len.max(1)),
+            ..DeviceState::default()
+        }
+    }
+    fn peek(&mut self, now_ns: u64, offset: u64, len: u64) -> Option<u64> {
+        // Small state: serve a copy.
+        Some(self.clone().submit(now_ns, offset, len, false))
     }
 }
 

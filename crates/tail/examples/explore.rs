@@ -14,7 +14,7 @@ fn main() {
         .collect();
     let ssd = SsdConfig::by_name(&args[2]).unwrap();
     let world = World::new(WorldConfig {
-        ssd,
+        drive: iolearn_tail::DriveConfig::Ssd(ssd),
         mode: GcMode::Base,
         replicas: 3,
         failover_ns: 15_000,

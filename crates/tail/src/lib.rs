@@ -17,7 +17,7 @@ pub mod run;
 pub mod spec;
 
 pub use metrics::{percentile, Summary};
-pub use run::{Decision, ReadResult, RunResult, Sample, World, WorldConfig};
+pub use run::{Decision, DriveConfig, ReadResult, RunResult, Sample, World, WorldConfig};
 pub use spec::{AdmissionSpec, Client, DeviceTiming, PolicySpec};
 
 /// One request of a replicated replay.

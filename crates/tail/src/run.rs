@@ -6,18 +6,39 @@ use crate::Request;
 use iolearn_ml::Rng;
 use iolearn_policy::admission::{Admission, DeviceQueue, FeatureSet, IoView, WhiteBox};
 use iolearn_policy::latency::LatencyHistory;
+use iolearn_sim::device::{Device, DevicePreset};
+use iolearn_sim::replicas::Storage;
 use iolearn_sim::replicas::{Noise, Replica};
 use iolearn_sim::ssd::{GcMode, Ssd, SsdConfig};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Instant;
 
+/// The kind of drive behind every replica.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DriveConfig {
+    /// A flash SSD (FTL, GC, write buffer; `mode` is its GC design).
+    Ssd(SsdConfig),
+    /// A device of the page-cache simulator, e.g. a disk behind a FIFO queue (MittNOOP's world).
+    Disk(DevicePreset),
+}
+
+impl DriveConfig {
+    /// By name: `consumer` and `enterprise` SSDs, `hdd`.
+    pub fn by_name(name: &str) -> Option<DriveConfig> {
+        match name {
+            "hdd" | "disk" => Some(DriveConfig::Disk(DevicePreset::hdd())),
+            other => SsdConfig::by_name(other).map(DriveConfig::Ssd),
+        }
+    }
+}
+
 /// The simulated replicas.
 #[derive(Debug, Clone)]
 pub struct WorldConfig {
     /// The drive of every replica.
-    pub ssd: SsdConfig,
-    /// Its GC design.
+    pub drive: DriveConfig,
+    /// Its GC design (SSDs).
     pub mode: GcMode,
     /// Replicas (2 or 3 in the papers).
     pub replicas: usize,
@@ -35,7 +56,23 @@ pub struct WorldConfig {
 /// different policies start from the same state.
 pub struct World {
     cfg: WorldConfig,
-    drives: Vec<Ssd>,
+    drives: Vec<Drive>,
+}
+
+/// One replica's drive, aged.
+#[derive(Clone)]
+enum Drive {
+    Ssd(Ssd),
+    Disk(Device),
+}
+
+impl Drive {
+    fn boxed(&self) -> Box<dyn Storage> {
+        match self {
+            Drive::Ssd(s) => Box::new(s.clone()),
+            Drive::Disk(d) => Box::new(d.clone()),
+        }
+    }
 }
 
 /// One read's outcome.
@@ -194,10 +231,13 @@ impl World {
     pub fn new(cfg: WorldConfig) -> World {
         let n = cfg.replicas.clamp(1, 8);
         let drives = (0..n)
-            .map(|r| {
-                let mut ssd = Ssd::new(cfg.ssd.clone(), cfg.mode);
-                ssd.precondition(cfg.precondition, cfg.seed ^ (r as u64 + 1));
-                ssd
+            .map(|r| match &cfg.drive {
+                DriveConfig::Ssd(c) => {
+                    let mut ssd = Ssd::new(c.clone(), cfg.mode);
+                    ssd.precondition(cfg.precondition, cfg.seed ^ (r as u64 + 1));
+                    Drive::Ssd(ssd)
+                }
+                DriveConfig::Disk(p) => Drive::Disk(Device::new(p.clone())),
             })
             .collect();
         World { cfg, drives }
@@ -208,13 +248,15 @@ impl World {
         &self.cfg
     }
 
-    /// What MittSSD knows of the drive's timing.
+    /// What MittSSD knows of the drive's timing (zeros for a disk).
     pub fn timing(&self) -> DeviceTiming {
-        let c = &self.cfg.ssd;
-        DeviceTiming {
-            read_ns: c.read_ns,
-            transfer_ns: c.page_bytes * 1_000_000_000 / c.channel_bytes_per_s.max(1),
-            controller_ns: c.controller_ns,
+        match &self.cfg.drive {
+            DriveConfig::Ssd(c) => DeviceTiming {
+                read_ns: c.read_ns,
+                transfer_ns: c.page_bytes * 1_000_000_000 / c.channel_bytes_per_s.max(1),
+                controller_ns: c.controller_ns,
+            },
+            DriveConfig::Disk(_) => DeviceTiming::default(),
         }
     }
 
@@ -242,7 +284,7 @@ impl World {
             .enumerate()
             .map(|(r, d)| {
                 let noise = cfg.noise.get(r).cloned().unwrap_or(Noise::Quiet);
-                Replica::new(Box::new(d.clone()), noise, cfg.seed.wrapping_add(101 * r as u64 + 7))
+                Replica::new(d.boxed(), noise, cfg.seed.wrapping_add(101 * r as u64 + 7))
             })
             .collect();
         let mut queues: Vec<Queue> = (0..n)
@@ -322,6 +364,7 @@ impl World {
                             plane_wait_ns: s.plane_wait_ns,
                             channel_wait_ns: s.channel_wait_ns,
                             gc_active: s.gc_active,
+                            service_ns: s.service_ns,
                         })
                     } else {
                         None

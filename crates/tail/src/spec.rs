@@ -3,7 +3,8 @@
 //!
 //! Admission (at each replica, before the read enters the device queue):
 //! `base` (serve all), `random=SHARE`, `heursim=PAGES`, `heuradv=MAX,SHORT,SLOW_US`,
-//! `oracle=SLOW_US` (perfect predictor), `mittssd=DEADLINE_US`, `model=PATH` (a trained model
+//! `oracle=SLOW_US` (perfect predictor), `mittssd=DEADLINE_US`, `mittnoop=DEADLINE_US` (disks),
+//! `model=PATH` (a trained model
 //! file; its schema and meta say how to use it).
 //! Client (what the application does besides): `hedge=AFTER_US[/BUDGET]` (a duplicate to
 //! another replica if no answer by then; at most a BUDGET share of reads), `clone` (two copies
@@ -12,7 +13,7 @@
 
 use iolearn_ml::ModelFile;
 use iolearn_policy::admission::{
-    Admission, AdmitAll, HeurAdv, Learned, MittSsd, Oracle, QueueLimit, RandomRevoke, Rule,
+    Admission, AdmitAll, HeurAdv, Learned, MittNoop, MittSsd, Oracle, QueueLimit, RandomRevoke, Rule,
 };
 use std::path::PathBuf;
 
@@ -69,6 +70,8 @@ pub enum AdmissionSpec {
     Oracle(f64),
     /// MittSSD, deadline (us).
     MittSsd(f64),
+    /// MittNOOP, deadline (us).
+    MittNoop(f64),
     /// A model file.
     Model(PathBuf),
 }
@@ -137,6 +140,7 @@ impl PolicySpec {
             }
             "oracle" => AdmissionSpec::Oracle(us("oracle slow", val.ok_or_else(missing)?)?),
             "mittssd" => AdmissionSpec::MittSsd(us("mittssd deadline", val.ok_or_else(missing)?)?),
+            "mittnoop" => AdmissionSpec::MittNoop(us("mittnoop deadline", val.ok_or_else(missing)?)?),
             "model" => {
                 let v = val.ok_or_else(missing)?;
                 let (path, r) = match v.rsplit_once('@') {
@@ -150,7 +154,7 @@ impl PolicySpec {
             }
             other => {
                 return Err(format!(
-                    "unknown admission {other:?} (base, random=S, heursim=P, heuradv=M,S,US, oracle=US, mittssd=US, model=PATH)"
+                    "unknown admission {other:?} (base, random=S, heursim=P, heuradv=M,S,US, oracle=US, mittssd=US, mittnoop=US, model=PATH)"
                 ))
             }
         };
@@ -207,6 +211,9 @@ impl PolicySpec {
                 read_ns: timing.read_ns,
                 transfer_ns: timing.transfer_ns,
                 controller_ns: timing.controller_ns,
+            }),
+            AdmissionSpec::MittNoop(u) => Box::new(MittNoop {
+                deadline_ns: (u * 1e3) as u64,
             }),
             AdmissionSpec::Model(path) => {
                 let file = ModelFile::load(path).map_err(|e| e.to_string())?;

@@ -22,7 +22,7 @@ fn workload(n: usize, iops: f64, seed: u64) -> Vec<(u64, u64, u32, bool)> {
 
 fn world(replicas: usize, failover_ns: u64) -> World {
     World::new(WorldConfig {
-        ssd: SsdConfig::consumer(),
+        drive: iolearn_tail::DriveConfig::Ssd(SsdConfig::consumer()),
         mode: GcMode::Base,
         replicas,
         failover_ns,
@@ -260,4 +260,40 @@ fn policy_specs_parse_and_errors_name_the_problem() {
     let missing = PolicySpec::parse("model=/nonexistent/m.iolm").unwrap();
     let e = missing.build(0, Default::default()).err().unwrap();
     assert!(e.contains("/nonexistent/m.iolm"), "{e}");
+}
+
+#[test]
+fn on_disks_mittnoop_refuses_reads_that_would_miss_the_deadline() {
+    // Three disks behind FIFO queues (MittNOOP's world): the next-free time and the seek model
+    // are exact here, so every refusal is right and every admitted read meets the deadline.
+    let w = World::new(WorldConfig {
+        drive: iolearn_tail::DriveConfig::by_name("hdd").unwrap(),
+        mode: GcMode::Base,
+        replicas: 3,
+        failover_ns: 300_000,
+        noise: vec![],
+        precondition: 0.0,
+        seed: 4,
+    });
+    let ios: Vec<_> = workload(1500, 45.0, 8)
+        .into_iter()
+        .map(|(t, o, s, _)| (t, o * 64, s, false))
+        .collect();
+    let reqs = replicate(&ios, 3, 1.0);
+    let deadline_ns = 20_000_000;
+    let spec = PolicySpec::parse("mittnoop=20000").unwrap();
+    let mut m = spec.build(0, w.timing()).unwrap();
+    let r = run(&w, &reqs, m.as_mut(), Client::Direct);
+    let refused = r.decisions.iter().filter(|d| !d.admitted).count();
+    assert!(refused > 20, "a busy disk refuses ({refused})");
+    for d in &r.decisions {
+        assert_eq!(d.admitted, d.latency_ns <= deadline_ns, "{d:?}");
+    }
+    let base = run(&w, &reqs, &mut AdmitAll, Client::Direct);
+    let p99 = |x: &RunResult| {
+        let mut v: Vec<u64> = x.reads.iter().map(|r| r.latency_ns).collect();
+        v.sort_unstable();
+        v[v.len() * 99 / 100]
+    };
+    assert!(p99(&r) < p99(&base), "mittnoop {} vs base {}", p99(&r), p99(&base));
 }
