@@ -48,12 +48,14 @@ class Setting:
     replicas: int = 3
     failover_us: float = 15.0
     seed: int = 1
+    cache_mb: int = 0
 
     @property
     def name(self) -> str:
         t = Path(self.trace).stem.replace("msr.cut.per_10k.", "")
         r = "" if self.rate == 1 else f"x{self.rate:g}"
-        return f"{t}{r}-{self.preset}-{self.noise}-r{self.replicas}-f{self.failover_us:g}"
+        c = f"-c{self.cache_mb}" if self.cache_mb else ""
+        return f"{t}{r}-{self.preset}-{self.noise}-r{self.replicas}-f{self.failover_us:g}{c}"
 
 
 @dataclass
@@ -71,7 +73,13 @@ class Prepared:
 
 def _world(s: Setting, seed: int):
     return _native.TailWorld(
-        preset=s.preset, mode=s.mode, replicas=s.replicas, failover_us=s.failover_us, noise=s.noise, seed=seed
+        preset=s.preset,
+        mode=s.mode,
+        replicas=s.replicas,
+        failover_us=s.failover_us,
+        noise=s.noise,
+        seed=seed,
+        cache_mb=s.cache_mb,
     )
 
 
@@ -287,6 +295,11 @@ def prepare(world, s: Setting, train: dict, models_dir: Path, quick: bool = Fals
     tree, _, hedge = ours.partition("+hedge=")
     P["iolearn-no-hedge"] = tree
     P["LinnOS+iolearn-hedge"] = f"{P['LinnOS-Raw']}+hedge={hedge}" if hedge else P["LinnOS-Raw"]
+    if s.cache_mb:
+        # MittCache around the device-level predictors: cached reads are always served.
+        device = "MittNOOP" if "MittNOOP" in P else "MittSSD"
+        P[f"{device}+MittCache"] = P[device] + "+cache"
+        P["LinnOS-Raw+MittCache"] = P["LinnOS-Raw"] + "+cache"
     P["Oracle"] = f"oracle={ip_us:.1f}"
     return prep
 
@@ -440,7 +453,7 @@ def default_grid(args) -> list[Setting]:
                 for noise in args.noise:
                     for r in args.replicas:
                         for f in args.failover_us:
-                            out.append(Setting(t, rate, preset, noise, args.mode, r, f, args.seed))
+                            out.append(Setting(t, rate, preset, noise, args.mode, r, f, args.seed, args.cache_mb))
     return out
 
 
@@ -598,6 +611,9 @@ def main(argv=None) -> int:
     ap.add_argument("--replicas", type=int, nargs="+", default=[3])
     ap.add_argument("--failover-us", type=float, nargs="+", default=[15.0])
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--cache-mb", type=int, default=0, help="page cache per replica, MiB (adds MittCache rows; default: none)"
+    )
     ap.add_argument("--quick", action="store_true", help="fewer epochs and simulated trials (CI)")
     ap.add_argument("--out", type=Path, default=Path("results/admission"))
     ap.add_argument("--no-plots", action="store_true")

@@ -51,6 +51,10 @@ pub struct Block {
     /// Per-I/O records (CSV), written atomically.
     #[arg(long, short)]
     out: Option<PathBuf>,
+    /// Buffered I/O through the page cache instead of O_DIRECT: policies see which reads are
+    /// cached (mincore), and `+cache` (MittCache) serves those where they arrive.
+    #[arg(long)]
+    buffered: bool,
     /// Training rows (CSV): each read's latency and what the block layer knew when it arrived
     /// at its first replica (LinnOS's 31 digits, ML-MittOS's 9 values, iolearn-tail-v1's 13).
     /// Rows are only meaningful with a policy that serves reads where they arrive (base).
@@ -97,6 +101,7 @@ pub fn run(cmd: ReplayCommand) -> Result<()> {
         }),
         seed: b.seed,
         samples: b.samples.is_some(),
+        buffered: b.buffered,
     };
     let (records, report, samples) = replay(&tuples, &opts)?;
     if let Some(path) = &b.samples {

@@ -194,3 +194,61 @@ fn bad_replicas_policies_and_traces_are_refused_by_name() {
     assert!(!ok && e.contains("bad.trace") && e.contains("line 2"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn mittcache_serves_reads_the_page_cache_holds() {
+    if skip_without_loop("iolearn (cli)", "mittcache_serves_reads_the_page_cache_holds") {
+        return;
+    }
+    let Some(trace) = trace() else {
+        eprintln!("SKIP mittcache_serves_reads_the_page_cache_holds: reference traces not found");
+        return;
+    };
+    let dir = scratch("cache");
+    let devs: Vec<LoopDev> = (0..3)
+        .map(|i| LoopDev::create(&dir, &format!("c{i}"), 64).expect("a loop device"))
+        .collect();
+    let replicas = devs
+        .iter()
+        .map(|d| d.device.display().to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let run = |policy: &str, out: &Path| {
+        let o = Command::new(bin())
+            .args([
+                "replay",
+                "block",
+                "--buffered",
+                "--replicas",
+                &replicas,
+                "--policy",
+                policy,
+            ])
+            .args(["--limit", "1500", "--rate", "20", "--out"])
+            .arg(out)
+            .arg(&trace)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{policy}: {}", String::from_utf8_lossy(&o.stderr));
+        rows(out)
+    };
+    // A block device's page cache is dropped when its last opener closes it: hold them open
+    // across the runs.
+    let _holders: Vec<std::fs::File> = devs.iter().map(|d| std::fs::File::open(&d.device).unwrap()).collect();
+    // Warm the page caches: every read served where it arrives.
+    run("base", &dir.join("warm.csv"));
+    // Refusing everything fails every read over to its last replica...
+    let refused = run("random=1", &dir.join("refuse.csv"));
+    assert!(refused.iter().all(|x| x[4] == 2), "random=1 refuses at two replicas");
+    // ...but with MittCache, reads whose pages are cached are served where they arrive.
+    let cached = run("random=1+cache", &dir.join("cache.csv"));
+    let here = cached.iter().filter(|x| x[4] == 0 && x[0] == x[1]).count();
+    assert!(
+        here * 10 >= cached.len() * 9,
+        "{here} of {} served from the cache",
+        cached.len()
+    );
+    drop(_holders);
+    drop(devs);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -50,6 +50,8 @@ pub struct IoView<'a> {
     pub white_box: Option<WhiteBox>,
     /// The read's latency if admitted, when the policy asked for it (perfect predictor).
     pub true_latency_ns: Option<u64>,
+    /// Every page of the read is in the replica's page cache (MittCache); false when unknown.
+    pub cached: bool,
 }
 
 /// Inputs of the `iolearn-tail-v1` feature set, in order.
@@ -256,6 +258,31 @@ impl Admission for MittSsd {
     }
     fn admit(&mut self, io: &IoView) -> bool {
         io.white_box.is_none_or(|w| self.predict_ns(&w) <= self.deadline_ns)
+    }
+}
+
+/// MittCache around another policy: a read whose pages are all in the replica's page cache is
+/// served (it costs no device I/O, whatever the device's state); the others are the inner
+/// policy's to decide. MittOS's MittCache also refuses cached reads under memory contention,
+/// which neither world here models.
+pub struct MittCache(pub Box<dyn Admission>);
+
+impl Admission for MittCache {
+    fn name(&self) -> String {
+        format!("{}+cache", self.0.name())
+    }
+    fn needs(&self) -> Needs {
+        self.0.needs()
+    }
+    fn admit(&mut self, io: &IoView) -> bool {
+        io.cached || self.0.admit(io)
+    }
+    fn slowness(&mut self, io: &IoView) -> f32 {
+        if io.cached {
+            f32::NEG_INFINITY
+        } else {
+            self.0.slowness(io)
+        }
     }
 }
 
@@ -639,6 +666,7 @@ impl DeviceQueue {
             since_completion_ns: now_ns.saturating_sub(self.last_completion_ns),
             white_box: None,
             true_latency_ns: None,
+            cached: false,
         }
     }
 }

@@ -18,6 +18,7 @@ fn view(h: &LatencyHistory, pending_pages: u32) -> IoView<'_> {
         since_completion_ns: 20_000,
         white_box: None,
         true_latency_ns: None,
+        cached: false,
     }
 }
 

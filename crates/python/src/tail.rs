@@ -26,7 +26,7 @@ fn matrix<'py>(py: Python<'py>, rows: Vec<Vec<f32>>, dim: usize) -> PyResult<Bou
 #[pymethods]
 impl TailWorld {
     #[new]
-    #[pyo3(signature = (preset="consumer", mode="base", replicas=3, failover_us=15.0, noise="quiet", precondition=1.0, seed=1))]
+    #[pyo3(signature = (preset="consumer", mode="base", replicas=3, failover_us=15.0, noise="quiet", precondition=1.0, seed=1, cache_mb=0))]
     #[allow(clippy::too_many_arguments)] // mirrors the Python keyword arguments one to one
     fn new(
         py: Python<'_>,
@@ -37,6 +37,7 @@ impl TailWorld {
         noise: &str,
         precondition: f64,
         seed: u64,
+        cache_mb: u64,
     ) -> PyResult<Self> {
         let drive = DriveConfig::by_name(preset).ok_or_else(|| {
             PyValueError::new_err(format!("preset: unknown drive {preset:?} (consumer, enterprise, hdd)"))
@@ -66,6 +67,7 @@ impl TailWorld {
             noise,
             precondition,
             seed,
+            cache_pages: (cache_mb << 20 >> 12) as usize,
         };
         let world = py.detach(move || World::new(cfg));
         Ok(TailWorld { world })

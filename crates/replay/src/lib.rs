@@ -15,7 +15,7 @@ mod ring;
 
 pub use noise::{Noise, NoiseConfig};
 
-use iolearn_policy::admission::{Admission, DeviceQueue, FeatureSet};
+use iolearn_policy::admission::{Admission, DeviceQueue, FeatureSet, IoView};
 use iolearn_tail::{replicate, Client, PolicySpec, Request};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -50,6 +50,9 @@ pub struct Options {
     pub seed: u64,
     /// Also return a training row per read (its features at its first replica).
     pub samples: bool,
+    /// Buffered I/O through the page cache instead of `O_DIRECT`; policies then see whether
+    /// a read's pages are resident (`mincore`), which MittCache (`+cache`) uses.
+    pub buffered: bool,
 }
 
 /// Inputs in a training row: LinnOS's 31, ML-MittOS's 9, `iolearn-tail-v1`'s 13, in that order.
@@ -129,13 +132,63 @@ struct Replica {
     file: File,
     /// Usable bytes (a multiple of [`ALIGN`]).
     size: u64,
+    /// A read-only mapping for `mincore` (buffered mode).
+    map: Option<Mapping>,
 }
 
-fn open_replica(path: &PathBuf, write: bool) -> Result<Replica, Error> {
+/// A read-only shared mapping of a replica: `mincore` on it says which pages are cached.
+struct Mapping {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(file: &File, len: u64, path: &std::path::Path) -> Result<Mapping, Error> {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: a fresh read-only shared mapping of an open file; unmapped in Drop.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len as usize,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return err(format!("{}: mmap: {}", path.display(), std::io::Error::last_os_error()));
+        }
+        Ok(Mapping { ptr, len: len as usize })
+    }
+
+    /// Every page of `offset..offset + len` is in the page cache.
+    fn resident(&self, offset: u64, len: u32) -> bool {
+        let page = 4096usize;
+        let start = offset as usize / page * page;
+        let end = ((offset + len as u64) as usize).min(self.len);
+        if end <= start {
+            return false;
+        }
+        let mut vec = vec![0u8; (end - start).div_ceil(page)];
+        // SAFETY: the range lies inside the mapping; `vec` has one byte per page.
+        let rc = unsafe { libc::mincore(self.ptr.cast::<u8>().add(start).cast(), end - start, vec.as_mut_ptr()) };
+        rc == 0 && vec.iter().all(|b| b & 1 == 1)
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: mapped in `new` with this length.
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+fn open_replica(path: &PathBuf, write: bool, buffered: bool) -> Result<Replica, Error> {
     let file = OpenOptions::new()
         .read(true)
         .write(write)
-        .custom_flags(libc::O_DIRECT)
+        .custom_flags(if buffered { 0 } else { libc::O_DIRECT })
         .open(path)
         .map_err(|e| {
             Error(format!(
@@ -160,7 +213,12 @@ fn open_replica(path: &PathBuf, write: bool) -> Result<Replica, Error> {
             path.display()
         ));
     }
-    Ok(Replica { file, size })
+    let map = if buffered {
+        Some(Mapping::new(&file, size, path)?)
+    } else {
+        None
+    };
+    Ok(Replica { file, size, map })
 }
 
 /// Where and how much an I/O touches on a replica: aligned, inside it.
@@ -221,7 +279,7 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
     let replicas: Vec<Replica> = opts
         .replicas
         .iter()
-        .map(|p| open_replica(p, opts.allow_writes))
+        .map(|p| open_replica(p, opts.allow_writes, opts.buffered))
         .collect::<Result<_, _>>()?;
     let n = replicas.len();
     let mut requests = replicate(ios, n, opts.rate);
@@ -332,7 +390,11 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
                         samples.push((qi, row));
                     }
                     if !last {
-                        let view = queues[r].view(t, len);
+                        let cached = replicas[r].map.as_ref().is_some_and(|m| m.resident(off, len));
+                        let view = IoView {
+                            cached,
+                            ..queues[r].view(t, len)
+                        };
                         let clock = Instant::now();
                         let admitted = admission.admit(&view);
                         decision_ns.push(clock.elapsed().as_nanos().min(u32::MAX as u128) as u32);

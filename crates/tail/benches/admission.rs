@@ -35,6 +35,7 @@ fn time(name: &str, policy: &mut dyn Admission, views: &[(LatencyHistory, u32, u
             since_completion_ns: *age / 3,
             white_box: None,
             true_latency_ns: None,
+            cached: false,
         }
     };
     let n = 200_000;

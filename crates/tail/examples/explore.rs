@@ -21,6 +21,7 @@ fn main() {
         noise: vec![],
         precondition: 1.0,
         seed: 1,
+        cache_pages: 0,
     });
     for rate in &args[3..] {
         let rate: f64 = rate.parse().unwrap();

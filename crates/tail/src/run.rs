@@ -11,7 +11,7 @@ use iolearn_sim::replicas::Storage;
 use iolearn_sim::replicas::{Noise, Replica};
 use iolearn_sim::ssd::{GcMode, Ssd, SsdConfig};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::time::Instant;
 
 /// The kind of drive behind every replica.
@@ -50,6 +50,59 @@ pub struct WorldConfig {
     pub precondition: f64,
     /// Seed of everything random.
     pub seed: u64,
+    /// Each replica's page cache, 4 KiB pages (0: none). A read whose pages are all cached is
+    /// served from memory in [`CACHE_HIT_NS`] without touching the drive (MittCache's world).
+    pub cache_pages: usize,
+}
+
+/// A page-cache hit, ns.
+pub const CACHE_HIT_NS: u64 = 2_000;
+
+/// A replica's page cache: least recently used 4 KiB pages.
+struct PageCache {
+    cap: usize,
+    last_use: HashMap<u64, u64>,
+    by_use: BTreeMap<u64, u64>,
+    tick: u64,
+}
+
+impl PageCache {
+    fn new(cap: usize) -> Self {
+        PageCache {
+            cap,
+            last_use: HashMap::new(),
+            by_use: BTreeMap::new(),
+            tick: 0,
+        }
+    }
+
+    fn pages(offset: u64, size: u32) -> std::ops::RangeInclusive<u64> {
+        offset / 4096..=(offset + size.max(1) as u64 - 1) / 4096
+    }
+
+    /// Every page of the range is resident.
+    fn holds(&self, offset: u64, size: u32) -> bool {
+        self.cap > 0 && Self::pages(offset, size).all(|p| self.last_use.contains_key(&p))
+    }
+
+    /// The range was read or written: its pages become the most recently used.
+    fn touch(&mut self, offset: u64, size: u32) {
+        if self.cap == 0 {
+            return;
+        }
+        for p in Self::pages(offset, size) {
+            self.tick += 1;
+            if let Some(old) = self.last_use.insert(p, self.tick) {
+                self.by_use.remove(&old);
+            }
+            self.by_use.insert(self.tick, p);
+            if self.last_use.len() > self.cap {
+                if let Some((_, victim)) = self.by_use.pop_first() {
+                    self.last_use.remove(&victim);
+                }
+            }
+        }
+    }
 }
 
 /// Replicas ready to replay: the drives are aged once and copied for every run, so runs with
@@ -146,6 +199,7 @@ impl Sample {
             since_completion_ns: self.since_completion_ns,
             white_box: Some(self.white_box),
             true_latency_ns: Some(self.latency_ns),
+            cached: false,
         }
     }
 
@@ -293,6 +347,7 @@ impl World {
                 done: BinaryHeap::new(),
             })
             .collect();
+        let mut caches: Vec<PageCache> = (0..n).map(|_| PageCache::new(cfg.cache_pages)).collect();
         let mut rng = Rng::new(cfg.seed ^ 0x7a11);
         let needs = admission.needs();
         let mut states: Vec<State> = requests
@@ -351,9 +406,11 @@ impl World {
                     if q.write {
                         let done = replicas[r].serve(t, q.offset, q.size as u64, true);
                         queues[r].push(id, t, done, q.size);
+                        caches[r].touch(q.offset, q.size);
                         states[qi].done = done;
                         continue;
                     }
+                    let cached = caches[r].holds(q.offset, q.size);
                     if attempt == 0 {
                         reads_seen += 1;
                     }
@@ -369,7 +426,9 @@ impl World {
                     } else {
                         None
                     };
-                    let truth = if needs.oracle {
+                    let truth = if cached && needs.oracle {
+                        Some(CACHE_HIT_NS)
+                    } else if needs.oracle {
                         replicas[r].peek(t, q.offset, q.size as u64).map(|d| d - t)
                     } else {
                         None
@@ -378,6 +437,7 @@ impl World {
                     let view = IoView {
                         white_box: wb,
                         true_latency_ns: truth,
+                        cached,
                         ..qu.view(t, q.size)
                     };
                     let mut decided = None;
@@ -386,7 +446,11 @@ impl World {
                         let admitted = admission.admit(&view);
                         let infer_ns = clock.elapsed().as_nanos().min(u32::MAX as u128) as u32;
                         if !admitted {
-                            let would = replicas[r].peek(t, q.offset, q.size as u64).map_or(u64::MAX, |d| d - t);
+                            let would = if cached {
+                                CACHE_HIT_NS
+                            } else {
+                                replicas[r].peek(t, q.offset, q.size as u64).map_or(u64::MAX, |d| d - t)
+                            };
                             out.decisions.push(Decision {
                                 at_ns: t,
                                 replica: r as u32,
@@ -425,8 +489,14 @@ impl World {
                         white_box: wb.unwrap_or_default(),
                         latency_ns: 0,
                     });
-                    let done = replicas[r].serve(t, q.offset, q.size as u64, false);
-                    queues[r].push(id, t, done, q.size);
+                    let done = if cached {
+                        t + CACHE_HIT_NS
+                    } else {
+                        let done = replicas[r].serve(t, q.offset, q.size as u64, false);
+                        queues[r].push(id, t, done, q.size);
+                        done
+                    };
+                    caches[r].touch(q.offset, q.size);
                     if let Some(infer_ns) = decided {
                         out.decisions.push(Decision {
                             at_ns: t,
@@ -503,8 +573,14 @@ impl World {
                     let id = next_id;
                     next_id += 1;
                     queues[r].retire(t);
-                    let done = replicas[r].serve(t, q.offset, q.size as u64, false);
-                    queues[r].push(id, t, done, q.size);
+                    let done = if caches[r].holds(q.offset, q.size) {
+                        t + CACHE_HIT_NS
+                    } else {
+                        let done = replicas[r].serve(t, q.offset, q.size as u64, false);
+                        queues[r].push(id, t, done, q.size);
+                        done
+                    };
+                    caches[r].touch(q.offset, q.size);
                     let st = &mut states[qi];
                     st.duplicates += 1;
                     if kind == RETRY || done < st.done {

@@ -9,11 +9,12 @@
 //! Client (what the application does besides): `hedge=AFTER_US[/BUDGET]` (a duplicate to
 //! another replica if no answer by then; at most a BUDGET share of reads), `clone` (two copies
 //! at once), `timeout=AFTER_US` (give up and retry elsewhere). `+rank` sends failovers and
-//! hedges to the replica the policy scores least slow.
+//! hedges to the replica the policy scores least slow; `+cache` wraps the admission in
+//! MittCache (reads resident in the page cache are always served).
 
 use iolearn_ml::ModelFile;
 use iolearn_policy::admission::{
-    Admission, AdmitAll, HeurAdv, Learned, MittNoop, MittSsd, Oracle, QueueLimit, RandomRevoke, Rule,
+    Admission, AdmitAll, HeurAdv, Learned, MittCache, MittNoop, MittSsd, Oracle, QueueLimit, RandomRevoke, Rule,
 };
 use std::path::PathBuf;
 
@@ -53,6 +54,9 @@ pub struct PolicySpec {
     /// `+rank`: failovers and hedges go to the replica the policy scores least slow (else a
     /// random other replica).
     pub rank: bool,
+    /// `+cache`: MittCache around the admission (reads resident in the replica's page cache are
+    /// always served).
+    pub cache: bool,
 }
 
 /// The admission part of a [`PolicySpec`].
@@ -107,10 +111,12 @@ impl PolicySpec {
     pub fn parse(text: &str) -> Result<PolicySpec, String> {
         let mut parts = text.split('+').map(str::trim);
         let adm = parts.next().unwrap_or("");
-        let (mut client, mut rank) = (None, false);
+        let (mut client, mut rank, mut cache) = (None, false, false);
         for p in parts {
             if p == "rank" {
                 rank = true;
+            } else if p == "cache" {
+                cache = true;
             } else if client.replace(p).is_some() {
                 return Err(format!("{text:?}: more than one client strategy"));
             }
@@ -189,11 +195,17 @@ impl PolicySpec {
             client,
             rule,
             rank,
+            cache,
         })
     }
 
     /// Build the admission policy (`seed` for the random one, `timing` for MittSSD).
     pub fn build(&self, seed: u64, timing: DeviceTiming) -> Result<Box<dyn Admission>, String> {
+        let inner = self.build_admission(seed, timing)?;
+        Ok(if self.cache { Box::new(MittCache(inner)) } else { inner })
+    }
+
+    fn build_admission(&self, seed: u64, timing: DeviceTiming) -> Result<Box<dyn Admission>, String> {
         Ok(match &self.admission {
             AdmissionSpec::Base => Box::new(AdmitAll),
             AdmissionSpec::Random(s) => Box::new(RandomRevoke::new(*s, seed)),

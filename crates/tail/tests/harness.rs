@@ -29,6 +29,7 @@ fn world(replicas: usize, failover_ns: u64) -> World {
         noise: vec![],
         precondition: 1.0,
         seed: 3,
+        cache_pages: 0,
     })
 }
 
@@ -274,6 +275,7 @@ fn on_disks_mittnoop_refuses_reads_that_would_miss_the_deadline() {
         noise: vec![],
         precondition: 0.0,
         seed: 4,
+        cache_pages: 0,
     });
     let ios: Vec<_> = workload(1500, 45.0, 8)
         .into_iter()
@@ -296,4 +298,49 @@ fn on_disks_mittnoop_refuses_reads_that_would_miss_the_deadline() {
         v[v.len() * 99 / 100]
     };
     assert!(p99(&r) < p99(&base), "mittnoop {} vs base {}", p99(&r), p99(&base));
+}
+
+#[test]
+fn mittcache_serves_what_the_page_cache_holds() {
+    // Each read is issued twice, 1 ms apart: the second finds its pages cached. A policy that
+    // refuses everything fails every first read over; wrapped in MittCache (`+cache`) it serves
+    // the second reads where they arrive, from memory.
+    let w = World::new(WorldConfig {
+        drive: iolearn_tail::DriveConfig::Ssd(SsdConfig::enterprise()),
+        mode: GcMode::Base,
+        replicas: 3,
+        failover_ns: 15_000,
+        noise: vec![],
+        precondition: 1.0,
+        seed: 5,
+        cache_pages: 1 << 16,
+    });
+    let mut ios = Vec::new();
+    for (t, o, s, _) in workload(1000, 500.0, 9) {
+        ios.push((t, o, s, false));
+        ios.push((t + 1_000_000, o, s, false));
+    }
+    let reqs = replicate(&ios, 3, 1.0);
+    for (spec, cached_served_here) in [("random=1", false), ("random=1+cache", true)] {
+        let p = PolicySpec::parse(spec).unwrap();
+        let mut a = p.build(0, w.timing()).unwrap();
+        let r = run(&w, &reqs, a.as_mut(), Client::Direct);
+        let fast: Vec<_> = r
+            .reads
+            .iter()
+            .filter(|x| x.latency_ns == iolearn_tail::run::CACHE_HIT_NS)
+            .collect();
+        if cached_served_here {
+            assert!(
+                fast.len() * 3 >= r.reads.len(),
+                "{spec}: {} cache hits of {}",
+                fast.len(),
+                r.reads.len()
+            );
+            assert!(fast.iter().all(|x| x.revoked == 0 && x.served_by == x.primary));
+        } else {
+            // Refused at every replica but the last: nothing is served where it is cached.
+            assert!(r.reads.iter().all(|x| x.revoked == 2), "{spec}");
+        }
+    }
 }
