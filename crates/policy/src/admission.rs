@@ -52,6 +52,8 @@ pub struct IoView<'a> {
     pub true_latency_ns: Option<u64>,
     /// Every page of the read is in the replica's page cache (MittCache); false when unknown.
     pub cached: bool,
+    /// The replica asked.
+    pub replica: u32,
 }
 
 /// Inputs of the `iolearn-tail-v1` feature set, in order.
@@ -112,6 +114,12 @@ pub trait Admission {
     fn slowness(&mut self, _io: &IoView) -> f32 {
         0.0
     }
+    /// I/O `id` entered `replica`'s device queue at `now_ns` (reads admitted anywhere, writes,
+    /// copies); `service_ns` is the device model's service time when the policy asked for a
+    /// white box, else 0. For policies that keep their own view of the queues (MittNOOP).
+    fn started(&mut self, _replica: usize, _id: u64, _now_ns: u64, _service_ns: u64) {}
+    /// I/O `id` completed at `done_ns` at `replica`.
+    fn finished(&mut self, _replica: usize, _id: u64, _done_ns: u64) {}
 }
 
 /// Serve everything (Base, and the hedging/cloning baselines' admission).
@@ -284,16 +292,52 @@ impl Admission for MittCache {
             self.0.slowness(io)
         }
     }
+    fn started(&mut self, replica: usize, id: u64, now_ns: u64, service_ns: u64) {
+        self.0.started(replica, id, now_ns, service_ns)
+    }
+    fn finished(&mut self, replica: usize, id: u64, done_ns: u64) {
+        self.0.finished(replica, id, done_ns)
+    }
 }
 
-/// MittNOOP (a disk behind a FIFO queue): the read waits until the disk is next free, then
-/// takes its seek, rotation and transfer; refuse it when that misses the deadline. The
-/// next-free time is the queue's (the simulator's disk keeps it exactly; MittNOOP keeps it by
-/// adding predicted service times and correcting at each completion, `iolearn_sim::disk::NextFree`).
-#[derive(Debug, Clone)]
+/// MittNOOP (a disk behind a FIFO queue): a read waits until the disk is next free, then takes
+/// its seek, rotation and transfer (the device model's service time, MittOS's profiled seek
+/// cost); refuse it when that misses the deadline. The next-free time is MittNOOP's own: each
+/// I/O entering the queue pushes it by its predicted service time, and each completion corrects
+/// it by how far the prediction was off (drift correction).
+#[derive(Debug, Clone, Default)]
 pub struct MittNoop {
     /// Refuse above this predicted latency, ns.
     pub deadline_ns: u64,
+    next_free_ns: Vec<u64>,
+    /// Corrections applied so far per replica (a completion's expected time moves with the
+    /// corrections made since it was queued).
+    drift_ns: Vec<i64>,
+    /// Each I/O in flight: id -> (replica, predicted completion, drift when queued).
+    predicted: std::collections::HashMap<u64, (usize, u64, i64)>,
+}
+
+impl MittNoop {
+    /// Refuse reads predicted to take longer than `deadline_ns`.
+    pub fn new(deadline_ns: u64) -> Self {
+        MittNoop {
+            deadline_ns,
+            ..Self::default()
+        }
+    }
+
+    fn grow(&mut self, replica: usize) {
+        if self.next_free_ns.len() <= replica {
+            self.next_free_ns.resize(replica + 1, 0);
+            self.drift_ns.resize(replica + 1, 0);
+        }
+    }
+
+    /// The predicted wait of a request arriving at `replica` at `now_ns`.
+    pub fn wait_ns(&mut self, replica: usize, now_ns: u64) -> u64 {
+        self.grow(replica);
+        self.next_free_ns[replica].saturating_sub(now_ns)
+    }
 }
 
 impl Admission for MittNoop {
@@ -307,8 +351,24 @@ impl Admission for MittNoop {
         }
     }
     fn admit(&mut self, io: &IoView) -> bool {
-        io.white_box
-            .is_none_or(|w| w.plane_wait_ns + w.service_ns <= self.deadline_ns)
+        let service = io.white_box.map_or(0, |w| w.service_ns);
+        self.wait_ns(io.replica as usize, io.now_ns) + service <= self.deadline_ns
+    }
+    fn started(&mut self, replica: usize, id: u64, now_ns: u64, service_ns: u64) {
+        self.grow(replica);
+        let nf = &mut self.next_free_ns[replica];
+        *nf = (*nf).max(now_ns) + service_ns;
+        self.predicted.insert(id, (replica, *nf, self.drift_ns[replica]));
+    }
+    fn finished(&mut self, _replica: usize, id: u64, done_ns: u64) {
+        let Some((r, predicted, drift_then)) = self.predicted.remove(&id) else {
+            return;
+        };
+        let expected = predicted as i64 + (self.drift_ns[r] - drift_then);
+        let delta = done_ns as i64 - expected;
+        self.drift_ns[r] += delta;
+        let nf = &mut self.next_free_ns[r];
+        *nf = (*nf as i64 + delta).max(0) as u64;
     }
 }
 
@@ -667,6 +727,7 @@ impl DeviceQueue {
             white_box: None,
             true_latency_ns: None,
             cached: false,
+            replica: 0,
         }
     }
 }

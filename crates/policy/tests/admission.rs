@@ -19,6 +19,7 @@ fn view(h: &LatencyHistory, pending_pages: u32) -> IoView<'_> {
         white_box: None,
         true_latency_ns: None,
         cached: false,
+        replica: 0,
     }
 }
 
@@ -88,21 +89,32 @@ fn mittssd_adds_chip_wait_read_and_transfer() {
 }
 
 #[test]
-fn mittnoop_adds_the_queue_wait_to_the_service_time() {
-    let mut m = MittNoop {
-        deadline_ns: 10_000_000,
-    };
+fn mittnoop_keeps_the_next_free_time_and_corrects_its_drift() {
+    let mut m = MittNoop::new(10_000_000);
     let h = LatencyHistory::default();
     let mut v = view(&h, 1);
-    let disk = |wait, service| WhiteBox {
-        plane_wait_ns: wait,
-        service_ns: service,
+    v.now_ns = 1_000_000;
+    v.white_box = Some(WhiteBox {
+        service_ns: 4_000_000,
         ..WhiteBox::default()
-    };
-    v.white_box = Some(disk(6_000_000, 4_000_000));
+    });
+    // Idle disk: 4 ms of service.
     assert!(m.admit(&v));
-    v.white_box = Some(disk(6_000_001, 4_000_000));
+    // Two I/Os of 3 ms enter the queue at 1 ms: next free at 7 ms; a 4 ms read waits 6 ms.
+    m.started(0, 1, 1_000_000, 3_000_000);
+    m.started(0, 2, 1_000_000, 3_000_000);
+    assert_eq!(m.wait_ns(0, 1_000_000), 6_000_000);
+    assert!(m.admit(&v)); // 6 + 4 = 10 ms: just in time
+                          // The first took 1 ms longer than predicted: everything behind it shifts.
+    m.finished(0, 1, 5_000_000);
+    assert_eq!(m.wait_ns(0, 1_000_000), 7_000_000);
     assert!(!m.admit(&v));
+    // Other replicas have their own queue.
+    v.replica = 1;
+    assert!(m.admit(&v));
+    // The second finished early: the queue is empty again at 6 ms.
+    m.finished(0, 2, 6_000_000);
+    assert_eq!(m.wait_ns(0, 6_000_000), 0);
 }
 
 fn linnos_file(quantize: bool) -> ModelFile {

@@ -36,6 +36,7 @@ fn time(name: &str, policy: &mut dyn Admission, views: &[(LatencyHistory, u32, u
             white_box: None,
             true_latency_ns: None,
             cached: false,
+            replica: 0,
         }
     };
     let n = 200_000;

@@ -200,6 +200,7 @@ impl Sample {
             white_box: Some(self.white_box),
             true_latency_ns: Some(self.latency_ns),
             cached: false,
+            replica: self.replica,
         }
     }
 
@@ -234,14 +235,15 @@ struct Queue {
 }
 
 impl Queue {
-    /// Retire what completed by `now`, in completion order.
-    fn retire(&mut self, now: u64) {
+    /// Retire what completed by `now`, in completion order, telling the policy.
+    fn retire(&mut self, now: u64, replica: usize, policy: &mut dyn Admission) {
         while let Some(&Reverse((done, id))) = self.done.peek() {
             if done > now {
                 break;
             }
             self.done.pop();
             self.view.finish(id, done);
+            policy.finished(replica, id, done);
         }
     }
 
@@ -266,8 +268,22 @@ struct State {
 /// The policy's slowness score for a read of `size` at replica `r` at `now` (what it would see
 /// arriving there).
 fn slowness(admission: &mut dyn Admission, queues: &mut [Queue], r: usize, now: u64, size: u32) -> f32 {
-    queues[r].retire(now);
-    admission.slowness(&queues[r].view.view(now, size))
+    queues[r].retire(now, r, admission);
+    let view = IoView {
+        replica: r as u32,
+        ..queues[r].view.view(now, size)
+    };
+    admission.slowness(&view)
+}
+
+/// The device model's service time of an I/O, for policies that keep their own queue view
+/// (0 unless they asked for a white box).
+fn service_ns(replica: &mut Replica, wants: bool, now: u64, offset: u64, size: u32) -> u64 {
+    if wants {
+        replica.storage.state(now, offset, size as u64).service_ns
+    } else {
+        0
+    }
 }
 
 /// Hedges a budget allows before any read has earned one.
@@ -402,10 +418,12 @@ impl World {
                     let r = states[qi].order[attempt] as usize;
                     let id = next_id;
                     next_id += 1;
-                    queues[r].retire(t);
+                    queues[r].retire(t, r, admission);
                     if q.write {
+                        let svc = service_ns(&mut replicas[r], needs.white_box, t, q.offset, q.size);
                         let done = replicas[r].serve(t, q.offset, q.size as u64, true);
                         queues[r].push(id, t, done, q.size);
+                        admission.started(r, id, t, svc);
                         caches[r].touch(q.offset, q.size);
                         states[qi].done = done;
                         continue;
@@ -438,6 +456,7 @@ impl World {
                         white_box: wb,
                         true_latency_ns: truth,
                         cached,
+                        replica: r as u32,
                         ..qu.view(t, q.size)
                     };
                     let mut decided = None;
@@ -492,8 +511,10 @@ impl World {
                     let done = if cached {
                         t + CACHE_HIT_NS
                     } else {
+                        let svc = service_ns(&mut replicas[r], needs.white_box, t, q.offset, q.size);
                         let done = replicas[r].serve(t, q.offset, q.size as u64, false);
                         queues[r].push(id, t, done, q.size);
+                        admission.started(r, id, t, svc);
                         done
                     };
                     caches[r].touch(q.offset, q.size);
@@ -572,12 +593,14 @@ impl World {
                     let r = arg as usize;
                     let id = next_id;
                     next_id += 1;
-                    queues[r].retire(t);
+                    queues[r].retire(t, r, admission);
                     let done = if caches[r].holds(q.offset, q.size) {
                         t + CACHE_HIT_NS
                     } else {
+                        let svc = service_ns(&mut replicas[r], needs.white_box, t, q.offset, q.size);
                         let done = replicas[r].serve(t, q.offset, q.size as u64, false);
                         queues[r].push(id, t, done, q.size);
+                        admission.started(r, id, t, svc);
                         done
                     };
                     caches[r].touch(q.offset, q.size);

@@ -224,9 +224,7 @@ impl PolicySpec {
                 transfer_ns: timing.transfer_ns,
                 controller_ns: timing.controller_ns,
             }),
-            AdmissionSpec::MittNoop(u) => Box::new(MittNoop {
-                deadline_ns: (u * 1e3) as u64,
-            }),
+            AdmissionSpec::MittNoop(u) => Box::new(MittNoop::new((u * 1e3) as u64)),
             AdmissionSpec::Model(path) => {
                 let file = ModelFile::load(path).map_err(|e| e.to_string())?;
                 let name = path
