@@ -23,7 +23,7 @@ pub struct Block {
     /// Replicas, comma separated: files or block devices (e.g. /dev/loop3,/dev/loop4,/dev/loop5).
     #[arg(long, value_delimiter = ',', required = true)]
     replicas: Vec<PathBuf>,
-    /// Policy: ADMISSION[+CLIENT][+rank], e.g. base, base+hedge=500, model=linnos.iolm,
+    /// Policy: ADMISSION[+CLIENT][+rank][+cache], e.g. base, base+hedge=500, model=linnos.iolm,
     /// model=tree.iolm@proba=0.3+hedge=300/0.05 (see docs/tail.md).
     #[arg(long, default_value = "base")]
     policy: String,
