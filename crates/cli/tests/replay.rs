@@ -74,16 +74,17 @@ fn rows(csv: &Path) -> Vec<[u64; 7]> {
         .collect()
 }
 
-#[test]
-fn every_policy_replays_on_three_loop_devices() {
-    if skip_without_loop("iolearn (cli)", "every_policy_replays_on_three_loop_devices") {
-        return;
+/// What a loop-device test needs, or `None` (with the reason printed) when it must skip: the
+/// reference trace, a scratch directory, three 64 MiB loop devices and their `--replicas` list.
+fn testbed(test: &str) -> Option<(PathBuf, PathBuf, Vec<LoopDev>, String)> {
+    if skip_without_loop("iolearn (cli)", test) {
+        return None;
     }
     let Some(trace) = trace() else {
-        eprintln!("SKIP every_policy_replays_on_three_loop_devices: reference traces not found");
-        return;
+        eprintln!("SKIP {test}: reference traces not found");
+        return None;
     };
-    let dir = scratch("policies");
+    let dir = scratch(test);
     let devs: Vec<LoopDev> = (0..3)
         .map(|i| LoopDev::create(&dir, &format!("r{i}"), 64).expect("a loop device"))
         .collect();
@@ -92,6 +93,14 @@ fn every_policy_replays_on_three_loop_devices() {
         .map(|d| d.device.display().to_string())
         .collect::<Vec<_>>()
         .join(",");
+    Some((trace, dir, devs, replicas))
+}
+
+#[test]
+fn every_policy_replays_on_three_loop_devices() {
+    let Some((trace, dir, devs, replicas)) = testbed("every_policy_replays_on_three_loop_devices") else {
+        return;
+    };
     let mut policies: Vec<(String, String)> = [
         "base",
         "random=0.5",
@@ -197,22 +206,9 @@ fn bad_replicas_policies_and_traces_are_refused_by_name() {
 
 #[test]
 fn mittcache_serves_reads_the_page_cache_holds() {
-    if skip_without_loop("iolearn (cli)", "mittcache_serves_reads_the_page_cache_holds") {
-        return;
-    }
-    let Some(trace) = trace() else {
-        eprintln!("SKIP mittcache_serves_reads_the_page_cache_holds: reference traces not found");
+    let Some((trace, dir, devs, replicas)) = testbed("mittcache_serves_reads_the_page_cache_holds") else {
         return;
     };
-    let dir = scratch("cache");
-    let devs: Vec<LoopDev> = (0..3)
-        .map(|i| LoopDev::create(&dir, &format!("c{i}"), 64).expect("a loop device"))
-        .collect();
-    let replicas = devs
-        .iter()
-        .map(|d| d.device.display().to_string())
-        .collect::<Vec<_>>()
-        .join(",");
     let run = |policy: &str, out: &Path| {
         let o = Command::new(bin())
             .args([

@@ -276,6 +276,31 @@ fn slowness(admission: &mut dyn Admission, queues: &mut [Queue], r: usize, now: 
     admission.slowness(&view)
 }
 
+/// Serve a read at replica `r` at `t`: from its page cache when every page is there, else from
+/// its drive (the I/O joins the replica's queue and the policy hears of it). Returns the
+/// completion time.
+fn serve_read(
+    (replica, queue, cache): (&mut Replica, &mut Queue, &mut PageCache),
+    admission: &mut dyn Admission,
+    r: usize,
+    id: u64,
+    t: u64,
+    q: &Request,
+    white_box: bool,
+) -> u64 {
+    let done = if cache.holds(q.offset, q.size) {
+        t + CACHE_HIT_NS
+    } else {
+        let svc = service_ns(replica, white_box, t, q.offset, q.size);
+        let done = replica.serve(t, q.offset, q.size as u64, false);
+        queue.push(id, t, done, q.size);
+        admission.started(r, id, t, svc);
+        done
+    };
+    cache.touch(q.offset, q.size);
+    done
+}
+
 /// The device model's service time of an I/O, for policies that keep their own queue view
 /// (0 unless they asked for a white box).
 fn service_ns(replica: &mut Replica, wants: bool, now: u64, offset: u64, size: u32) -> u64 {
@@ -508,16 +533,8 @@ impl World {
                         white_box: wb.unwrap_or_default(),
                         latency_ns: 0,
                     });
-                    let done = if cached {
-                        t + CACHE_HIT_NS
-                    } else {
-                        let svc = service_ns(&mut replicas[r], needs.white_box, t, q.offset, q.size);
-                        let done = replicas[r].serve(t, q.offset, q.size as u64, false);
-                        queues[r].push(id, t, done, q.size);
-                        admission.started(r, id, t, svc);
-                        done
-                    };
-                    caches[r].touch(q.offset, q.size);
+                    let node = (&mut replicas[r], &mut queues[r], &mut caches[r]);
+                    let done = serve_read(node, admission, r, id, t, &q, needs.white_box);
                     if let Some(infer_ns) = decided {
                         out.decisions.push(Decision {
                             at_ns: t,
@@ -594,16 +611,8 @@ impl World {
                     let id = next_id;
                     next_id += 1;
                     queues[r].retire(t, r, admission);
-                    let done = if caches[r].holds(q.offset, q.size) {
-                        t + CACHE_HIT_NS
-                    } else {
-                        let svc = service_ns(&mut replicas[r], needs.white_box, t, q.offset, q.size);
-                        let done = replicas[r].serve(t, q.offset, q.size as u64, false);
-                        queues[r].push(id, t, done, q.size);
-                        admission.started(r, id, t, svc);
-                        done
-                    };
-                    caches[r].touch(q.offset, q.size);
+                    let node = (&mut replicas[r], &mut queues[r], &mut caches[r]);
+                    let done = serve_read(node, admission, r, id, t, &q, needs.white_box);
                     let st = &mut states[qi];
                     st.duplicates += 1;
                     if kind == RETRY || done < st.done {
