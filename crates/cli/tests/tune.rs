@@ -170,7 +170,12 @@ fn the_tuner_tunes_serves_metrics_and_restores_on_sigterm() {
     wait_for("read_ahead_kb 16", 15.0, || read_device_kb(&b.sysfs).unwrap() == 16);
     let journal = b.state.join(format!("readahead-{}.journal", b.fs.device));
     assert!(journal.exists(), "journal written before the change");
-    let page = http_get(url.as_deref().unwrap(), "/metrics");
+    // The page is rendered at the end of the window that made the change: wait for it.
+    let mut page = String::new();
+    wait_for("the window's metrics", 10.0, || {
+        page = http_get(url.as_deref().unwrap(), "/metrics");
+        page.contains("class=\"random\"")
+    });
     assert!(page.starts_with("HTTP/1.1 200"), "{page}");
     for m in [
         "iolearn_decisions_total",

@@ -240,6 +240,10 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         original_kb,
         ..Default::default()
     };
+    // The endpoint serves the (zero) metrics from the start, never an empty page.
+    if let Ok(mut p) = page.lock() {
+        *p = m.render(&cfg.device);
+    }
     let start = Instant::now();
     let mut next_window = start + cfg.interval;
     let tick = Duration::from_millis(100).min(cfg.interval);
