@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
 PIP   := $(VENV)/bin/pip
-PYDEPS := maturin numpy pytest ruff tqdm pyarrow matplotlib
+PYDEPS := maturin numpy pytest hypothesis ruff tqdm pyarrow matplotlib
 
 .PHONY: setup demo test bench lint fuzz clean
 
@@ -12,7 +12,7 @@ setup: $(VENV)/.deps
 	cargo build --release --bin iolearn
 	$(VENV)/bin/maturin develop --release --quiet
 
-$(VENV)/.deps: pyproject.toml scripts/bootstrap.sh
+$(VENV)/.deps: pyproject.toml scripts/bootstrap.sh Makefile
 	bash scripts/bootstrap.sh $(VENV) $(PYDEPS)
 	touch $@
 

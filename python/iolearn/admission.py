@@ -11,7 +11,6 @@ every test read's latency per policy, latency CDF plots, and the trained models.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -21,7 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from . import _native, traces
+from ._cli import Parser
+from ._cli import run as run_cli
+from ._validate import float_arg, int_arg, seed_arg
 from .models import MLP, DecisionTree
+from .safeio import atomic_open, output_dir, write_text
 
 
 def _reference(name: str) -> str:
@@ -69,6 +72,22 @@ class Prepared:
     slow_share: float
     policies: dict[str, object] = field(default_factory=dict)
     notes: dict[str, float] = field(default_factory=dict)
+    #: Policies whose training failed (a diverged fit, labels of one class): name -> reason.
+    #: They are reported as failed in the table; the others are evaluated as usual.
+    failed: dict[str, str] = field(default_factory=dict)
+
+    def attempt(self, names: tuple[str, ...], train) -> bool:
+        """Run ``train()``, which fills ``policies``; if it raises ValueError (a model that
+        cannot be trained here), mark ``names`` failed with the reason instead."""
+        try:
+            train()
+            return True
+        except ValueError as e:
+            reason = " ".join(str(e).split())[:200]
+            for n in names:
+                self.policies.pop(n, None)
+                self.failed[n] = reason
+            return False
 
 
 def _world(s: Setting, seed: int):
@@ -219,87 +238,110 @@ def prepare(world, s: Setting, train: dict, models_dir: Path, quick: bool = Fals
 
     # LinnOS. The false-submit penalty is not published: pick it like our own tuning, by
     # replaying the training half (lowest mean latency, LinnOS's target).
-    best = None
-    for penalty in (2.0,) if quick else (1.0, 2.0, 4.0):
-        m = _train_linnos(sm["linnos"], slow, s.seed, quick, penalty)
-        path = models_dir / f"linnos-p{penalty:g}.iolm"
-        m.save(path, schema="linnos-31", meta={"rule": "class", "quantize": "x1000", "penalty": f"{penalty:g}"})
-        mean = _mean_us(world, f"model={path}", s, train)
-        if best is None or mean < best[0]:
-            best = (mean, m, path, penalty)
-    _, linnos, path, penalty = best
-    acc, fs, fr = _rates(linnos.predict(sm["linnos"]) == 1, slow)
-    prep.notes.update(
-        {"linnos_train_acc": acc, "linnos_train_fs": fs, "linnos_train_fr": fr, "linnos_penalty": penalty}
-    )
-    P["LinnOS-Raw"] = f"model={path}"
-    hl_pct = min(95.0, 100.0 * (1.0 - fs))
-    P["LinnOS+HL"] = f"model={path}+hedge={np.percentile(lat, hl_pct):.1f}"
+    def linnos():
+        best = None
+        for penalty in (2.0,) if quick else (1.0, 2.0, 4.0):
+            m = _train_linnos(sm["linnos"], slow, s.seed, quick, penalty)
+            path = models_dir / f"linnos-p{penalty:g}.iolm"
+            m.save(path, schema="linnos-31", meta={"rule": "class", "quantize": "x1000", "penalty": f"{penalty:g}"})
+            mean = _mean_us(world, f"model={path}", s, train)
+            if best is None or mean < best[0]:
+                best = (mean, m, path, penalty)
+        _, model, path, penalty = best
+        acc, fs, fr = _rates(model.predict(sm["linnos"]) == 1, slow)
+        prep.notes.update(
+            {"linnos_train_acc": acc, "linnos_train_fs": fs, "linnos_train_fr": fr, "linnos_penalty": penalty}
+        )
+        P["LinnOS-Raw"] = f"model={path}"
+        hl_pct = min(95.0, 100.0 * (1.0 - fs))
+        P["LinnOS+HL"] = f"model={path}+hedge={np.percentile(lat, hl_pct):.1f}"
 
-    # ML-MittOS: an unbiased regressor + the threshold minimising the expected latency on the
-    # training rows (global selection). Targets in units of the IP latency, capped (SGD stays
-    # stable next to 100 ms GC outliers); output_scale turns outputs back into us.
-    y = np.minimum(lat, 20.0 * ip_us) / ip_us
-    X9 = sm["mittos"]
-    reg = _train_mittos(X9, y, s.seed, quick)
-    pred = reg.forward(X9)[:, 0].astype(np.float64) * ip_us
-    thr, mu = _native.best_threshold(pred, lat.astype(np.float64), s.replicas, s.failover_us)
-    path = models_dir / "mittos-reg.iolm"
-    reg.save(
-        path,
-        schema="mittos-9",
-        meta={"rule": f"above_us={thr:.3f}", "output_scale": f"{ip_us:.6g}", "selection": "global"},
-    )
-    P["ML-MittOS"] = f"model={path}"
-    prep.notes.update({"mittos_threshold_us": float(thr), "mittos_train_mu_us": float(mu)})
-    # Threshold oracle: the threshold that is best on the test half itself (a limit, not a
-    # policy one could deploy); candidates are quantiles of the training predictions.
-    P["ML-MittOS-thr-oracle"] = (
-        "thr-oracle",
-        str(path),
-        [float(v) for v in np.unique(np.percentile(pred, np.arange(50, 100, 2.5)))],
-    )
-    # Bias selections: AMSE regressors with growing b at the fixed IP threshold; greedy stops
-    # when the expected latency on the training rows worsens, greedy-skip first skips b values
-    # that change fewer than 4% of the decisions.
-    bs = (0.0, 0.4, 0.8) if quick else (0.0, 0.2, 0.4, 0.6, 0.8)
-    models = []
-    for b in bs:
-        m = reg if b == 0.0 else _train_mittos(X9, y, s.seed, quick, b=b)
-        pb = m.forward(X9)[:, 0].astype(np.float64) * ip_us
-        path = models_dir / f"mittos-amse-b{b:g}.iolm"
-        m.save(
+    prep.attempt(("LinnOS-Raw", "LinnOS+HL"), linnos)
+
+    def mittos():
+        # ML-MittOS: an unbiased regressor + the threshold minimising the expected latency on the
+        # training rows (global selection). Targets in units of the IP latency, capped (SGD stays
+        # stable next to 100 ms GC outliers); output_scale turns outputs back into us.
+        y = np.minimum(lat, 20.0 * ip_us) / ip_us
+        X9 = sm["mittos"]
+        reg = _train_mittos(X9, y, s.seed, quick)
+        pred = reg.forward(X9)[:, 0].astype(np.float64) * ip_us
+        thr, mu = _native.best_threshold(pred, lat.astype(np.float64), s.replicas, s.failover_us)
+        path = models_dir / "mittos-reg.iolm"
+        reg.save(
             path,
             schema="mittos-9",
-            meta={"rule": f"above_us={ip_us:.3f}", "output_scale": f"{ip_us:.6g}", "b": f"{b:g}"},
+            meta={"rule": f"above_us={thr:.3f}", "output_scale": f"{ip_us:.6g}", "selection": "global"},
         )
-        models.append((b, path, pb > ip_us, _expected_latency(pb, lat, ip_us, s.replicas, s.failover_us)))
-    for name, skip in (("ML-MittOS-bias-greedy", False), ("ML-MittOS-bias-greedy-skip", True)):
-        cur = models[0]
-        for cand in models[1:]:
-            if skip and (cand[2] != cur[2]).mean() < 0.04:
-                continue
-            if cand[3] > cur[3]:
-                break
-            cur = cand
-        P[name] = f"model={cur[1]}"
-        prep.notes[f"{name.lower()}_b"] = cur[0]
-    clf = _train_mittos_classifier(X9, slow, s.seed, quick)
-    path = models_dir / "mittos-clf.iolm"
-    clf.save(path, schema="mittos-9", meta={"rule": "proba=0.5"})
-    P["ML-MittOS-clf"] = f"model={path}"
+        P["ML-MittOS"] = f"model={path}"
+        prep.notes.update({"mittos_threshold_us": float(thr), "mittos_train_mu_us": float(mu)})
+        # Threshold oracle: the threshold that is best on the test half itself (a limit, not a
+        # policy one could deploy); candidates are quantiles of the training predictions.
+        P["ML-MittOS-thr-oracle"] = (
+            "thr-oracle",
+            str(path),
+            [float(v) for v in np.unique(np.percentile(pred, np.arange(50, 100, 2.5)))],
+        )
+        # Bias selections: AMSE regressors with growing b at the fixed IP threshold; greedy stops
+        # when the expected latency on the training rows worsens, greedy-skip first skips b values
+        # that change fewer than 4% of the decisions.
+        bs = (0.0, 0.4, 0.8) if quick else (0.0, 0.2, 0.4, 0.6, 0.8)
+        models = []
+        for b in bs:
+            m = reg if b == 0.0 else _train_mittos(X9, y, s.seed, quick, b=b)
+            pb = m.forward(X9)[:, 0].astype(np.float64) * ip_us
+            path = models_dir / f"mittos-amse-b{b:g}.iolm"
+            m.save(
+                path,
+                schema="mittos-9",
+                meta={"rule": f"above_us={ip_us:.3f}", "output_scale": f"{ip_us:.6g}", "b": f"{b:g}"},
+            )
+            models.append((b, path, pb > ip_us, _expected_latency(pb, lat, ip_us, s.replicas, s.failover_us)))
+        for name, skip in (("ML-MittOS-bias-greedy", False), ("ML-MittOS-bias-greedy-skip", True)):
+            cur = models[0]
+            for cand in models[1:]:
+                if skip and (cand[2] != cur[2]).mean() < 0.04:
+                    continue
+                if cand[3] > cur[3]:
+                    break
+                cur = cand
+            P[name] = f"model={cur[1]}"
+            prep.notes[f"{name.lower()}_b"] = cur[0]
 
-    P["iolearn"] = ours = _train_ours(world, s, train, sm, slow, lat, models_dir, prep, quick)
+    names = ("ML-MittOS", "ML-MittOS-thr-oracle", "ML-MittOS-bias-greedy", "ML-MittOS-bias-greedy-skip")
+    prep.attempt(names, mittos)
+
+    def mittos_clf():
+        clf = _train_mittos_classifier(sm["mittos"], slow, s.seed, quick)
+        path = models_dir / "mittos-clf.iolm"
+        clf.save(path, schema="mittos-9", meta={"rule": "proba=0.5"})
+        P["ML-MittOS-clf"] = f"model={path}"
+
+    prep.attempt(("ML-MittOS-clf",), mittos_clf)
+
+    def ours():
+        P["iolearn"] = _train_ours(world, s, train, sm, slow, lat, models_dir, prep, quick)
+
+    prep.attempt(("iolearn",), ours)
     # Ablations: where iolearn's gain comes from. Its tree without the hedge, and LinnOS with
-    # iolearn's hedge (same delay, same budget).
-    tree, _, hedge = ours.partition("+hedge=")
-    P["iolearn-no-hedge"] = tree
-    P["LinnOS+iolearn-hedge"] = f"{P['LinnOS-Raw']}+hedge={hedge}" if hedge else P["LinnOS-Raw"]
+    # iolearn's hedge (same delay, same budget). Each needs what it is made of.
+    if "iolearn" in P:
+        tree, _, hedge = P["iolearn"].partition("+hedge=")
+        P["iolearn-no-hedge"] = tree
+    else:
+        prep.failed["iolearn-no-hedge"] = prep.failed["iolearn"]
+    if "iolearn" in P and "LinnOS-Raw" in P:
+        P["LinnOS+iolearn-hedge"] = f"{P['LinnOS-Raw']}+hedge={hedge}" if hedge else P["LinnOS-Raw"]
+    else:
+        prep.failed["LinnOS+iolearn-hedge"] = prep.failed.get("iolearn") or prep.failed["LinnOS-Raw"]
     if s.cache_mb:
         # MittCache around the device-level predictors: cached reads are always served.
         device = "MittNOOP" if "MittNOOP" in P else "MittSSD"
         P[f"{device}+MittCache"] = P[device] + "+cache"
-        P["LinnOS-Raw+MittCache"] = P["LinnOS-Raw"] + "+cache"
+        if "LinnOS-Raw" in P:
+            P["LinnOS-Raw+MittCache"] = P["LinnOS-Raw"] + "+cache"
+        else:
+            prep.failed["LinnOS-Raw+MittCache"] = prep.failed["LinnOS-Raw"]
     P["Oracle"] = f"oracle={ip_us:.1f}"
     return prep
 
@@ -444,13 +486,25 @@ def evaluate(s: Setting, out: Path, quick: bool = False, progress=None) -> tuple
         lats[name] = r["reads"]["latency_ns"]
         if progress:
             progress.update(1)
+    for name, reason in prep.failed.items():
+        rows.append({"setting": s.name, **asdict(s), "policy": name, "spec": "", "failed": reason})
+        print(f"iolearn eval admission: {s.name}: {name} failed to train ({reason}); the others go on", file=sys.stderr)
+        if progress:
+            progress.update(1)
     base = next(r for r in rows if r["policy"] == "Base")
     hedge = next(r for r in rows if r["policy"] == "Hedge95")
     for r in rows:
+        if "failed" in r:
+            continue
         for ref, tag in ((base, "base"), (hedge, "hedge95")):
             for m in ("mean_us", "p99_us"):
                 r[f"{m[:-3]}_cut_vs_{tag}_pct"] = 100 * (ref[m] - r[m]) / ref[m] if ref[m] else np.nan
     return rows, lats
+
+
+PRESETS = ("consumer", "enterprise", "hdd")
+NOISES = ("quiet", "ec2", "tailatstore", "failslow")
+MODES = ("base", "plane-blocking", "tolerant", "no-gc")
 
 
 def default_grid(args) -> list[Setting]:
@@ -477,9 +531,11 @@ def write_parquet(rows: list[dict], path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(pa.Table.from_pylist(rows), tmp)
-    tmp.replace(path)
+    # Columns are the union over rows (from_pylist would take the first row's keys only, and a
+    # failed policy's row has a `failed` column and no metrics).
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    with atomic_open(path) as f:
+        pq.write_table(pa.table({k: [r.get(k) for r in rows] for k in keys}), f)
 
 
 def write_latencies(all_lats: dict[str, dict[str, np.ndarray]], path: Path) -> None:
@@ -492,7 +548,6 @@ def write_latencies(all_lats: dict[str, dict[str, np.ndarray]], path: Path) -> N
             setting += [s] * len(v)
             policy += [p] * len(v)
             lat.append(np.asarray(v, dtype=np.uint64))
-    tmp = path.with_name(f".{path.name}.tmp")
     table = pa.table(
         {
             "setting": pa.array(setting).dictionary_encode(),
@@ -500,8 +555,8 @@ def write_latencies(all_lats: dict[str, dict[str, np.ndarray]], path: Path) -> N
             "latency_ns": np.concatenate(lat) if lat else np.zeros(0, np.uint64),
         }
     )
-    pq.write_table(table, tmp)
-    tmp.replace(path)
+    with atomic_open(path) as f:
+        pq.write_table(table, f)
 
 
 def plot_cdfs(name: str, lats: dict[str, np.ndarray], path: Path) -> None:
@@ -535,10 +590,11 @@ def plot_cdfs(name: str, lats: dict[str, np.ndarray], path: Path) -> None:
     b.set_title("p80-p100")
     b.legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with atomic_open(path) as f:
+            fig.savefig(f, format="png", dpi=110)
+    finally:
+        plt.close(fig)
 
 
 TABLE_COLUMNS = (
@@ -568,6 +624,9 @@ def markdown(rows: list[dict]) -> str:
         out.append("| " + " | ".join(c for c, _ in TABLE_COLUMNS) + " |")
         out.append("|" + "---|" * len(TABLE_COLUMNS))
         for r in rs:
+            if r.get("failed"):
+                out.append(f"| {r['policy']} | failed to train: {r['failed']} |" + " |" * (len(TABLE_COLUMNS) - 2))
+                continue
             cells = []
             for c, f in TABLE_COLUMNS:
                 v = r.get(c)
@@ -581,7 +640,7 @@ def goals(rows: list[dict], best: str = "iolearn") -> list[tuple[str, bool, str]
     """Issue 6 must-show 2, per setting with 3 replicas and 15 us failover."""
     out = []
     for name in dict.fromkeys(r["setting"] for r in rows):
-        rs = {r["policy"]: r for r in rows if r["setting"] == name}
+        rs = {r["policy"]: r for r in rows if r["setting"] == name and not r.get("failed")}
         need = ("Base", "Hedge95", "LinnOS+HL", "Oracle", best)
         if not all(k in rs for k in need):
             continue
@@ -608,19 +667,26 @@ def goals(rows: list[dict], best: str = "iolearn") -> list[tuple[str, bool, str]
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="iolearn eval admission", description=__doc__.splitlines()[0])
+    ap = Parser(prog="iolearn eval admission", description=__doc__.splitlines()[0])
     ap.add_argument(
         "--trace", nargs="+", default=list(REFERENCE_TRACES), help="block traces (default: the two reference MSR cuts)"
     )
-    ap.add_argument("--rate", type=float, nargs="+", default=[1.0, 10.0], help="re-rate factors (default 1 10)")
-    ap.add_argument("--preset", nargs="+", default=["enterprise"], help="drives (consumer, enterprise SSDs; hdd)")
-    ap.add_argument("--noise", nargs="+", default=["ec2"], help="replica noise (quiet, ec2, tailatstore, failslow)")
-    ap.add_argument("--mode", default="base", help="GC design of the drives (base, plane-blocking, tolerant, no-gc)")
-    ap.add_argument("--replicas", type=int, nargs="+", default=[3])
-    ap.add_argument("--failover-us", type=float, nargs="+", default=[15.0])
-    ap.add_argument("--seed", type=int, default=1)
     ap.add_argument(
-        "--cache-mb", type=int, default=0, help="page cache per replica, MiB (adds MittCache rows; default: none)"
+        "--rate", type=float_arg(1e-3, 1e3), nargs="+", default=[1.0, 10.0], help="re-rate factors (default 1 10)"
+    )
+    ap.add_argument(
+        "--preset", nargs="+", default=["enterprise"], choices=PRESETS, help="drives (consumer, enterprise SSDs; hdd)"
+    )
+    ap.add_argument("--noise", nargs="+", default=["ec2"], choices=NOISES, help="replica noise")
+    ap.add_argument("--mode", default="base", choices=MODES, help="GC design of the drives")
+    ap.add_argument("--replicas", type=int_arg(1, 8), nargs="+", default=[3], help="replicas (1 to 8)")
+    ap.add_argument("--failover-us", type=float_arg(0.0, 1e6), nargs="+", default=[15.0])
+    ap.add_argument("--seed", type=seed_arg(), default=1)
+    ap.add_argument(
+        "--cache-mb",
+        type=int_arg(0, 1 << 20),
+        default=0,
+        help="page cache per replica, MiB (adds MittCache rows; default: none)",
     )
     ap.add_argument("--quick", action="store_true", help="fewer epochs and simulated trials (CI)")
     ap.add_argument("--out", type=Path, default=Path("results/admission"))
@@ -630,8 +696,14 @@ def main(argv=None) -> int:
         if not Path(t).is_file():
             print(f"iolearn eval admission: {t}: no such trace", file=sys.stderr)
             return 2
+    stems = [Path(t).stem for t in args.trace]
+    if len(set(stems)) != len(stems):
+        print(
+            "iolearn eval admission: --trace: two traces share a file name (their results would mix)", file=sys.stderr
+        )
+        return 2
     grid = default_grid(args)
-    args.out.mkdir(parents=True, exist_ok=True)
+    output_dir(args.out)
     all_rows, all_lats = [], {}
     bar = _progress(len(grid) * 21, "admission")
     try:
@@ -653,9 +725,7 @@ def main(argv=None) -> int:
     write_parquet(all_rows, args.out / "results.parquet")
     write_latencies(all_lats, args.out / "latencies.parquet")
     table = markdown(all_rows)
-    tmp = args.out / ".table.md.tmp"
-    tmp.write_text(table)
-    tmp.replace(args.out / "table.md")
+    write_text(args.out / "table.md", table)
     print(table)
     g = goals([r for r in all_rows if r["replicas"] == 3 and r["failover_us"] == 15.0])
     ok = all(m for _, m, _ in g)
@@ -666,9 +736,9 @@ def main(argv=None) -> int:
     print(
         f"results: {args.out}/results.parquet, latencies.parquet, table.md" + ("" if args.no_plots else ", cdf-*.png")
     )
-    (args.out / "goals.json").write_text(json.dumps([{"goal": t, "met": m} for t, m, _ in g], indent=1))
+    write_text(args.out / "goals.json", json.dumps([{"goal": t, "met": m} for t, m, _ in g], indent=1))
     return 0 if ok or not g else 3
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main, "iolearn eval admission"))

@@ -13,7 +13,6 @@ and by the next run if a crash left them behind.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import os
@@ -26,9 +25,13 @@ from pathlib import Path
 import numpy as np
 
 from . import _native
+from ._cli import Parser
+from ._cli import run as run_cli
+from ._validate import float_arg, int_arg
 from .admission import REFERENCE_TRACES, _train_linnos, _train_mittos
 from .bench_real import iolearn_cmd, sh
 from .models import DecisionTree
+from .safeio import output_dir, private_dir, write_text
 
 IMAGE_MB = 1024
 
@@ -48,7 +51,7 @@ class Replicas:
             img.unlink(missing_ok=True)
 
     def __enter__(self) -> Replicas:
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.workdir)
         self.clean_leftovers()
         for img in self.images:
             # Allocated up front: a write into a hole of a sparse image costs the host file
@@ -68,8 +71,8 @@ def _split_trace(path: str, out: Path) -> tuple[Path, Path]:
     lines = [ln for ln in Path(path).read_text().splitlines() if ln.strip()]
     half = len(lines) // 2
     a, b = out / "train.trace", out / "test.trace"
-    a.write_text("\n".join(lines[:half]) + "\n")
-    b.write_text("\n".join(lines[half:]) + "\n")
+    write_text(a, "\n".join(lines[:half]) + "\n")
+    write_text(b, "\n".join(lines[half:]) + "\n")
     return a, b
 
 
@@ -105,7 +108,7 @@ def train(samples: Path, models: Path, quick: bool) -> dict[str, str]:
     tail = np.stack([data[f"tail{i}"] for i in range(13)], axis=1).astype(np.float32)
     ip_pct, ip = _native.inflection_point(lat.astype(np.float64), 3, 15.0, 200_000, 1)
     slow = lat > ip
-    models.mkdir(parents=True, exist_ok=True)
+    output_dir(models)
     m = _train_linnos(linnos, slow, 1, quick)
     m.save(models / "linnos.iolm", schema="linnos-31", meta={"rule": "class", "quantize": "x1000"})
     fs = float((m.predict(linnos) == 0)[slow].sum() / len(slow))
@@ -134,16 +137,16 @@ def train(samples: Path, models: Path, quick: bool) -> dict[str, str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="iolearn bench admission --real", description=__doc__.splitlines()[0])
+    ap = Parser(prog="iolearn bench admission --real", description=__doc__.splitlines()[0])
     ap.add_argument("--trace", default=REFERENCE_TRACES[1])
-    ap.add_argument("--rate", type=float, default=10.0)
-    ap.add_argument("--noise-threads", type=int, default=4)
+    ap.add_argument("--rate", type=float_arg(1e-6, 1e6), default=10.0, help="arrival rate factor (1e-6 to 1e6)")
+    ap.add_argument("--noise-threads", type=int_arg(0, 64), default=4, help="noise threads (0 to 64)")
     ap.add_argument(
         "--allow-writes",
         action="store_true",
         help="replay the trace's writes too (the host disk's write-back then dominates)",
     )
-    ap.add_argument("--repeats", type=int, default=2, help="runs of each policy on the test half")
+    ap.add_argument("--repeats", type=int_arg(1, 100), default=2, help="runs of each policy on the test half")
     ap.add_argument("--quick", action="store_true", help="one run each, fewer epochs (CI)")
     ap.add_argument("--workdir", type=Path, default=Path("/var/tmp/iolearn-bench-admission"))
     ap.add_argument("--out", type=Path, default=Path("results/admission-real"))
@@ -154,7 +157,7 @@ def main(argv=None) -> int:
     if not Path(args.trace).is_file():
         print(f"iolearn bench admission --real: {args.trace}: no such trace", file=sys.stderr)
         return 2
-    args.out.mkdir(parents=True, exist_ok=True)
+    output_dir(args.out)
     repeats = 1 if args.quick else args.repeats
 
     def stop(signum, _frame):
@@ -189,7 +192,7 @@ def main(argv=None) -> int:
         "date": time.strftime("%Y-%m-%d"),
         "machine": os.uname().nodename,
     }
-    (args.out / "report.json").write_text(json.dumps(report, indent=1))
+    write_text(args.out / "report.json", json.dumps(report, indent=1))
     cols = ("mean_us", "p50_us", "p90_us", "p99_us", "p99.9_us", "revoked_pct", "extra_io_pct", "decision_ns")
     print(f"IP p{float(ip_pct):.1f} = {float(ip):.0f} us; medians over {repeats} run(s)")
     print("| policy | " + " | ".join(cols) + " |")
@@ -202,4 +205,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main, "iolearn bench admission --real"))

@@ -21,7 +21,6 @@ Tables, plots and raw CSV go to ``--out`` (default ``docs/benchmarks/<date>-read
 
 from __future__ import annotations
 
-import argparse
 import csv
 import datetime
 import json
@@ -36,6 +35,10 @@ import time
 from pathlib import Path
 
 from . import readahead as ra
+from ._cli import Parser
+from ._cli import run as run_cli
+from ._validate import int_arg
+from .safeio import OutputError, atomic_open, output_dir, private_dir, write_text
 
 WORKLOADS = ("readrandom", "readrandomwriterandom", "readseq", "readreverse", "updaterandom", "mixgraph")
 SEQUENTIAL = ("readseq", "readreverse")
@@ -96,13 +99,12 @@ class Testbed:
 
     # journal -------------------------------------------------------------------------------
     def _save(self):
-        tmp = self.journal.with_suffix(".tmp")
-        tmp.write_text(
+        write_text(
+            self.journal,
             json.dumps(
                 {"image": str(self.image), "mnt": str(self.mnt), "device": self.device, "cgroup": str(self.cgroup)}
-            )
+            ),
         )
-        os.replace(tmp, self.journal)
 
     @staticmethod
     def clean_leftovers(workdir: Path) -> bool:
@@ -114,12 +116,27 @@ class Testbed:
             state = json.loads(j.read_text())
         except ValueError as e:
             raise SystemExit(f"error: {j}: not a test bed journal ({e}); remove it after checking") from e
-        _teardown(Path(state["mnt"]), state.get("device", ""), Path(state["image"]), Path(state["cgroup"]))
+        # The journal names what to unmount, detach and delete as root: only what a test bed
+        # in this directory itself would have made.
+        try:
+            mnt, image, device, cgroup = Path(state["mnt"]), Path(state["image"]), state["device"], state["cgroup"]
+        except (KeyError, TypeError) as e:
+            raise SystemExit(f"error: {j}: not a test bed journal ({e}); remove it after checking") from e
+        if (
+            mnt != workdir / "mnt"
+            or image != workdir / "bench.img"
+            or not isinstance(cgroup, str)
+            or not re.fullmatch(r"(/sys/fs/cgroup/memory/iolearn-bench-\d+)?", cgroup)
+            or not isinstance(device, str)
+            or not re.fullmatch(r"(/dev/loop\d+)?", device)
+        ):
+            raise SystemExit(f"error: {j}: names paths outside this test bed; remove it after checking")
+        _teardown(mnt, device, image, Path(cgroup) if cgroup else None)
         j.unlink()
         return True
 
     def __enter__(self) -> Testbed:
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.workdir)
         if Testbed.clean_leftovers(self.workdir):
             print("test bed: removed what a previous (crashed) run left", file=sys.stderr)
         self._save()
@@ -159,7 +176,15 @@ class Testbed:
         return ["sh", "-c", f'echo $$ > {self.cgroup}/cgroup.procs && exec "$0" "$@"', *argv]
 
 
-def _teardown(mnt: Path, device: str, image: Path, cgroup: Path):
+def _backing_file(device: str) -> str:
+    """The file behind loop device ``/dev/loopN`` (empty when none)."""
+    try:
+        return Path(f"/sys/block/{Path(device).name}/loop/backing_file").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _teardown(mnt: Path, device: str, image: Path, cgroup: Path | None):
     if mnt.exists():
         if sh("umount", mnt, check=False).returncode != 0 and os.path.ismount(mnt):
             sh("umount", "-l", mnt, check=False)
@@ -167,12 +192,14 @@ def _teardown(mnt: Path, device: str, image: Path, cgroup: Path):
             mnt.rmdir()
         except OSError:
             pass
-    if device:
+    # Only a loop device still backed by our image is ours: after a crash and a reboot the
+    # number may belong to someone else.
+    if device and _backing_file(device) == str(image.resolve()):
         sh("losetup", "-d", device, check=False)
     for dev in sh("losetup", "-j", image, check=False).stdout.splitlines():
         sh("losetup", "-d", dev.split(":")[0], check=False)
     image.unlink(missing_ok=True)
-    if cgroup.exists():
+    if cgroup is not None and cgroup.exists():
         for pid in (cgroup / "cgroup.procs").read_text().split():
             try:
                 os.kill(int(pid), signal.SIGKILL)
@@ -534,10 +561,11 @@ def plot(rep: dict, path: Path):
     ax.set_title(f"db_bench on a loop device, 1 GiB cgroup ({rep['date']})")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with atomic_open(path) as f:
+            fig.savefig(f, format="png", dpi=100)
+    finally:
+        plt.close(fig)
 
 
 def overheads(s: Settings, tb: Testbed, db: Path, out: Path) -> dict:
@@ -590,8 +618,11 @@ def overheads(s: Settings, tb: Testbed, db: Path, out: Path) -> dict:
     return res
 
 
+STEPS = ("sweep", "train", "evaluate", "b2b", "pairs", "overheads")
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="iolearn bench readahead --real", description=__doc__.splitlines()[0])
+    ap = Parser(prog="iolearn bench readahead --real", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a small database and short runs (CI: about 2 minutes)")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--workdir", type=Path, default=Path("/var/tmp/iolearn-bench"))
@@ -601,8 +632,15 @@ def main(argv=None) -> int:
         help="comma-separated steps to run (with --reuse, sweep and train are read from --out)",
     )
     ap.add_argument("--reuse", action="store_true", help="use the sweep, models and report already in --out")
-    ap.add_argument("--repeats", type=int, default=None, help="repeats per configuration (default 2; quick 1)")
+    ap.add_argument(
+        "--repeats", type=int_arg(1, 100), default=None, help="repeats per configuration (1 to 100; default 2, quick 1)"
+    )
     a = ap.parse_args(argv)
+    unknown = set(a.steps.split(",")) - set(STEPS)
+    if unknown:
+        ap.error(f"--steps: unknown {', '.join(sorted(unknown))} (steps: {', '.join(STEPS)})")
+    if a.reuse and not (a.out and (a.out / "report.json").is_file()):
+        ap.error("--reuse needs --out with the report.json of an earlier run")
     if os.geteuid() != 0:
         print("error: the real benchmark needs root (loop devices, cgroups, eBPF)", file=sys.stderr)
         return 2
@@ -626,7 +664,12 @@ def main(argv=None) -> int:
         s.repeats = max(1, a.repeats)
     date = datetime.date.today().isoformat()
     out = a.out or Path("docs/benchmarks") / f"{date}-readahead-real"
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        output_dir(out)
+        private_dir(a.workdir)
+    except OutputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
     def on_signal(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
@@ -670,9 +713,7 @@ def main(argv=None) -> int:
             report["pairs"] = summarize_pairs(pairs(s, tb, db, out))
         if "overheads" in steps:
             report["overheads"] = overheads(s, tb, db, out)
-        tmp = out / "report.json.tmp"
-        tmp.write_text(json.dumps(report, indent=2, default=str))
-        tmp.replace(out / "report.json")
+        write_text(out / "report.json", json.dumps(report, indent=2, default=str))
         plot(report, out / "real.png")
     print_report(report)
     print(f"done in {time.time() - t0:.0f} s; results in {out}/", file=sys.stderr)
@@ -707,9 +748,14 @@ def print_report(rep: dict):
     )
 
 
-if __name__ == "__main__":
+def _interruptible() -> int:
+    """``main`` whose interruption (SIGINT, SIGTERM, SIGHUP) says the test bed is gone."""
     try:
-        sys.exit(main())
+        return main()
     except KeyboardInterrupt as e:
         print(f"interrupted ({e}): test bed removed", file=sys.stderr)
-        sys.exit(130)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(_interruptible, "iolearn bench readahead --real"))

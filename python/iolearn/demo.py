@@ -8,7 +8,6 @@ models as iolearn model files.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -16,8 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from . import datasets, import_kml
+from ._cli import Parser
+from ._cli import run as run_cli
+from ._validate import float_arg, int_arg, seed_arg
 from .model_selection import cross_val_score, permutation_importance
 from .models import MLP, DecisionTree
+from .safeio import output_dir
 
 KML_FEATURES = ("n_transactions", "var/range (pop)", "var/range (sample)", "mean |page delta|", "readahead")
 # KML's reported accuracy with each feature shuffled (spec kml.md section 3); the two variance
@@ -47,25 +50,32 @@ def _cv(est, X, y, label: str, seed: int) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolearn.demo", description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m iolearn.demo", description=__doc__.splitlines()[0])
     ap.add_argument(
         "--reference",
         default="../shared/reference/kml/readahead",
         help="KML reference directory (default: %(default)s)",
     )
     ap.add_argument("--out", default="results/demo", help="where models are written (default: %(default)s)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--epochs", type=int, default=1000)
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--sim-seconds", type=float, default=5.0, help="simulated seconds per sweep run (0: skip part 4)")
-    ap.add_argument("--eval-seconds", type=float, default=30.0, help="simulated seconds per evaluation run")
+    ap.add_argument("--seed", type=seed_arg(), default=0)
+    ap.add_argument("--epochs", type=int_arg(1, 100_000), default=1000)
+    ap.add_argument("--batch-size", type=int_arg(1, 1 << 20), default=32)
+    ap.add_argument(
+        "--sim-seconds",
+        type=float_arg(0.0, 3600.0),
+        default=5.0,
+        help="simulated seconds per sweep run (0: skip part 4)",
+    )
+    ap.add_argument(
+        "--eval-seconds", type=float_arg(0.01, 3600.0), default=30.0, help="simulated seconds per evaluation run"
+    )
     args = ap.parse_args(argv)
     ref = Path(args.reference)
     if not (ref / "nn_arch_data").is_dir():
         print(f"error: {ref}/nn_arch_data not found (pass --reference)", file=sys.stderr)
         return 2
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    output_dir(out)
     t0 = time.time()
 
     X, y = datasets.load_kml_readahead(ref)
@@ -144,4 +154,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main, "python -m iolearn.demo"))

@@ -9,6 +9,15 @@ from typing import Any
 import numpy as np
 
 from . import _native
+from ._validate import check_bool, check_choice, check_float, check_int, check_seed
+
+#: Bounds the estimators accept (scikit-learn validates parameters the same way, at ``fit``).
+#: They keep every size the Rust core allocates far from what would exhaust the machine.
+MAX_WIDTH = 4096  # neurons in a layer
+MAX_LAYERS = 16
+MAX_EPOCHS = 1_000_000
+MAX_CLASSES = 1024
+MAX_DEPTH = 64
 
 
 def _as_x(X: Any) -> np.ndarray:
@@ -19,10 +28,29 @@ def _as_x(X: Any) -> np.ndarray:
 
 
 def _as_y(y: Any, n: int) -> np.ndarray:
-    y = np.asarray(y, dtype=np.float32).reshape(-1)
+    y = np.asarray(y, dtype=np.float32)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-dimensional (one value per row), got shape {y.shape}")
     if y.shape[0] != n:
         raise ValueError(f"y has {y.shape[0]} values for {n} rows of X")
+    if not np.all(np.isfinite(y)):
+        raise ValueError("y contains NaN or infinity")
     return np.ascontiguousarray(y)
+
+
+def _as_labels(y: np.ndarray) -> int:
+    """Class labels must be whole numbers 0..k-1; returns the number of outputs, k (at least
+    2: a classifier fitted on one class still has a class to say no with)."""
+    if y.size == 0:
+        raise ValueError("y is empty")
+    if np.any(y < 0) or np.any(y != np.round(y)):
+        raise ValueError("y must hold class labels: whole numbers from 0")
+    k = int(y.max()) + 1
+    if k > MAX_CLASSES:
+        raise ValueError(f"y has a label {k - 1}; at most {MAX_CLASSES} classes are supported")
+    return max(k, 2)
 
 
 class Model:
@@ -46,7 +74,11 @@ class Model:
 
     def score(self, X: Any, y: Any) -> float:
         """Mean accuracy."""
-        return float(np.mean(self.predict(X) == np.asarray(y).astype(np.int64)))
+        X = _as_x(X)
+        y = _as_y(y, X.shape[0])
+        if y.size == 0:
+            raise ValueError("X and y are empty")
+        return float(np.mean(self.predict(X) == y.astype(np.int64)))
 
     # File ------------------------------------------------------------------------------
     def save(
@@ -61,22 +93,33 @@ class Model:
     ) -> None:
         """Write the model file (atomically). Optional schema, feature names, class map, the
         Z-score ``(mean, std)`` of the raw features (for a model trained on normalised rows),
-        and metadata entries (added to or replacing the model's)."""
-        if schema is not None:
-            self._m.schema = schema
-        if features is not None:
-            self._m.features = list(features)
-        if classes is not None:
-            self._m.classes = [(str(a), int(b)) for a, b in classes]
-        if action_unit is not None:
-            self._m.action_unit = action_unit
-        if normaliser is not None:
-            mean, std = normaliser
-            self._m.normaliser = ([float(v) for v in mean], [float(v) for v in std])
-        if meta:
-            kept = [(k, v) for k, v in self._m.meta if k not in meta]
-            self._m.meta = kept + [(str(k), str(v)) for k, v in meta.items()]
-        self._m.save(os.fspath(path))
+        and metadata entries (added to or replacing the model's). Nothing changes in the
+        model unless the file is written."""
+        if isinstance(features, (str, bytes)):
+            raise ValueError("features must be a sequence of names, not one string")
+        given = dict(schema=schema, features=features, classes=classes, action_unit=action_unit)
+        given.update(normaliser=normaliser, meta=meta or None)
+        before = {k: getattr(self._m, k) for k, v in given.items() if v is not None}
+        try:
+            if schema is not None:
+                self._m.schema = str(schema)
+            if features is not None:
+                self._m.features = [str(f) for f in features]
+            if classes is not None:
+                self._m.classes = [(str(a), check_int("class action", b, -(2**63), 2**63 - 1)) for a, b in classes]
+            if action_unit is not None:
+                self._m.action_unit = str(action_unit)
+            if normaliser is not None:
+                mean, std = normaliser
+                self._m.normaliser = ([float(v) for v in mean], [float(v) for v in std])
+            if meta:
+                kept = [(k, v) for k, v in self._m.meta if k not in meta]
+                self._m.meta = kept + [(str(k), str(v)) for k, v in meta.items()]
+            self._m.save(os.fspath(path))
+        except BaseException:
+            for k, v in before.items():
+                setattr(self._m, k, v)
+            raise
 
     def to_json(self) -> str:
         return self._m.to_json()
@@ -227,7 +270,8 @@ class MLP(_Estimator):
         output_activation: str | None = None,
         log_features: Sequence[int] | None = None,
     ):
-        self.hidden = tuple(hidden)
+        # As in scikit-learn, parameters are stored as given and checked by fit.
+        self.hidden = hidden
         self.activation = activation
         self.loss = loss
         self.lr = lr
@@ -243,45 +287,110 @@ class MLP(_Estimator):
         self.penalized_class = penalized_class
         self.n_outputs = n_outputs
         self.output_activation = output_activation
-        self.log_features = None if log_features is None else tuple(log_features)
+        self.log_features = log_features
         self.loss_curve_: list[float] = []
+
+    LOSSES = ("cross_entropy", "binary_cross_entropy", "bce", "mse", "asymmetric_mse", "amse", "categorical_hinge")
+    ACTIVATIONS = ("sigmoid", "relu", "tanh")
+
+    def _checked(self, X: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+        """Every parameter checked into range (a ValueError names the one at fault)."""
+        loss = check_choice("loss", self.loss, self.LOSSES)
+        binary = loss in ("binary_cross_entropy", "bce")
+        regression = loss in ("mse", "asymmetric_mse", "amse")
+        hidden = self.hidden
+        if isinstance(hidden, (int, np.integer, str)) or not all(
+            isinstance(h, (int, np.integer)) and not isinstance(h, bool) for h in hidden
+        ):
+            raise ValueError(f"hidden must be a sequence of layer widths, got {hidden!r}")
+        if len(hidden) > MAX_LAYERS:
+            raise ValueError(f"hidden has {len(hidden)} layers; at most {MAX_LAYERS}")
+        hidden = [check_int("hidden", h, 1, MAX_WIDTH) for h in hidden]
+        if binary and not np.all((y == 0) | (y == 1)):
+            raise ValueError("y must be 0 or 1 for binary_cross_entropy")
+        if self.n_outputs is not None:
+            n_out = check_int("n_outputs", self.n_outputs, 1, MAX_CLASSES)
+        elif binary or regression:
+            n_out = 1
+        else:
+            n_out = _as_labels(y)
+        if not (binary or regression) and self.n_outputs is not None and y.size and y.max() >= n_out:
+            raise ValueError(f"y has a label {int(y.max())} but n_outputs is {n_out}")
+        class_weight = None
+        if self.class_weight is not None:
+            class_weight = [check_float("class_weight", w, 0.0, 1e6) for w in self.class_weight]
+            if len(class_weight) != n_out:
+                raise ValueError(f"class_weight has {len(class_weight)} entries, the model has {n_out} classes")
+            if sum(class_weight) == 0:
+                raise ValueError("class_weight is all zeros: nothing would be learnt")
+        log_features = None
+        if self.log_features is not None:
+            log_features = [check_int("log_features", i, 0, X.shape[1] - 1) for i in self.log_features]
+            if not check_bool("normalize", self.normalize):
+                raise ValueError("log_features needs normalize=True (the transform is part of the normaliser)")
+        out_act = self.output_activation or ("sigmoid" if binary else None)
+        if out_act is not None:
+            check_choice("output_activation", out_act, ("sigmoid", "softmax", "relu", "tanh"))
+        rows = max(X.shape[0], 1)
+        return dict(
+            hidden=hidden,
+            activation=check_choice("activation", self.activation, self.ACTIVATIONS),
+            n_out=n_out,
+            out_act=out_act,
+            loss=loss,
+            lr=check_float("lr", self.lr, 0.0, 1e3, lo_open=True),
+            momentum=check_float("momentum", self.momentum, 0.0, 1.0, hi_open=True),
+            # More than the rows would only allocate: a batch is at most the whole set.
+            batch_size=min(check_int("batch_size", self.batch_size, 1, 2**31 - 1), rows),
+            epochs=check_int("epochs", self.epochs, 1, MAX_EPOCHS),
+            seed=check_seed("seed", self.seed),
+            normalize=check_bool("normalize", self.normalize),
+            class_weights=class_weight,
+            pos_weight=check_float("pos_weight", self.pos_weight, 0.0, 1e6, lo_open=True),
+            b=check_float("b", self.b, 0.0, 1.0),
+            penalty=check_float("penalty", self.penalty, 0.0, 1e6),
+            penalized_class=check_int("penalized_class", self.penalized_class, 0, max(n_out - 1, 1)),
+            binary=binary,
+            log_features=log_features,
+        )
 
     def fit(self, X: Any, y: Any) -> MLP:
         X = _as_x(X)
         y = _as_y(y, X.shape[0])
-        binary = self.loss in ("binary_cross_entropy", "bce")
-        regression = self.loss in ("mse", "asymmetric_mse", "amse")
-        if self.n_outputs is not None:
-            n_out = self.n_outputs
-        elif binary or regression:
-            n_out = 1
-        else:
-            n_out = int(y.max()) + 1 if y.size else 1
-        out_act = self.output_activation or ("sigmoid" if binary else None)
+        if X.shape[0] == 0:
+            raise ValueError("X is empty")
+        p = self._checked(X, y)
         native, history = _native.fit_mlp(
             X,
             y,
-            list(self.hidden),
-            self.activation,
-            n_out,
-            out_act,
-            self.loss,
-            float(self.lr),
-            float(self.momentum),
-            int(self.batch_size),
-            int(self.epochs),
-            int(self.seed),
-            bool(self.normalize),
-            class_weights=None if self.class_weight is None else [float(w) for w in self.class_weight],
-            pos_weight=float(self.pos_weight),
-            b=float(self.b),
-            penalty=float(self.penalty),
-            penalized_class=int(self.penalized_class),
-            log_odds_bias=binary,
-            log_features=None if self.log_features is None else [int(i) for i in self.log_features],
+            p["hidden"],
+            p["activation"],
+            p["n_out"],
+            p["out_act"],
+            p["loss"],
+            p["lr"],
+            p["momentum"],
+            p["batch_size"],
+            p["epochs"],
+            p["seed"],
+            p["normalize"],
+            class_weights=p["class_weights"],
+            pos_weight=p["pos_weight"],
+            b=p["b"],
+            penalty=p["penalty"],
+            penalized_class=p["penalized_class"],
+            log_odds_bias=p["binary"],
+            log_features=p["log_features"],
         )
+        history = list(history)
+        if not all(np.isfinite(history)) or not np.all(np.isfinite(Model(native).forward(X[:1]))):
+            # As scikit-learn's MLP: a diverged fit is an error, not a model every loader rejects.
+            raise ValueError(
+                f"training diverged (loss became NaN or infinite with lr={p['lr']:g}): "
+                "lower lr or momentum, or scale the inputs (normalize=True)"
+            )
         self.model_ = Model(native)
-        self.loss_curve_ = list(history)
+        self.loss_curve_ = history
         return self
 
     def forward(self, X: Any) -> np.ndarray:
@@ -311,18 +420,22 @@ class DecisionTree(_Estimator):
     def fit(self, X: Any, y: Any) -> DecisionTree:
         X = _as_x(X)
         y = _as_y(y, X.shape[0])
+        if X.shape[0] == 0:
+            raise ValueError("X is empty")
+        _as_labels(y)
+        depth = None if self.max_depth is None else check_int("max_depth", self.max_depth, 1, MAX_DEPTH)
         self.model_ = Model(
             _native.fit_tree(
                 X,
                 y,
-                self.max_depth,
-                int(self.min_samples_split),
-                int(self.min_samples_leaf),
-                self.criterion,
-                bool(self.normalize),
+                depth,
+                check_int("min_samples_split", self.min_samples_split, 2, 2**31 - 1),
+                check_int("min_samples_leaf", self.min_samples_leaf, 1, 2**31 - 1),
+                check_choice("criterion", self.criterion, ("gini", "entropy")),
+                check_bool("normalize", self.normalize),
             )
         )
         return self
 
     def export_text(self, decimals: int = 6) -> str:
-        return self._fitted().export_text(decimals)
+        return self._fitted().export_text(check_int("decimals", decimals, 0, 17))

@@ -10,7 +10,6 @@ with a controller from ``crates/policy`` deciding once per simulated second).
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import sys
@@ -19,8 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from . import _native
+from ._cli import Parser
+from ._cli import run as run_cli
+from ._validate import float_arg, seed_arg
 from .model_selection import cross_val_predict, permutation_importance
 from .models import MLP, DecisionTree
+from .safeio import atomic_open, output_dir, write_text
 
 #: KML's training workloads, in its class order (code release ids).
 TRAIN_WORKLOADS = ("readrandom", "readrandomwriterandom", "readseq", "readreverse")
@@ -101,7 +104,7 @@ def sweep(
     if bar is not None:
         bar.close()
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+        output_dir(out)
         tag = f"-{device}" if device != "nvme" else ""
         _write(out / f"sweep{tag}", rows)
         _write(out / (f"features{tag}" + ("-per-file" if file_features else "")), feats)
@@ -128,7 +131,7 @@ def sweep_mixed(pairs=MIXED_PAIRS, grid_kb=MIXED_GRID_KB, device="nvme", seconds
     if bar is not None:
         bar.close()
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+        output_dir(out)
         _write(out / "mixed-sweep", rows)
     return rows
 
@@ -149,18 +152,17 @@ def best_per_pair(rows, vanilla_kb=128) -> dict[str, tuple[int, int]]:
 def _write(stem: Path, rows: list[dict]) -> None:
     if not rows:
         return
-    tmp = stem.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as fh:
+    with atomic_open(stem.with_suffix(".csv"), "w") as fh:
         wr = csv.DictWriter(fh, fieldnames=list(rows[0]))
         wr.writeheader()
         wr.writerows(rows)
-    tmp.replace(stem.with_suffix(".csv"))
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         return
-    pq.write_table(pa.Table.from_pylist(rows), stem.with_suffix(".parquet"))
+    with atomic_open(stem.with_suffix(".parquet")) as fh:
+        pq.write_table(pa.Table.from_pylist(rows), fh)
 
 
 def best_per_workload(rows) -> dict[str, int]:
@@ -268,7 +270,7 @@ def train(rows, feats, out: Path, seed=0, epochs=100, suffix="", jitter=True, wo
         "dt_confusion": _confusion(y, oof["dt"], len(workloads)),
         "count_jitter": bool(jitter),
     }
-    out.mkdir(parents=True, exist_ok=True)
+    output_dir(out)
     for est, key in ((nn, "nn"), (dt, "dt")):
         name = f"readahead_{key}{suffix}.iolm"
         est.fit(X, y)
@@ -285,7 +287,7 @@ def train(rows, feats, out: Path, seed=0, epochs=100, suffix="", jitter=True, wo
             # The controller falls back to the default readahead outside this range.
             meta=training_range(X),
         )
-    (out / f"train{suffix}.json").write_text(json.dumps(report, indent=2))
+    write_text(out / f"train{suffix}.json", json.dumps(report, indent=2))
     return report
 
 
@@ -362,20 +364,23 @@ def evaluate_back_to_back(out: Path, sequence, device="nvme", seconds=10.0, seed
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="iolearn readahead", description=__doc__.splitlines()[0])
+    ap = Parser(prog="iolearn readahead", description=__doc__.splitlines()[0])
     ap.add_argument("command", choices=["sweep", "train", "evaluate", "all"])
     ap.add_argument("--out", type=Path, default=Path("results/readahead"))
-    ap.add_argument("--device", default="nvme")
-    ap.add_argument("--seconds", type=float, default=5.0, help="simulated seconds per sweep run")
+    ap.add_argument("--device", default="nvme", choices=["nvme", "sata"], help="the simulated device of the sweep")
+    ap.add_argument(
+        "--seconds", type=float_arg(0.01, 3600.0), default=5.0, help="simulated seconds per sweep run (0.01 to 3600)"
+    )
     ap.add_argument(
         "--eval-seconds",
-        type=float,
+        type=float_arg(0.01, 3600.0),
         default=30.0,
         help="simulated seconds per evaluation run (controllers start at vanilla: short runs understate them)",
     )
     ap.add_argument("--full-grid", action="store_true", help="KML's 20-value grid instead of 6 values")
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seed", type=seed_arg(), default=1)
     a = ap.parse_args(argv)
+    output_dir(a.out)
     grid = FULL_GRID_KB if a.full_grid else REDUCED_GRID_KB
     if a.command in ("sweep", "all"):
         rows, _ = sweep(TRAIN_WORKLOADS, grid, a.device, a.seconds, a.seed, a.out)
@@ -521,10 +526,11 @@ def plot_evaluation(rows: list[dict], path: Path) -> None:
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(keys), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with atomic_open(path) as f:
+            fig.savefig(f, format="png", dpi=100)
+    finally:
+        plt.close(fig)
 
 
 def _read(path: Path) -> list[dict]:
@@ -545,4 +551,4 @@ def _read(path: Path) -> list[dict]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main, "iolearn readahead"))

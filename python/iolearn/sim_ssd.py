@@ -5,13 +5,17 @@ iolearn sim ssd --trace T --preset enterprise --replicas 3 --out lat.parquet
 
 from __future__ import annotations
 
-import argparse
+import csv
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from . import _native
+from ._cli import Parser
+from ._cli import run as run_cli
+from ._validate import float_arg, int_arg, seed_arg
+from .safeio import atomic_open, check_target
 
 COLUMNS = (
     "arrival_ns",
@@ -48,18 +52,17 @@ def replay(
 
 def write_table(cols: dict, out: Path) -> None:
     """Parquet when the name ends in .parquet (pyarrow), else CSV; atomically."""
-    tmp = out.with_name(f".{out.name}.tmp")
     if out.suffix == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        pq.write_table(pa.table({c: cols[c] for c in COLUMNS}), tmp)
+        with atomic_open(out) as f:
+            pq.write_table(pa.table({c: cols[c] for c in COLUMNS}), f)
     else:
-        with open(tmp, "w") as f:
-            f.write(",".join(COLUMNS) + "\n")
-            for row in zip(*(cols[c] for c in COLUMNS)):
-                f.write(",".join(str(int(v)) for v in row) + "\n")
-    tmp.replace(out)
+        with atomic_open(out, "w") as f:
+            w = csv.writer(f)
+            w.writerow(COLUMNS)
+            w.writerows(zip(*(np.asarray(cols[c]).astype(np.int64).tolist() for c in COLUMNS)))
 
 
 def summary(cols: dict) -> str:
@@ -75,28 +78,34 @@ def summary(cols: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="iolearn sim ssd", description=__doc__.splitlines()[0])
+    ap = Parser(prog="iolearn sim ssd", description=__doc__.splitlines()[0])
     ap.add_argument("--trace", type=Path, required=True)
     ap.add_argument(
-        "--format", dest="trace_format", default=None, help="linnos, msr, blkparse, binary (default: guess)"
+        "--format",
+        dest="trace_format",
+        default=None,
+        choices=["linnos", "msr", "blkparse", "binary"],
+        help="trace format (default: guess)",
     )
     ap.add_argument("--preset", default="enterprise", choices=["consumer", "enterprise"])
     ap.add_argument("--mode", default="base", choices=["base", "plane-blocking", "tolerant", "no-gc"])
-    ap.add_argument("--replicas", type=int, default=3)
-    ap.add_argument("--hop-us", type=float, default=15.0, help="network hop / failover cost")
+    ap.add_argument("--replicas", type=int_arg(1, 8), default=3, help="replicas (1 to 8)")
+    ap.add_argument("--hop-us", type=float_arg(0.0, 1e6), default=15.0, help="network hop / failover cost, us")
     ap.add_argument("--noise", default="quiet", choices=["quiet", "ec2", "tailatstore", "failslow"])
-    ap.add_argument("--precondition", type=float, default=1.0, help="random overwrites before the replay (x capacity)")
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--precondition",
+        type=float_arg(0.0, 10.0),
+        default=1.0,
+        help="random overwrites before the replay (x capacity, 0 to 10)",
+    )
+    ap.add_argument("--seed", type=seed_arg(), default=1)
     ap.add_argument("--skip-bad", action="store_true")
     ap.add_argument("--out", type=Path, required=True, help=".parquet or .csv")
     a = ap.parse_args(argv)
-    try:
-        cols = replay(
-            a.trace, a.preset, a.mode, a.replicas, a.hop_us, a.noise, a.precondition, a.seed, a.skip_bad, a.trace_format
-        )
-    except (ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    check_target(a.out)  # before the simulation, which may run for minutes
+    cols = replay(
+        a.trace, a.preset, a.mode, a.replicas, a.hop_us, a.noise, a.precondition, a.seed, a.skip_bad, a.trace_format
+    )
     if cols["skipped"]:
         print(f"skipped {cols['skipped']} bad line(s)", file=sys.stderr)
     write_table(cols, a.out)
@@ -106,4 +115,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main, "iolearn sim ssd"))

@@ -6,13 +6,16 @@ python -m iolearn.traces stats IN.parquet
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from . import _native
+from ._cli import Parser
+from ._cli import run as run_cli
+from .safeio import atomic_open, check_target
 
 COLUMNS = ("arrival_ns", "device", "offset", "size", "write", "latency_ns", "queue_depth")
 
@@ -41,27 +44,26 @@ def write_parquet(cols: dict, out) -> None:
     import pyarrow.parquet as pq
 
     out = Path(out)
-    tmp = out.with_name(f".{out.name}.tmp")
-    pq.write_table(pa.table({c: cols[c] for c in COLUMNS}), tmp)
-    tmp.replace(out)
+    with atomic_open(out) as f:
+        pq.write_table(pa.table({c: cols[c] for c in COLUMNS}), f)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolearn.traces", description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m iolearn.traces", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("convert", help="any trace format -> Parquet")
     c.add_argument("input", type=Path)
     c.add_argument("output", type=Path)
-    c.add_argument("--format", default=None)
+    c.add_argument("--format", default=None, choices=["linnos", "msr", "blkparse", "binary"])
     c.add_argument("--skip-bad", action="store_true")
     s = sub.add_parser("stats", help="counts and sizes of a trace (any format, Parquet included)")
     s.add_argument("input", type=Path)
     a = ap.parse_args(argv)
-    try:
-        cols = read(a.input, getattr(a, "format", None), getattr(a, "skip_bad", False))
-    except (ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    if a.cmd == "convert":
+        check_target(a.output)
+        if a.output.exists() and os.path.samefile(a.input, a.output):
+            raise ValueError(f"{a.output}: is the input trace; write to another file")
+    cols = read(a.input, getattr(a, "format", None), getattr(a, "skip_bad", False))
     if a.cmd == "convert":
         write_parquet(cols, a.output)
         print(f"{len(cols['offset'])} I/Os -> {a.output} ({cols['skipped']} bad lines skipped)")
@@ -72,4 +74,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main, "python -m iolearn.traces"))

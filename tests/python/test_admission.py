@@ -125,3 +125,25 @@ def test_cli_reports_bad_traces_without_writing_results(traces, tmp_path):
         [binary, "eval", "admission", "--trace", str(tmp_path / "missing")], capture_output=True, text=True
     )
     assert p.returncode == 2 and "no such trace" in p.stderr
+
+
+def test_a_policy_that_fails_to_train_is_reported_and_the_rest_go_on(traces, tmp_path, monkeypatch):
+    """Issue 11: one diverged model aborted the whole evaluation."""
+
+    def diverges(*args, **kwargs):
+        raise ValueError("training diverged (loss became NaN or infinite with lr=10)")
+
+    monkeypatch.setattr(admission, "_train_mittos", diverges)
+    out = tmp_path / "adm"
+    rc = admission.main(["--trace", str(T1370), "--rate", "10", "--quick", "--out", str(out), "--no-plots"])
+    assert rc in (0, 3)
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(out / "results.parquet").to_pylist()
+    failed = {r["policy"] for r in rows if r.get("failed")}
+    assert failed == {"ML-MittOS", "ML-MittOS-thr-oracle", "ML-MittOS-bias-greedy", "ML-MittOS-bias-greedy-skip"}
+    assert {r["policy"] for r in rows} == POLICIES
+    assert all(r["p99_us"] > 0 for r in rows if not r.get("failed"))
+    table = (out / "table.md").read_text()
+    assert "| ML-MittOS | failed to train: training diverged" in table
+    assert "| iolearn |" in table

@@ -110,7 +110,7 @@ def test_bad_input_gives_clear_errors(tmp_path):
         iolearn.MLP().fit(X[:, 0], y)
     with pytest.raises(ValueError, match="rows"):
         iolearn.MLP().fit(X, y[:-1])
-    with pytest.raises(ValueError, match="unknown loss"):
+    with pytest.raises(ValueError, match="loss must be one of"):
         iolearn.MLP(loss="nope").fit(X, y)
     clf = iolearn.MLP(epochs=1).fit(X, y)
     with pytest.raises(ValueError, match="features"):

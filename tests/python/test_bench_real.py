@@ -95,7 +95,7 @@ def test_a_crashed_runs_leftovers_are_removed(tmp_path):
                 "image": str(work / "bench.img"),
                 "mnt": str(work / "mnt"),
                 "device": "",
-                "cgroup": str(tmp_path / "no-such-cgroup"),
+                "cgroup": "/sys/fs/cgroup/memory/iolearn-bench-999999999",
             }
         )
     )
@@ -106,6 +106,21 @@ def test_a_crashed_runs_leftovers_are_removed(tmp_path):
     (work / "testbed.json").write_text("garbage")
     with pytest.raises(SystemExit, match="testbed.json"):
         bench_real.Testbed.clean_leftovers(work)
+    # A journal planted to make root delete, unmount or kill what is not the test bed's own.
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    for field, value in [
+        ("image", str(victim)),
+        ("mnt", "/"),
+        ("cgroup", str(tmp_path)),
+        ("device", "/dev/vda"),
+    ]:
+        state = {"image": str(work / "bench.img"), "mnt": str(work / "mnt"), "device": "", "cgroup": ""}
+        state[field] = value
+        (work / "testbed.json").write_text(json.dumps(state))
+        with pytest.raises(SystemExit, match="outside this test bed"):
+            bench_real.Testbed.clean_leftovers(work)
+    assert victim.read_text() == "precious"
 
 
 def test_db_bench_output_parsing():

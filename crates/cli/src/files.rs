@@ -1,56 +1,28 @@
 //! File helpers: numeric CSV reading with line-numbered errors.
 
-use anyhow::{bail, Context, Result};
-use std::io::Read;
+use anyhow::{Context, Result};
 use std::path::Path;
 
-/// Read a file, or standard input for `-`.
+/// The largest input `read_text` takes (a CSV of feature rows).
+const MAX_TEXT_BYTES: u64 = 1 << 30;
+
+/// Read a file, or standard input for `-`, up to [`MAX_TEXT_BYTES`].
 pub fn read_text(path: &Path) -> Result<String> {
     if path.as_os_str() == "-" {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .context("<stdin>: cannot read")?;
-        return Ok(s);
+        let bytes = iolearn_safeio::read_limited(std::io::stdin().lock(), MAX_TEXT_BYTES).map_err(|e| match e {
+            Some(e) => anyhow::anyhow!("<stdin>: cannot read: {e}"),
+            None => anyhow::anyhow!(
+                "<stdin>: larger than the {} limit",
+                iolearn_safeio::human(MAX_TEXT_BYTES)
+            ),
+        })?;
+        return String::from_utf8(bytes).context("<stdin>: not UTF-8 text");
     }
-    std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))
+    Ok(iolearn_safeio::read_to_string(path, MAX_TEXT_BYTES)?)
 }
 
-/// Parse rows of `width` numbers separated by commas or white space. Blank lines and lines
-/// starting with `#` are skipped; a first line that is not numeric is taken as a header.
+/// Feature rows of `width` numbers from `path` (see [`iolearn_ml::datasets::parse_rows`]).
 pub fn read_rows(path: &Path, width: usize) -> Result<Vec<f32>> {
     let text = read_text(path)?;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let toks: Vec<&str> = line
-            .split(|c: char| c == ',' || c.is_whitespace())
-            .filter(|t| !t.is_empty())
-            .collect();
-        let parsed: Result<Vec<f32>, _> = toks.iter().map(|t| t.parse::<f32>()).collect();
-        let vals = match parsed {
-            Ok(v) => v,
-            Err(_) if i == 0 && out.is_empty() => continue, // header
-            Err(_) => {
-                let bad = toks.iter().find(|t| t.parse::<f32>().is_err()).unwrap();
-                bail!("{}: line {}: {bad:?} is not a number", path.display(), i + 1)
-            }
-        };
-        if vals.len() != width {
-            bail!(
-                "{}: line {}: expected {width} values (the model's inputs), found {}",
-                path.display(),
-                i + 1,
-                vals.len()
-            );
-        }
-        if let Some(v) = vals.iter().find(|v| !v.is_finite()) {
-            bail!("{}: line {}: value {v} is not finite", path.display(), i + 1);
-        }
-        out.extend(vals);
-    }
-    Ok(out)
+    Ok(iolearn_ml::datasets::parse_rows(&text, width).map_err(|e| e.in_file(path))?)
 }

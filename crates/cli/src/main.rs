@@ -1,5 +1,6 @@
 //! `iolearn`: the command-line tool. Glue only: the work is done by the library crates.
 
+mod args;
 mod files;
 mod model;
 mod probe;
@@ -91,8 +92,43 @@ fn bench_args(args: &[String]) -> anyhow::Result<(&'static str, Vec<String>)> {
     Ok((module, rest))
 }
 
+/// Parse the command line; a usage error is one line on stderr (`iolearn: error: ...`) and exit
+/// status 2, help and version print as usual.
+fn parse() -> Result<Cli, ExitCode> {
+    use clap::error::ErrorKind;
+    match Cli::try_parse() {
+        Ok(cli) => Ok(cli),
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) =>
+        {
+            e.exit()
+        }
+        Err(e) => {
+            // clap's message is its first paragraph (an argument list may follow on indented
+            // lines); the usage and tips after the blank line are left to --help.
+            let text = e.render().to_string();
+            let first: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let msg = first.join(" ");
+            eprintln!("iolearn: error: {} (see --help)", msg.trim_start_matches("error: "));
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     let result = match cli.command {
         Command::Model(cmd) => model::run(cmd),
         Command::Tune(cmd) => tune::run_command(cmd),

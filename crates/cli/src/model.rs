@@ -62,6 +62,7 @@ pub fn load(path: &Path) -> Result<ModelFile> {
 }
 
 fn import_kml(dir: &Path, output: &Path, tree: Option<&Path>) -> Result<()> {
+    iolearn_safeio::check_target(output)?;
     let file = match tree {
         Some(dt) => kml::import_tree(dt, dir)?,
         None => kml::import_network(dir)?,
@@ -78,7 +79,7 @@ fn import_kml(dir: &Path, output: &Path, tree: Option<&Path>) -> Result<()> {
 }
 
 fn inspect(path: &Path, json: bool) -> Result<()> {
-    let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    let bytes = iolearn_safeio::read(path, iolearn_ml::format::MAX_FILE_BYTES)?;
     let file = ModelFile::from_bytes(&bytes).with_context(|| format!("{}", path.display()))?;
     let mut out = std::io::stdout().lock();
     if json {
@@ -97,7 +98,7 @@ fn inspect(path: &Path, json: bool) -> Result<()> {
         "checksum:      crc32 {:#010x} (verified)",
         u32::from_le_bytes(bytes[bytes.len() - 4..].try_into()?)
     )?;
-    writeln!(out, "schema:        {}", file.schema)?;
+    writeln!(out, "schema:        {}", shown(&file.schema))?;
     match &file.kind {
         ModelKind::Mlp(net) => {
             let arch: Vec<String> = net
@@ -141,7 +142,7 @@ fn inspect(path: &Path, json: bool) -> Result<()> {
                 format!("  ({log}mean {:.6}, std {:.6})", z.mean[i], z.std[i])
             })
             .unwrap_or_default();
-        writeln!(out, "  {i}: {f}{norm}")?;
+        writeln!(out, "  {i}: {}{norm}", shown(f))?;
     }
     let normaliser = match &file.normaliser {
         None => "none",
@@ -155,17 +156,17 @@ fn inspect(path: &Path, json: bool) -> Result<()> {
             "classes:       {} -> {}",
             file.classes.len(),
             if file.action_unit.is_empty() {
-                "action"
+                "action".to_string()
             } else {
-                &file.action_unit
+                shown(&file.action_unit)
             }
         )?;
         for (i, c) in file.classes.iter().enumerate() {
-            writeln!(out, "  {i}: {} -> {}", c.label, c.action)?;
+            writeln!(out, "  {i}: {} -> {}", shown(&c.label), c.action)?;
         }
     }
     for (k, v) in &file.meta {
-        writeln!(out, "meta:          {k} = {v}")?;
+        writeln!(out, "meta:          {} = {}", shown(k), shown(v))?;
     }
     Ok(())
 }
@@ -180,11 +181,19 @@ fn predict(path: &Path, csv: &Path, prenormalized: bool, labels: bool) -> Result
         }
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let name = |c: usize| file.classes.get(c).map_or_else(|| c.to_string(), |a| a.label.clone());
+    let name = |c: usize| file.classes.get(c).map_or_else(|| c.to_string(), |a| shown(&a.label));
     match &file.kind {
         ModelKind::Mlp(net) => {
             let mut ws = net.workspace();
-            for row in x.chunks_exact(d) {
+            for (i, row) in x.chunks_exact(d).enumerate() {
+                // NaN logits would make argmax say class 0: an error, not a prediction.
+                if net.forward(row, &mut ws).iter().any(|v| !v.is_finite()) {
+                    anyhow::bail!(
+                        "{}: row {}: the model's output is not finite (an input far outside its training range?)",
+                        csv.display(),
+                        i + 1
+                    );
+                }
                 let c = net.predict_class(row, &mut ws);
                 if labels {
                     writeln!(out, "{}", name(c))?
@@ -206,4 +215,14 @@ fn predict(path: &Path, csv: &Path, prenormalized: bool, labels: bool) -> Result
     }
     out.flush()?;
     Ok(())
+}
+
+/// A string from a model file as it may reach a terminal: control characters (escape
+/// sequences could rewrite the screen) are shown escaped.
+fn shown(s: &str) -> String {
+    if s.chars().any(char::is_control) {
+        s.escape_debug().to_string()
+    } else {
+        s.to_string()
+    }
 }

@@ -1,7 +1,8 @@
 //! `iolearn probe readahead`: record KML's features on this machine, one row per window for
 //! the device and (with `--per-file`) one per file, as CSV (training data for real models).
 
-use anyhow::{bail, Context, Result};
+use crate::args;
+use anyhow::Result;
 use clap::{Args, Subcommand};
 use iolearn_policy::readahead::WindowStats;
 use iolearn_probe::{DeviceId, Probe, ProbeConfig};
@@ -25,16 +26,16 @@ pub struct RecordArgs {
     #[arg(long)]
     device: String,
     /// Process to watch (repeatable); default: every process.
-    #[arg(long = "pid")]
+    #[arg(long = "pid", allow_negative_numbers = true)]
     pids: Vec<u32>,
     /// Watch every process of this cgroup directory.
     #[arg(long)]
     cgroup: Option<PathBuf>,
     /// Window in seconds.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1.0, value_parser = args::seconds)]
     interval: f64,
     /// Stop after this many seconds (default: until SIGINT/SIGTERM).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = args::seconds)]
     duration: Option<f64>,
     /// Also one row per file and window.
     #[arg(long)]
@@ -46,12 +47,14 @@ pub struct RecordArgs {
 
 pub fn run(cmd: ProbeCommand) -> Result<()> {
     let ProbeCommand::Readahead(a) = cmd;
-    if !(a.interval > 0.0 && a.interval.is_finite()) {
-        bail!("--interval must be a positive number of seconds");
-    }
     let name = a.device.trim_start_matches("/dev/").to_string();
+    iolearn_tune::check_device_name(&name).map_err(anyhow::Error::msg)?;
+    iolearn_tune::check_pids(&a.pids).map_err(anyhow::Error::msg)?;
+    // The output path is checked before the probes start.
+    if let Some(p) = &a.out {
+        iolearn_safeio::check_target(p)?;
+    }
     let dev = DeviceId::from_name(&name)?;
-    let sysfs = read_ahead_path(&name);
     let mut pids = a.pids.clone();
     if let Some(cg) = &a.cgroup {
         pids.extend(iolearn_tune::cgroup_pids(cg).map_err(anyhow::Error::msg)?);
@@ -62,20 +65,46 @@ pub fn run(cmd: ProbeCommand) -> Result<()> {
         filter_pids: !a.pids.is_empty() || a.cgroup.is_some(),
         raw_events: false,
     })?;
-    // Write to a temporary file and rename at the end: no half-written output.
-    let (mut out, tmp): (Box<dyn Write>, Option<PathBuf>) = match &a.out {
+    match &a.out {
+        // Rows stream to standard output as windows close.
+        None => record(&a, &name, &mut probe, pids, &mut std::io::stdout().lock()),
+        // A file gets them through one atomic write: streamed into the unnamed temporary file,
+        // named only when the run ends well (no half-written output, no memory growth).
         Some(p) => {
-            let tmp = p.with_extension("csv.tmp");
-            let f = std::fs::File::create(&tmp).with_context(|| tmp.display().to_string())?;
-            (Box::new(std::io::BufWriter::new(f)), Some(tmp))
+            let mut failure = None;
+            let written = iolearn_safeio::write_with(p, |w| {
+                record(&a, &name, &mut probe, pids, w).map_err(|e| {
+                    let io = std::io::Error::other(format!("{e:#}"));
+                    failure = Some(e);
+                    io
+                })
+            });
+            match failure {
+                Some(e) => Err(e),
+                None => Ok(written?),
+            }
         }
-        None => (Box::new(std::io::stdout().lock()), None),
-    };
-    writeln!(
-        out,
-        "window,time_s,scope,inode,pid,read_ahead_kb,n_transactions,page_offset_var_pop_over_range,\
-         page_offset_var_sample_over_range,mean_abs_page_delta,ra_sectors_over_1024,lost_events"
-    )?;
+    }
+}
+
+/// Record windows into `out` until stopped.
+fn record(a: &RecordArgs, name: &str, probe: &mut Probe, mut pids: Vec<u32>, out: &mut dyn Write) -> Result<()> {
+    let sysfs = read_ahead_path(name);
+    let mut csv = csv::Writer::from_writer(out);
+    csv.write_record([
+        "window",
+        "time_s",
+        "scope",
+        "inode",
+        "pid",
+        "read_ahead_kb",
+        "n_transactions",
+        "page_offset_var_pop_over_range",
+        "page_offset_var_sample_over_range",
+        "mean_abs_page_delta",
+        "ra_sectors_over_1024",
+        "lost_events",
+    ])?;
     let stop = iolearn_tune::install_signal_handlers();
     let interval = Duration::from_secs_f64(a.interval);
     let start = Instant::now();
@@ -103,30 +132,38 @@ pub fn run(cmd: ProbeCommand) -> Result<()> {
         let lost = w.counters.lost();
         let stats =
             |s: &iolearn_probe::PageSums| WindowStats::from_sums(s.n, s.sum, s.sum_sq, s.min, s.max, s.sum_abs_delta);
-        let row = |f: [f64; 5]| f.iter().map(|v| format!("{v}")).collect::<Vec<_>>().join(",");
+        let mut row = |scope: &str, ino: String, pid: String, f: [f64; 5]| {
+            let mut r = vec![
+                w_ix.to_string(),
+                format!("{t:.3}"),
+                scope.to_string(),
+                ino,
+                pid,
+                kb.to_string(),
+            ];
+            r.extend(f.iter().map(|v| v.to_string()));
+            r.push(lost.to_string());
+            csv.write_record(&r)
+        };
         if w.device.n > 0 {
-            writeln!(
-                out,
-                "{w_ix},{t:.3},device,,,{kb},{},{lost}",
-                row(stats(&w.device).features(kb * 2))
+            row(
+                "device",
+                String::new(),
+                String::new(),
+                stats(&w.device).features(kb * 2),
             )?;
         }
         if a.per_file {
             for f in &w.files {
-                writeln!(
-                    out,
-                    "{w_ix},{t:.3},file,{},{},{kb},{},{lost}",
-                    f.ino,
-                    f.sums.tgid,
-                    row(stats(&f.sums).features(kb * 2))
+                row(
+                    "file",
+                    f.ino.to_string(),
+                    f.sums.tgid.to_string(),
+                    stats(&f.sums).features(kb * 2),
                 )?;
             }
         }
-        out.flush()?;
-    }
-    drop(out);
-    if let (Some(tmp), Some(p)) = (tmp, &a.out) {
-        std::fs::rename(&tmp, p).with_context(|| p.display().to_string())?;
+        csv.flush()?;
     }
     Ok(())
 }

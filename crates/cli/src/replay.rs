@@ -1,10 +1,10 @@
 //! `iolearn replay block`: a trace on real replicas through io_uring, a policy before each read.
 
+use crate::args;
 use crate::trace::{load, Input};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use iolearn_replay::{replay, NoiseConfig, Options, Record};
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// Replays on real devices.
@@ -20,33 +20,34 @@ pub enum ReplayCommand {
 pub struct Block {
     #[command(flatten)]
     input: Input,
-    /// Replicas, comma separated: files or block devices (e.g. /dev/loop3,/dev/loop4,/dev/loop5).
+    /// Replicas, comma separated: files or block devices (e.g. /dev/loop3,/dev/loop4,/dev/loop5);
+    /// 1 to 16.
     #[arg(long, value_delimiter = ',', required = true)]
     replicas: Vec<PathBuf>,
     /// Policy: ADMISSION[+CLIENT][+rank][+cache], e.g. base, base+hedge=500, model=linnos.iolm,
     /// model=tree.iolm@proba=0.3+hedge=300/0.05 (see docs/tail.md).
     #[arg(long, default_value = "base")]
     policy: String,
-    /// Arrival rate factor (2: twice as fast).
-    #[arg(long, default_value_t = 1.0)]
+    /// Arrival rate factor (2: twice as fast; 1e-6 to 1e6).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1.0, value_parser = args::factor)]
     rate: f64,
     /// Replay only the first N I/Os of the trace.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     limit: Option<usize>,
     /// Replay writes too (they overwrite data on the replicas).
     #[arg(long)]
     allow_writes: bool,
-    /// Delay before a refused read goes to the next replica (a network hop), us.
-    #[arg(long, default_value_t = 0.0)]
+    /// Delay before a refused read goes to the next replica (a network hop), us (0 to 3.6e9).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0.0, value_parser = args::microseconds)]
     failover_us: f64,
-    /// I/Os in flight at most.
-    #[arg(long, default_value_t = 128)]
+    /// I/Os in flight at most (1 to 4096).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 128, value_parser = args::count(1..=4096))]
     depth: usize,
-    /// Noise threads reading replica 0 during busy periods (0: none).
-    #[arg(long, default_value_t = 0)]
+    /// Noise threads reading replica 0 during busy periods (0: none; at most 64).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0, value_parser = args::count(0..=64))]
     noise_threads: usize,
-    /// Share of time the noise is on.
-    #[arg(long, default_value_t = 0.25)]
+    /// Share of time the noise is on (strictly between 0 and 1).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0.25, value_parser = args::share)]
     noise_busy: f64,
     /// Per-I/O records (CSV), written atomically.
     #[arg(long, short)]
@@ -61,8 +62,50 @@ pub struct Block {
     #[arg(long)]
     samples: Option<PathBuf>,
     /// Seed.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     seed: u64,
+}
+
+/// One row of `--out`: a replayed I/O (the columns of `iolearn_replay::Record`).
+#[derive(serde::Serialize)]
+struct RecordRow {
+    arrival_ns: u64,
+    issued_ns: u64,
+    primary: u32,
+    served_by: u32,
+    write: u8,
+    offset: u64,
+    size: u32,
+    latency_ns: u64,
+    revoked: u32,
+    duplicates: u32,
+    errno: i32,
+}
+
+impl From<&Record> for RecordRow {
+    fn from(r: &Record) -> Self {
+        RecordRow {
+            arrival_ns: r.arrival_ns,
+            issued_ns: r.issued_ns,
+            primary: r.primary,
+            served_by: r.served_by,
+            write: r.write as u8,
+            offset: r.offset,
+            size: r.size,
+            latency_ns: r.latency_ns,
+            revoked: r.revoked,
+            duplicates: r.duplicates,
+            errno: r.errno,
+        }
+    }
+}
+
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
+        _ => false,
+    }
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -74,6 +117,18 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 pub fn run(cmd: ReplayCommand) -> Result<()> {
     let ReplayCommand::Block(b) = cmd;
+    if b.replicas.len() > 16 {
+        bail!("--replicas: at most 16 replicas, got {}", b.replicas.len());
+    }
+    // Outputs are checked before the replay, which may run for minutes, and may not be replicas.
+    for out in [&b.out, &b.samples].into_iter().flatten() {
+        if b.replicas.iter().any(|r| same_file(r, out)) {
+            bail!("{}: is one of the replicas; write the records elsewhere", out.display());
+        }
+    }
+    for out in [&b.out, &b.samples].into_iter().flatten() {
+        iolearn_safeio::check_target(out)?;
+    }
     let mut ios = load(&b.input)?;
     if let Some(n) = b.limit {
         ios.truncate(n);
@@ -105,48 +160,37 @@ pub fn run(cmd: ReplayCommand) -> Result<()> {
     };
     let (records, report, samples) = replay(&tuples, &opts)?;
     if let Some(path) = &b.samples {
-        let mut csv = String::from("arrival_ns,replica,served_by,latency_ns");
-        for (prefix, n) in [("linnos", 31), ("mittos", 9), ("tail", 13)] {
-            for i in 0..n {
-                write!(csv, ",{prefix}{i}")?;
+        iolearn_safeio::write_with(path, |w| {
+            let mut csv = csv::Writer::from_writer(w);
+            let mut head: Vec<String> = ["arrival_ns", "replica", "served_by", "latency_ns"]
+                .map(String::from)
+                .to_vec();
+            for (prefix, n) in [("linnos", 31), ("mittos", 9), ("tail", 13)] {
+                head.extend((0..n).map(|i| format!("{prefix}{i}")));
             }
-        }
-        csv.push('\n');
-        for s in &samples {
-            let r = &records[s.record];
-            write!(csv, "{},{},{},{}", r.arrival_ns, r.primary, r.served_by, r.latency_ns)?;
-            for v in &s.features {
-                write!(csv, ",{v}")?;
+            csv.write_record(&head)?;
+            for s in &samples {
+                let r = &records[s.record];
+                let mut row = vec![
+                    r.arrival_ns.to_string(),
+                    r.primary.to_string(),
+                    r.served_by.to_string(),
+                    r.latency_ns.to_string(),
+                ];
+                row.extend(s.features.iter().map(|v| v.to_string()));
+                csv.write_record(&row)?;
             }
-            csv.push('\n');
-        }
-        iolearn_trace::write_atomic(path, csv.as_bytes()).with_context(|| format!("{}", path.display()))?;
+            csv.flush()
+        })?;
     }
     if let Some(out) = &b.out {
-        let mut csv = String::from(
-            "arrival_ns,issued_ns,primary,served_by,write,offset,size,latency_ns,revoked,duplicates,errno\n",
-        );
-        for r in &records {
-            let Record {
-                arrival_ns,
-                issued_ns,
-                primary,
-                served_by,
-                write,
-                offset,
-                size,
-                latency_ns,
-                revoked,
-                duplicates,
-                errno,
-            } = r;
-            writeln!(
-                csv,
-                "{arrival_ns},{issued_ns},{primary},{served_by},{},{offset},{size},{latency_ns},{revoked},{duplicates},{errno}",
-                *write as u8
-            )?;
-        }
-        iolearn_trace::write_atomic(out, csv.as_bytes()).with_context(|| format!("{}", out.display()))?;
+        iolearn_safeio::write_with(out, |w| {
+            let mut csv = csv::Writer::from_writer(w);
+            for r in &records {
+                csv.serialize(RecordRow::from(r))?;
+            }
+            csv.flush()
+        })?;
     }
     let mut lat: Vec<f64> = records
         .iter()

@@ -1,5 +1,6 @@
 //! `iolearn trace`: block trace tools.
 
+use crate::args;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use iolearn_trace::stats::TraceStats;
@@ -17,16 +18,16 @@ pub enum TraceCommand {
         #[command(flatten)]
         input: Input,
         /// Start, seconds from the trace's first arrival.
-        #[arg(long, conflicts_with_all = ["skip", "count"])]
+        #[arg(long, allow_negative_numbers = true, conflicts_with_all = ["skip", "count"], value_parser = args::offset_seconds)]
         from: Option<f64>,
         /// Length, seconds.
-        #[arg(long, requires = "from")]
+        #[arg(long, allow_negative_numbers = true, requires = "from", value_parser = args::seconds)]
         seconds: Option<f64>,
         /// I/Os to skip.
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         skip: Option<usize>,
         /// I/Os to keep.
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         count: Option<usize>,
         #[command(flatten)]
         output: Output,
@@ -36,7 +37,7 @@ pub enum TraceCommand {
         #[command(flatten)]
         input: Input,
         /// Window, seconds.
-        #[arg(long, default_value_t = 60.0)]
+        #[arg(long, allow_negative_numbers = true, default_value_t = 60.0, value_parser = args::seconds)]
         seconds: f64,
         /// Count I/Os or bytes.
         #[arg(long, value_enum, default_value_t = By::Ios)]
@@ -48,8 +49,8 @@ pub enum TraceCommand {
     Rerate {
         #[command(flatten)]
         input: Input,
-        /// Intensity factor (> 0).
-        #[arg(long)]
+        /// Intensity factor (1e-6 to 1e6).
+        #[arg(long, allow_negative_numbers = true, value_parser = args::factor)]
         factor: f64,
         #[command(flatten)]
         output: Output,
@@ -133,7 +134,7 @@ fn save(o: &Output, ios: &[BlockIo]) -> Result<()> {
         Fmt::Binary => binary::encode(ios),
         other => bail!("cannot write {} traces (write linnos or binary)", fmt_name(other)),
     };
-    iolearn_trace::write_atomic(&o.out, &bytes).with_context(|| format!("{}: cannot write", o.out.display()))
+    Ok(iolearn_safeio::write(&o.out, &bytes)?)
 }
 
 fn fmt_name(f: Fmt) -> &'static str {
@@ -145,14 +146,32 @@ fn fmt_name(f: Fmt) -> &'static str {
     }
 }
 
-fn seconds_ns(s: f64, what: &str) -> Result<u64> {
-    if !(s.is_finite() && s >= 0.0) {
-        bail!("--{what} must be a non-negative number of seconds");
+/// Seconds (checked into range by the option's parser) as nanoseconds.
+fn seconds_ns(s: f64) -> u64 {
+    debug_assert!((0.0..=args::MAX_SECONDS).contains(&s));
+    (s * 1e9).round() as u64
+}
+
+/// Check an output path before any work, and refuse to overwrite the input with it.
+fn check_output(input: &Input, output: &Output) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    iolearn_safeio::check_target(&output.out)?;
+    if let (Ok(a), Ok(b)) = (std::fs::metadata(&input.trace), std::fs::metadata(&output.out)) {
+        if (a.dev(), a.ino()) == (b.dev(), b.ino()) {
+            bail!("{}: is the input trace; write to another file", output.out.display());
+        }
     }
-    Ok((s * 1e9).round() as u64)
+    Ok(())
 }
 
 pub fn run(cmd: TraceCommand) -> Result<()> {
+    match &cmd {
+        TraceCommand::Stats(_) => {}
+        TraceCommand::Cut { input, output, .. }
+        | TraceCommand::Busiest { input, output, .. }
+        | TraceCommand::Rerate { input, output, .. }
+        | TraceCommand::Convert { input, output } => check_output(input, output)?,
+    }
     match cmd {
         TraceCommand::Stats(i) => {
             let ios = load(&i)?;
@@ -170,11 +189,8 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
             let out = match (from, skip, count) {
                 (Some(f), _, _) => {
                     let t0 = ios.first().map_or(0, |io| io.arrival_ns);
-                    let len = seconds
-                        .map(|s| seconds_ns(s, "seconds"))
-                        .transpose()?
-                        .unwrap_or(u64::MAX);
-                    cut_time(&ios, t0 + seconds_ns(f, "from")?, len)
+                    let len = seconds.map(seconds_ns).unwrap_or(u64::MAX);
+                    cut_time(&ios, t0.saturating_add(seconds_ns(f)), len)
                 }
                 (None, s, c) if s.is_some() || c.is_some() => cut_count(&ios, s.unwrap_or(0), c.unwrap_or(usize::MAX)),
                 _ => bail!("cut needs --from [--seconds] or --skip/--count"),
@@ -192,7 +208,7 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
             if !iolearn_trace::tools::is_ordered(&ios) {
                 bail!("{}: arrivals are not in time order", input.trace.display());
             }
-            let w = seconds_ns(seconds, "seconds")?.max(1);
+            let w = seconds_ns(seconds).max(1);
             let busy = match by {
                 By::Ios => Busy::Ios,
                 By::Bytes => Busy::Bytes,
@@ -207,11 +223,8 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
             save(&output, &cut_time(&ios, start, w))?;
         }
         TraceCommand::Rerate { input, factor, output } => {
-            if !(factor.is_finite() && factor > 0.0) {
-                bail!("--factor must be a positive number");
-            }
             let ios = load(&input)?;
-            save(&output, &rerate(&ios, factor))?;
+            save(&output, &rerate(&ios, factor).map_err(anyhow::Error::msg)?)?;
         }
         TraceCommand::Convert { input, output } => {
             let ios = load(&input)?;

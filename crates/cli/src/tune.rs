@@ -1,9 +1,13 @@
 //! `iolearn tune readahead`: the tuner on this machine's kernel.
 
+use crate::args;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use iolearn_ml::format::MAX_READ_AHEAD_KB;
+use iolearn_tune::journal::Journal;
+use iolearn_tune::linux::read_ahead_path;
 use iolearn_tune::report::Logger;
-use iolearn_tune::{install_signal_handlers, restore_left_over, run, TuneConfig};
+use iolearn_tune::{check_device_name, install_signal_handlers, lock_device, restore_left_over, run, TuneConfig};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -29,22 +33,22 @@ pub struct ReadaheadArgs {
     #[arg(long)]
     per_file: bool,
     /// Process to watch (repeatable); default: every process using the device.
-    #[arg(long = "pid")]
+    #[arg(long = "pid", allow_negative_numbers = true)]
     pids: Vec<u32>,
     /// Watch every process of this cgroup directory (its cgroup.procs).
     #[arg(long)]
     cgroup: Option<PathBuf>,
     /// Decision window in seconds (KML: 1).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1.0, value_parser = args::seconds)]
     interval: f64,
-    /// Windows a new value must be predicted in a row before it is applied.
-    #[arg(long, default_value_t = 2)]
+    /// Windows a new value must be predicted in a row before it is applied (1 to 1000).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1000))]
     hold: u32,
-    /// Windows between two changes of one target.
-    #[arg(long, default_value_t = 3)]
+    /// Windows between two changes of one target (0 to 100000).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 3, value_parser = clap::value_parser!(u64).range(0..=100_000))]
     min_gap: u64,
-    /// read_ahead_kb used when the model's input is outside its training range.
-    #[arg(long, default_value_t = 128)]
+    /// read_ahead_kb used when the model's input is outside its training range (0 to 1048576).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 128, value_parser = clap::value_parser!(u64).range(0..=MAX_READ_AHEAD_KB as u64))]
     fallback_kb: u64,
     /// Decide and log, change nothing.
     #[arg(long)]
@@ -53,7 +57,7 @@ pub struct ReadaheadArgs {
     #[arg(long, default_value = "/run/iolearn")]
     state_dir: PathBuf,
     /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = args::seconds)]
     duration: Option<f64>,
     /// Serve Prometheus metrics at this address (e.g. 127.0.0.1:9633).
     #[arg(long)]
@@ -73,7 +77,20 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
     let TuneCommand::Readahead(a) = cmd;
     let device = a.device.trim_start_matches("/dev/").to_string();
     if a.restore {
-        match restore_left_over(&a.state_dir, &device).map_err(anyhow::Error::msg)? {
+        check_device_name(&device).map_err(anyhow::Error::msg)?;
+        let journal = Journal::path_for(&a.state_dir, &device);
+        if !read_ahead_path(&device).exists() {
+            if journal.exists() {
+                bail!(
+                    "no block device {device:?}: cannot restore it (its journal {} is kept)",
+                    journal.display()
+                );
+            }
+            eprintln!("iolearn: nothing to restore for {device} (no such block device)");
+            return Ok(());
+        }
+        let mut lock = lock_device(&device).map_err(anyhow::Error::msg)?;
+        match restore_left_over(&a.state_dir, &device, &mut lock).map_err(anyhow::Error::msg)? {
             Some(j) => eprintln!(
                 "iolearn: restored {device}: read_ahead_kb {}, {} file(s)",
                 j.original_kb,
@@ -82,9 +99,6 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
             None => eprintln!("iolearn: nothing to restore for {device}"),
         }
         return Ok(());
-    }
-    if !(a.interval > 0.0 && a.interval.is_finite()) {
-        bail!("--interval must be a positive number of seconds");
     }
     let model = a.model.expect("required by clap");
     let mut cfg = TuneConfig::new(&device, &model);

@@ -248,3 +248,50 @@ fn mittcache_serves_reads_the_page_cache_holds() {
     drop(devs);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn writes_are_refused_on_a_mounted_device_and_through_links() {
+    // Issue 11: `--allow-writes` wrote into a mounted block device.
+    let test = "writes_are_refused_on_a_mounted_device_and_through_links";
+    if skip_without_loop("iolearn (cli)", test) {
+        return;
+    }
+    let Some(trace) = trace() else {
+        eprintln!("SKIP {test}: reference traces not found");
+        return;
+    };
+    let dir = scratch("mounted");
+    let fs = iolearn_tune::testbed::LoopFs::create(&dir, "mounted", 64).expect("a mounted loop device");
+    let dev = format!("/dev/{}", fs.device);
+    let o = Command::new(bin())
+        .args(["replay", "block", "--allow-writes", "--replicas", &dev])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("in use") && e.contains(&dev), "{e}");
+    // Reading a mounted device is harmless and allowed.
+    let o = Command::new(bin())
+        .args(["replay", "block", "--limit", "50", "--replicas", &dev])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // A link as a written replica is refused, its target untouched.
+    let img = dir.join("replica.img");
+    std::fs::write(&img, vec![7u8; 4 << 20]).unwrap();
+    let link = dir.join("link.img");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&img, &link).unwrap();
+    let o = Command::new(bin())
+        .args(["replay", "block", "--allow-writes", "--replicas"])
+        .arg(&link)
+        .arg(&trace)
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("symbolic link"), "{e}");
+    assert!(std::fs::read(&img).unwrap().iter().all(|&b| b == 7));
+    drop(fs);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -142,7 +142,7 @@ fn wait_for(what: &str, secs: f64, mut f: impl FnMut() -> bool) {
 fn http_get(addr: &str, path: &str) -> String {
     use std::io::Read;
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
     String::from_utf8_lossy(&out).into_owned()
@@ -228,8 +228,9 @@ fn a_crashed_tuner_is_undone_by_restore_and_by_the_next_start() {
             assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
             assert!(String::from_utf8_lossy(&o.stderr).contains("restored"));
         } else {
-            // A new tuner restores first (then tunes again; stop it at once).
-            let (mut t2, lines) = tuner(&b, &["--pid", &pid, "--dry-run"]);
+            // A new tuner restores first (then tunes again; stop it at once). A dry run would
+            // not: it changes nothing, restoring included.
+            let (mut t2, lines) = tuner(&b, &["--pid", &pid]);
             wait_for("the restore message", 10.0, || {
                 lines.try_iter().any(|l| l.contains("restored_after_crash"))
             });
@@ -238,6 +239,74 @@ fn a_crashed_tuner_is_undone_by_restore_and_by_the_next_start() {
         }
         assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original, "after {how}");
     }
+}
+
+#[test]
+fn two_tuners_on_one_device_with_different_state_dirs() {
+    // Issue 11: the lock is per device and system-wide, not per --state-dir.
+    if skip("two_tuners_on_one_device_with_different_state_dirs") {
+        return;
+    }
+    let b = bed("two");
+    let reader = random_reader(&b.data);
+    let pid = reader.0.id().to_string();
+    let (mut first, _l1) = tuner(&b, &["--pid", &pid]);
+    wait_for("read_ahead_kb 16", 15.0, || read_device_kb(&b.sysfs).unwrap() == 16);
+    let other_state = b.state.with_file_name("state-other");
+    let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+        .args(["tune", "readahead", "--device", &b.fs.device, "--pid", &pid, "--model"])
+        .arg(&b.model)
+        .arg("--state-dir")
+        .arg(&other_state)
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("another iolearn tuner"), "{e}");
+    assert!(!other_state.join(format!("readahead-{}.journal", b.fs.device)).exists());
+    // --restore from the other state dir must not undo a live tuner either.
+    let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+        .args([
+            "tune",
+            "readahead",
+            "--device",
+            &b.fs.device,
+            "--restore",
+            "--state-dir",
+        ])
+        .arg(&other_state)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "--restore while a tuner runs");
+    assert_eq!(read_device_kb(&b.sysfs).unwrap(), 16, "the live tuner keeps the device");
+    unsafe { libc::kill(first.0.id() as i32, libc::SIGTERM) };
+    assert!(first.0.wait().unwrap().success());
+    assert_eq!(
+        read_device_kb(&b.sysfs).unwrap(),
+        b.original,
+        "the device's own value is back"
+    );
+
+    // A tuner killed with state dir A is undone by the next tuner started with state dir B.
+    let (mut crashed, _l2) = tuner(&b, &["--pid", &pid]);
+    wait_for("read_ahead_kb 16", 15.0, || read_device_kb(&b.sysfs).unwrap() == 16);
+    crashed.0.kill().unwrap();
+    crashed.0.wait().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+        .args([
+            "tune",
+            "readahead",
+            "--device",
+            &b.fs.device,
+            "--restore",
+            "--state-dir",
+        ])
+        .arg(&other_state)
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && e.contains("restored"), "{e}");
+    assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original);
+    assert!(!b.state.join(format!("readahead-{}.journal", b.fs.device)).exists());
 }
 
 #[test]

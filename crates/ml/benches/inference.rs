@@ -1,18 +1,24 @@
 //! Micro benchmarks of the ML runtime: ns per inference, allocations per inference, model bytes,
 //! one training step. `make bench` runs this; results go to docs/benchmarks.md.
 //!
-//! Method: each case runs 5 rounds of enough calls to take ~0.2 s, cycling through 64 input
-//! rows (so a tree's branches are not trivially predicted); the median round is reported with
-//! the min-max spread. Allocations are counted by a global allocator wrapper over one extra
-//! round.
+//! Method: criterion times each case (ns per call: the middle of `time: [low mid high]` is the
+//! estimate, the outer two its 95% confidence interval), every call cycling through 64 input
+//! rows so a tree's branches are not trivially predicted. Before a case is timed, a global
+//! allocator wrapper counts its allocations over 10,000 warm calls: inference and training
+//! must not allocate, so the benchmark stops with an error if one does. The allocation and
+//! model-size table is printed after criterion's output.
+//!
+//! Run: `cargo bench -p iolearn-ml --bench inference` (criterion's options after `--`, e.g.
+//! `-- --quick`, or a name filter such as `-- LinnOS`).
 
+use criterion::Criterion;
 use iolearn_ml::quant::{QuantizedMlp, Scheme};
 use iolearn_ml::{datasets, kml, Activation, DecisionTree, Loss, MlpBuilder, ModelKind, Rng, Sequential, Sgd};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::Duration;
 
 struct Counting;
 static ALLOCS: AtomicUsize = AtomicUsize::new(0);
@@ -29,53 +35,37 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static A: Counting = Counting;
 
+/// One line of the allocation / model size table.
 struct Row {
     name: String,
-    ns: f64,
-    lo: f64,
-    hi: f64,
     allocs: f64,
     bytes: usize,
 }
 
-fn measure(name: &str, bytes: usize, mut f: impl FnMut(usize)) -> Row {
-    // Calibrate the call count to ~0.2 s per round.
-    let mut n = 1000usize;
-    loop {
-        let t = Instant::now();
-        for i in 0..n {
-            f(i);
-        }
-        if t.elapsed().as_secs_f64() > 0.05 {
-            n = (n as f64 * 0.2 / t.elapsed().as_secs_f64()) as usize;
-            break;
-        }
-        n *= 4;
-    }
-    let mut rounds: Vec<f64> = (0..5)
-        .map(|_| {
-            let t = Instant::now();
-            for i in 0..n {
-                f(i);
-            }
-            t.elapsed().as_nanos() as f64 / n as f64
-        })
-        .collect();
-    rounds.sort_by(f64::total_cmp);
-    let before = ALLOCS.load(Ordering::Relaxed);
+/// Counts the allocations of `f` (panics if it allocates), then times it with criterion.
+/// `f(i)` runs the case on input row `i & 63`.
+fn case(c: &mut Criterion, rows: &mut Vec<Row>, name: &str, bytes: usize, mut f: impl FnMut(usize)) {
+    // One warm call first: anything sized on first use is not counted.
+    f(0);
     let k = 10_000;
+    let before = ALLOCS.load(Ordering::Relaxed);
     for i in 0..k {
         f(i);
     }
     let allocs = (ALLOCS.load(Ordering::Relaxed) - before) as f64 / k as f64;
-    Row {
+    assert!(allocs == 0.0, "{name}: {allocs} allocations per call, expected none");
+    rows.push(Row {
         name: name.to_string(),
-        ns: rounds[2],
-        lo: rounds[0],
-        hi: rounds[4],
         allocs,
         bytes,
-    }
+    });
+    let mut i = 0usize;
+    c.bench_function(name, |b| {
+        b.iter(|| {
+            f(i);
+            i = i.wrapping_add(1);
+        })
+    });
 }
 
 fn kml_models() -> (Sequential, DecisionTree, iolearn_ml::ZScore, &'static str) {
@@ -106,7 +96,22 @@ fn kml_models() -> (Sequential, DecisionTree, iolearn_ml::ZScore, &'static str) 
 }
 
 fn main() {
+    // Shorter than criterion's defaults (3 s warm-up, 5 s measurement): nanosecond cases
+    // converge well within this. Command-line options (`--measurement-time`...) still win.
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .without_plots()
+        .configure_from_args();
+    // The counter sees allocations (or the zero-allocation checks below would prove nothing).
+    let before = ALLOCS.load(Ordering::Relaxed);
+    black_box(Vec::<u8>::with_capacity(black_box(16)));
+    assert!(
+        ALLOCS.load(Ordering::Relaxed) > before,
+        "the counting allocator is not in use"
+    );
     let (kml_net, kml_tree, norm, source) = kml_models();
+    println!("iolearn-ml micro benchmarks ({source})");
     let mut rng = Rng::new(1);
     let rows5: Vec<[f32; 5]> = (0..64)
         .map(|_| core::array::from_fn(|_| rng.uniform(-1.5, 1.5)))
@@ -124,14 +129,18 @@ fn main() {
     let mut out = Vec::new();
 
     let mut ws = kml_net.workspace();
-    out.push(measure(
+    case(
+        &mut c,
+        &mut out,
         "KML readahead 5-15-5-4 (f32), normalised input",
         kml_net.bytes(),
         |i| {
             black_box(kml_net.predict_class(black_box(&rows5[i & 63]), &mut ws));
         },
-    ));
-    out.push(measure(
+    );
+    case(
+        &mut c,
+        &mut out,
         "KML readahead 5-15-5-4, raw input (normalise + network)",
         kml_net.bytes(),
         |i| {
@@ -139,14 +148,16 @@ fn main() {
             norm.transform(black_box(&mut r));
             black_box(kml_net.predict_class(&r, &mut ws));
         },
-    ));
-    out.push(measure(
+    );
+    case(
+        &mut c,
+        &mut out,
         "KML decision tree (59 nodes), normalised input",
         kml_tree.bytes(),
         |i| {
             black_box(kml_tree.predict_class(black_box(&rows5[i & 63])));
         },
-    ));
+    );
 
     let linnos = MlpBuilder::new(31)
         .hidden(256, Activation::ReLU)
@@ -154,9 +165,9 @@ fn main() {
         .seed(3)
         .build();
     let mut lws = linnos.workspace();
-    out.push(measure("LinnOS-size 31-256-2 (f32)", linnos.bytes(), |i| {
+    case(&mut c, &mut out, "LinnOS-size 31-256-2 (f32)", linnos.bytes(), |i| {
         black_box(linnos.predict_class(black_box(&rows31[i & 63]), &mut lws));
-    }));
+    });
     for (scheme, label) in [
         (
             Scheme::Fixed1000,
@@ -166,9 +177,9 @@ fn main() {
     ] {
         let q = QuantizedMlp::new(&linnos, scheme);
         let mut qws = q.workspace();
-        out.push(measure(label, q.bytes(), |i| {
+        case(&mut c, &mut out, label, q.bytes(), |i| {
             black_box(q.predict_class(black_box(&rows31[i & 63]), &mut qws));
-        }));
+        });
     }
     let heimdall = MlpBuilder::new(12)
         .hidden(128, Activation::ReLU)
@@ -178,9 +189,15 @@ fn main() {
         .seed(4)
         .build();
     let mut hws = heimdall.workspace();
-    out.push(measure("Heimdall-size 12-128-16-1 (f32)", heimdall.bytes(), |i| {
-        black_box(heimdall.predict_class(black_box(&rows12[i & 63]), &mut hws));
-    }));
+    case(
+        &mut c,
+        &mut out,
+        "Heimdall-size 12-128-16-1 (f32)",
+        heimdall.bytes(),
+        |i| {
+            black_box(heimdall.predict_class(black_box(&rows12[i & 63]), &mut hws));
+        },
+    );
 
     // Training: one SGD step on one sample (KML's batch size 1), and on 32.
     let mut train_net = kml_net.clone();
@@ -189,32 +206,19 @@ fn main() {
     let ys = [0.0f32, 1.0, 2.0, 3.0];
     let flat: Vec<f32> = rows5.iter().flatten().copied().collect();
     let ys32: Vec<f32> = (0..32).map(|i| (i % 4) as f32).collect();
-    let step1 = measure("training step, 5-15-5-4, batch 1", train_net.bytes(), |i| {
+    let bytes = train_net.bytes();
+    case(&mut c, &mut out, "training step, 5-15-5-4, batch 1", bytes, |i| {
         black_box(sgd.step(&mut train_net, &mut ws, &rows5[i & 63], &ys[i & 3..(i & 3) + 1], &loss));
     });
-    let step32 = measure("training step, 5-15-5-4, batch 32", train_net.bytes(), |_| {
+    case(&mut c, &mut out, "training step, 5-15-5-4, batch 32", bytes, |_| {
         black_box(sgd.step(&mut train_net, &mut ws, &flat[..32 * 5], &ys32, &loss));
     });
 
-    println!("iolearn-ml micro benchmarks ({source}); median of 5 rounds, [min-max]");
+    c.final_summary();
     println!();
-    println!("| case | ns / call | spread | allocations / call | model bytes |");
-    println!("|---|---:|---:|---:|---:|");
+    println!("| case | allocations / call | model bytes |");
+    println!("|---|---:|---:|");
     for r in &out {
-        println!(
-            "| {} | {:.1} | {:.1}-{:.1} | {} | {} |",
-            r.name, r.ns, r.lo, r.hi, r.allocs, r.bytes
-        );
-    }
-    for r in [&step1, &step32] {
-        println!(
-            "| {} | {:.2} us | {:.2}-{:.2} us | {} | {} |",
-            r.name,
-            r.ns / 1000.0,
-            r.lo / 1000.0,
-            r.hi / 1000.0,
-            r.allocs,
-            r.bytes
-        );
+        println!("| {} | {} | {} |", r.name, r.allocs, r.bytes);
     }
 }

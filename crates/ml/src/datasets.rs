@@ -50,3 +50,50 @@ pub fn kml_like(n_per_class: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
     let y = rows.iter().map(|(_, c)| *c).collect();
     (x, y)
 }
+
+/// Parse rows of `width` numbers (feature rows for a model: `iolearn model predict`), separated
+/// by commas (then fields may not be empty) or white space. Blank lines and lines starting with
+/// `#` are skipped, and a leading byte-order mark. The first other line is a header only when
+/// none of its fields is a number: a row with a typo is an error, never a dropped "header".
+/// Errors name the line ([`crate::Error::Parse`]).
+pub fn parse_rows(text: &str, width: usize) -> crate::Result<Vec<f32>> {
+    use crate::error::quote;
+    use crate::Error;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut out = Vec::new();
+    let mut first = true;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let no = i + 1;
+        let toks: Vec<&str> = if line.contains(',') {
+            line.split(',').map(str::trim).collect()
+        } else {
+            line.split_whitespace().collect()
+        };
+        let header = first && toks.iter().all(|t| !t.is_empty() && t.parse::<f32>().is_err());
+        first = false;
+        if header {
+            continue;
+        }
+        if let Some(k) = toks.iter().position(|t| t.is_empty()) {
+            return Err(Error::parse(no, alloc::format!("field {} is empty", k + 1)));
+        }
+        if toks.len() != width {
+            return Err(Error::parse(
+                no,
+                alloc::format!("expected {width} values (the model's inputs), found {}", toks.len()),
+            ));
+        }
+        for t in &toks {
+            match t.parse::<f32>() {
+                Ok(v) if v.is_finite() => out.push(v),
+                Ok(v) => return Err(Error::parse(no, alloc::format!("value {v} is not finite"))),
+                Err(_) => return Err(Error::parse(no, alloc::format!("{} is not a number", quote(t)))),
+            }
+        }
+    }
+    Ok(out)
+}

@@ -140,3 +140,13 @@ impl fmt::Display for Error {
 
 #[cfg(feature = "std")]
 impl std::error::Error for Error {}
+
+/// Quote untrusted text in an error: at most 40 characters, control characters escaped (the
+/// `no_std` twin of `iolearn_safeio::excerpt`, which needs `std`).
+pub(crate) fn quote(s: &str) -> String {
+    let mut out: String = s.chars().take(40).flat_map(char::escape_debug).collect();
+    if s.chars().nth(40).is_some() {
+        out.push_str("...");
+    }
+    alloc::format!("\"{out}\"")
+}

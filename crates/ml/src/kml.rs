@@ -46,9 +46,13 @@ pub fn parse_numbers(text: &str) -> Result<Vec<f64>> {
             }
             let v: f64 = tok
                 .parse()
-                .map_err(|_| Error::parse(no + 1, alloc::format!("{tok:?} is not a number")))?;
-            if !v.is_finite() {
-                return Err(Error::parse(no + 1, alloc::format!("{tok:?} is not finite")));
+                .map_err(|_| Error::parse(no + 1, alloc::format!("{} is not a number", crate::error::quote(tok))))?;
+            // Weights are stored as f32: a value finite in f64 may still overflow there.
+            if !v.is_finite() || !(v as f32).is_finite() {
+                return Err(Error::parse(
+                    no + 1,
+                    alloc::format!("{} is not a finite 32-bit number", crate::error::quote(tok)),
+                ));
             }
             out.push(v);
         }
@@ -180,10 +184,11 @@ mod files {
     use super::*;
     use std::path::Path;
 
+    /// KML's files are a few KiB; 64 MiB is far above any and far below harm.
     fn read(path: &Path) -> Result<String> {
-        std::fs::read_to_string(path).map_err(|e| Error::Io {
+        iolearn_safeio::read_to_string(path, 64 << 20).map_err(|e| Error::Io {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            reason: e.reason,
         })
     }
 

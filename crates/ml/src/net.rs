@@ -229,18 +229,32 @@ impl Sequential {
         if n == 0 {
             return Err(Error::invalid("data", "no rows"));
         }
+        if let Loss::SoftmaxCrossEntropy { class_weights: Some(w) } = loss {
+            if w.len() != self.out_dim() {
+                return Err(Error::Shape {
+                    what: "class weights",
+                    expected: self.out_dim(),
+                    found: w.len(),
+                });
+            }
+            if w.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
+                return Err(Error::invalid("class weights", "must be finite and non-negative"));
+            }
+        }
         let (d, tw) = (self.in_dim(), loss.target_width(self.out_dim()));
+        // A batch is at most the whole data set: more would only allocate.
+        let batch = cfg.batch_size.min(n);
         let mut sgd = Sgd::new(self, cfg.lr, cfg.momentum);
         let mut ws = self.workspace();
         let mut rng = Rng::new(cfg.seed);
         let mut order: Vec<usize> = (0..n).collect();
-        let mut xb = alloc::vec![0.0; cfg.batch_size * d];
-        let mut yb = alloc::vec![0.0; cfg.batch_size * tw];
+        let mut xb = alloc::vec![0.0; batch * d];
+        let mut yb = alloc::vec![0.0; batch * tw];
         let mut history = Vec::with_capacity(cfg.epochs);
         for _ in 0..cfg.epochs {
             rng.shuffle(&mut order);
             let mut total = 0.0;
-            for chunk in order.chunks(cfg.batch_size) {
+            for chunk in order.chunks(batch) {
                 for (k, &r) in chunk.iter().enumerate() {
                     xb[k * d..(k + 1) * d].copy_from_slice(&x[r * d..(r + 1) * d]);
                     yb[k * tw..(k + 1) * tw].copy_from_slice(&y[r * tw..(r + 1) * tw]);
@@ -342,6 +356,9 @@ impl TrainConfig {
         if self.batch_size == 0 {
             return Err(Error::invalid("batch_size", "must be at least 1"));
         }
+        if self.epochs == 0 || self.epochs > MAX_EPOCHS {
+            return Err(Error::invalid("epochs", alloc::format!("must be 1 to {MAX_EPOCHS}")));
+        }
         if !(self.lr > 0.0 && self.lr.is_finite()) {
             return Err(Error::invalid("lr", "must be a positive number"));
         }
@@ -351,6 +368,9 @@ impl TrainConfig {
         Ok(())
     }
 }
+
+/// The most epochs [`Sequential::fit`] runs (the loss history is allocated up front).
+pub const MAX_EPOCHS: usize = 1_000_000;
 
 /// SGD with classical momentum: `v = momentum * v - lr * g; w += v`. Holds every buffer a step
 /// needs, so [`Sgd::step`] does not allocate.
@@ -553,6 +573,15 @@ impl MlpBuilder {
         for (w, act) in widths {
             if w == 0 || d == 0 {
                 return Err(Error::invalid("architecture", "layer width 0"));
+            }
+            if w > crate::format::MAX_WIDTH || d > crate::format::MAX_WIDTH {
+                return Err(Error::invalid(
+                    "architecture",
+                    alloc::format!(
+                        "layer width over {} (a model file could not hold it)",
+                        crate::format::MAX_WIDTH
+                    ),
+                ));
             }
             let fan = match act {
                 Some(Activation::ReLU) => libm::sqrtf(6.0 / d as f32),

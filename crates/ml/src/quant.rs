@@ -270,7 +270,12 @@ impl QuantizedMlp {
     }
 
     /// Run on one row; returns the outputs as f32 (logits for classifiers).
+    ///
+    /// # Panics
+    /// When `x` does not have the model's input width (as [`crate::Sequential::forward`]): a
+    /// short row would silently reuse the previous call's values.
     pub fn forward<'w>(&self, x: &[f32], ws: &'w mut QWorkspace) -> &'w [f32] {
+        assert_eq!(x.len(), self.dims[0], "input width");
         match self.scheme {
             Scheme::Fixed1000 => self.forward_fixed(x, ws),
             Scheme::Int8 => self.forward_int8(x, ws),

@@ -518,9 +518,12 @@ fn parse_line(no: usize, raw: &str) -> Result<TextLine> {
         let c = c.trim();
         let v: f64 = c
             .parse()
-            .map_err(|_| Error::parse(no, alloc::format!("class {c:?} is not a number")))?;
+            .map_err(|_| Error::parse(no, alloc::format!("class {} is not a number", crate::error::quote(c))))?;
         if !math::is_class_index(v, 65536) {
-            return Err(Error::parse(no, alloc::format!("class {c:?} is not a class index")));
+            return Err(Error::parse(
+                no,
+                alloc::format!("class {} is not a class index", crate::error::quote(c)),
+            ));
         }
         return Ok(TextLine {
             no,
@@ -545,11 +548,22 @@ fn parse_line(no: usize, raw: &str) -> Result<TextLine> {
     let feature: u32 = name
         .strip_prefix("feature_")
         .and_then(|n| n.parse().ok())
-        .ok_or_else(|| Error::parse(no, alloc::format!("feature name {name:?} is not of the form feature_N")))?;
+        .ok_or_else(|| {
+            Error::parse(
+                no,
+                alloc::format!(
+                    "feature name {} is not of the form feature_N",
+                    crate::error::quote(name)
+                ),
+            )
+        })?;
     let value = value.trim();
-    let t: f32 = value
-        .parse()
-        .map_err(|_| Error::parse(no, alloc::format!("threshold {value:?} is not a number")))?;
+    let t: f32 = value.parse().map_err(|_| {
+        Error::parse(
+            no,
+            alloc::format!("threshold {} is not a number", crate::error::quote(value)),
+        )
+    })?;
     if !t.is_finite() {
         return Err(Error::parse(no, "threshold is not finite"));
     }

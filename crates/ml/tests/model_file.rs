@@ -205,7 +205,11 @@ fn log_normaliser_round_trips_and_bad_masks_are_refused() {
     let b = net.to_bytes();
     let back = ModelFile::from_bytes(&b).unwrap();
     assert_eq!(back, net);
-    assert!(net.to_json().contains("\"log1p\": [true, true, true, true, false]"));
+    let j: serde_json::Value = serde_json::from_str(&net.to_json()).unwrap();
+    assert_eq!(
+        j["normaliser"]["log1p"],
+        serde_json::json!([true, true, true, true, false])
+    );
     // The transform: log first, then the Z-score.
     let zl = back.normaliser.as_ref().unwrap();
     let mut row = [100.0f32, 0.0, 0.0, 0.0, 0.5];
@@ -227,4 +231,90 @@ fn log_normaliser_round_trips_and_bad_masks_are_refused() {
     }
     // A mask of the wrong width cannot be built.
     assert!(z.with_log1p(vec![true]).is_err());
+}
+
+#[test]
+fn a_model_whose_width_does_not_fit_its_schema_is_refused_on_save_and_on_load() {
+    // Issue 11: a readahead model with 4 inputs was saved and then panicked the tuner at its
+    // first decision.
+    use iolearn_ml::{MlpBuilder, ModelKind};
+    let mut m = ModelFile::new(
+        ModelKind::Mlp(MlpBuilder::new(4).output(4).build()),
+        kml::READAHEAD_SCHEMA,
+    );
+    let dir = std::env::temp_dir().join(format!("iolearn-schema-width-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("m.iolm");
+    let e = m.save(&path).unwrap_err().to_string();
+    assert!(e.contains("kml-readahead-v1 takes 5 inputs but the model has 4"), "{e}");
+    assert!(!path.exists(), "nothing written");
+    let e = ModelFile::from_bytes(&m.to_bytes()).unwrap_err().to_string();
+    assert!(e.contains("takes 5 inputs"), "{e}");
+    // A negative or absurd readahead in the class map is refused too.
+    m.kind = ModelKind::Mlp(MlpBuilder::new(5).output(2).build());
+    m.action_unit = "read_ahead_kb".into();
+    m.classes = vec![
+        iolearn_ml::ClassAction {
+            label: "a".into(),
+            action: -16,
+        },
+        iolearn_ml::ClassAction {
+            label: "b".into(),
+            action: 128,
+        },
+    ];
+    let e = m.save(&path).unwrap_err().to_string();
+    assert!(e.contains("class action") && e.contains("-16"), "{e}");
+    m.classes[0].action = 16;
+    m.save(&path).unwrap();
+    assert_eq!(ModelFile::load(&path).unwrap(), m);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn loading_is_bounded() {
+    let e = ModelFile::load("/dev/zero").unwrap_err().to_string();
+    assert!(e.contains("/dev/zero") && e.contains("limit"), "{e}");
+}
+
+#[test]
+fn widths_that_would_allocate_gigabytes_are_refused() {
+    // Issue 11: a 57-byte file (an MLP of input width 2^32 - 1 and no linear layer) made
+    // `model inspect` allocate 16 GiB; a tree could declare 2^32 - 1 classes.
+    use iolearn_ml::{DecisionTree, Layer, ModelKind, Node, Sequential};
+    let huge = ModelFile::new(
+        ModelKind::Mlp(Sequential::new(u32::MAX as usize, vec![Layer::Sigmoid]).unwrap()),
+        "custom",
+    );
+    let e = ModelFile::from_bytes(&huge.to_bytes()).unwrap_err().to_string();
+    assert!(e.contains("input width") && e.contains("must be 1 to 65536"), "{e}");
+    for (nf, nc, field) in [
+        (1, u32::MAX as usize, "tree class count"),
+        (u32::MAX as usize, 2, "tree feature count"),
+    ] {
+        let t = DecisionTree::from_nodes(vec![Node::Leaf { class: 0 }], nf, nc).unwrap();
+        let e = ModelFile::from_bytes(&ModelFile::new(ModelKind::Tree(t), "custom").to_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(field), "{e}");
+    }
+    // A network with no layer at all.
+    let empty = ModelFile::new(ModelKind::Mlp(Sequential::new(5, vec![]).unwrap()), "custom");
+    let e = ModelFile::from_bytes(&empty.to_bytes()).unwrap_err().to_string();
+    assert!(e.contains("at least one layer"), "{e}");
+}
+
+#[test]
+fn a_diverged_model_is_refused_on_save() {
+    // Issue 11: training that diverged to NaN saved a file every loader then rejected.
+    let (mut net, _) = kml_files();
+    if let iolearn_ml::ModelKind::Mlp(n) = &mut net.kind {
+        if let iolearn_ml::Layer::Linear(l) = &mut n.layers_mut()[0] {
+            l.bias[0] = f32::NAN;
+        }
+    }
+    let path = std::env::temp_dir().join(format!("iolearn-diverged-{}.iolm", std::process::id()));
+    let e = net.save(&path).unwrap_err().to_string();
+    assert!(e.contains("NaN or infinite") && e.contains("diverged"), "{e}");
+    assert!(!path.exists());
 }

@@ -102,6 +102,9 @@ impl KmlController {
     /// classes to read_ahead_kb.
     pub fn new(model: ModelFile, per_file: bool) -> iolearn_ml::Result<Self> {
         model.expect_schema(READAHEAD_SCHEMA)?;
+        // A model file is validated on load; one built in memory may not have been, and a
+        // wrong width would panic at the first decision (after the tuner changed the device).
+        model.validate()?;
         if model.classes.is_empty() || model.action_unit != "read_ahead_kb" {
             return Err(iolearn_ml::Error::SchemaMismatch {
                 expected: "a class -> read_ahead_kb map".into(),

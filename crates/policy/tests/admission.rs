@@ -206,3 +206,14 @@ fn bad_model_files_get_errors_naming_the_field() {
     assert_eq!(Rule::parse("proba=nan"), None);
     assert_eq!(Rule::parse("class"), Some(Rule::Class));
 }
+
+#[test]
+fn the_model_files_schema_widths_match_the_feature_extractors() {
+    // `iolearn-ml` refuses models whose width does not fit a known schema; the widths it
+    // knows must be those of the extractors here.
+    use iolearn_ml::format::SCHEMA_WIDTHS;
+    for f in [FeatureSet::Linnos, FeatureSet::Mittos, FeatureSet::Tail] {
+        assert!(SCHEMA_WIDTHS.contains(&(f.schema(), f.dim())), "{}", f.schema());
+    }
+    assert!(SCHEMA_WIDTHS.contains(&(iolearn_ml::kml::READAHEAD_SCHEMA, 5)));
+}

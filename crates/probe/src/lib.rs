@@ -22,7 +22,7 @@
 
 mod sys;
 
-pub use sys::{kernel_dev, DeviceId, TracefsMount};
+pub use sys::{kernel_dev, tracefs_mounted, DeviceId, TracefsMount, TRACEFS_LOCK};
 
 use std::fmt;
 use std::path::PathBuf;

@@ -216,3 +216,69 @@ fn unknown_device_names_are_clear_errors() {
     let e = DeviceId::from_name("no-such-disk").unwrap_err().to_string();
     assert!(e.contains("no-such-disk"), "{e}");
 }
+
+/// Run inside a child process by `tracefs_is_never_unmounted_under_another_attacher`: hold
+/// the tracefs attach lock (mounting tracefs) until killed.
+#[test]
+fn child_holds_tracefs() {
+    let Some(flag) = std::env::var_os("IOLEARN_TRACEFS_CHILD") else {
+        return;
+    };
+    let _held = iolearn_probe::TracefsMount::acquire().unwrap();
+    std::fs::write(&flag, b"").unwrap();
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+/// Whether tracefs is mounted, seen while no iolearn process can mount or unmount it.
+fn tracefs_state() -> bool {
+    let _lock = iolearn_safeio::lock::Lock::acquire(iolearn_probe::TRACEFS_LOCK, true).unwrap();
+    iolearn_probe::tracefs_mounted()
+}
+
+#[test]
+fn tracefs_is_never_unmounted_under_another_attacher() {
+    // Issue 11: the mount was tracked per process, so one tuner could unmount tracefs while
+    // another attached. Now another process holding it blocks us, and one killed while holding
+    // it leaves a mount that the next holder takes down.
+    if skip("tracefs_is_never_unmounted_under_another_attacher") {
+        return;
+    }
+    let before = tracefs_state();
+    let flag = std::env::temp_dir().join(format!("iolearn-tracefs-child-{}", std::process::id()));
+    let _ = std::fs::remove_file(&flag);
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_holds_tracefs", "--nocapture", "--test-threads=1"])
+        .env("IOLEARN_TRACEFS_CHILD", &flag)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !flag.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the child never took tracefs");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(iolearn_probe::tracefs_mounted(), "mounted while the child holds it");
+    // Another attacher waits for the holder; meanwhile tracefs stays mounted.
+    let waiter = std::thread::spawn(|| {
+        let t = std::time::Instant::now();
+        let held = iolearn_probe::TracefsMount::acquire().unwrap();
+        let mounted = iolearn_probe::tracefs_mounted();
+        drop(held);
+        (t.elapsed(), mounted)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!waiter.is_finished(), "a second attacher must wait for the first");
+    assert!(iolearn_probe::tracefs_mounted());
+    child.kill().unwrap(); // SIGKILL while holding: the kernel drops the lock
+    child.wait().unwrap();
+    let (waited, mounted) = waiter.join().unwrap();
+    assert!(waited >= Duration::from_millis(450), "{waited:?}");
+    assert!(mounted, "mounted for the second attacher");
+    let _ = std::fs::remove_file(&flag);
+    // Whatever the killed child mounted is gone; a tracefs mounted before the test stays.
+    assert_eq!(tracefs_state(), before, "tracefs as it was before the test");
+    // And probes still start after all this.
+    let p = Probe::start(&ProbeConfig::default()).unwrap();
+    drop(p);
+    assert_eq!(tracefs_state(), before);
+}

@@ -247,8 +247,10 @@ impl Model {
                     }
                 }
                 ModelKind::Tree(t) => {
+                    // A tree of one class has one probability; the columns are at least two.
+                    let c = t.n_classes();
                     for (r, p) in x.chunks_exact(d).zip(out.chunks_exact_mut(k)) {
-                        t.predict_proba(r, p);
+                        t.predict_proba(r, &mut p[..c]);
                     }
                 }
             }
@@ -304,6 +306,11 @@ impl Model {
     /// The tree in scikit-learn export_text style (trees only).
     #[pyo3(signature = (decimals=6))]
     fn export_text(&self, decimals: usize) -> PyResult<String> {
+        if decimals > 17 {
+            return Err(PyValueError::new_err(format!(
+                "decimals must be 0 to 17, got {decimals}"
+            )));
+        }
         match &self.file.kind {
             ModelKind::Tree(t) => Ok(t.export_text(decimals)),
             _ => Err(PyValueError::new_err("export_text: not a decision tree")),
@@ -517,22 +524,29 @@ fn import_kml(nn_arch_data: PathBuf, tree: Option<PathBuf>) -> PyResult<Model> {
 /// Test-index folds of shuffled k-fold cross-validation (the same folds as the Rust core).
 #[pyfunction]
 fn kfold(n: usize, k: usize, seed: u64) -> PyResult<Vec<Vec<usize>>> {
+    if n > 100_000_000 {
+        return Err(PyValueError::new_err(format!("n must be at most 1e8 rows, got {n}")));
+    }
     ml_kfold(n, k, seed).map_err(err)
 }
 
+/// Rows and labels.
+type Dataset<'py> = (Bound<'py, PyArray2<f32>>, Bound<'py, PyArray1<f32>>);
+
 /// A synthetic 4-class data set shaped like KML's readahead features (raw).
 #[pyfunction]
-fn kml_like<'py>(
-    py: Python<'py>,
-    n_per_class: usize,
-    seed: u64,
-) -> (Bound<'py, PyArray2<f32>>, Bound<'py, PyArray1<f32>>) {
+fn kml_like<'py>(py: Python<'py>, n_per_class: usize, seed: u64) -> PyResult<Dataset<'py>> {
+    if n_per_class > 1_000_000 {
+        return Err(PyValueError::new_err(format!(
+            "n_per_class must be at most 1e6, got {n_per_class}"
+        )));
+    }
     let (x, y) = iolearn_ml::datasets::kml_like(n_per_class, seed);
     let n = y.len();
-    (
+    Ok((
         Array2::from_shape_vec((n, 5), x).expect("shape").into_pyarray(py),
         PyArray1::from_vec(py, y),
-    )
+    ))
 }
 
 /// Run the simulator and return its page events as an (n, 4) uint64 array
@@ -619,6 +633,21 @@ fn kml_features<'py>(
     if obs.windows(2).any(|w| w[1].time_ns < w[0].time_ns) {
         return Err(PyValueError::new_err("events must be ordered by time"));
     }
+    // One window is pushed per `window_ns` between events: bound both the window and the number
+    // of windows the events span, or a tiny window over a long span would allocate without end.
+    if !(1_000..=86_400_000_000_000).contains(&window_ns) {
+        return Err(PyValueError::new_err(format!(
+            "window_ns must be 1000 (1 us) to 8.64e13 (a day), got {window_ns}"
+        )));
+    }
+    if let Some(last) = obs.last() {
+        let windows = last.time_ns.saturating_sub(start_ns) / window_ns;
+        if windows > 10_000_000 {
+            return Err(PyValueError::new_err(format!(
+                "the events span {windows} windows of {window_ns} ns; at most 1e7"
+            )));
+        }
+    }
     if obs.first().is_some_and(|o| o.time_ns < start_ns) {
         return Err(PyValueError::new_err("an event precedes start_ns"));
     }
@@ -704,10 +733,31 @@ fn sim_closed_loop<'py>(
     use iolearn_sim::engine::{Sim, SimConfig, ThreadSpec};
     let dev = iolearn_sim::device::DevicePreset::by_name(device)
         .ok_or_else(|| PyValueError::new_err(format!("unknown device preset {device:?} (nvme, sata, hdd, loop)")))?;
-    if workloads.is_empty() || seconds.is_nan() || seconds <= 0.0 || window_s.is_nan() || window_s <= 0.0 {
-        return Err(PyValueError::new_err(
-            "need at least one workload and positive seconds and window_s",
-        ));
+    if workloads.is_empty() {
+        return Err(PyValueError::new_err("workloads: need at least one"));
+    }
+    // Bounds that keep every time in nanoseconds, and every allocation, far from overflow.
+    if !(seconds > 0.0 && seconds <= 86_400.0) {
+        return Err(PyValueError::new_err(format!(
+            "seconds must be in (0, 86400], got {seconds:?}"
+        )));
+    }
+    if !(1e-3..=3600.0).contains(&window_s) {
+        return Err(PyValueError::new_err(format!(
+            "window_s must be 0.001 to 3600, got {window_s:?}"
+        )));
+    }
+    for (name, mb) in [("db_mb", db_mb), ("cache_mb", cache_mb)] {
+        if mb > 1 << 20 {
+            return Err(PyValueError::new_err(format!(
+                "{name} must be at most 1048576 (1 TiB), got {mb}"
+            )));
+        }
+    }
+    if read_ahead_kb > iolearn_ml::format::MAX_READ_AHEAD_KB as u64 {
+        return Err(PyValueError::new_err(format!(
+            "read_ahead_kb must be at most 1048576, got {read_ahead_kb}"
+        )));
     }
     let mut kinds = Vec::new();
     for w in &workloads {
@@ -942,10 +992,20 @@ fn sim_ssd<'py>(
             "unknown GC mode {mode:?} (base, plane-blocking, tolerant, no-gc)"
         ))
     })?;
-    if replicas == 0 || !(hop_us.is_finite() && hop_us >= 0.0) || !(precondition.is_finite() && precondition >= 0.0) {
-        return Err(PyValueError::new_err(
-            "replicas must be >= 1, hop_us and precondition >= 0",
-        ));
+    if !(1..=8).contains(&replicas) {
+        return Err(PyValueError::new_err(format!(
+            "replicas must be 1 to 8, got {replicas}"
+        )));
+    }
+    if !(hop_us.is_finite() && (0.0..=3.6e9).contains(&hop_us)) {
+        return Err(PyValueError::new_err(format!(
+            "hop_us must be 0 to 3.6e9, got {hop_us:?}"
+        )));
+    }
+    if !(precondition.is_finite() && (0.0..=10.0).contains(&precondition)) {
+        return Err(PyValueError::new_err(format!(
+            "precondition must be 0 to 10, got {precondition:?}"
+        )));
     }
     let noise = Noise::preset(noise, replicas)
         .ok_or_else(|| PyValueError::new_err(format!("unknown noise {noise:?} (quiet, ec2, tailatstore, failslow)")))?;

@@ -50,11 +50,19 @@ impl TailWorld {
         if !(1..=8).contains(&replicas) {
             return Err(PyValueError::new_err(format!("replicas: {replicas} (1 to 8)")));
         }
-        if !(failover_us.is_finite() && failover_us >= 0.0) {
-            return Err(PyValueError::new_err(format!("failover_us: {failover_us} (>= 0)")));
+        if !(failover_us.is_finite() && (0.0..=3.6e9).contains(&failover_us)) {
+            return Err(PyValueError::new_err(format!(
+                "failover_us: {failover_us:?} (0 to 3.6e9)"
+            )));
         }
-        if !(precondition.is_finite() && precondition >= 0.0) {
-            return Err(PyValueError::new_err(format!("precondition: {precondition} (>= 0)")));
+        // Preconditioning overwrites the drive this many times over: 10 is far past steady state.
+        if !(precondition.is_finite() && (0.0..=10.0).contains(&precondition)) {
+            return Err(PyValueError::new_err(format!(
+                "precondition: {precondition:?} (0 to 10)"
+            )));
+        }
+        if cache_mb > 1 << 20 {
+            return Err(PyValueError::new_err(format!("cache_mb: {cache_mb} (at most 1048576)")));
         }
         let noise = Noise::preset(noise, replicas).ok_or_else(|| {
             PyValueError::new_err(format!("noise: unknown {noise:?} (quiet, ec2, tailatstore, failslow)"))
@@ -109,11 +117,8 @@ impl TailWorld {
                 "arrival_ns, offset, size and write differ in length",
             ));
         }
-        if !(rate.is_finite() && rate > 0.0) {
-            return Err(PyValueError::new_err(format!("rate: {rate} (> 0)")));
-        }
         let ios: Vec<(u64, u64, u32, bool)> = (0..n).map(|i| (a[i], o[i], s[i], w[i])).collect();
-        let reqs = replicate(&ios, self.world.config().replicas, rate);
+        let reqs = replicate(&ios, self.world.config().replicas, rate).map_err(PyValueError::new_err)?;
         let client = spec.client;
         let world = &self.world;
         // The policy is not Send (a model's workspace): run on this thread.
@@ -180,9 +185,33 @@ pub fn inflection_point(
     failover_us: f64,
     trials: usize,
     seed: u64,
-) -> (f64, f64) {
+) -> PyResult<(f64, f64)> {
     let v: Vec<f64> = latencies_us.as_array().iter().copied().collect();
-    py.detach(move || iolearn_policy::latency::inflection_point(&v, replicas, failover_us, trials, seed))
+    check_search(replicas, failover_us)?;
+    if v.is_empty() || v.iter().any(|x| !(x.is_finite() && *x >= 0.0)) {
+        return Err(PyValueError::new_err(
+            "latencies_us must be non-empty, finite and non-negative",
+        ));
+    }
+    if !(1..=10_000_000).contains(&trials) {
+        return Err(PyValueError::new_err(format!("trials must be 1 to 1e7, got {trials}")));
+    }
+    Ok(py.detach(move || iolearn_policy::latency::inflection_point(&v, replicas, failover_us, trials, seed)))
+}
+
+/// The searches' shared parameters: 1 to 8 replicas, a finite non-negative failover cost.
+fn check_search(replicas: u32, failover_us: f64) -> PyResult<()> {
+    if !(1..=8).contains(&replicas) {
+        return Err(PyValueError::new_err(format!(
+            "replicas must be 1 to 8, got {replicas}"
+        )));
+    }
+    if !(failover_us.is_finite() && (0.0..=3.6e9).contains(&failover_us)) {
+        return Err(PyValueError::new_err(format!(
+            "failover_us must be 0 to 3.6e9, got {failover_us:?}"
+        )));
+    }
+    Ok(())
 }
 
 /// (predicted, actual) pairs from two equally long arrays.
@@ -190,6 +219,11 @@ fn pairs(predicted: &PyReadonlyArray1<f64>, actual: &PyReadonlyArray1<f64>) -> P
     let (p, a) = (predicted.as_array(), actual.as_array());
     if p.len() != a.len() {
         return Err(PyValueError::new_err("predicted and actual differ in length"));
+    }
+    if p.is_empty() || p.iter().chain(a.iter()).any(|v| !v.is_finite()) {
+        return Err(PyValueError::new_err(
+            "predicted and actual must be non-empty and finite",
+        ));
     }
     Ok(p.iter().copied().zip(a.iter().copied()).collect())
 }
@@ -204,6 +238,7 @@ pub fn best_threshold(
     replicas: u32,
     failover_us: f64,
 ) -> PyResult<(f64, f64)> {
+    check_search(replicas, failover_us)?;
     let pairs = pairs(&predicted, &actual)?;
     Ok(iolearn_policy::latency::best_threshold(&pairs, replicas, failover_us))
 }
@@ -219,6 +254,12 @@ pub fn golden_threshold(
     replicas: u32,
     failover_us: f64,
 ) -> PyResult<(f64, f64)> {
+    check_search(replicas, failover_us)?;
+    if !(lo.is_finite() && hi.is_finite() && lo < hi) {
+        return Err(PyValueError::new_err(format!(
+            "need finite lo < hi, got [{lo:?}, {hi:?}]"
+        )));
+    }
     let pairs = pairs(&predicted, &actual)?;
     Ok(iolearn_policy::latency::golden_threshold(
         &pairs,

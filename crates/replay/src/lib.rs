@@ -16,7 +16,7 @@ mod ring;
 pub use noise::{Noise, NoiseConfig};
 
 use iolearn_policy::admission::{Admission, DeviceQueue, FeatureSet, IoView};
-use iolearn_tail::{replicate, Client, PolicySpec, Request};
+use iolearn_tail::{replicate, Client, PolicySpec};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::{File, OpenOptions};
@@ -185,16 +185,35 @@ impl Drop for Mapping {
 }
 
 fn open_replica(path: &PathBuf, write: bool, buffered: bool) -> Result<Replica, Error> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut flags = if buffered { 0 } else { libc::O_DIRECT };
+    if write {
+        // Writing replays overwrite data: never through a link, and a block device only when
+        // nothing else holds it (O_EXCL on a block device fails with EBUSY while it is
+        // mounted, part of a holder such as md or device-mapper, or opened exclusively).
+        flags |= libc::O_NOFOLLOW;
+        if std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device()) {
+            flags |= libc::O_EXCL;
+        }
+    }
     let file = OpenOptions::new()
         .read(true)
         .write(write)
-        .custom_flags(if buffered { 0 } else { libc::O_DIRECT })
+        .custom_flags(flags)
         .open(path)
-        .map_err(|e| {
-            Error(format!(
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::EBUSY) => Error(format!(
+                "{}: in use (mounted or held by another program); --allow-writes would overwrite its data",
+                path.display()
+            )),
+            Some(libc::ELOOP) => Error(format!(
+                "{}: a symbolic link; name the replica itself when writing to it",
+                path.display()
+            )),
+            _ => Error(format!(
                 "{}: {e} (replicas need O_DIRECT: a file on a local file system or a block device)",
                 path.display()
-            ))
+            )),
         })?;
     let meta = file.metadata().map_err(|e| Error(format!("{}: {e}", path.display())))?;
     let size = if meta.file_type().is_file() {
@@ -262,8 +281,8 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
     if !(opts.rate.is_finite() && opts.rate > 0.0) {
         return err(format!("rate: {} (must be > 0)", opts.rate));
     }
-    if !(opts.failover_us.is_finite() && opts.failover_us >= 0.0) {
-        return err(format!("failover: {} us (must be >= 0)", opts.failover_us));
+    if !(opts.failover_us.is_finite() && (0.0..=3.6e9).contains(&opts.failover_us)) {
+        return err(format!("failover: {:?} us (0 to 3.6e9, an hour)", opts.failover_us));
     }
     let spec = PolicySpec::parse(&opts.policy).map_err(|e| Error(format!("policy {:?}: {e}", opts.policy)))?;
     let mut admission: Box<dyn Admission> = spec
@@ -282,7 +301,7 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
         .map(|p| open_replica(p, opts.allow_writes, opts.buffered))
         .collect::<Result<_, _>>()?;
     let n = replicas.len();
-    let mut requests = replicate(ios, n, opts.rate);
+    let mut requests = replicate(ios, n, opts.rate).map_err(Error)?;
     let writes_skipped = if opts.allow_writes {
         0
     } else {
@@ -541,11 +560,6 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
         .map(|(record, features)| Sample { record, features })
         .collect();
     Ok((records, report, samples))
-}
-
-/// Requests replayed, for callers that want the replicated stream itself.
-pub fn requests(ios: &[(u64, u64, u32, bool)], replicas: usize, rate: f64) -> Vec<Request> {
-    replicate(ios, replicas, rate)
 }
 
 /// Wait granularity when nothing is in flight.

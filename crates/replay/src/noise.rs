@@ -55,10 +55,21 @@ impl Drop for Noise {
 
 /// Start noise on `path` (`size` usable bytes).
 pub(crate) fn start(cfg: &NoiseConfig, path: &Path, size: u64) -> Result<Noise, Error> {
-    let valid = cfg.busy_fraction > 0.0 && cfg.busy_fraction < 1.0 && cfg.busy_ms > 0.0 && cfg.threads > 0;
-    if !valid {
+    // Periods are drawn around busy_ms and busy_ms * (1 - f) / f: both stay within an hour
+    // (a Duration of any length) with these bounds.
+    if !(1..=64).contains(&cfg.threads) {
+        return Err(Error(format!("noise threads: {} (1 to 64)", cfg.threads)));
+    }
+    if !(1e-6..=1.0 - 1e-6).contains(&cfg.busy_fraction) {
         return Err(Error(format!(
-            "noise: {cfg:?} (threads >= 1, 0 < busy fraction < 1, busy ms > 0)"
+            "noise busy fraction: {:?} (strictly between 0 and 1)",
+            cfg.busy_fraction
+        )));
+    }
+    if !(0.001..=60_000.0).contains(&cfg.busy_ms) {
+        return Err(Error(format!(
+            "noise busy period: {:?} ms (0.001 to 60000)",
+            cfg.busy_ms
         )));
     }
     let stop = Arc::new(AtomicBool::new(false));
@@ -73,7 +84,8 @@ pub(crate) fn start(cfg: &NoiseConfig, path: &Path, size: u64) -> Result<Noise, 
             let mut on = false;
             while !stop.load(Ordering::Relaxed) {
                 let mean = if on { cfg.busy_ms } else { off_ms };
-                let len = -(1.0 - rng.next_f64()).ln() * mean;
+                // Capped at 10 means: a draw from the exponential's far tail is not a stall.
+                let len = (-(1.0 - rng.next_f64()).ln() * mean).min(10.0 * mean);
                 let until = Instant::now() + Duration::from_secs_f64(len / 1e3);
                 busy.store(on, Ordering::Relaxed);
                 while Instant::now() < until && !stop.load(Ordering::Relaxed) {

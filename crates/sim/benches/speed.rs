@@ -1,70 +1,109 @@
 //! Simulator speed: page accesses played per second of wall time on one core, per workload,
 //! at the vanilla 128 KiB readahead on the calibration setup (2.3 GiB database, 850 MiB
-//! cache, NVMe preset). `make bench` runs it; results go to docs/benchmarks.md.
+//! cache, NVMe preset); and simulated I/Os per second of wall time of the flash SSD, per GC
+//! design. `make bench` runs it; results go to docs/benchmarks.md.
+//!
+//! Method: criterion, with `Throughput::Elements`, so the `thrpt:` line is the speed (page
+//! accesses or I/Os per second; the middle figure is the estimate). Each iteration is one
+//! whole run, so samples are few (10, flat sampling) and building the simulation or cloning
+//! the preconditioned drive is not timed (`iter_custom`). The bench takes about a minute.
+//!
+//! Run: `cargo bench -p iolearn-sim --bench speed` (criterion's options after `--`, e.g.
+//! `-- --quick`, or a name filter such as `-- ssd`).
+use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
+use iolearn_ml::Rng;
 use iolearn_sim::device::DevicePreset;
 use iolearn_sim::engine::{Sim, SimConfig};
+use iolearn_sim::ssd::{GcMode, Ssd, SsdConfig};
 use iolearn_sim::workload::WorkloadKind;
-use std::time::Instant;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
 
 fn main() {
-    readahead_speed();
-    ssd_speed();
+    // Runs take 0.03-0.5 s each: 10 samples of one or a few runs. Command-line options
+    // (`--sample-size`, `--measurement-time`...) still win.
+    let mut c = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .without_plots()
+        .configure_from_args();
+    readahead_speed(&mut c);
+    ssd_speed(&mut c);
+    c.final_summary();
 }
 
-fn readahead_speed() {
-    println!("| workload | simulated s | page accesses | wall s | M page accesses / s |");
-    println!("|---|---:|---:|---:|---:|");
-    let (mut total_acc, mut total_wall) = (0u64, 0.0f64);
+/// The page cache and readahead: page accesses per second of wall time, per db_bench
+/// workload (building the simulation is not timed).
+fn readahead_speed(c: &mut Criterion) {
+    let mut g = c.benchmark_group("sim_page_accesses");
+    g.sampling_mode(SamplingMode::Flat);
     for kind in WorkloadKind::dbbench() {
+        // Simulated seconds per run, as before the move to criterion (docs/benchmarks.md).
         let secs = match kind {
             WorkloadKind::ReadSeq | WorkloadKind::ReadReverse => 2.0,
             _ => 20.0,
         };
-        let mut sim = Sim::new(SimConfig::calibration(kind, DevicePreset::nvme(), 128));
-        let t = Instant::now();
-        sim.run_until((secs * 1e9) as u64);
-        let wall = t.elapsed().as_secs_f64();
-        let acc = sim.page_accesses();
-        total_acc += acc;
-        total_wall += wall;
-        println!(
-            "| {} | {secs} | {acc} | {wall:.3} | {:.2} |",
-            kind.name(),
-            acc as f64 / wall / 1e6
-        );
+        let until = (secs * 1e9) as u64;
+        let cfg = SimConfig::calibration(kind, DevicePreset::nvme(), 128);
+        // The simulation is deterministic: one untimed run gives the accesses per run.
+        let mut sim = Sim::new(cfg.clone());
+        sim.run_until(until);
+        let accesses = sim.page_accesses();
+        println!("{}: {secs} simulated s, {accesses} page accesses per run", kind.name());
+        g.throughput(Throughput::Elements(accesses));
+        g.bench_function(kind.name(), |b| {
+            b.iter_custom(|iters| {
+                let mut wall = Duration::ZERO;
+                for _ in 0..iters {
+                    let mut sim = Sim::new(cfg.clone());
+                    let t = Instant::now();
+                    sim.run_until(until);
+                    wall += t.elapsed();
+                    assert_eq!(sim.page_accesses(), accesses, "the simulation is not deterministic");
+                }
+                wall
+            })
+        });
     }
-    println!(
-        "| all | | {total_acc} | {total_wall:.3} | {:.2} |",
-        total_acc as f64 / total_wall / 1e6
-    );
+    g.finish();
 }
 
 /// The flash SSD (issue 5): simulated I/Os per second of wall time, each GC design, a
-/// write-heavy random workload on a preconditioned drive (preconditioning not timed).
-fn ssd_speed() {
-    use iolearn_ml::Rng;
-    use iolearn_sim::ssd::{GcMode, Ssd, SsdConfig};
-    println!("\n| SSD preset | GC mode | I/Os | wall s | M simulated I/Os / s |\n|---|---|---:|---:|---:|");
+/// write-heavy random workload (70% writes, 4 KiB, 4,000 IOPS) on a preconditioned drive
+/// (preconditioning, done once, and the per-run copy of the drive are not timed).
+fn ssd_speed(c: &mut Criterion) {
+    // I/Os per run: 250,000, down from 1,000,000 before criterion, so that 10 runs fit in the
+    // measurement time (one run takes 0.06-0.13 s on the reference machine). The drive is in
+    // steady state from the first I/O (preconditioned), so the rate does not depend on it.
+    let n = 250_000u64;
+    let mut g = c.benchmark_group("sim_ssd_ios");
+    g.sampling_mode(SamplingMode::Flat);
+    g.throughput(Throughput::Elements(n));
     for cfg in [SsdConfig::consumer(), SsdConfig::enterprise()] {
         for mode in [GcMode::Base, GcMode::Tolerant] {
-            let mut ssd = Ssd::new(cfg.clone(), mode);
-            ssd.precondition(1.0, 7);
-            let mut rng = Rng::new(1);
+            let mut drive = Ssd::new(cfg.clone(), mode);
+            drive.precondition(1.0, 7);
             let pages = cfg.logical_pages();
-            let n = 1_000_000u64;
-            let t = Instant::now();
-            let mut now = 0;
-            for _ in 0..n {
-                now += 1_000_000_000 / 4000;
-                let off = (rng.next_u64() % pages) * cfg.page_bytes;
-                std::hint::black_box(ssd.submit(now, off, 4096, rng.next_f64() < 0.7));
-            }
-            let wall = t.elapsed().as_secs_f64();
-            println!(
-                "| {} | {mode:?} | {n} | {wall:.3} | {:.2} |",
-                cfg.name,
-                n as f64 / wall / 1e6
-            );
+            g.bench_function(BenchmarkId::new(cfg.name, format!("{mode:?}")), |b| {
+                b.iter_custom(|iters| {
+                    let mut wall = Duration::ZERO;
+                    for _ in 0..iters {
+                        let mut ssd = drive.clone();
+                        let mut rng = Rng::new(1);
+                        let mut now = 0;
+                        let t = Instant::now();
+                        for _ in 0..n {
+                            now += 1_000_000_000 / 4000;
+                            let off = (rng.next_u64() % pages) * cfg.page_bytes;
+                            black_box(ssd.submit(now, off, 4096, rng.next_f64() < 0.7));
+                        }
+                        wall += t.elapsed();
+                    }
+                    wall
+                })
+            });
         }
     }
+    g.finish();
 }

@@ -3,11 +3,20 @@
 //! papers' shapes (weights do not change the work done, except the x1000 kernel choice, which
 //! depends on weight magnitudes: trained-size weights are used); `IOLEARN_BENCH_MODELS=DIR`
 //! times the `*.iolm` files of an `iolearn eval admission` run instead.
+//!
+//! Method: criterion times one `admit` call through `&mut dyn Admission` (ns per decision:
+//! the middle of `time: [low mid high]` is the estimate, the outer two its 95% confidence
+//! interval), the view built for each call cycling through 4,096 latency histories.
+//!
+//! Run: `cargo bench -p iolearn-tail --bench admission` (criterion's options after `--`, e.g.
+//! `-- --quick`, or a name filter such as `-- MittOS`);
+//! `IOLEARN_BENCH_MODELS=DIR cargo bench -p iolearn-tail --bench admission` for model files.
+use criterion::Criterion;
 use iolearn_ml::{Activation, DecisionTree, MlpBuilder, ModelFile, ModelKind, Rng, TreeConfig, ZScore};
 use iolearn_policy::admission::{Admission, IoView, Learned};
 use iolearn_policy::latency::LatencyHistory;
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::Duration;
 
 fn views(n: usize) -> Vec<(LatencyHistory, u32, u64)> {
     let mut rng = Rng::new(7);
@@ -22,7 +31,7 @@ fn views(n: usize) -> Vec<(LatencyHistory, u32, u64)> {
         .collect()
 }
 
-fn time(name: &str, policy: &mut dyn Admission, views: &[(LatencyHistory, u32, u64)]) {
+fn time(c: &mut Criterion, name: &str, policy: &mut dyn Admission, views: &[(LatencyHistory, u32, u64)]) {
     let view = |i: usize| {
         let (h, p, age) = &views[i % views.len()];
         IoView {
@@ -39,22 +48,14 @@ fn time(name: &str, policy: &mut dyn Admission, views: &[(LatencyHistory, u32, u
             replica: 0,
         }
     };
-    let n = 200_000;
-    let mut runs = Vec::new();
-    for _ in 0..5 {
-        let t = Instant::now();
-        let mut admitted = 0u32;
-        for i in 0..n {
-            admitted += policy.admit(black_box(&view(i))) as u32;
-        }
-        black_box(admitted);
-        runs.push(t.elapsed().as_nanos() as f64 / n as f64);
-    }
-    runs.sort_by(f64::total_cmp);
-    println!(
-        "{name:<44} {:>8.1} ns/decision (min {:.1}, max {:.1})",
-        runs[2], runs[0], runs[4]
-    );
+    let mut i = 0usize;
+    c.bench_function(name, |b| {
+        b.iter(|| {
+            let admitted = policy.admit(black_box(&view(i)));
+            i = i.wrapping_add(1);
+            admitted
+        })
+    });
 }
 
 fn mlp(in_dim: usize, hidden: &[usize], out: usize, scale: f32) -> iolearn_ml::Sequential {
@@ -80,6 +81,14 @@ fn file(kind: ModelKind, schema: &str, meta: &[(&str, &str)], norm: Option<ZScor
 }
 
 fn main() {
+    // Shorter than criterion's defaults (3 s warm-up, 5 s measurement): sub-microsecond
+    // decisions converge well within this. Command-line options (`--measurement-time`...)
+    // still win.
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .without_plots()
+        .configure_from_args();
     let vs = views(4096);
     if let Ok(dir) = std::env::var("IOLEARN_BENCH_MODELS") {
         let mut paths: Vec<_> = std::fs::read_dir(&dir)
@@ -88,11 +97,18 @@ fn main() {
             .filter(|p| p.extension().is_some_and(|e| e == "iolm"))
             .collect();
         paths.sort();
+        println!("model files of {dir}");
         for p in paths {
             let f = ModelFile::load(&p).expect("a model file");
             let mut l = Learned::from_file(&f, "m").expect("an admission model");
-            time(&p.display().to_string(), &mut l, &vs);
+            // The file name (unique in the directory) names the case: criterion cuts long ids.
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            time(&mut c, &name, &mut l, &vs);
         }
+        c.final_summary();
         return;
     }
     let z = |d: usize| {
@@ -112,9 +128,9 @@ fn main() {
         "linnos",
     )
     .unwrap();
-    time("LinnOS 31-256-2, integer x1000", &mut l, &vs);
+    time(&mut c, "LinnOS 31-256-2, integer x1000", &mut l, &vs);
     let mut l = Learned::from_file(&file(ModelKind::Mlp(linnos), "linnos-31", &[], None), "linnos").unwrap();
-    time("LinnOS 31-256-2, f32", &mut l, &vs);
+    time(&mut c, "LinnOS 31-256-2, f32", &mut l, &vs);
     for width in [64, 128] {
         let reg = mlp(9, &[width; 3], 1, 1.0);
         let mut l = Learned::from_file(
@@ -123,6 +139,7 @@ fn main() {
         )
         .unwrap();
         time(
+            &mut c,
             &format!("ML-MittOS 9-{w}-{w}-{w}-1 regressor, f32", w = width),
             &mut l,
             &vs,
@@ -142,5 +159,6 @@ fn main() {
         "tree",
     )
     .unwrap();
-    time("iolearn tree (depth 8) on iolearn-tail-v1", &mut l, &vs);
+    time(&mut c, "iolearn tree (depth 8) on iolearn-tail-v1", &mut l, &vs);
+    c.final_summary();
 }

@@ -25,7 +25,7 @@ fn main() {
     });
     for rate in &args[3..] {
         let rate: f64 = rate.parse().unwrap();
-        let reqs = replicate(&ios, 3, rate);
+        let reqs = replicate(&ios, 3, rate).unwrap();
         for spec in ["base", "base+hedge=500", "oracle=300", "mittssd=300"] {
             let p = PolicySpec::parse(spec).unwrap();
             let mut adm = p.build(1, world.timing()).unwrap_or_else(|_| Box::new(AdmitAll));

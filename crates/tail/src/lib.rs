@@ -35,22 +35,43 @@ pub struct Request {
     pub write: bool,
 }
 
+/// The rate factors [`replicate`] accepts: beyond them every I/O lands in one nanosecond, or
+/// the trace stretches past what nanoseconds hold.
+pub const RATE_RANGE: std::ops::RangeInclusive<f64> = 1e-6..=1e6;
+
 /// Build the replicated replay of one trace: replica `k` of `replicas` replays the trace with
 /// its arrivals (times `rate`: 2.0 is twice as fast) shifted by `k / replicas` of the trace's
 /// span, wrapping around, so the replicas carry the same load at different moments. `ios` are
 /// `(arrival_ns, offset, size, write)` in any order. Returned in arrival order.
-pub fn replicate(ios: &[(u64, u64, u32, bool)], replicas: usize, rate: f64) -> Vec<Request> {
+///
+/// Errors when `rate` is outside [`RATE_RANGE`] or the rerated trace would span more than
+/// 2^62 ns (146 years), where the shifted times could overflow.
+pub fn replicate(ios: &[(u64, u64, u32, bool)], replicas: usize, rate: f64) -> Result<Vec<Request>, String> {
     let replicas = replicas.max(1);
+    if !RATE_RANGE.contains(&rate) {
+        return Err(format!(
+            "rate must be from {:e} to {:e}, got {rate:?}",
+            RATE_RANGE.start(),
+            RATE_RANGE.end()
+        ));
+    }
     if ios.is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
     }
     let t0 = ios.iter().map(|i| i.0).min().unwrap_or(0);
     let t1 = ios.iter().map(|i| i.0).max().unwrap_or(0);
-    let rate = if rate.is_finite() && rate > 0.0 { rate } else { 1.0 };
-    let span = (((t1 - t0) as f64 / rate) as u64).max(1) + 1;
+    let span_f = (t1 - t0) as f64 / rate;
+    if span_f >= (1u64 << 62) as f64 {
+        return Err(format!(
+            "the trace spans {:.3e} s at rate {rate}: too long to replay",
+            span_f / 1e9
+        ));
+    }
+    // In range now: the casts below cannot saturate, and shifts stay below 2^63.
+    let span = (span_f as u64).max(1) + 1;
     let mut out = Vec::with_capacity(ios.len() * replicas);
     for k in 0..replicas {
-        let shift = span * k as u64 / replicas as u64;
+        let shift = (span as u128 * k as u128 / replicas as u128) as u64;
         for &(t, offset, size, write) in ios {
             let at = ((t - t0) as f64 / rate) as u64;
             out.push(Request {
@@ -63,5 +84,5 @@ pub fn replicate(ios: &[(u64, u64, u32, bool)], replicas: usize, rate: f64) -> V
         }
     }
     out.sort_by_key(|r| (r.arrival_ns, r.primary));
-    out
+    Ok(out)
 }

@@ -94,16 +94,22 @@ pub struct DeviceTiming {
 fn num<T: std::str::FromStr>(what: &str, v: &str) -> Result<T, String> {
     v.trim()
         .parse::<T>()
-        .map_err(|_| format!("{what}: {v:?} is not a number"))
+        .map_err(|_| format!("{what}: {} is not a number", q(v)))
 }
 
+/// A time in microseconds, 0 to an hour (so that its nanoseconds fit any sum).
 fn us(what: &str, v: &str) -> Result<f64, String> {
     let x: f64 = num(what, v)?;
-    if x.is_finite() && x >= 0.0 {
+    if x.is_finite() && (0.0..=3.6e9).contains(&x) {
         Ok(x)
     } else {
-        Err(format!("{what}: {v:?} must be a non-negative time in us"))
+        Err(format!("{what}: {} must be a time in us from 0 to 3.6e9", q(v)))
     }
+}
+
+/// A bounded quotation of part of a policy string.
+fn q(v: &str) -> String {
+    iolearn_safeio::excerpt(v, 40)
 }
 
 impl PolicySpec {
@@ -118,7 +124,7 @@ impl PolicySpec {
             } else if p == "cache" {
                 cache = true;
             } else if client.replace(p).is_some() {
-                return Err(format!("{text:?}: more than one client strategy"));
+                return Err(format!("{}: more than one client strategy", q(text)));
             }
         }
         let (key, val) = match adm.split_once('=') {
@@ -154,13 +160,14 @@ impl PolicySpec {
                     None => (v, None),
                 };
                 if let Some(r) = r {
-                    rule = Some(Rule::parse(r).ok_or_else(|| format!("model rule {r:?} (class, proba=P, above_us=T)"))?);
+                    rule = Some(Rule::parse(r).ok_or_else(|| format!("model rule {} (class, proba=P, above_us=T)", q(r)))?);
                 }
                 AdmissionSpec::Model(PathBuf::from(path))
             }
             other => {
                 return Err(format!(
-                    "unknown admission {other:?} (base, random=S, heursim=P, heuradv=M,S,US, oracle=US, mittssd=US, mittnoop=US, model=PATH)"
+                    "unknown admission {} (base, random=S, heursim=P, heuradv=M,S,US, oracle=US, mittssd=US, mittnoop=US, model=PATH)",
+                    q(other)
                 ))
             }
         };
@@ -187,7 +194,7 @@ impl PolicySpec {
                     after_ns: (us("timeout", v)? * 1e3) as u64,
                 },
                 None if c == "clone" => Client::Clone,
-                _ => return Err(format!("unknown client {c:?} (hedge=US, clone, timeout=US)")),
+                _ => return Err(format!("unknown client {} (hedge=US, clone, timeout=US)", q(c))),
             },
         };
         Ok(PolicySpec {

@@ -44,7 +44,7 @@ fn replicate_gives_every_replica_the_whole_trace_shifted() {
         (5_000, 4096, 4096, true),
         (11_000, 8192, 512, false),
     ];
-    let reqs = replicate(&ios, 3, 1.0);
+    let reqs = replicate(&ios, 3, 1.0).unwrap();
     assert_eq!(reqs.len(), 9);
     assert!(reqs.windows(2).all(|w| w[0].arrival_ns <= w[1].arrival_ns));
     for k in 0..3 {
@@ -53,15 +53,15 @@ fn replicate_gives_every_replica_the_whole_trace_shifted() {
         assert_eq!(mine.iter().filter(|r| r.write).count(), 1);
     }
     // Twice the rate: half the span.
-    let fast = replicate(&ios, 1, 2.0);
+    let fast = replicate(&ios, 1, 2.0).unwrap();
     assert_eq!(fast.last().unwrap().arrival_ns, 5_000);
-    assert!(replicate(&[], 3, 1.0).is_empty());
+    assert!(replicate(&[], 3, 1.0).unwrap().is_empty());
 }
 
 #[test]
 fn base_serves_every_read_at_its_own_replica_and_is_deterministic() {
     let w = world(3, 15_000);
-    let reqs = replicate(&workload(3000, 3000.0, 1), 3, 1.0);
+    let reqs = replicate(&workload(3000, 3000.0, 1), 3, 1.0).unwrap();
     let a = run(&w, &reqs, &mut AdmitAll, Client::Direct);
     let b = run(&w, &reqs, &mut AdmitAll, Client::Direct);
     assert_eq!(a.reads, b.reads, "same world, same policy: same result");
@@ -78,7 +78,7 @@ fn base_serves_every_read_at_its_own_replica_and_is_deterministic() {
 fn refusing_everywhere_fails_over_to_the_last_replica_at_the_failover_cost() {
     let (n, f) = (3, 40_000);
     let w = world(n, f);
-    let reqs = replicate(&workload(2000, 2000.0, 2), n, 1.0);
+    let reqs = replicate(&workload(2000, 2000.0, 2), n, 1.0).unwrap();
     let mut refuse = RandomRevoke::new(1.0, 0);
     let r = run(&w, &reqs, &mut refuse, Client::Direct);
     for read in &r.reads {
@@ -99,7 +99,7 @@ fn the_oracle_refuses_exactly_the_slow_reads() {
     // Counterfactual latencies of refused reads come from an exact peek: the perfect
     // predictor's decisions are all right.
     let w = world(3, 15_000);
-    let reqs = replicate(&workload(4000, 6000.0, 3), 3, 1.0);
+    let reqs = replicate(&workload(4000, 6000.0, 3), 3, 1.0).unwrap();
     let slow_ns = 300_000;
     let r = run(&w, &reqs, &mut Oracle { slow_ns }, Client::Direct);
     let refused = r.decisions.iter().filter(|d| !d.admitted).count();
@@ -115,7 +115,7 @@ fn the_oracle_refuses_exactly_the_slow_reads() {
 #[test]
 fn hedges_clones_and_timeouts_send_the_copies_they_should() {
     let w = world(3, 15_000);
-    let reqs = replicate(&workload(3000, 4000.0, 4), 3, 1.0);
+    let reqs = replicate(&workload(3000, 4000.0, 4), 3, 1.0).unwrap();
     let base = run(&w, &reqs, &mut AdmitAll, Client::Direct);
     // Never firing: the same as base.
     let late = Client::Hedge {
@@ -169,7 +169,7 @@ fn hedges_clones_and_timeouts_send_the_copies_they_should() {
 #[test]
 fn training_rows_describe_what_the_policy_saw() {
     let w = world(2, 15_000);
-    let reqs = replicate(&workload(2000, 3000.0, 5), 2, 1.0);
+    let reqs = replicate(&workload(2000, 3000.0, 5), 2, 1.0).unwrap();
     let r = w.run(&reqs, &mut AdmitAll, Client::Direct, true);
     assert_eq!(r.samples.len(), r.reads.len());
     // Rows are in arrival order, like the reads; each carries the read's own latency.
@@ -201,7 +201,7 @@ impl Admission for Spy {
 fn policies_see_queues_that_grow_with_load() {
     let w = world(3, 15_000);
     let mean_pending = |iops: f64| {
-        let reqs = replicate(&workload(3000, iops, 6), 3, 1.0);
+        let reqs = replicate(&workload(3000, iops, 6), 3, 1.0).unwrap();
         let mut spy = Spy(Vec::new());
         run(&w, &reqs, &mut spy, Client::Direct);
         spy.0.iter().map(|p| p.0 as f64).sum::<f64>() / spy.0.len() as f64
@@ -248,7 +248,9 @@ fn policy_specs_parse_and_errors_name_the_problem() {
         ("random=2", "not in [0, 1]"),
         ("heursim=x", "not a number"),
         ("heuradv=1,2", "heuradv=MAX_PAGES"),
-        ("oracle=-3", "non-negative"),
+        ("oracle=-3", "from 0 to 3.6e9"),
+        ("base+hedge=1e300", "from 0 to 3.6e9"),
+        ("base+timeout=nan", "from 0 to 3.6e9"),
         ("base+hedge", "unknown client"),
         ("base+hedge=50/0", "budget"),
         ("base+hedge=50/x", "not a number"),
@@ -281,7 +283,7 @@ fn on_disks_mittnoop_refuses_reads_that_would_miss_the_deadline() {
         .into_iter()
         .map(|(t, o, s, _)| (t, o * 64, s, false))
         .collect();
-    let reqs = replicate(&ios, 3, 1.0);
+    let reqs = replicate(&ios, 3, 1.0).unwrap();
     let deadline_ns = 20_000_000;
     let spec = PolicySpec::parse("mittnoop=20000").unwrap();
     let mut m = spec.build(0, w.timing()).unwrap();
@@ -320,7 +322,7 @@ fn mittcache_serves_what_the_page_cache_holds() {
         ios.push((t, o, s, false));
         ios.push((t + 1_000_000, o, s, false));
     }
-    let reqs = replicate(&ios, 3, 1.0);
+    let reqs = replicate(&ios, 3, 1.0).unwrap();
     for (spec, cached_served_here) in [("random=1", false), ("random=1+cache", true)] {
         let p = PolicySpec::parse(spec).unwrap();
         let mut a = p.build(0, w.timing()).unwrap();

@@ -144,13 +144,17 @@ impl Format {
     }
 }
 
+/// The largest trace file [`read_file`] reads (the whole file is held in memory): a day of the
+/// busiest MSR Cambridge volume is about 1 GiB of text.
+pub const MAX_TRACE_BYTES: u64 = 4 << 30;
+
 /// Read a trace file in `format` (guessed when `None`).
 pub fn read_file(path: &Path, format: Option<Format>, opts: ReadOptions) -> Result<Trace, TraceError> {
-    let bytes = std::fs::read(path).map_err(|e| TraceError {
+    let bytes = iolearn_safeio::read(path, MAX_TRACE_BYTES).map_err(|e| TraceError {
         file: path.to_path_buf(),
         line: 0,
         field: "file".into(),
-        message: e.to_string(),
+        message: e.reason,
     })?;
     let format = format.unwrap_or_else(|| Format::guess(path, &bytes[..bytes.len().min(16)]));
     if format == Format::Binary {
@@ -219,27 +223,10 @@ pub(crate) fn parse_lines_into(
 /// Parse one field, naming it on error.
 pub(crate) fn field<T: std::str::FromStr>(v: Option<&str>, name: &str) -> Result<T, (String, String)> {
     let v = v.ok_or_else(|| (name.to_string(), "missing".to_string()))?;
-    v.trim()
-        .parse()
-        .map_err(|_| (name.to_string(), format!("{:?} is not a valid {name}", v.trim())))
-}
-
-/// Write `bytes` to `path` atomically: a temporary file beside it, fsync, rename. A failure
-/// leaves the old file or none, never half a file.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::other("not a file name"))?;
-    let tmp = path.with_file_name(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    v.trim().parse().map_err(|_| {
+        (
+            name.to_string(),
+            format!("{} is not a valid {name}", iolearn_safeio::excerpt(v.trim(), 40)),
+        )
+    })
 }

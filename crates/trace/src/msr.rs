@@ -20,7 +20,10 @@ pub fn parse(text: &str, path: &Path, opts: ReadOptions) -> Result<Trace, TraceE
         let write = match f.next().map(str::trim) {
             Some(t) if t.eq_ignore_ascii_case("read") => false,
             Some(t) if t.eq_ignore_ascii_case("write") => true,
-            Some(t) => return Err(("Type".into(), format!("{t:?} (expected Read or Write)"))),
+            Some(t) => {
+                let t = iolearn_safeio::excerpt(t, 24);
+                return Err(("Type".into(), format!("{t} (expected Read or Write)")));
+            }
             None => return Err(("Type".into(), "missing".into())),
         };
         let offset: u64 = field(f.next(), "Offset")?;
@@ -32,6 +35,10 @@ pub fn parse(text: &str, path: &Path, opts: ReadOptions) -> Result<Trace, TraceE
             Some(v) if !v.trim().is_empty() => Some(field(Some(v), "ResponseTime")?),
             _ => None,
         };
+        if let Some(extra) = f.next() {
+            let extra = iolearn_safeio::excerpt(extra, 24);
+            return Err(("line".into(), format!("an 8th column ({extra}); MSR traces have 7")));
+        }
         let t0 = *first.get_or_insert(ticks);
         if ticks < t0 {
             return Err(("Timestamp".into(), format!("{ticks} is before the first record's {t0}")));

@@ -56,11 +56,26 @@ pub fn busiest(ios: &[BlockIo], window_ns: u64, by: Busy) -> Option<(u64, u64)> 
 }
 
 /// Scale the intensity by `factor` (2.0: arrivals twice as dense), keeping the order.
-pub fn rerate(ios: &[BlockIo], factor: f64) -> Vec<BlockIo> {
+///
+/// Errors when `factor` is not a positive finite number or an arrival would not fit in
+/// nanoseconds after the change (a float cast would silently saturate).
+pub fn rerate(ios: &[BlockIo], factor: f64) -> Result<Vec<BlockIo>, String> {
+    if !(factor.is_finite() && factor > 0.0) {
+        return Err(format!("rate factor must be a positive number, got {factor}"));
+    }
     ios.iter()
-        .map(|io| BlockIo {
-            arrival_ns: (io.arrival_ns as f64 / factor).round() as u64,
-            ..*io
+        .map(|io| {
+            let t = (io.arrival_ns as f64 / factor).round();
+            if t >= u64::MAX as f64 {
+                return Err(format!(
+                    "arrival {} ns divided by {factor} does not fit in 64-bit nanoseconds",
+                    io.arrival_ns
+                ));
+            }
+            Ok(BlockIo {
+                arrival_ns: t as u64,
+                ..*io
+            })
         })
         .collect()
 }

@@ -143,7 +143,9 @@ fn tools_cut_find_the_busiest_window_and_rerate() {
         cut_count(&ios, 3, 2).iter().map(|i| i.arrival_ns).collect::<Vec<_>>(),
         [0, 1_000_000]
     );
-    let r = rerate(&ios, 2.0);
+    let r = rerate(&ios, 2.0).unwrap();
+    assert!(rerate(&ios, 0.0).is_err() && rerate(&ios, f64::NAN).is_err());
+    assert!(rerate(&[BlockIo::new(u64::MAX / 2, 0, 0, 512, false)], 1e-3).is_err());
     assert_eq!(r[7].arrival_ns, 2_500_000_000);
     let s = TraceStats::of(&r);
     assert_eq!(s.duration_s, 2);
@@ -185,4 +187,48 @@ fn huge_numbers_are_errors_not_overflows() {
     )
     .unwrap_err();
     assert_eq!(e.field, "ResponseTime");
+}
+
+#[test]
+fn readers_refuse_what_they_used_to_accept_silently() {
+    // Issue 11: an MSR file read as blkparse gave 0 I/Os and exit 0; unsorted times became 0;
+    // zero-sized I/Os were accepted; extra MSR columns were accepted; device numbers collided.
+    let p = Path::new("b.txt");
+    let blk = |text: &str| iolearn_trace::blkparse::parse(text, p, ReadOptions::default());
+    let msr_text = "128166372003061629,hm,1,Read,7014609920,24576,41286\n";
+    let e = blk(msr_text).unwrap_err();
+    assert_eq!((e.line, e.field.as_str()), (1, "line"), "{e}");
+    assert!(e.to_string().contains("not a blkparse event"), "{e}");
+    let e = blk("8,0 1 1 0.5 1 D R 10 + 8 [x]\n8,0 1 2 0.1 1 D R 20 + 8 [x]\n").unwrap_err();
+    assert_eq!((e.line, e.field.as_str()), (2, "time"), "{e}");
+    let e = blk("8,0 1 1 0.5 1 D R 10 + 0 [x]\n").unwrap_err();
+    assert_eq!(e.field, "blocks", "{e}");
+    let e = blk("4096,0 1 1 0.5 1 D R 10 + 8 [x]\n").unwrap_err();
+    assert_eq!(e.field, "device", "{e}");
+    let e = blk("8,0 1 1 1e300 1 D R 10 + 8 [x]\n").unwrap_err();
+    assert_eq!(e.field, "time", "{e}");
+    // Garbage between events is an error; the summary after the events is not.
+    let e = blk("8,0 1 1 0.5 1 D R 10 + 8 [x]\nhello\n8,0 1 2 0.6 1 D R 20 + 8 [x]\n").unwrap_err();
+    assert_eq!(e.line, 2, "{e}");
+    let t = blk("8,0 1 1 0.5 1 D R 10 + 8 [x]\n\nCPU0 (8,0):\n Reads Queued: 1, 4KiB\nTotal (8,0):\n").unwrap();
+    assert_eq!(t.ios.len(), 1);
+    // With --skip-bad the garbage is counted, not silently dropped.
+    let t = iolearn_trace::blkparse::parse(
+        "8,0 1 1 0.5 1 D R 10 + 8 [x]\nhello\n",
+        p,
+        ReadOptions { skip_bad: true },
+    )
+    .unwrap();
+    assert_eq!((t.ios.len(), t.skipped), (1, 1));
+    let e = iolearn_trace::msr::parse(
+        "128166372003061629,hm,1,Read,7014609920,24576,41286,extra\n",
+        Path::new("m.csv"),
+        ReadOptions::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("8th column"), "{e}");
+    // A 2 MB field is quoted as a bounded excerpt.
+    let long = format!("1,h,1,{},0,512,1\n", "R".repeat(2 << 20));
+    let e = iolearn_trace::msr::parse(&long, Path::new("m.csv"), ReadOptions::default()).unwrap_err();
+    assert!(e.to_string().len() < 200, "{} bytes", e.to_string().len());
 }

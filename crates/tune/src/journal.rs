@@ -2,13 +2,21 @@
 //! back on exit, on SIGINT/SIGTERM, and on the next start after a crash.
 //!
 //! The journal is a small text file (`key value` lines, one `file PID FD INO` line per file
-//! description touched), written atomically (temporary file, fsync, rename) before the first
+//! description touched), written atomically ([`iolearn_safeio::write`]) before the first
 //! change and whenever the set of touched descriptions grows; removed after a restore.
+//!
+//! A journal is input like any other: loading checks every field, and the sysfs file it names
+//! must be the one the tuner itself would write for its device ([`read_ahead_path`]), so a
+//! forged journal cannot make `--restore` write a value anywhere else.
 
-use crate::linux::{fadvise_remote, read_device_kb, write_device_kb, OpenFile};
-use std::io::Write;
+use crate::linux::{fadvise_remote, read_ahead_path, read_device_kb, write_device_kb, OpenFile};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+/// The largest journal read (a line per file description touched).
+const MAX_JOURNAL_BYTES: u64 = 16 << 20;
+/// The largest `original_read_ahead_kb` believed.
+const MAX_READ_AHEAD_KB: u64 = iolearn_ml::format::MAX_READ_AHEAD_KB as u64;
 
 /// The journal of one device.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,12 +52,14 @@ impl Journal {
     }
 
     /// Record the current state of `device` before changing it.
-    pub fn begin(state_dir: &Path, device: &str, sysfs: &Path) -> Result<Journal, String> {
-        let original_kb = read_device_kb(sysfs)?;
+    pub fn begin(state_dir: &Path, device: &str) -> Result<Journal, String> {
+        crate::check_device_name(device)?;
+        let sysfs = read_ahead_path(device);
+        let original_kb = read_device_kb(&sysfs)?;
         let j = Journal {
             path: Self::path_for(state_dir, device),
             device: device.to_string(),
-            sysfs: sysfs.to_path_buf(),
+            sysfs,
             original_kb,
             tuner_pid: std::process::id(),
             files: Vec::new(),
@@ -58,10 +68,29 @@ impl Journal {
         Ok(j)
     }
 
-    /// Write the journal atomically.
+    /// Write the journal atomically (the state directory is made, `0700`, if missing).
     pub fn save(&self) -> Result<(), String> {
+        use std::os::unix::fs::DirBuilderExt;
         let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("--state-dir {}: {e}", dir.display()))?;
+        // Anyone else able to write here could replace the journal, and --restore trusts it
+        // (within the checks of `load`).
+        {
+            use std::os::unix::fs::MetadataExt;
+            let m = std::fs::symlink_metadata(dir).map_err(|e| format!("--state-dir {}: {e}", dir.display()))?;
+            // SAFETY: geteuid has no preconditions.
+            let me = unsafe { libc::geteuid() };
+            if !m.is_dir() || m.uid() != me || m.mode() & 0o022 != 0 {
+                return Err(format!(
+                    "--state-dir {}: must be a directory owned by this user and writable only by it",
+                    dir.display()
+                ));
+            }
+        }
         let mut text = format!(
             "iolearn-readahead-journal 1\ndevice {}\nsysfs {}\noriginal_read_ahead_kb {}\ntuner_pid {}\n",
             self.device,
@@ -72,21 +101,13 @@ impl Journal {
         for f in &self.files {
             text += &format!("file {} {} {}\n", f.pid, f.fd, f.ino);
         }
-        let tmp = self.path.with_extension("journal.tmp");
-        let write = || -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &self.path)?;
-            std::fs::File::open(dir)?.sync_all()
-        };
-        write().map_err(|e| format!("{}: {e}", self.path.display()))
+        iolearn_safeio::write(&self.path, text.as_bytes()).map_err(|e| e.to_string())
     }
 
     /// Read a journal; errors name the file and the line.
     pub fn load(path: &Path) -> Result<Journal, JournalError> {
         let err = |line: usize, what: &str| JournalError(format!("{}: line {line}: {what}", path.display()));
-        let text = std::fs::read_to_string(path).map_err(|e| JournalError(format!("{}: {e}", path.display())))?;
+        let text = iolearn_safeio::read_to_string(path, MAX_JOURNAL_BYTES).map_err(|e| JournalError(e.to_string()))?;
         let mut lines = text.lines().enumerate();
         match lines.next() {
             Some((_, "iolearn-readahead-journal 1")) => {}
@@ -97,34 +118,57 @@ impl Journal {
         for (i, line) in lines {
             let n = i + 1;
             let (key, rest) = line.split_once(' ').ok_or_else(|| err(n, "expected `key value`"))?;
-            let num = |v: &str, what: &str| {
-                v.parse::<u64>()
-                    .map_err(|_| err(n, &format!("{what}: {v:?} is not a number")))
+            fn num<T: std::str::FromStr>(v: &str) -> Option<T> {
+                v.parse::<T>().ok()
+            }
+            let bad = |what: &str, v: &str| {
+                err(
+                    n,
+                    &format!("{what}: {} is out of range", iolearn_safeio::excerpt(v, 24)),
+                )
             };
             match key {
-                "device" => device = Some(rest.to_string()),
+                "device" => {
+                    crate::check_device_name(rest).map_err(|e| err(n, &e))?;
+                    device = Some(rest.to_string())
+                }
                 "sysfs" => sysfs = Some(PathBuf::from(rest)),
-                "original_read_ahead_kb" => original = Some(num(rest, "original_read_ahead_kb")?),
-                "tuner_pid" => pid = Some(num(rest, "tuner_pid")? as u32),
+                "original_read_ahead_kb" => {
+                    let kb = num::<u64>(rest).filter(|&kb| kb <= MAX_READ_AHEAD_KB);
+                    original = Some(kb.ok_or_else(|| bad("original_read_ahead_kb", rest))?)
+                }
+                "tuner_pid" => pid = Some(num::<u32>(rest).ok_or_else(|| bad("tuner_pid", rest))?),
                 "file" => {
                     let v: Vec<&str> = rest.split(' ').collect();
                     if v.len() != 3 {
                         return Err(err(n, "file: expected PID FD INO"));
                     }
                     files.push(OpenFile {
-                        pid: num(v[0], "file pid")? as u32,
-                        fd: num(v[1], "file fd")? as i32,
-                        ino: num(v[2], "file inode")?,
+                        pid: num::<u32>(v[0]).ok_or_else(|| bad("file pid", v[0]))?,
+                        fd: num::<i32>(v[1])
+                            .filter(|&fd| fd >= 0)
+                            .ok_or_else(|| bad("file fd", v[1]))?,
+                        ino: num::<u64>(v[2]).ok_or_else(|| bad("file inode", v[2]))?,
                     });
                 }
-                other => return Err(err(n, &format!("unknown key {other:?}"))),
+                other => return Err(err(n, &format!("unknown key {}", iolearn_safeio::excerpt(other, 24)))),
             }
         }
         let missing = |k: &str| JournalError(format!("{}: missing {k}", path.display()));
+        let device = device.ok_or_else(|| missing("device"))?;
+        let sysfs = sysfs.ok_or_else(|| missing("sysfs"))?;
+        if sysfs != read_ahead_path(&device) {
+            return Err(JournalError(format!(
+                "{}: sysfs {} is not {device}'s readahead file ({}); refusing to restore to it",
+                path.display(),
+                iolearn_safeio::excerpt(&sysfs.to_string_lossy(), 80),
+                read_ahead_path(&device).display()
+            )));
+        }
         Ok(Journal {
             path: path.to_path_buf(),
-            device: device.ok_or_else(|| missing("device"))?,
-            sysfs: sysfs.ok_or_else(|| missing("sysfs"))?,
+            device,
+            sysfs,
             original_kb: original.ok_or_else(|| missing("original_read_ahead_kb"))?,
             tuner_pid: pid.ok_or_else(|| missing("tuner_pid"))?,
             files,
@@ -168,9 +212,4 @@ impl Journal {
         }
         problems
     }
-}
-
-/// Whether process `pid` is alive.
-pub fn alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
 }

@@ -18,7 +18,8 @@ use iolearn_policy::controller::{KmlController, ReadaheadController, ReadaheadKn
 use iolearn_policy::readahead::{WindowFeatures, WindowStats};
 use iolearn_policy::steady::Steady;
 use iolearn_probe::{Probe, ProbeConfig, Window};
-use journal::{alive, Journal};
+use iolearn_safeio::lock::Lock;
+use journal::Journal;
 use linux::{Action, LinuxKnobs};
 use report::{serve_metrics, Logger, Metrics};
 use std::collections::BTreeMap;
@@ -26,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tracing::{debug, error, info, warn};
 
 /// How to tune.
 #[derive(Debug, Clone)]
@@ -98,96 +100,152 @@ pub struct Summary {
     pub changes: Vec<(u64, String, u64)>,
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
+static STOP: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
 
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-/// Route SIGINT, SIGTERM and SIGHUP to a flag the loop checks; returns the flag.
+/// Route SIGINT, SIGTERM and SIGHUP to a flag the loop checks (`signal-hook`); returns the
+/// flag. Registering twice returns the same flag.
 pub fn install_signal_handlers() -> &'static AtomicBool {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic (async-signal-safe).
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
+    STOP.get_or_init(|| {
+        let flag = Arc::new(AtomicBool::new(false));
+        for sig in [
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGHUP,
+        ] {
+            // Registration fails only for signals that cannot be caught (SIGKILL, SIGSTOP).
+            signal_hook::flag::register(sig, flag.clone()).expect("a catchable signal");
         }
-    }
-    &STOP
+        flag
+    })
+    .as_ref()
 }
 
-/// If a journal for `device` was left by a tuner that is gone, restore from it. Errors when
-/// another live tuner owns the device. Returns what was restored (`None`: nothing to do).
-pub fn restore_left_over(state_dir: &Path, device: &str) -> Result<Option<Journal>, String> {
-    let path = Journal::path_for(state_dir, device);
-    if !path.exists() {
-        return Ok(None);
+/// A device name as `/sys/class/block` lists it (`loop0`, `nvme0n1p2`): one path component,
+/// so that no name reaches outside that directory.
+pub fn check_device_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name != "."
+        && name != ".."
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.!:".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "--device: {} is not a block device name (like loop0 or /dev/nvme0n1)",
+            iolearn_safeio::excerpt(name, 64)
+        ))
     }
-    let j = Journal::load(&path).map_err(|e| e.to_string())?;
-    if j.tuner_pid != std::process::id() && alive(j.tuner_pid) && is_tuner(j.tuner_pid) {
-        return Err(format!(
-            "another iolearn tuner (pid {}) is tuning {device} (journal {})",
-            j.tuner_pid,
-            path.display()
-        ));
-    }
-    let problems = j.restore();
-    if !problems.is_empty() {
-        return Err(format!("restoring from {}: {}", path.display(), problems.join("; ")));
-    }
-    Ok(Some(j))
 }
 
-fn is_tuner(pid: u32) -> bool {
-    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains("iolearn"))
+/// Every `--pid` must name a live process: a typo would otherwise watch nothing, silently.
+pub fn check_pids(pids: &[u32]) -> Result<(), String> {
+    match pids
+        .iter()
+        .find(|&&p| p == 0 || !Path::new(&format!("/proc/{p}")).exists())
+    {
+        Some(p) => Err(format!("--pid {p}: no such process")),
+        None => Ok(()),
+    }
+}
+
+/// The system-wide lock on `device`'s readahead: one tuner per device, whatever its
+/// `--state-dir`. The lock's note names the holder's journal, so that a tuner that died is
+/// undone by the next one even if that one keeps its journal elsewhere.
+pub fn lock_device(device: &str) -> Result<Lock, String> {
+    check_device_name(device)?;
+    let dev = iolearn_probe::DeviceId::from_name(device).map_err(|e| e.to_string())?;
+    let name = format!("readahead-{}:{}.lock", dev.major, dev.minor);
+    Lock::acquire(&name, false).map_err(|e| e.to_string())?.ok_or_else(|| {
+        format!(
+            "another iolearn tuner is tuning {device} (it holds {})",
+            iolearn_safeio::lock::run_dir().join(&name).display()
+        )
+    })
+}
+
+/// Holding `lock` (so no live tuner owns the device), restore from any journal a dead tuner
+/// left for `device`: the one the lock names and the one in `state_dir`. Returns what was
+/// restored (`None`: nothing to do).
+pub fn restore_left_over(state_dir: &Path, device: &str, lock: &mut Lock) -> Result<Option<Journal>, String> {
+    let mut paths = vec![Journal::path_for(state_dir, device)];
+    let noted = lock.note().map_err(|e| e.to_string())?;
+    let noted = noted.trim();
+    if !noted.is_empty() && !paths.iter().any(|p| p.as_os_str() == noted) {
+        paths.insert(0, PathBuf::from(noted));
+    }
+    let mut restored = None;
+    for path in paths {
+        if !path.exists() {
+            continue;
+        }
+        let j = Journal::load(&path).map_err(|e| e.to_string())?;
+        if j.device != device {
+            return Err(format!(
+                "{}: a journal of {}, not of {device}",
+                path.display(),
+                j.device
+            ));
+        }
+        let problems = j.restore();
+        if !problems.is_empty() {
+            return Err(format!("restoring from {}: {}", path.display(), problems.join("; ")));
+        }
+        restored = Some(j);
+    }
+    lock.set_note("").map_err(|e| e.to_string())?;
+    Ok(restored)
 }
 
 /// Puts the original settings back when dropped (normal end, error, or panic).
 struct Restorer {
     journal: Option<Journal>,
-    log: Logger,
+    /// Released after the restore (fields drop after `Drop::drop`).
+    _lock: Option<Lock>,
 }
 
 impl Drop for Restorer {
     fn drop(&mut self) {
         if let Some(j) = self.journal.take() {
             let problems = j.restore();
-            self.log.log(
-                if problems.is_empty() { "info" } else { "error" },
-                "restored",
-                &[
-                    ("device", j.device.clone()),
-                    ("read_ahead_kb", j.original_kb.to_string()),
-                    ("files", j.files.len().to_string()),
-                    ("problems", problems.join("; ")),
-                ],
-            );
+            let (device, kb, files) = (&j.device, j.original_kb, j.files.len());
+            if problems.is_empty() {
+                info!(event = %"restored", device = %device, read_ahead_kb = kb, files);
+            } else {
+                error!(event = %"restored", device = %device, read_ahead_kb = kb, files, problems = %problems.join("; "));
+            }
         }
     }
 }
 
 /// Tune until `stop` is set or the duration passes.
 pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
-    let log = cfg.log;
-    if let Some(j) = restore_left_over(&cfg.state_dir, &cfg.device)? {
-        log.log(
-            "warn",
-            "restored_after_crash",
-            &[
-                ("device", j.device),
-                ("read_ahead_kb", j.original_kb.to_string()),
-                ("tuner_pid", j.tuner_pid.to_string()),
-            ],
-        );
-    }
+    cfg.log.install();
+    // Inputs first: a bad model or option fails before anything on the machine is touched.
     let model = ModelFile::load(&cfg.model).map_err(|e| e.to_string())?;
     let mut controller =
         KmlController::new(model, cfg.per_file).map_err(|e| format!("{}: {e}", cfg.model.display()))?;
     controller.fallback_kb = cfg.fallback_kb;
     if cfg.per_file && cfg.pids.is_empty() && cfg.cgroup.is_none() {
         return Err("per-file tuning needs the processes to tune: --pid or --cgroup".into());
+    }
+    check_pids(&cfg.pids)?;
+    check_device_name(&cfg.device)?;
+    // A dry run changes nothing, so it neither takes the device nor undoes a crashed tuner.
+    let mut lock = if cfg.dry_run {
+        None
+    } else {
+        Some(lock_device(&cfg.device)?)
+    };
+    if let Some(lock) = &mut lock {
+        if let Some(j) = restore_left_over(&cfg.state_dir, &cfg.device, lock)? {
+            warn!(
+                event = %"restored_after_crash",
+                device = %j.device,
+                read_ahead_kb = j.original_kb,
+                tuner_pid = j.tuner_pid
+            );
+        }
     }
     let mut knobs = LinuxKnobs::new(&cfg.device, cfg.dry_run)?;
     let mut pids = cfg.pids.clone();
@@ -205,30 +263,32 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     // Kernel CPU of the probes, for the overhead report (best effort).
     let _ = probe.enable_stats();
     let original_kb = knobs.device_read_ahead_kb();
-    let mut restorer = Restorer {
-        journal: if cfg.dry_run {
-            None
-        } else {
-            Some(Journal::begin(&cfg.state_dir, &cfg.device, knobs.sysfs())?)
-        },
-        log,
+    let journal = match &mut lock {
+        None => None,
+        Some(lock) => {
+            // The lock names the journal before the journal exists: a crash in between leaves
+            // a note naming nothing, never a journal nobody finds.
+            let path = Journal::path_for(&cfg.state_dir, &cfg.device);
+            let at = std::path::absolute(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            lock.set_note(&format!("{}\n", at.display()))
+                .map_err(|e| e.to_string())?;
+            Some(Journal::begin(&cfg.state_dir, &cfg.device)?)
+        }
     };
+    let mut restorer = Restorer { journal, _lock: lock };
     let page = Arc::new(Mutex::new(String::new()));
     if let Some(addr) = &cfg.metrics {
         let bound = serve_metrics(addr, page.clone()).map_err(|e| format!("metrics on {addr}: {e}"))?;
-        log.log("info", "metrics", &[("url", format!("http://{bound}/metrics"))]);
+        info!(event = %"metrics", url = %format!("http://{bound}/metrics"));
     }
-    log.log(
-        "info",
-        "start",
-        &[
-            ("device", cfg.device.clone()),
-            ("model", cfg.model.display().to_string()),
-            ("mode", if cfg.per_file { "per-file" } else { "per-device" }.into()),
-            ("read_ahead_kb", original_kb.to_string()),
-            ("pids", format!("{pids:?}")),
-            ("dry_run", cfg.dry_run.to_string()),
-        ],
+    info!(
+        event = %"start",
+        device = %cfg.device,
+        model = %cfg.model.display(),
+        mode = %if cfg.per_file { "per-file" } else { "per-device" },
+        read_ahead_kb = original_kb,
+        pids = ?pids,
+        dry_run = cfg.dry_run
     );
     let labels: Vec<String> = controller_labels(&cfg.model);
     let mut steady = Steady::new(cfg.hold, cfg.min_gap);
@@ -299,46 +359,49 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         let class_now = controller.decisions[decisions_before..]
             .last()
             .map(|&(_, c)| labels.get(c).cloned().unwrap_or_else(|| "fallback".into()));
-        log.log(
-            "debug",
-            "window",
-            &[
-                ("window", window_ix.to_string()),
-                ("pages", w.device.n.to_string()),
-                ("files", features.files.len().to_string()),
-                ("class", class_now.unwrap_or_else(|| "-".into())),
-                ("fallbacks", (controller.fallbacks - fallbacks_before).to_string()),
-                ("decide_ns", decide_ns.to_string()),
-                ("lost", w.counters.lost().to_string()),
-            ],
+        debug!(
+            event = %"window",
+            window = window_ix,
+            pages = w.device.n,
+            files = features.files.len(),
+            class = %class_now.as_deref().unwrap_or("-"),
+            fallbacks = controller.fallbacks - fallbacks_before,
+            decide_ns,
+            lost = w.counters.lost()
         );
         for a in knobs.take_actions() {
             m.changes += 1;
-            let (target, kb, fields) = match a {
-                Action::Device { from_kb, to_kb, pushed } => (
-                    "device".to_string(),
-                    to_kb,
-                    vec![("from_kb", from_kb.to_string()), ("pushed_files", pushed.to_string())],
-                ),
-                Action::File { ino, kb, descriptions } => (
-                    format!("inode:{ino}"),
-                    kb,
-                    vec![("descriptions", descriptions.to_string())],
-                ),
+            let (target, kb) = match a {
+                Action::Device { from_kb, to_kb, pushed } => {
+                    info!(
+                        event = %"change",
+                        window = window_ix,
+                        target = %"device",
+                        read_ahead_kb = to_kb,
+                        dry_run = cfg.dry_run,
+                        from_kb,
+                        pushed_files = pushed
+                    );
+                    ("device".to_string(), to_kb)
+                }
+                Action::File { ino, kb, descriptions } => {
+                    let target = format!("inode:{ino}");
+                    info!(
+                        event = %"change",
+                        window = window_ix,
+                        target = %target,
+                        read_ahead_kb = kb,
+                        dry_run = cfg.dry_run,
+                        descriptions
+                    );
+                    (target, kb)
+                }
             };
-            let mut f = vec![
-                ("window", window_ix.to_string()),
-                ("target", target.clone()),
-                ("read_ahead_kb", kb.to_string()),
-                ("dry_run", cfg.dry_run.to_string()),
-            ];
-            f.extend(fields);
-            log.log("info", "change", &f);
             summary.changes.push((window_ix, target, kb));
         }
         for e in knobs.take_errors() {
             m.errors += 1;
-            log.log("warn", "action_failed", &[("error", e)]);
+            warn!(event = %"action_failed", error = %e);
         }
         if let Ok(mut p) = page.lock() {
             *p = m.render(&cfg.device);
@@ -350,29 +413,20 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     drop(restorer); // restores and logs
     let wall = start.elapsed().as_secs_f64();
     summary.restored_kb = linux::read_device_kb(knobs.sysfs()).unwrap_or(0);
-    log.log(
-        "info",
-        "stop",
-        &[
-            ("windows", m.windows.to_string()),
-            ("changes", m.changes.to_string()),
-            ("fallbacks", m.fallbacks.to_string()),
-            ("lost_events", m.lost_events.to_string()),
-            ("read_ahead_kb", summary.restored_kb.to_string()),
-            ("wall_s", format!("{wall:.3}")),
-            (
-                "decide_us_mean",
-                format!("{:.3}", m.decide_ns_total as f64 / m.windows.max(1) as f64 / 1e3),
-            ),
-            ("decide_us_max", format!("{:.3}", m.decide_ns_max as f64 / 1e3)),
-            ("act_us_total", format!("{:.1}", m.act_ns_total as f64 / 1e3)),
-            (
-                "events_per_s",
-                format!("{:.0}", (m.pages_added + m.pages_accessed) as f64 / wall.max(1e-9)),
-            ),
-            ("bpf_runs", bpf_runs.to_string()),
-            ("bpf_cpu_ms", format!("{:.3}", bpf_ns as f64 / 1e6)),
-        ],
+    info!(
+        event = %"stop",
+        windows = m.windows,
+        changes = m.changes,
+        fallbacks = m.fallbacks,
+        lost_events = m.lost_events,
+        read_ahead_kb = summary.restored_kb,
+        wall_s = wall,
+        decide_us_mean = m.decide_ns_total as f64 / m.windows.max(1) as f64 / 1e3,
+        decide_us_max = m.decide_ns_max as f64 / 1e3,
+        act_us_total = m.act_ns_total as f64 / 1e3,
+        events_per_s = (m.pages_added + m.pages_accessed) as f64 / wall.max(1e-9),
+        bpf_runs,
+        bpf_cpu_ms = bpf_ns as f64 / 1e6
     );
     summary.metrics = m;
     Ok(summary)

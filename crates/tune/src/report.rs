@@ -1,52 +1,49 @@
 //! What the tuner tells the world: structured logs on stderr and Prometheus metrics over HTTP.
 
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Log lines as `key=value` text or JSON objects, one per line.
+/// How to log: `key=value` text or JSON lines on stderr.
 #[derive(Debug, Clone, Copy)]
 pub struct Logger {
     /// JSON lines instead of text.
     pub json: bool,
-    /// Print debug events too.
+    /// Print debug events (one per window) too.
     pub verbose: bool,
 }
 
 impl Logger {
-    /// Log `event` at `level` with `fields`.
-    pub fn log(&self, level: &str, event: &str, fields: &[(&str, String)]) {
-        if level == "debug" && !self.verbose {
-            return;
-        }
-        let ts = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
-        let line = if self.json {
-            let mut s = format!("{{\"ts\":{ts:.3},\"level\":\"{level}\",\"event\":\"{event}\"");
-            for (k, v) in fields {
-                let quoted = v.parse::<f64>().is_err();
-                if quoted {
-                    s += &format!(",\"{k}\":\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
-                } else {
-                    s += &format!(",\"{k}\":{v}");
-                }
-            }
-            s + "}"
+    /// Install this process's log output (`tracing-subscriber` on stderr). Events are
+    /// `tracing` events with an `event` field naming what happened; JSON lines carry every
+    /// field at the top level. Only the first call in a process takes effect.
+    pub fn install(&self) {
+        let level = if self.verbose {
+            tracing::level_filters::LevelFilter::DEBUG
         } else {
-            let mut s = format!("ts={ts:.3} level={level} event={event}");
-            for (k, v) in fields {
-                if v.contains(' ') || v.is_empty() {
-                    s += &format!(" {k}={v:?}");
-                } else {
-                    s += &format!(" {k}={v}");
-                }
-            }
-            s
+            tracing::level_filters::LevelFilter::INFO
         };
-        eprintln!("{line}");
+        let b = tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_max_level(level)
+            .with_target(false)
+            .with_ansi(std::io::stderr().is_terminal());
+        let _ = if self.json {
+            b.json()
+                .flatten_event(true)
+                .with_current_span(false)
+                .with_span_list(false)
+                .try_init()
+        } else {
+            b.try_init()
+        };
     }
 }
 
@@ -94,149 +91,109 @@ pub const FEATURE_NAMES: [&str; 5] = [
     "ra_sectors_over_1024",
 ];
 
+/// A labelled gauge family of floats.
+type FloatGauges = Family<Vec<(String, String)>, Gauge<f64, AtomicU64>>;
+
 impl Metrics {
-    /// Prometheus text exposition.
+    /// The metrics in the OpenMetrics text format (`prometheus-client`).
     pub fn render(&self, device: &str) -> String {
-        let d = format!("device=\"{device}\"");
-        let mut s = String::new();
-        let mut metric = |name: &str, kind: &str, help: &str, lines: Vec<(String, String)>| {
-            s += &format!("# HELP iolearn_{name} {help}\n# TYPE iolearn_{name} {kind}\n");
-            for (labels, v) in lines {
-                s += &format!("iolearn_{name}{{{labels}}} {v}\n");
-            }
+        let mut r = Registry::with_prefix("iolearn");
+        let d = || vec![("device".to_string(), device.to_string())];
+        let with = |k: &str, v: &str| {
+            let mut l = d();
+            l.push((k.to_string(), v.to_string()));
+            l
         };
-        metric(
-            "windows_total",
-            "counter",
-            "Decision windows closed.",
-            vec![(d.clone(), self.windows.to_string())],
+        let counter = |r: &mut Registry, name: &str, help: &str, v: u64| {
+            let f = Family::<Vec<(String, String)>, Counter>::default();
+            f.get_or_create(&d()).inc_by(v);
+            r.register(name, help, f);
+        };
+        let gauge = |r: &mut Registry, name: &str, help: &str, v: f64| {
+            let f = FloatGauges::default();
+            f.get_or_create(&d()).set(v);
+            r.register(name, help, f);
+        };
+        counter(&mut r, "windows", "Decision windows closed", self.windows);
+        let decisions = Family::<Vec<(String, String)>, Counter>::default();
+        for (class, n) in &self.decisions {
+            decisions.get_or_create(&with("class", class)).inc_by(*n);
+        }
+        r.register("decisions", "Decisions by predicted class", decisions);
+        counter(&mut r, "changes", "Readahead changes applied", self.changes);
+        counter(
+            &mut r,
+            "held_back",
+            "Changes held back by hysteresis or the rate limit",
+            self.held_back,
         );
-        metric(
-            "decisions_total",
-            "counter",
-            "Decisions by predicted class.",
-            self.decisions
-                .iter()
-                .map(|(c, n)| (format!("{d},class=\"{c}\""), n.to_string()))
-                .collect(),
+        counter(
+            &mut r,
+            "fallbacks",
+            "Decisions that fell back to the default (input out of the training range)",
+            self.fallbacks,
         );
-        metric(
-            "changes_total",
-            "counter",
-            "Readahead changes applied.",
-            vec![(d.clone(), self.changes.to_string())],
+        let seconds = |ns: u64| ConstCounter::new(ns as f64 / 1e9);
+        r.register(
+            "decide_seconds",
+            "Time spent deciding (inference)",
+            seconds(self.decide_ns_total),
         );
-        metric(
-            "held_back_total",
-            "counter",
-            "Changes held back by hysteresis or the rate limit.",
-            vec![(d.clone(), self.held_back.to_string())],
+        r.register(
+            "act_seconds",
+            "Time spent acting (sysfs, fadvise)",
+            seconds(self.act_ns_total),
         );
-        metric(
-            "fallbacks_total",
-            "counter",
-            "Decisions that fell back to the default (input out of the training range).",
-            vec![(d.clone(), self.fallbacks.to_string())],
-        );
-        metric(
-            "decide_seconds_total",
-            "counter",
-            "Time spent deciding (inference).",
-            vec![(d.clone(), format!("{:.9}", self.decide_ns_total as f64 / 1e9))],
-        );
-        metric(
+        r.register(
             "decide_seconds_max",
-            "gauge",
-            "Longest decision.",
-            vec![(d.clone(), format!("{:.9}", self.decide_ns_max as f64 / 1e9))],
+            "Longest decision",
+            ConstGauge::new(self.decide_ns_max as f64 / 1e9),
         );
-        metric(
-            "act_seconds_total",
-            "counter",
-            "Time spent acting (sysfs, fadvise).",
-            vec![(d.clone(), format!("{:.9}", self.act_ns_total as f64 / 1e9))],
-        );
-        metric(
-            "lost_events_total",
-            "counter",
-            "Probe events lost.",
-            vec![(d.clone(), self.lost_events.to_string())],
-        );
-        metric(
-            "pages_added_total",
-            "counter",
-            "Page-cache insertions seen.",
-            vec![(d.clone(), self.pages_added.to_string())],
-        );
-        metric(
-            "pages_accessed_total",
-            "counter",
-            "Page accesses seen.",
-            vec![(d.clone(), self.pages_accessed.to_string())],
-        );
-        metric(
-            "errors_total",
-            "counter",
-            "Actions that failed.",
-            vec![(d.clone(), self.errors.to_string())],
-        );
-        metric(
+        counter(&mut r, "lost_events", "Probe events lost", self.lost_events);
+        counter(&mut r, "pages_added", "Page-cache insertions seen", self.pages_added);
+        counter(&mut r, "pages_accessed", "Page accesses seen", self.pages_accessed);
+        counter(&mut r, "errors", "Actions that failed", self.errors);
+        gauge(
+            &mut r,
             "read_ahead_kb",
-            "gauge",
-            "The device's readahead.",
-            vec![(d.clone(), self.device_read_ahead_kb.to_string())],
+            "The device's readahead",
+            self.device_read_ahead_kb as f64,
         );
-        metric(
-            "files",
-            "gauge",
-            "Files seen in the last window.",
-            vec![(d.clone(), self.files.to_string())],
-        );
-        metric(
-            "feature",
-            "gauge",
-            "KML's features of the last window (device stream).",
-            FEATURE_NAMES
-                .iter()
-                .zip(self.features)
-                .map(|(n, v)| (format!("{d},name=\"{n}\""), format!("{v}")))
-                .collect(),
-        );
+        gauge(&mut r, "files", "Files seen in the last window", self.files as f64);
+        let features = FloatGauges::default();
+        for (n, v) in FEATURE_NAMES.iter().zip(self.features) {
+            features.get_or_create(&with("name", n)).set(v);
+        }
+        r.register("feature", "KML's features of the last window (device stream)", features);
+        let mut s = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut s, &r);
         s
     }
 }
 
-/// Serve `page` at `GET /metrics` on `addr` from a background thread; returns the bound
-/// address (port 0 picks one).
+/// The content type of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Serve `page` at `GET /metrics` (and `/`) on `addr` from a background thread (`tiny_http`);
+/// returns the bound address (port 0 picks one).
 pub fn serve_metrics(addr: &str, page: Arc<Mutex<String>>) -> std::io::Result<SocketAddr> {
-    let listener = TcpListener::bind(addr)?;
-    let local = listener.local_addr()?;
+    let server = tiny_http::Server::http(addr).map_err(std::io::Error::other)?;
+    let local = server
+        .server_addr()
+        .to_ip()
+        .ok_or_else(|| std::io::Error::other("not an IP address"))?;
+    let header = tiny_http::Header::from_bytes("Content-Type", CONTENT_TYPE).expect("a valid header");
     std::thread::Builder::new().name("metrics".into()).spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut c) = conn else { continue };
-            let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(2)));
-            // Read the request head (a scraper sends a few hundred bytes); closing with
-            // unread bytes would reset the connection before the client reads the reply.
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 1024];
-            while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16 << 10 {
-                match c.read(&mut chunk) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                }
-            }
-            let req = String::from_utf8_lossy(&buf);
-            let reply = if req.starts_with("GET /metrics ") || req.starts_with("GET / ") {
+        for req in server.incoming_requests() {
+            let path = req.url().split('?').next().unwrap_or("");
+            let reply = if *req.method() == tiny_http::Method::Get && (path == "/metrics" || path == "/") {
                 let body = page.lock().map(|p| p.clone()).unwrap_or_default();
-                format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                )
+                tiny_http::Response::from_string(body).with_header(header.clone())
             } else {
-                "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
+                tiny_http::Response::from_string("not found\n").with_status_code(404)
             };
-            let _ = c.write_all(reply.as_bytes());
-            let _ = c.shutdown(std::net::Shutdown::Write);
+            let _ = req.respond(reply);
         }
     })?;
     Ok(local)

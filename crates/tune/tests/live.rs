@@ -123,7 +123,7 @@ fn the_journal_restores_the_device_and_files() {
     let sysfs = iolearn_tune::linux::read_ahead_path(&fs.device);
     let state = scratch().join("state-journal");
     let original = read_device_kb(&sysfs).unwrap();
-    let mut j = Journal::begin(&state, &fs.device, &sysfs).unwrap();
+    let mut j = Journal::begin(&state, &fs.device).unwrap();
     iolearn_tune::linux::write_device_kb(&sysfs, 16).unwrap();
     let path = fs.mountpoint.join("f");
     std::fs::write(&path, vec![0u8; 1 << 20]).unwrap();
@@ -138,12 +138,15 @@ fn the_journal_restores_the_device_and_files() {
     // A crash here: the next start finds the journal.
     let loaded = Journal::load(&j.path).unwrap();
     assert_eq!(loaded, j);
-    let restored = iolearn_tune::restore_left_over(&state, &fs.device);
-    // Our own pid is the "tuner": alive but not another tuner, so it restores.
+    let mut lock = iolearn_tune::lock_device(&fs.device).unwrap();
+    assert!(iolearn_tune::lock_device(&fs.device).is_err(), "one holder per device");
+    let restored = iolearn_tune::restore_left_over(&state, &fs.device, &mut lock);
     assert!(restored.unwrap().is_some());
     assert_eq!(read_device_kb(&sysfs).unwrap(), original);
     assert!(!j.path.exists(), "journal removed after restoring");
-    assert!(iolearn_tune::restore_left_over(&state, &fs.device).unwrap().is_none());
+    assert!(iolearn_tune::restore_left_over(&state, &fs.device, &mut lock)
+        .unwrap()
+        .is_none());
 }
 
 #[test]
@@ -159,6 +162,20 @@ fn bad_journals_name_the_file_and_line() {
         ),
         ("iolearn-readahead-journal 1\ndevice loop9\nfile 1 2\n", "PID FD INO"),
         ("iolearn-readahead-journal 1\ndevice loop9\n", "missing sysfs"),
+        // Numbers that an `as` cast would wrap.
+        ("iolearn-readahead-journal 1\ndevice loop9\ntuner_pid 4294967297\n", "tuner_pid"),
+        ("iolearn-readahead-journal 1\ndevice loop9\nfile 1 -3 7\n", "file fd"),
+        ("iolearn-readahead-journal 1\ndevice loop9\nfile 1 4294967296 7\n", "file fd"),
+        ("iolearn-readahead-journal 1\ndevice ../../../etc\n", "not a block device name"),
+        // A forged sysfs path: --restore must never write anywhere but the device's own file.
+        (
+            "iolearn-readahead-journal 1\ndevice loop9\nsysfs /etc/motd\noriginal_read_ahead_kb 1\ntuner_pid 1\n",
+            "refusing to restore",
+        ),
+        (
+            "iolearn-readahead-journal 1\ndevice loop9\nsysfs /sys/class/block/vda/queue/read_ahead_kb\noriginal_read_ahead_kb 1\ntuner_pid 1\n",
+            "refusing to restore",
+        ),
     ] {
         std::fs::write(&p, text).unwrap();
         let e = Journal::load(&p).unwrap_err().to_string();

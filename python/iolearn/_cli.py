@@ -1,0 +1,50 @@
+"""What every ``python -m iolearn.X`` command shares: one-line errors, never a traceback.
+
+A command's ``main`` raises ``ValueError`` / ``OSError`` (``iolearn.safeio.OutputError`` among
+them) for bad input; :func:`run` prints ``PROG: error: MESSAGE`` on one line and exits 1. An
+argparse error is one line too, with exit status 2. Anything else is a bug: it is reported on
+one line as an internal error, and ``IOLEARN_DEBUG=1`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Callable
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (``PROG: error: ...``) with exit status 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _one_line(text: str, limit: int = 2000) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more characters)"
+
+
+def run(main: Callable[[], int | None], prog: str) -> int:
+    """Run ``main()``; bad input and interruptions end in one line and an exit status."""
+    try:
+        return int(main() or 0)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except SystemExit:
+        raise
+    except (ValueError, OSError) as e:
+        print(f"{prog}: error: {_one_line(e)}", file=sys.stderr)
+        return 1
+    except BaseException as e:  # noqa: BLE001 - Rust panics arrive as BaseException
+        if os.environ.get("IOLEARN_DEBUG"):
+            traceback.print_exc()
+        print(
+            f"{prog}: internal error ({type(e).__name__}: {_one_line(e, 500)}); "
+            "please report it (IOLEARN_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
+        return 70  # EX_SOFTWARE
