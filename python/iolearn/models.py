@@ -88,7 +88,7 @@ class Model:
         features: Sequence[str] | None = None,
         classes: Sequence[tuple[str, int]] | None = None,
         action_unit: str | None = None,
-        normaliser: tuple[Sequence[float], Sequence[float]] | None = None,
+        normaliser: tuple[Sequence[float], ...] | None = None,
         meta: dict[str, str] | None = None,
     ) -> None:
         """Write the model file (atomically). Optional schema, feature names, class map, the
@@ -100,6 +100,7 @@ class Model:
         given = dict(schema=schema, features=features, classes=classes, action_unit=action_unit)
         given.update(normaliser=normaliser, meta=meta or None)
         before = {k: getattr(self._m, k) for k, v in given.items() if v is not None}
+        mask_before = self._m.normaliser_log1p
         try:
             if schema is not None:
                 self._m.schema = str(schema)
@@ -110,8 +111,14 @@ class Model:
             if action_unit is not None:
                 self._m.action_unit = str(action_unit)
             if normaliser is not None:
-                mean, std = normaliser
+                # (mean, std) or (mean, std, log1p mask); with two, a mask of the same width is
+                # kept (the normaliser getter returns two, so save(normaliser=m.normaliser)
+                # must not drop it).
+                mask = list(normaliser[2]) if len(normaliser) == 3 else self._m.normaliser_log1p
+                mean, std = normaliser[0], normaliser[1]
                 self._m.normaliser = ([float(v) for v in mean], [float(v) for v in std])
+                if mask and len(mask) == len(mean):
+                    self._m.normaliser_log1p = [bool(b) for b in mask]
             if meta:
                 kept = [(k, v) for k, v in self._m.meta if k not in meta]
                 self._m.meta = kept + [(str(k), str(v)) for k, v in meta.items()]
@@ -119,6 +126,8 @@ class Model:
         except BaseException:
             for k, v in before.items():
                 setattr(self._m, k, v)
+            if "normaliser" in before and mask_before:
+                self._m.normaliser_log1p = mask_before
             raise
 
     def to_json(self) -> str:

@@ -296,3 +296,13 @@ def test_model_selection_checks_shapes_and_ranges():
         permutation_importance(t, X, np.full(len(Y), np.nan))
     with pytest.raises(ValueError, match="n_repeats"):
         permutation_importance(t, X, Y, n_repeats=0)
+
+
+def test_saving_a_models_own_normaliser_keeps_its_log_mask(tmp_path):
+    m = iolearn.MLP(epochs=2, log_features=[0, 1, 2, 3]).fit(X, Y)
+    mask = m.model_.normaliser_log1p
+    assert mask == [True, True, True, True, False]
+    m.save(tmp_path / "m.iolm", normaliser=m.model_.normaliser)
+    back = iolearn.load_model(tmp_path / "m.iolm")
+    assert back.normaliser_log1p == mask
+    np.testing.assert_allclose(back.forward(X[:5]), m.forward(X[:5]), rtol=1e-6)

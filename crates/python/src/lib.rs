@@ -154,6 +154,27 @@ impl Model {
             .unwrap_or_default()
     }
 
+    /// Set the log1p mask of the normaliser (which must exist; empty or all false: none).
+    #[setter]
+    fn set_normaliser_log1p(&mut self, mask: Vec<bool>) -> PyResult<()> {
+        let z = self
+            .file
+            .normaliser
+            .take()
+            .ok_or_else(|| PyValueError::new_err("normaliser_log1p: the model has no normaliser"))?;
+        let back = z.clone();
+        match z.with_log1p(mask) {
+            Ok(z) => {
+                self.file.normaliser = Some(z);
+                Ok(())
+            }
+            Err(e) => {
+                self.file.normaliser = Some(back);
+                Err(err(e))
+            }
+        }
+    }
+
     #[setter]
     fn set_normaliser(&mut self, stats: Option<(Vec<f64>, Vec<f64>)>) -> PyResult<()> {
         self.file.normaliser = match stats {

@@ -1,9 +1,9 @@
 //! What the tuner changed, on disk before it changes it, so that the original settings come
 //! back on exit, on SIGINT/SIGTERM, and on the next start after a crash.
 //!
-//! The journal is a small text file (`key value` lines, one `file PID FD INO` line per file
-//! description touched), written atomically ([`iolearn_safeio::write`]) before the first
-//! change and whenever the set of touched descriptions grows; removed after a restore.
+//! The journal is a small JSON document (`serde_json`; the format is in `docs/formats.md`),
+//! written atomically ([`iolearn_safeio::write`]) before the first change and whenever the set
+//! of touched descriptions grows; removed after a restore.
 //!
 //! A journal is input like any other: loading checks every field, and the sysfs file it names
 //! must be the one the tuner itself would write for its device ([`read_ahead_path`]), so a
@@ -17,6 +17,30 @@ use std::path::{Path, PathBuf};
 const MAX_JOURNAL_BYTES: u64 = 16 << 20;
 /// The largest `original_read_ahead_kb` believed.
 const MAX_READ_AHEAD_KB: u64 = iolearn_ml::format::MAX_READ_AHEAD_KB as u64;
+
+/// The `format` field of every journal.
+const FORMAT: &str = "iolearn-readahead-journal";
+
+/// A journal as stored (`serde`): unknown fields and wrong types are errors.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Doc {
+    format: String,
+    version: u32,
+    device: String,
+    sysfs: PathBuf,
+    original_read_ahead_kb: u64,
+    tuner_pid: u32,
+    files: Vec<DocFile>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DocFile {
+    pid: u32,
+    fd: i32,
+    ino: u64,
+}
 
 /// The journal of one device.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,87 +115,80 @@ impl Journal {
                 ));
             }
         }
-        let mut text = format!(
-            "iolearn-readahead-journal 1\ndevice {}\nsysfs {}\noriginal_read_ahead_kb {}\ntuner_pid {}\n",
-            self.device,
-            self.sysfs.display(),
-            self.original_kb,
-            self.tuner_pid
-        );
-        for f in &self.files {
-            text += &format!("file {} {} {}\n", f.pid, f.fd, f.ino);
-        }
+        let doc = Doc {
+            format: FORMAT.into(),
+            version: 1,
+            device: self.device.clone(),
+            sysfs: self.sysfs.clone(),
+            original_read_ahead_kb: self.original_kb,
+            tuner_pid: self.tuner_pid,
+            files: self
+                .files
+                .iter()
+                .map(|f| DocFile {
+                    pid: f.pid,
+                    fd: f.fd,
+                    ino: f.ino,
+                })
+                .collect(),
+        };
+        let mut text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+        text.push('\n');
         iolearn_safeio::write(&self.path, text.as_bytes()).map_err(|e| e.to_string())
     }
 
-    /// Read a journal; errors name the file and the line.
+    /// Read a journal; errors name the file and the field (and where the JSON is broken, the
+    /// line and column).
     pub fn load(path: &Path) -> Result<Journal, JournalError> {
-        let err = |line: usize, what: &str| JournalError(format!("{}: line {line}: {what}", path.display()));
+        let bad = |what: String| JournalError(format!("{}: {what}", path.display()));
         let text = iolearn_safeio::read_to_string(path, MAX_JOURNAL_BYTES).map_err(|e| JournalError(e.to_string()))?;
-        let mut lines = text.lines().enumerate();
-        match lines.next() {
-            Some((_, "iolearn-readahead-journal 1")) => {}
-            _ => return Err(err(1, "not an iolearn readahead journal (version 1)")),
+        // serde_path_to_error names the field at fault ("files[0].fd"), not just a column.
+        let doc: Doc =
+            serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(&text)).map_err(|e| {
+                let at = e.path().to_string();
+                let field = if at == "." { String::new() } else { format!("{at}: ") };
+                bad(format!("{field}{} (not an iolearn readahead journal?)", e.inner()))
+            })?;
+        if doc.format != FORMAT || doc.version != 1 {
+            return Err(bad(format!(
+                "format {} version {}: not an iolearn readahead journal version 1",
+                iolearn_safeio::excerpt(&doc.format, 40),
+                doc.version
+            )));
         }
-        let (mut device, mut sysfs, mut original, mut pid) = (None, None, None, None);
-        let mut files = Vec::new();
-        for (i, line) in lines {
-            let n = i + 1;
-            let (key, rest) = line.split_once(' ').ok_or_else(|| err(n, "expected `key value`"))?;
-            fn num<T: std::str::FromStr>(v: &str) -> Option<T> {
-                v.parse::<T>().ok()
-            }
-            let bad = |what: &str, v: &str| {
-                err(
-                    n,
-                    &format!("{what}: {} is out of range", iolearn_safeio::excerpt(v, 24)),
-                )
-            };
-            match key {
-                "device" => {
-                    crate::check_device_name(rest).map_err(|e| err(n, &e))?;
-                    device = Some(rest.to_string())
-                }
-                "sysfs" => sysfs = Some(PathBuf::from(rest)),
-                "original_read_ahead_kb" => {
-                    let kb = num::<u64>(rest).filter(|&kb| kb <= MAX_READ_AHEAD_KB);
-                    original = Some(kb.ok_or_else(|| bad("original_read_ahead_kb", rest))?)
-                }
-                "tuner_pid" => pid = Some(num::<u32>(rest).ok_or_else(|| bad("tuner_pid", rest))?),
-                "file" => {
-                    let v: Vec<&str> = rest.split(' ').collect();
-                    if v.len() != 3 {
-                        return Err(err(n, "file: expected PID FD INO"));
-                    }
-                    files.push(OpenFile {
-                        pid: num::<u32>(v[0]).ok_or_else(|| bad("file pid", v[0]))?,
-                        fd: num::<i32>(v[1])
-                            .filter(|&fd| fd >= 0)
-                            .ok_or_else(|| bad("file fd", v[1]))?,
-                        ino: num::<u64>(v[2]).ok_or_else(|| bad("file inode", v[2]))?,
-                    });
-                }
-                other => return Err(err(n, &format!("unknown key {}", iolearn_safeio::excerpt(other, 24)))),
-            }
+        crate::check_device_name(&doc.device).map_err(|e| bad(format!("device: {e}")))?;
+        if doc.original_read_ahead_kb > MAX_READ_AHEAD_KB {
+            return Err(bad(format!(
+                "original_read_ahead_kb: {} is out of range",
+                doc.original_read_ahead_kb
+            )));
         }
-        let missing = |k: &str| JournalError(format!("{}: missing {k}", path.display()));
-        let device = device.ok_or_else(|| missing("device"))?;
-        let sysfs = sysfs.ok_or_else(|| missing("sysfs"))?;
-        if sysfs != read_ahead_path(&device) {
-            return Err(JournalError(format!(
-                "{}: sysfs {} is not {device}'s readahead file ({}); refusing to restore to it",
-                path.display(),
-                iolearn_safeio::excerpt(&sysfs.to_string_lossy(), 80),
-                read_ahead_path(&device).display()
+        if let Some(f) = doc.files.iter().find(|f| f.fd < 0) {
+            return Err(bad(format!("files: fd {} is out of range", f.fd)));
+        }
+        if doc.sysfs != read_ahead_path(&doc.device) {
+            return Err(bad(format!(
+                "sysfs {} is not {}'s readahead file ({}); refusing to restore to it",
+                iolearn_safeio::excerpt(&doc.sysfs.to_string_lossy(), 80),
+                doc.device,
+                read_ahead_path(&doc.device).display()
             )));
         }
         Ok(Journal {
             path: path.to_path_buf(),
-            device,
-            sysfs,
-            original_kb: original.ok_or_else(|| missing("original_read_ahead_kb"))?,
-            tuner_pid: pid.ok_or_else(|| missing("tuner_pid"))?,
-            files,
+            files: doc
+                .files
+                .iter()
+                .map(|f| OpenFile {
+                    pid: f.pid,
+                    fd: f.fd,
+                    ino: f.ino,
+                })
+                .collect(),
+            device: doc.device,
+            sysfs: doc.sysfs,
+            original_kb: doc.original_read_ahead_kb,
+            tuner_pid: doc.tuner_pid,
         })
     }
 

@@ -154,26 +154,42 @@ fn bad_journals_name_the_file_and_line() {
     let dir = scratch().join("bad-journal");
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join("readahead-loop9.journal");
+    let doc = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut v = serde_json::json!({
+            "format": "iolearn-readahead-journal",
+            "version": 1,
+            "device": "loop9",
+            "sysfs": "/sys/class/block/loop9/queue/read_ahead_kb",
+            "original_read_ahead_kb": 128,
+            "tuner_pid": 1,
+            "files": [{"pid": 1, "fd": 3, "ino": 7}],
+        });
+        edit(&mut v);
+        v.to_string()
+    };
     for (text, want) in [
-        ("nope\n", "line 1"),
+        ("nope\n".to_string(), "not an iolearn readahead journal"),
+        (doc(&|v| v["format"] = "other".into()), "format"),
         (
-            "iolearn-readahead-journal 1\ndevice loop9\noriginal_read_ahead_kb lots\n",
-            "line 3",
+            doc(&|v| v["original_read_ahead_kb"] = "lots".into()),
+            "original_read_ahead_kb",
         ),
-        ("iolearn-readahead-journal 1\ndevice loop9\nfile 1 2\n", "PID FD INO"),
-        ("iolearn-readahead-journal 1\ndevice loop9\n", "missing sysfs"),
+        (doc(&|v| v["files"] = serde_json::json!([{"pid": 1, "fd": 2}])), "ino"),
+        (doc(&|v| drop(v.as_object_mut().unwrap().remove("sysfs"))), "sysfs"),
+        (doc(&|v| v["surprise"] = 1.into()), "surprise"),
         // Numbers that an `as` cast would wrap.
-        ("iolearn-readahead-journal 1\ndevice loop9\ntuner_pid 4294967297\n", "tuner_pid"),
-        ("iolearn-readahead-journal 1\ndevice loop9\nfile 1 -3 7\n", "file fd"),
-        ("iolearn-readahead-journal 1\ndevice loop9\nfile 1 4294967296 7\n", "file fd"),
-        ("iolearn-readahead-journal 1\ndevice ../../../etc\n", "not a block device name"),
-        // A forged sysfs path: --restore must never write anywhere but the device's own file.
+        (doc(&|v| v["tuner_pid"] = 4294967297u64.into()), "tuner_pid"),
+        (doc(&|v| v["files"][0]["fd"] = (-3).into()), "fd"),
+        (doc(&|v| v["files"][0]["fd"] = 4294967296u64.into()), "fd"),
         (
-            "iolearn-readahead-journal 1\ndevice loop9\nsysfs /etc/motd\noriginal_read_ahead_kb 1\ntuner_pid 1\n",
-            "refusing to restore",
+            doc(&|v| v["original_read_ahead_kb"] = 99999999999u64.into()),
+            "original_read_ahead_kb",
         ),
+        (doc(&|v| v["device"] = "../../../etc".into()), "not a block device name"),
+        // A forged sysfs path: --restore must never write anywhere but the device's own file.
+        (doc(&|v| v["sysfs"] = "/etc/motd".into()), "refusing to restore"),
         (
-            "iolearn-readahead-journal 1\ndevice loop9\nsysfs /sys/class/block/vda/queue/read_ahead_kb\noriginal_read_ahead_kb 1\ntuner_pid 1\n",
+            doc(&|v| v["sysfs"] = "/sys/class/block/vda/queue/read_ahead_kb".into()),
             "refusing to restore",
         ),
     ] {
