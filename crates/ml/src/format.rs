@@ -507,24 +507,7 @@ impl ModelFile {
             ModelKind::Tree(t) => json::Body::Tree {
                 n_features: t.n_features(),
                 n_classes: t.n_classes(),
-                nodes: t
-                    .nodes()
-                    .iter()
-                    .map(|n| match *n {
-                        Node::Split {
-                            feature,
-                            threshold,
-                            left,
-                            right,
-                        } => json::Node::Split {
-                            feature,
-                            threshold,
-                            left,
-                            right,
-                        },
-                        Node::Leaf { class } => json::Node::Leaf { class },
-                    })
-                    .collect(),
+                nodes: t.nodes().to_vec(),
             },
         };
         let doc = json::File {
@@ -616,7 +599,7 @@ mod json {
         Tree {
             n_features: usize,
             n_classes: usize,
-            nodes: Vec<Node>,
+            nodes: Vec<crate::tree::Node>,
         },
     }
 
@@ -634,20 +617,6 @@ mod json {
         pub out: usize,
         pub weight_out_in: Vec<f32>,
         pub bias: Vec<f32>,
-    }
-
-    #[derive(Serialize)]
-    #[serde(untagged)]
-    pub(super) enum Node {
-        Split {
-            feature: u32,
-            threshold: f32,
-            left: u32,
-            right: u32,
-        },
-        Leaf {
-            class: u32,
-        },
     }
 }
 

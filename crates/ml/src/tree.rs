@@ -42,8 +42,10 @@ impl Default for TreeConfig {
     }
 }
 
-/// One node. A split sends `x[feature] <= threshold` to `left`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// One node. A split sends `x[feature] <= threshold` to `left`. Serialises (the model file's
+/// JSON dump) as `{"feature", "threshold", "left", "right"}` or `{"class"}`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(untagged)]
 pub enum Node {
     /// Internal node.
     Split {
