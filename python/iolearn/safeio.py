@@ -121,7 +121,18 @@ def atomic_open(path: os.PathLike | str, mode: str = "wb", encoding: str | None 
     kind = check_target(p)
     text = dict(encoding=encoding or "utf-8", newline="") if mode == "w" else {}
     if kind == "in-place":
-        fd = os.open(p, os.O_WRONLY | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC)
+        # A FIFO is opened without blocking, which fails at once (ENXIO) when nobody reads it,
+        # instead of hanging; writes then block as usual.
+        fifo = stat.S_ISFIFO(os.lstat(p).st_mode)
+        flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC | (os.O_NONBLOCK if fifo else 0)
+        try:
+            fd = os.open(p, flags)
+        except OSError as e:
+            if e.errno == errno.ENXIO:
+                raise OutputError(p, "a FIFO that nobody reads; start the reader first") from None
+            raise OutputError(p, f"cannot open: {e.strerror}") from None
+        if fifo:
+            os.set_blocking(fd, True)
         st = os.fstat(fd)
         if not (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
             os.close(fd)

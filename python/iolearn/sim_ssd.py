@@ -6,6 +6,7 @@ iolearn sim ssd --trace T --preset enterprise --replicas 3 --out lat.parquet
 from __future__ import annotations
 
 import csv
+import os
 import sys
 from pathlib import Path
 
@@ -103,6 +104,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, required=True, help=".parquet or .csv")
     a = ap.parse_args(argv)
     check_target(a.out)  # before the simulation, which may run for minutes
+    if a.out.exists() and a.trace.exists() and os.path.samefile(a.out, a.trace):
+        raise ValueError(f"{a.out}: is the input trace; write to another file")
     cols = replay(
         a.trace, a.preset, a.mode, a.replicas, a.hop_us, a.noise, a.precondition, a.seed, a.skip_bad, a.trace_format
     )

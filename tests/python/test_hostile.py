@@ -236,6 +236,7 @@ CLI_BAD = [
     ("sim_ssd", ["--trace", "tiny.trace", "--out", "out/missing/x.csv"], "does not exist"),
     ("sim_ssd", ["--trace", "tiny.trace", "--out", "out"], "directory"),
     ("sim_ssd", ["--trace", "missing.trace", "--out", "out/x.csv"], "missing.trace"),
+    ("sim_ssd", ["--trace", "tiny.trace", "--out", "tiny.trace"], "input trace"),
     ("traces", ["convert", "tiny.trace", "tiny.trace"], "input trace"),
     ("traces", ["convert", "tiny.trace", "out/link"], "symbolic link"),
     ("traces", ["convert", "tiny.trace", "out"], "directory"),

@@ -89,7 +89,15 @@ def test_a_fifo_is_written_in_place(tmp_path):
     got = []
     t = threading.Thread(target=lambda: got.append(open(fifo).read()))
     t.start()
-    write_text(fifo, "through the pipe")
+    # The reader thread may not have opened its end yet: a FIFO nobody reads is refused.
+    t0 = time.time()
+    while True:
+        try:
+            write_text(fifo, "through the pipe")
+            break
+        except OutputError as e:
+            assert "nobody reads" in str(e) and time.time() - t0 < 10
+            time.sleep(0.005)
     t.join(10)
     assert got == ["through the pipe"]
 
@@ -162,3 +170,12 @@ def test_private_dir_refuses_a_directory_others_can_write(tmp_path):
     (tmp_path / "elsewhere").mkdir()
     with pytest.raises(OutputError):
         safeio.private_dir(link)
+
+
+def test_a_fifo_nobody_reads_is_an_error_not_a_hang(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    t0 = time.time()
+    with pytest.raises(OutputError, match="nobody reads"):
+        write_text(fifo, "nobody listens")
+    assert time.time() - t0 < 5

@@ -38,6 +38,13 @@ pub fn seconds(s: &str) -> Result<f64, String> {
     within(v, 1e-6..=MAX_SECONDS, "a number of seconds")
 }
 
+/// A decision or sampling window: 10 ms to an hour (shorter windows would only spin the CPU:
+/// a window of the tuner costs a probe read and a decision).
+pub fn window(s: &str) -> Result<f64, String> {
+    let v = number(s)?;
+    within(v, 0.01..=3600.0, "a window in seconds")
+}
+
 /// Zero or more seconds, at most [`MAX_SECONDS`] (offsets into a trace).
 pub fn offset_seconds(s: &str) -> Result<f64, String> {
     within(number(s)?, 0.0..=MAX_SECONDS, "a number of seconds")

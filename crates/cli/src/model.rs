@@ -178,6 +178,14 @@ fn predict(path: &Path, csv: &Path, prenormalized: bool, labels: bool) -> Result
     if !prenormalized {
         if let Some(z) = &file.normaliser {
             z.transform_rows(&mut x);
+            // An input far outside the model's statistics overflows: an error, not a class.
+            if let Some(k) = x.iter().position(|v| !v.is_finite()) {
+                anyhow::bail!(
+                    "{}: row {}: an input is not finite after normalisation (far outside the model's range)",
+                    csv.display(),
+                    k / d + 1
+                );
+            }
         }
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());

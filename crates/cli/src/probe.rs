@@ -32,7 +32,7 @@ pub struct RecordArgs {
     #[arg(long)]
     cgroup: Option<PathBuf>,
     /// Window in seconds.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 1.0, value_parser = args::seconds)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1.0, value_parser = args::window)]
     interval: f64,
     /// Stop after this many seconds (default: until SIGINT/SIGTERM).
     #[arg(long, allow_negative_numbers = true, value_parser = args::seconds)]

@@ -120,10 +120,24 @@ pub fn run(cmd: ReplayCommand) -> Result<()> {
     if b.replicas.len() > 16 {
         bail!("--replicas: at most 16 replicas, got {}", b.replicas.len());
     }
-    // Outputs are checked before the replay, which may run for minutes, and may not be replicas.
+    for (i, r) in b.replicas.iter().enumerate() {
+        if b.replicas[..i].iter().any(|q| same_file(q, r)) {
+            bail!("--replicas: {} is given twice", r.display());
+        }
+    }
+    // Outputs are checked before the replay, which may run for minutes, and may be neither a
+    // replica, the trace, nor each other.
     for out in [&b.out, &b.samples].into_iter().flatten() {
         if b.replicas.iter().any(|r| same_file(r, out)) {
             bail!("{}: is one of the replicas; write the records elsewhere", out.display());
+        }
+        if same_file(&b.input.trace, out) {
+            bail!("{}: is the input trace; write the records elsewhere", out.display());
+        }
+    }
+    if let (Some(o), Some(s)) = (&b.out, &b.samples) {
+        if o == s || same_file(o, s) {
+            bail!("--out and --samples name the same file {}", o.display());
         }
     }
     for out in [&b.out, &b.samples].into_iter().flatten() {
@@ -137,6 +151,14 @@ pub fn run(cmd: ReplayCommand) -> Result<()> {
         bail!("{}: no I/Os to replay", b.input.trace.display());
     }
     let t0 = ios.iter().map(|i| i.arrival_ns).min().unwrap_or(0);
+    // The replay runs in real time: refuse one that would outlast a day.
+    let span_s = (ios.iter().map(|i| i.arrival_ns).max().unwrap_or(0) - t0) as f64 / 1e9 / b.rate;
+    if span_s > 86_400.0 {
+        bail!(
+            "--rate {}: the replay would take {span_s:.0} s of real time (at most a day; use --limit or a higher rate)",
+            b.rate
+        );
+    }
     let tuples: Vec<(u64, u64, u32, bool)> = ios
         .iter()
         .map(|i| (i.arrival_ns - t0, i.offset, i.size, i.write))

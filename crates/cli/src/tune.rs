@@ -39,7 +39,7 @@ pub struct ReadaheadArgs {
     #[arg(long)]
     cgroup: Option<PathBuf>,
     /// Decision window in seconds (KML: 1).
-    #[arg(long, allow_negative_numbers = true, default_value_t = 1.0, value_parser = args::seconds)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1.0, value_parser = args::window)]
     interval: f64,
     /// Windows a new value must be predicted in a row before it is applied (1 to 1000).
     #[arg(long, allow_negative_numbers = true, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -78,6 +78,9 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
     let device = a.device.trim_start_matches("/dev/").to_string();
     if a.restore {
         check_device_name(&device).map_err(anyhow::Error::msg)?;
+        if a.state_dir.exists() && !a.state_dir.is_dir() {
+            bail!("--state-dir {}: not a directory", a.state_dir.display());
+        }
         let journal = Journal::path_for(&a.state_dir, &device);
         if !read_ahead_path(&device).exists() {
             if journal.exists() {

@@ -46,6 +46,8 @@ fn inputs(name: &str) -> PathBuf {
     m.action_unit = "read_ahead_kb".into();
     m.save(dir.join("ok.iolm")).unwrap();
     w("rows.csv", b"1,2,3,4,5\n");
+    w("semicolons.csv", b"1;2;3;4;5\n");
+    w("long.trace", b"0.0 0 4096 4096 1\n100000.0 0 8192 4096 1\n");
     // Malformed inputs, one per format and defect class.
     w("garbage.iolm", b"IOLM\x01\x00\x02\x00not a model at all");
     w("empty.iolm", b"");
@@ -432,6 +434,66 @@ fn malformed_files_of_every_format_are_refused_by_name() {
         (&["model", "predict", "ok.iolm", "short.csv"], "expected 5 values"),
         (&["model", "predict", "ok.iolm", "hole.csv"], "empty"),
         (&["model", "predict", "ok.iolm", "nan.csv"], "not finite"),
+        (&["model", "predict", "ok.iolm", "semicolons.csv"], "no rows"),
+        (
+            &[
+                "tune",
+                "readahead",
+                "--device",
+                "loop0",
+                "--restore",
+                "--state-dir",
+                "ok.trace",
+            ],
+            "not a directory",
+        ),
+        (
+            &["replay", "block", "--replicas", "ok.iolm", "-o", "ok.trace", "ok.trace"],
+            "input trace",
+        ),
+        (
+            &["replay", "block", "--replicas", "ok.iolm,ok.iolm", "ok.trace"],
+            "twice",
+        ),
+        (
+            &[
+                "replay",
+                "block",
+                "--replicas",
+                "ok.iolm",
+                "-o",
+                "out/a",
+                "--samples",
+                "out/a",
+                "ok.trace",
+            ],
+            "same file",
+        ),
+        (
+            &[
+                "replay",
+                "block",
+                "--replicas",
+                "ok.iolm",
+                "--rate",
+                "1e-6",
+                "long.trace",
+            ],
+            "real time",
+        ),
+        (
+            &[
+                "tune",
+                "readahead",
+                "--device",
+                "loop0",
+                "--model",
+                "ok.iolm",
+                "--interval",
+                "0.001",
+            ],
+            "--interval",
+        ),
         (&["model", "predict", "ok.iolm", "long-line.csv"], "long-line.csv"),
         (&["model", "predict", "garbage.iolm", "rows.csv"], "garbage.iolm"),
         (

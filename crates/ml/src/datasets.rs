@@ -62,6 +62,7 @@ pub fn parse_rows(text: &str, width: usize) -> crate::Result<Vec<f32>> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut out = Vec::new();
     let mut first = true;
+    let mut header_line = None;
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -76,6 +77,7 @@ pub fn parse_rows(text: &str, width: usize) -> crate::Result<Vec<f32>> {
         let header = first && toks.iter().all(|t| !t.is_empty() && t.parse::<f32>().is_err());
         first = false;
         if header {
+            header_line = Some(no);
             continue;
         }
         if let Some(k) = toks.iter().position(|t| t.is_empty()) {
@@ -94,6 +96,14 @@ pub fn parse_rows(text: &str, width: usize) -> crate::Result<Vec<f32>> {
                 Err(_) => return Err(Error::parse(no, alloc::format!("{} is not a number", quote(t)))),
             }
         }
+    }
+    if let (Some(no), true) = (header_line, out.is_empty()) {
+        // A file of one "header" and no rows is more likely a format the reader does not
+        // know (semicolons, say) than a request to predict nothing.
+        return Err(Error::parse(
+            no,
+            "a header and no rows (fields are separated by commas or white space)",
+        ));
     }
     Ok(out)
 }

@@ -191,12 +191,12 @@ impl ModelFile {
             }
         }
         if let Some(z) = &self.normaliser {
-            if z.mean.iter().any(|m| !m.is_finite())
-                || z.std.iter().any(|&s| !(s == 0.0 || (s.is_finite() && s >= 1e-30)))
+            if z.mean.iter().any(|m| !(m.is_finite() && m.abs() <= 1e30))
+                || z.std.iter().any(|&s| !(s == 0.0 || (1e-30..=1e30).contains(&s)))
             {
                 return Err(Error::invalid(
                     "normaliser",
-                    "means must be finite, standard deviations 0 (a constant feature) or finite and at least 1e-30",
+                    "means must be within 1e30, standard deviations 0 (a constant feature) or from 1e-30 to 1e30",
                 ));
             }
         }

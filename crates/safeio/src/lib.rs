@@ -202,17 +202,35 @@ pub fn write_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::Result<(
 /// A character device or FIFO: open it without following links and without creating
 /// anything, and check after opening that it is still what [`check_target`] saw.
 fn write_in_place(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<()> {
+    // A FIFO is opened without blocking, which fails at once (ENXIO) when nobody reads it,
+    // instead of hanging until someone does; writes then block as usual.
+    let fifo = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_fifo());
+    let nonblock = if fifo { libc::O_NONBLOCK } else { 0 };
     let f = OpenOptions::new()
         .write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_CLOEXEC | nonblock)
         .open(path)
-        .map_err(|e| Error::io(path, "cannot open", e))?;
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENXIO) => Error::refused(path, "a FIFO that nobody reads; start the reader first"),
+            _ => Error::io(path, "cannot open", e),
+        })?;
     let t = f
         .metadata()
         .map_err(|e| Error::io(path, "cannot inspect", e))?
         .file_type();
     if !(t.is_char_device() || t.is_fifo()) {
         return Err(Error::refused(path, "changed while being opened; not writing"));
+    }
+    if nonblock != 0 {
+        use std::os::fd::AsRawFd;
+        // SAFETY: F_GETFL/F_SETFL on a descriptor this function owns.
+        let ok = unsafe {
+            let flags = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+            flags >= 0 && libc::fcntl(f.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) == 0
+        };
+        if !ok {
+            return Err(Error::io(path, "cannot set blocking mode", io::Error::last_os_error()));
+        }
     }
     let mut w = io::BufWriter::new(f);
     fill(&mut w)

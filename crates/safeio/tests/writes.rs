@@ -160,7 +160,15 @@ fn a_fifo_is_written_in_place() {
         let fifo = fifo.clone();
         std::thread::spawn(move || fs::read_to_string(fifo).unwrap())
     };
-    write(&fifo, b"through the pipe").unwrap();
+    // The reader thread may not have opened its end yet: a FIFO nobody reads is refused.
+    let t = Instant::now();
+    while let Err(e) = write(&fifo, b"through the pipe") {
+        assert!(
+            e.to_string().contains("nobody reads") && t.elapsed() < Duration::from_secs(10),
+            "{e}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     assert_eq!(reader.join().unwrap(), "through the pipe");
     assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
 }
@@ -313,4 +321,17 @@ fn locks_are_exclusive_across_open_files_and_carry_a_note() {
     assert!(iolearn_safeio::lock::Lock::acquire("../escape", false).is_err());
     let mode = fs::metadata(dir.path().join("run")).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700);
+}
+
+#[test]
+fn a_fifo_nobody_reads_is_an_error_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let t = Instant::now();
+    let err = write(&fifo, b"nobody listens").unwrap_err();
+    assert!(err.to_string().contains("nobody reads"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(5));
 }

@@ -92,7 +92,10 @@ fn parse_line(line: &str) -> Result<Option<Parsed>, (String, String)> {
     }
     let secs: f64 = field(Some(f[3]), "time")?;
     if !(secs.is_finite() && (0.0..=1.8e10).contains(&secs)) {
-        return Err(("time".into(), format!("{secs} is not a time in seconds (0 to 1.8e10)")));
+        return Err((
+            "time".into(),
+            format!("{secs:e} is not a time in seconds (0 to 1.8e10)"),
+        ));
     }
     let action = f[5].chars().next().unwrap_or('?');
     if action != 'D' && action != 'C' {
