@@ -111,6 +111,22 @@ pub struct Output {
     to: Fmt,
 }
 
+/// A trace whose arrivals go back in time gives wrong durations and rates: an error for the
+/// tools that measure or cut by time (`iolearn trace stats`, `cut`, `busiest`).
+fn ordered(i: &Input, ios: &[BlockIo]) -> Result<()> {
+    if ios.is_empty() {
+        bail!("{}: no I/Os", i.trace.display());
+    }
+    if let Some(k) = ios.windows(2).position(|w| w[1].arrival_ns < w[0].arrival_ns) {
+        bail!(
+            "{}: I/O {} arrives before the one above it (arrivals must be in time order)",
+            i.trace.display(),
+            k + 2
+        );
+    }
+    Ok(())
+}
+
 pub(crate) fn load(i: &Input) -> Result<Vec<BlockIo>> {
     let t = read_file(
         &i.trace,
@@ -175,6 +191,7 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
     match cmd {
         TraceCommand::Stats(i) => {
             let ios = load(&i)?;
+            ordered(&i, &ios)?;
             print!("{}", TraceStats::of(&ios).render(&i.trace.display().to_string()));
         }
         TraceCommand::Cut {
@@ -186,6 +203,7 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
             output,
         } => {
             let ios = load(&input)?;
+            ordered(&input, &ios)?;
             let out = match (from, skip, count) {
                 (Some(f), _, _) => {
                     let t0 = ios.first().map_or(0, |io| io.arrival_ns);

@@ -47,6 +47,8 @@ fn inputs(name: &str) -> PathBuf {
     m.save(dir.join("ok.iolm")).unwrap();
     w("rows.csv", b"1,2,3,4,5\n");
     w("semicolons.csv", b"1;2;3;4;5\n");
+    w("unsorted.trace", b"2.0 0 4096 4096 1\n1.0 0 8192 4096 1\n");
+    w("empty.trace", b"");
     w("long.trace", b"0.0 0 4096 4096 1\n100000.0 0 8192 4096 1\n");
     // Malformed inputs, one per format and defect class.
     w("garbage.iolm", b"IOLM\x01\x00\x02\x00not a model at all");
@@ -435,6 +437,12 @@ fn malformed_files_of_every_format_are_refused_by_name() {
         (&["model", "predict", "ok.iolm", "hole.csv"], "empty"),
         (&["model", "predict", "ok.iolm", "nan.csv"], "not finite"),
         (&["model", "predict", "ok.iolm", "semicolons.csv"], "no rows"),
+        (&["trace", "stats", "unsorted.trace"], "time order"),
+        (&["trace", "stats", "empty.trace"], "no I/Os"),
+        (
+            &["trace", "cut", "unsorted.trace", "--skip", "0", "-o", "out/x"],
+            "time order",
+        ),
         (
             &[
                 "tune",
