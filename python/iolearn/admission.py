@@ -488,7 +488,11 @@ def evaluate(s: Setting, out: Path, quick: bool = False, progress=None) -> tuple
             progress.update(1)
     for name, reason in prep.failed.items():
         rows.append({"setting": s.name, **asdict(s), "policy": name, "spec": "", "failed": reason})
-        print(f"iolearn eval admission: {s.name}: {name} failed to train ({reason}); the others go on", file=sys.stderr)
+        msg = f"iolearn eval admission: {s.name}: {name} failed to train ({reason}); the others go on"
+        if progress is not None:
+            progress.write(msg, file=sys.stderr)  # above the bar, not glued to it
+        else:
+            print(msg, file=sys.stderr)
         if progress:
             progress.update(1)
     base = next(r for r in rows if r["policy"] == "Base")

@@ -20,10 +20,15 @@ def kml_like(n_per_class: int = 100, seed: int = 0) -> tuple[np.ndarray, np.ndar
 
 
 def _numbers(path: Path) -> np.ndarray:
+    if path.stat().st_size > 1 << 30:
+        raise ValueError(f"{path}: larger than the 1 GiB limit")
     try:
-        return np.array(path.read_text().split(), dtype=np.float64)
+        v = np.array(path.read_text().split(), dtype=np.float64)
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"{path}: contains NaN or infinity")
+    return v
 
 
 def load_kml_readahead(reference: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -34,4 +39,6 @@ def load_kml_readahead(reference: str | os.PathLike[str]) -> tuple[np.ndarray, n
     y = _numbers(d / "output.csv")
     if X.size != 5 * y.size:
         raise ValueError(f"{d / 'input.csv'}: {X.size} values for {y.size} labels (expected 5 per row)")
+    if np.any(y != np.round(y)) or np.any(y < 0) or np.any(y > 3):
+        raise ValueError(f"{d / 'output.csv'}: labels must be the classes 0 to 3")
     return X.reshape(-1, 5).astype(np.float32), y.astype(np.int64)

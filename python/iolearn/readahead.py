@@ -248,6 +248,12 @@ def train(rows, feats, out: Path, seed=0, epochs=100, suffix="", jitter=True, wo
     ([`least_regret_actions`]; each class's best value when the model never errs). The
     network trains with [`CountJitter`] unless `jitter` is false. Returns a report dict."""
     best = best_per_workload(rows)
+    missing = [w for w in workloads if w not in best]
+    if missing:
+        raise ValueError(f"the sweep has no rows for {', '.join(missing)} (run the sweep again)")
+    unknown = sorted({f["workload"] for f in feats} - set(workloads))
+    if unknown:
+        raise ValueError(f"the feature windows name unknown workloads: {', '.join(map(str, unknown))}")
     X = np.array([[f[n] for n in FEATURES] for f in feats], dtype=np.float32)
     y = np.array([workloads.index(f["workload"]) for f in feats])
     # KML's features are counts and page distances spanning orders of magnitude: the network
@@ -547,6 +553,13 @@ def _read(path: Path) -> list[dict]:
                     r[k] = float(v)
                 except ValueError:
                     pass
+    # A sweep is input like any other: a corrupt row (ops_s=inf) would map every class to the
+    # wrong readahead.
+    for i, r in enumerate(rows, start=2):
+        for k in ("ops_s", "ops_s_0", "ops_s_1", "ra_kb", "ra_kb_0", "ra_kb_1"):
+            v = r.get(k)
+            if v is not None and not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
+                raise ValueError(f"{path}: line {i}: {k} {v!r} is not a finite non-negative number")
     return rows
 
 

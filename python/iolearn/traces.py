@@ -63,6 +63,8 @@ def main(argv=None) -> int:
         check_target(a.output)
         if a.output.exists() and os.path.samefile(a.input, a.output):
             raise ValueError(f"{a.output}: is the input trace; write to another file")
+        if a.output.suffix != ".parquet":
+            raise ValueError(f"{a.output}: convert writes Parquet; name the output *.parquet")
     cols = read(a.input, getattr(a, "format", None), getattr(a, "skip_bad", False))
     if a.cmd == "convert":
         write_parquet(cols, a.output)

@@ -242,6 +242,7 @@ CLI_BAD = [
     ("traces", ["convert", "tiny.trace", "out"], "directory"),
     ("traces", ["convert", "bad.trace", "out/x.parquet"], "line 2"),
     ("traces", ["stats", "missing.trace"], "missing.trace"),
+    ("traces", ["convert", "tiny.trace", "out/x.csv"], "Parquet"),
     ("bench_real", ["--repeats", "0"], "--repeats"),
     ("bench_real", ["--steps", "sweep,nope"], "--steps"),
     ("bench_real", ["--reuse", "--out", "out"], "--reuse"),
@@ -307,3 +308,21 @@ def test_saving_a_models_own_normaliser_keeps_its_log_mask(tmp_path):
     back = iolearn.load_model(tmp_path / "m.iolm")
     assert back.normaliser_log1p == mask
     np.testing.assert_allclose(back.forward(X[:5]), m.forward(X[:5]), rtol=1e-6)
+
+
+def test_corrupt_pipeline_inputs_are_refused(tmp_path):
+    from iolearn import readahead
+
+    sweep = tmp_path / "sweep.csv"
+    sweep.write_text("workload,device,ra_kb,ops_s,seed\nreadseq,nvme,128,inf,0\n")
+    with pytest.raises(ValueError, match="ops_s"):
+        readahead._read(sweep)
+    ref = tmp_path / "ref" / "nn_arch_data"
+    ref.mkdir(parents=True)
+    (ref / "input.csv").write_text("1 2 3 4 5\n")
+    (ref / "output.csv").write_text("7.5\n")
+    with pytest.raises(ValueError, match="labels"):
+        iolearn.datasets.load_kml_readahead(tmp_path / "ref")
+    (ref / "input.csv").write_text("1 2 nan 4 5\n")
+    with pytest.raises(ValueError, match="NaN"):
+        iolearn.datasets.load_kml_readahead(tmp_path / "ref")
