@@ -171,6 +171,9 @@ fn seconds_ns(s: f64) -> u64 {
 /// Check an output path before any work, and refuse to overwrite the input with it.
 fn check_output(input: &Input, output: &Output) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
+    if !matches!(output.to, Fmt::Linnos | Fmt::Binary) {
+        bail!("--to {}: traces are written as linnos or binary", fmt_name(output.to));
+    }
     iolearn_safeio::check_target(&output.out)?;
     if let (Ok(a), Ok(b)) = (std::fs::metadata(&input.trace), std::fs::metadata(&output.out)) {
         if (a.dev(), a.ino()) == (b.dev(), b.ino()) {

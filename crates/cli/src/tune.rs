@@ -53,6 +53,9 @@ pub struct ReadaheadArgs {
     /// Decide and log, change nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Tune the disk that holds `/` too (refused without this).
+    #[arg(long)]
+    allow_system_disk: bool,
     /// Where the journal of original settings lives.
     #[arg(long, default_value = "/run/iolearn")]
     state_dir: PathBuf,
@@ -113,6 +116,7 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
     cfg.min_gap = a.min_gap;
     cfg.fallback_kb = a.fallback_kb;
     cfg.dry_run = a.dry_run;
+    cfg.allow_system_disk = a.allow_system_disk;
     cfg.state_dir = a.state_dir;
     cfg.duration = a.duration.map(Duration::from_secs_f64);
     cfg.metrics = a.metrics;

@@ -438,6 +438,10 @@ fn malformed_files_of_every_format_are_refused_by_name() {
         (&["model", "predict", "ok.iolm", "nan.csv"], "not finite"),
         (&["model", "predict", "ok.iolm", "semicolons.csv"], "no rows"),
         (&["trace", "stats", "unsorted.trace"], "time order"),
+        (
+            &["trace", "convert", "bad.trace", "--to", "msr", "-o", "out/x"],
+            "--to msr",
+        ),
         (&["trace", "stats", "empty.trace"], "no I/Os"),
         (
             &["trace", "cut", "unsorted.trace", "--skip", "0", "-o", "out/x"],

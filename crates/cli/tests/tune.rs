@@ -452,3 +452,32 @@ fn the_systemd_unit_calls_the_tuner_with_valid_options() {
     }
     assert_eq!(seen, 3);
 }
+
+#[test]
+fn the_system_disk_is_refused_unless_asked_for() {
+    // The disk that holds `/` is never tuned by mistake: refused before anything changes.
+    let disks = iolearn_tune::system_disks();
+    let Some(disk) = disks.last() else {
+        eprintln!("SKIP the_system_disk_is_refused_unless_asked_for: / is not on a block device here");
+        return;
+    };
+    let dir = scratch("sysdisk");
+    std::fs::create_dir_all(&dir).unwrap();
+    let m = model(&dir);
+    let sysfs = read_ahead_path(disk);
+    let before = read_device_kb(&sysfs).ok();
+    let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+        .args(["tune", "readahead", "--device", disk, "--model"])
+        .arg(&m)
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && e.contains("system disk") && e.contains("--allow-system-disk"),
+        "{e}"
+    );
+    assert_eq!(read_device_kb(&sysfs).ok(), before);
+    assert!(!dir.join("state").exists(), "nothing written");
+}

@@ -58,12 +58,17 @@ pub fn parse(text: &str, path: &Path, opts: ReadOptions) -> Result<Trace, TraceE
         }
         Ok(())
     })?;
-    if events == 0 && trace.skipped == 0 && !text.trim().is_empty() {
+    if trace.ios.is_empty() && trace.skipped == 0 && !text.trim().is_empty() {
+        let message = if events == 0 {
+            "no blkparse events"
+        } else {
+            "no I/O issued to the driver (D events with sectors): nothing to replay"
+        };
         return Err(TraceError {
             file: path.to_path_buf(),
             line: 0,
             field: "text".into(),
-            message: "no blkparse events".into(),
+            message: message.into(),
         });
     }
     Ok(trace)

@@ -205,6 +205,8 @@ fn readers_refuse_what_they_used_to_accept_silently() {
     assert_eq!(e.field, "blocks", "{e}");
     let e = blk("4096,0 1 1 0.5 1 D R 10 + 8 [x]\n").unwrap_err();
     assert_eq!(e.field, "device", "{e}");
+    let e = blk("8,0 1 1 0.5 1 Q R 10 + 8 [x]\n8,0 1 2 0.6 1 G R 10 + 8 [x]\n").unwrap_err();
+    assert!(e.to_string().contains("no I/O issued"), "{e}");
     let e = blk("8,0 1 1 1e300 1 D R 10 + 8 [x]\n").unwrap_err();
     assert_eq!(e.field, "time", "{e}");
     // Garbage between events is an error; the summary after the events is not.

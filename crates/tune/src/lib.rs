@@ -52,6 +52,8 @@ pub struct TuneConfig {
     pub fallback_kb: u64,
     /// Decide and log, change nothing.
     pub dry_run: bool,
+    /// Tune the disk that holds `/` too (refused otherwise: a mistake there slows everything).
+    pub allow_system_disk: bool,
     /// Where the journal lives.
     pub state_dir: PathBuf,
     /// Stop after this long (`None`: until signalled).
@@ -76,6 +78,7 @@ impl TuneConfig {
             min_gap: 3,
             fallback_kb: 128,
             dry_run: false,
+            allow_system_disk: false,
             state_dir: PathBuf::from("/run/iolearn"),
             duration: None,
             metrics: None,
@@ -147,6 +150,29 @@ pub fn check_pids(pids: &[u32]) -> Result<(), String> {
         Some(p) => Err(format!("--pid {p}: no such process")),
         None => Ok(()),
     }
+}
+
+/// The block devices that hold `/`: the one mounted there and, when it is a partition, its
+/// disk (`vda1`, `vda`). The tuner leaves them alone unless told otherwise.
+pub fn system_disks() -> Vec<String> {
+    let Ok(dev) = iolearn_probe::DeviceId::of_path(Path::new("/")) else {
+        return Vec::new();
+    };
+    let sys = PathBuf::from(format!("/sys/dev/block/{}:{}", dev.major, dev.minor));
+    let Ok(link) = std::fs::read_link(&sys) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = link
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .into_iter()
+        .collect();
+    if sys.join("partition").exists() {
+        if let Some(disk) = link.parent().and_then(Path::file_name) {
+            names.push(disk.to_string_lossy().into_owned());
+        }
+    }
+    names
 }
 
 /// The system-wide lock on `device`'s readahead: one tuner per device, whatever its
@@ -231,6 +257,12 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     }
     check_pids(&cfg.pids)?;
     check_device_name(&cfg.device)?;
+    if !cfg.dry_run && !cfg.allow_system_disk && system_disks().contains(&cfg.device) {
+        return Err(format!(
+            "--device {}: holds / (the system disk); pass --allow-system-disk to tune it anyway",
+            cfg.device
+        ));
+    }
     // A dry run changes nothing, so it neither takes the device nor undoes a crashed tuner.
     let mut lock = if cfg.dry_run {
         None
