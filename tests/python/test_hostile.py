@@ -326,3 +326,14 @@ def test_corrupt_pipeline_inputs_are_refused(tmp_path):
     (ref / "input.csv").write_text("1 2 nan 4 5\n")
     with pytest.raises(ValueError, match="NaN"):
         iolearn.datasets.load_kml_readahead(tmp_path / "ref")
+
+
+def test_native_simulators_bound_their_inputs():
+    from iolearn import _native
+
+    with pytest.raises(ValueError, match="seconds"):
+        _native.sim_page_events("readrandom", "nvme", 128, 1e300, 2355, 850, 1)
+    with pytest.raises(ValueError, match="read_ahead_kb"):
+        _native.sim_page_events("readrandom", "nvme", 2**62, 1.0, 2355, 850, 1)
+    with pytest.raises(ValueError, match="max_depth"):
+        _native.fit_tree(X, Y.astype(np.float32), 10**9)

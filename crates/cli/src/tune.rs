@@ -63,7 +63,7 @@ pub struct ReadaheadArgs {
     #[arg(long, allow_negative_numbers = true, value_parser = args::seconds)]
     duration: Option<f64>,
     /// Serve Prometheus metrics at this address (e.g. 127.0.0.1:9633).
-    #[arg(long)]
+    #[arg(long, value_parser = socket_addr)]
     metrics: Option<String>,
     /// Log format on stderr.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
@@ -139,4 +139,15 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
         s.restored_kb
     );
     Ok(())
+}
+
+/// `--metrics`: an IP address and port, checked when the command line is read (not after the
+/// probes attach).
+fn socket_addr(s: &str) -> Result<String, String> {
+    s.parse::<std::net::SocketAddr>().map(|_| s.to_string()).map_err(|_| {
+        format!(
+            "{} is not an IP address and port (127.0.0.1:9633)",
+            iolearn_safeio::excerpt(s, 40)
+        )
+    })
 }

@@ -439,6 +439,19 @@ fn malformed_files_of_every_format_are_refused_by_name() {
         (&["model", "predict", "ok.iolm", "semicolons.csv"], "no rows"),
         (&["trace", "stats", "unsorted.trace"], "time order"),
         (
+            &[
+                "tune",
+                "readahead",
+                "--device",
+                "loop0",
+                "--model",
+                "ok.iolm",
+                "--metrics",
+                "nowhere",
+            ],
+            "--metrics",
+        ),
+        (
             &["trace", "convert", "bad.trace", "--to", "msr", "-o", "out/x"],
             "--to msr",
         ),

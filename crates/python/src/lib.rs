@@ -502,6 +502,11 @@ fn fit_tree(
             )))
         }
     };
+    if max_depth.is_some_and(|d| !(1..=64).contains(&d)) {
+        return Err(PyValueError::new_err(format!(
+            "max_depth must be 1 to 64, got {max_depth:?}"
+        )));
+    }
     let cfg = TreeConfig {
         criterion,
         max_depth,
@@ -590,8 +595,24 @@ fn sim_page_events<'py>(
         .ok_or_else(|| PyValueError::new_err(format!("unknown workload {workload:?}")))?;
     let dev = iolearn_sim::device::DevicePreset::by_name(device)
         .ok_or_else(|| PyValueError::new_err(format!("unknown device preset {device:?} (nvme, sata, hdd, loop)")))?;
-    if !(seconds > 0.0 && seconds.is_finite()) {
-        return Err(PyValueError::new_err("seconds must be positive"));
+    // The same bounds as sim_closed_loop: times in nanoseconds and sizes in bytes stay far
+    // from overflow, and a run ends.
+    if !(seconds > 0.0 && seconds <= 86_400.0) {
+        return Err(PyValueError::new_err(format!(
+            "seconds must be in (0, 86400], got {seconds:?}"
+        )));
+    }
+    for (name, mb) in [("db_mb", db_mb), ("cache_mb", cache_mb)] {
+        if mb > 1 << 20 {
+            return Err(PyValueError::new_err(format!(
+                "{name} must be at most 1048576 (1 TiB), got {mb}"
+            )));
+        }
+    }
+    if read_ahead_kb > iolearn_ml::format::MAX_READ_AHEAD_KB as u64 {
+        return Err(PyValueError::new_err(format!(
+            "read_ahead_kb must be at most 1048576, got {read_ahead_kb}"
+        )));
     }
     let mut cfg = SimConfig::calibration(kind, dev, read_ahead_kb);
     cfg.db = iolearn_sim::workload::DbShape::of_size(db_mb << 20);
