@@ -58,7 +58,9 @@ class Setting:
         t = Path(self.trace).stem.replace("msr.cut.per_10k.", "")
         r = "" if self.rate == 1 else f"x{self.rate:g}"
         c = f"-c{self.cache_mb}" if self.cache_mb else ""
-        return f"{t}{r}-{self.preset}-{self.noise}-r{self.replicas}-f{self.failover_us:g}{c}"
+        name = f"{t}{r}-{self.preset}-{self.noise}-r{self.replicas}-f{self.failover_us:g}{c}"
+        # Model paths go into policy strings, where `+` and `@` are separators (1e+06).
+        return name.replace("+", "")
 
 
 @dataclass
@@ -699,6 +701,13 @@ def main(argv=None) -> int:
     for t in args.trace:
         if not Path(t).is_file():
             print(f"iolearn eval admission: {t}: no such trace", file=sys.stderr)
+            return 2
+    # Model files are named inside policy strings (`model=PATH+hedge=...@proba=...`), where `+`
+    # and `@` separate parts: refuse them in the paths the models will live under.
+    for what, path in [("--out", str(args.out.resolve()))] + [("--trace", Path(t).stem) for t in args.trace]:
+        if "+" in path or "@" in path:
+            msg = f"{what} {path}: `+` and `@` cannot appear in model paths (they separate policy parts)"
+            print(f"iolearn eval admission: {msg}", file=sys.stderr)
             return 2
     stems = [Path(t).stem for t in args.trace]
     if len(set(stems)) != len(stems):

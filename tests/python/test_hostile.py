@@ -227,6 +227,8 @@ CLI_BAD = [
     ("admission", ["--trace", "missing.trace"], "missing.trace"),
     ("admission", ["--trace", "tiny.trace", "sub/tiny.trace"], "share a file name"),
     ("admission", ["--trace", "tiny.trace", "--out", "file"], "not a directory"),
+    ("admission", ["--trace", "tiny.trace", "--out", "a+b"], "`+` and `@`"),
+    ("admission", ["--trace", "tiny.trace", "--out", "a@b"], "`+` and `@`"),
     ("sim_ssd", ["--trace", "tiny.trace", "--out", "out/x.csv", "--replicas", "1000000"], "--replicas"),
     ("sim_ssd", ["--trace", "tiny.trace", "--out", "out/x.csv", "--replicas", "-1"], "--replicas"),
     ("sim_ssd", ["--trace", "tiny.trace", "--out", "out/x.csv", "--precondition", "1e300"], "--precondition"),
