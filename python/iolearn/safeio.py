@@ -56,10 +56,7 @@ def check_target(path: os.PathLike | str) -> str:
         raise OutputError(path, "not a file name")
     try:
         st = os.lstat(p)
-    except FileNotFoundError:
-        _check_dir(p)
-        return "create"
-    except NotADirectoryError:
+    except (FileNotFoundError, NotADirectoryError):
         _check_dir(p)
         return "create"
     mode = st.st_mode

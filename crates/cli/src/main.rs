@@ -180,18 +180,7 @@ fn main() -> ExitCode {
             }
             // One line, whatever the error quotes: control characters (a newline or an escape
             // sequence from a file name or a file) are shown escaped.
-            let msg: String = format!("{e:#}")
-                .chars()
-                .flat_map(|c| {
-                    let esc: Vec<char> = if c.is_control() {
-                        c.escape_debug().collect()
-                    } else {
-                        vec![c]
-                    };
-                    esc
-                })
-                .collect();
-            eprintln!("iolearn: error: {msg}");
+            eprintln!("iolearn: error: {}", iolearn_safeio::printable(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }

@@ -4,6 +4,7 @@ use crate::files::read_rows;
 use anyhow::{Context, Result};
 use clap::Subcommand;
 use iolearn_ml::{kml, Layer, ModelFile, ModelKind};
+use iolearn_safeio::printable;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -98,7 +99,7 @@ fn inspect(path: &Path, json: bool) -> Result<()> {
         "checksum:      crc32 {:#010x} (verified)",
         u32::from_le_bytes(bytes[bytes.len() - 4..].try_into()?)
     )?;
-    writeln!(out, "schema:        {}", shown(&file.schema))?;
+    writeln!(out, "schema:        {}", printable(&file.schema))?;
     match &file.kind {
         ModelKind::Mlp(net) => {
             let arch: Vec<String> = net
@@ -142,7 +143,7 @@ fn inspect(path: &Path, json: bool) -> Result<()> {
                 format!("  ({log}mean {:.6}, std {:.6})", z.mean[i], z.std[i])
             })
             .unwrap_or_default();
-        writeln!(out, "  {i}: {}{norm}", shown(f))?;
+        writeln!(out, "  {i}: {}{norm}", printable(f))?;
     }
     let normaliser = match &file.normaliser {
         None => "none",
@@ -158,15 +159,15 @@ fn inspect(path: &Path, json: bool) -> Result<()> {
             if file.action_unit.is_empty() {
                 "action".to_string()
             } else {
-                shown(&file.action_unit)
+                printable(&file.action_unit)
             }
         )?;
         for (i, c) in file.classes.iter().enumerate() {
-            writeln!(out, "  {i}: {} -> {}", shown(&c.label), c.action)?;
+            writeln!(out, "  {i}: {} -> {}", printable(&c.label), c.action)?;
         }
     }
     for (k, v) in &file.meta {
-        writeln!(out, "meta:          {} = {}", shown(k), shown(v))?;
+        writeln!(out, "meta:          {} = {}", printable(k), printable(v))?;
     }
     Ok(())
 }
@@ -189,7 +190,11 @@ fn predict(path: &Path, csv: &Path, prenormalized: bool, labels: bool) -> Result
         }
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let name = |c: usize| file.classes.get(c).map_or_else(|| c.to_string(), |a| shown(&a.label));
+    let name = |c: usize| {
+        file.classes
+            .get(c)
+            .map_or_else(|| c.to_string(), |a| printable(&a.label))
+    };
     match &file.kind {
         ModelKind::Mlp(net) => {
             let mut ws = net.workspace();
@@ -223,14 +228,4 @@ fn predict(path: &Path, csv: &Path, prenormalized: bool, labels: bool) -> Result
     }
     out.flush()?;
     Ok(())
-}
-
-/// A string from a model file as it may reach a terminal: control characters (escape
-/// sequences could rewrite the screen) are shown escaped.
-fn shown(s: &str) -> String {
-    if s.chars().any(char::is_control) {
-        s.escape_debug().to_string()
-    } else {
-        s.to_string()
-    }
 }

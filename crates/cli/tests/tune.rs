@@ -131,6 +131,15 @@ fn tuner(b: &Bed, extra: &[&str]) -> (Proc, mpsc::Receiver<String>) {
     (Proc(c), rx)
 }
 
+/// `iolearn tune readahead --device DEVICE --restore --state-dir STATE`.
+fn restore(device: &str, state: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_iolearn"))
+        .args(["tune", "readahead", "--device", device, "--restore", "--state-dir"])
+        .arg(state)
+        .output()
+        .unwrap()
+}
+
 fn wait_for(what: &str, secs: f64, mut f: impl FnMut() -> bool) {
     let t = Instant::now();
     while !f() {
@@ -213,18 +222,7 @@ fn a_crashed_tuner_is_undone_by_restore_and_by_the_next_start() {
         t.0.wait().unwrap();
         assert_eq!(read_device_kb(&b.sysfs).unwrap(), 16, "left changed by the crash");
         if how == "--restore" {
-            let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
-                .args([
-                    "tune",
-                    "readahead",
-                    "--device",
-                    &b.fs.device,
-                    "--restore",
-                    "--state-dir",
-                ])
-                .arg(&b.state)
-                .output()
-                .unwrap();
+            let o = restore(&b.fs.device, &b.state);
             assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
             assert!(String::from_utf8_lossy(&o.stderr).contains("restored"));
         } else {
@@ -264,18 +262,7 @@ fn two_tuners_on_one_device_with_different_state_dirs() {
     assert!(!o.status.success() && e.contains("another iolearn tuner"), "{e}");
     assert!(!other_state.join(format!("readahead-{}.journal", b.fs.device)).exists());
     // --restore from the other state dir must not undo a live tuner either.
-    let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
-        .args([
-            "tune",
-            "readahead",
-            "--device",
-            &b.fs.device,
-            "--restore",
-            "--state-dir",
-        ])
-        .arg(&other_state)
-        .output()
-        .unwrap();
+    let o = restore(&b.fs.device, &other_state);
     assert!(!o.status.success(), "--restore while a tuner runs");
     assert_eq!(read_device_kb(&b.sysfs).unwrap(), 16, "the live tuner keeps the device");
     unsafe { libc::kill(first.0.id() as i32, libc::SIGTERM) };
@@ -291,18 +278,7 @@ fn two_tuners_on_one_device_with_different_state_dirs() {
     wait_for("read_ahead_kb 16", 15.0, || read_device_kb(&b.sysfs).unwrap() == 16);
     crashed.0.kill().unwrap();
     crashed.0.wait().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
-        .args([
-            "tune",
-            "readahead",
-            "--device",
-            &b.fs.device,
-            "--restore",
-            "--state-dir",
-        ])
-        .arg(&other_state)
-        .output()
-        .unwrap();
+    let o = restore(&b.fs.device, &other_state);
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success() && e.contains("restored"), "{e}");
     assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original);

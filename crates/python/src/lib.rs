@@ -575,6 +575,29 @@ fn kml_like<'py>(py: Python<'py>, n_per_class: usize, seed: u64) -> PyResult<Dat
     ))
 }
 
+/// The bounds every simulated readahead run shares (`sim_page_events`, `sim_closed_loop`):
+/// times in nanoseconds and sizes in bytes stay far from overflow, and a run ends.
+fn check_sim_run(seconds: f64, read_ahead_kb: u64, db_mb: u64, cache_mb: u64) -> PyResult<()> {
+    if !(seconds > 0.0 && seconds <= 86_400.0) {
+        return Err(PyValueError::new_err(format!(
+            "seconds must be in (0, 86400], got {seconds:?}"
+        )));
+    }
+    for (name, mb) in [("db_mb", db_mb), ("cache_mb", cache_mb)] {
+        if mb > 1 << 20 {
+            return Err(PyValueError::new_err(format!(
+                "{name} must be at most 1048576 (1 TiB), got {mb}"
+            )));
+        }
+    }
+    if read_ahead_kb > iolearn_ml::format::MAX_READ_AHEAD_KB as u64 {
+        return Err(PyValueError::new_err(format!(
+            "read_ahead_kb must be at most 1048576, got {read_ahead_kb}"
+        )));
+    }
+    Ok(())
+}
+
 /// Run the simulator and return its page events as an (n, 4) uint64 array
 /// `[time_ns, file, page_index, kind]` (kind 0 = added to the page cache, 1 = accessed).
 #[pyfunction]
@@ -595,25 +618,7 @@ fn sim_page_events<'py>(
         .ok_or_else(|| PyValueError::new_err(format!("unknown workload {workload:?}")))?;
     let dev = iolearn_sim::device::DevicePreset::by_name(device)
         .ok_or_else(|| PyValueError::new_err(format!("unknown device preset {device:?} (nvme, sata, hdd, loop)")))?;
-    // The same bounds as sim_closed_loop: times in nanoseconds and sizes in bytes stay far
-    // from overflow, and a run ends.
-    if !(seconds > 0.0 && seconds <= 86_400.0) {
-        return Err(PyValueError::new_err(format!(
-            "seconds must be in (0, 86400], got {seconds:?}"
-        )));
-    }
-    for (name, mb) in [("db_mb", db_mb), ("cache_mb", cache_mb)] {
-        if mb > 1 << 20 {
-            return Err(PyValueError::new_err(format!(
-                "{name} must be at most 1048576 (1 TiB), got {mb}"
-            )));
-        }
-    }
-    if read_ahead_kb > iolearn_ml::format::MAX_READ_AHEAD_KB as u64 {
-        return Err(PyValueError::new_err(format!(
-            "read_ahead_kb must be at most 1048576, got {read_ahead_kb}"
-        )));
-    }
+    check_sim_run(seconds, read_ahead_kb, db_mb, cache_mb)?;
     let mut cfg = SimConfig::calibration(kind, dev, read_ahead_kb);
     cfg.db = iolearn_sim::workload::DbShape::of_size(db_mb << 20);
     cfg.cache_bytes = cache_mb << 20;
@@ -778,27 +783,10 @@ fn sim_closed_loop<'py>(
     if workloads.is_empty() {
         return Err(PyValueError::new_err("workloads: need at least one"));
     }
-    // Bounds that keep every time in nanoseconds, and every allocation, far from overflow.
-    if !(seconds > 0.0 && seconds <= 86_400.0) {
-        return Err(PyValueError::new_err(format!(
-            "seconds must be in (0, 86400], got {seconds:?}"
-        )));
-    }
+    check_sim_run(seconds, read_ahead_kb, db_mb, cache_mb)?;
     if !(1e-3..=3600.0).contains(&window_s) {
         return Err(PyValueError::new_err(format!(
             "window_s must be 0.001 to 3600, got {window_s:?}"
-        )));
-    }
-    for (name, mb) in [("db_mb", db_mb), ("cache_mb", cache_mb)] {
-        if mb > 1 << 20 {
-            return Err(PyValueError::new_err(format!(
-                "{name} must be at most 1048576 (1 TiB), got {mb}"
-            )));
-        }
-    }
-    if read_ahead_kb > iolearn_ml::format::MAX_READ_AHEAD_KB as u64 {
-        return Err(PyValueError::new_err(format!(
-            "read_ahead_kb must be at most 1048576, got {read_ahead_kb}"
         )));
     }
     let mut kinds = Vec::new();
@@ -1034,21 +1022,8 @@ fn sim_ssd<'py>(
             "unknown GC mode {mode:?} (base, plane-blocking, tolerant, no-gc)"
         ))
     })?;
-    if !(1..=8).contains(&replicas) {
-        return Err(PyValueError::new_err(format!(
-            "replicas must be 1 to 8, got {replicas}"
-        )));
-    }
-    if !(hop_us.is_finite() && (0.0..=3.6e9).contains(&hop_us)) {
-        return Err(PyValueError::new_err(format!(
-            "hop_us must be 0 to 3.6e9, got {hop_us:?}"
-        )));
-    }
-    if !(precondition.is_finite() && (0.0..=10.0).contains(&precondition)) {
-        return Err(PyValueError::new_err(format!(
-            "precondition must be 0 to 10, got {precondition:?}"
-        )));
-    }
+    tail::check_replicas(replicas, "hop_us", hop_us)?;
+    tail::check_precondition(precondition)?;
     let noise = Noise::preset(noise, replicas)
         .ok_or_else(|| PyValueError::new_err(format!("unknown noise {noise:?} (quiet, ec2, tailatstore, failslow)")))?;
     let format = match trace_format {

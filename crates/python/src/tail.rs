@@ -47,20 +47,8 @@ impl TailWorld {
                 "mode: unknown GC mode {mode:?} (base, plane-blocking, tolerant, no-gc)"
             ))
         })?;
-        if !(1..=8).contains(&replicas) {
-            return Err(PyValueError::new_err(format!("replicas: {replicas} (1 to 8)")));
-        }
-        if !(failover_us.is_finite() && (0.0..=3.6e9).contains(&failover_us)) {
-            return Err(PyValueError::new_err(format!(
-                "failover_us: {failover_us:?} (0 to 3.6e9)"
-            )));
-        }
-        // Preconditioning overwrites the drive this many times over: 10 is far past steady state.
-        if !(precondition.is_finite() && (0.0..=10.0).contains(&precondition)) {
-            return Err(PyValueError::new_err(format!(
-                "precondition: {precondition:?} (0 to 10)"
-            )));
-        }
+        check_replicas(replicas, "failover_us", failover_us)?;
+        check_precondition(precondition)?;
         if cache_mb > 1 << 20 {
             return Err(PyValueError::new_err(format!("cache_mb: {cache_mb} (at most 1048576)")));
         }
@@ -187,7 +175,7 @@ pub fn inflection_point(
     seed: u64,
 ) -> PyResult<(f64, f64)> {
     let v: Vec<f64> = latencies_us.as_array().iter().copied().collect();
-    check_search(replicas, failover_us)?;
+    check_replicas(replicas as usize, "failover_us", failover_us)?;
     if v.is_empty() || v.iter().any(|x| !(x.is_finite() && *x >= 0.0)) {
         return Err(PyValueError::new_err(
             "latencies_us must be non-empty, finite and non-negative",
@@ -199,16 +187,28 @@ pub fn inflection_point(
     Ok(py.detach(move || iolearn_policy::latency::inflection_point(&v, replicas, failover_us, trials, seed)))
 }
 
-/// The searches' shared parameters: 1 to 8 replicas, a finite non-negative failover cost.
-fn check_search(replicas: u32, failover_us: f64) -> PyResult<()> {
+/// The replica count and failover (or hop) delay every replicated world shares: 1 to 8
+/// replicas, a delay from 0 to an hour (its nanoseconds fit any sum).
+pub(crate) fn check_replicas(replicas: usize, delay_name: &str, delay_us: f64) -> PyResult<()> {
     if !(1..=8).contains(&replicas) {
         return Err(PyValueError::new_err(format!(
             "replicas must be 1 to 8, got {replicas}"
         )));
     }
-    if !(failover_us.is_finite() && (0.0..=3.6e9).contains(&failover_us)) {
+    if !(delay_us.is_finite() && (0.0..=3.6e9).contains(&delay_us)) {
         return Err(PyValueError::new_err(format!(
-            "failover_us must be 0 to 3.6e9, got {failover_us:?}"
+            "{delay_name} must be 0 to 3.6e9, got {delay_us:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// Preconditioning overwrites the drive this many times over: 0 to 10 (10 is far past steady
+/// state; more would only run for minutes).
+pub(crate) fn check_precondition(precondition: f64) -> PyResult<()> {
+    if !(precondition.is_finite() && (0.0..=10.0).contains(&precondition)) {
+        return Err(PyValueError::new_err(format!(
+            "precondition must be 0 to 10, got {precondition:?}"
         )));
     }
     Ok(())
@@ -238,7 +238,7 @@ pub fn best_threshold(
     replicas: u32,
     failover_us: f64,
 ) -> PyResult<(f64, f64)> {
-    check_search(replicas, failover_us)?;
+    check_replicas(replicas as usize, "failover_us", failover_us)?;
     let pairs = pairs(&predicted, &actual)?;
     Ok(iolearn_policy::latency::best_threshold(&pairs, replicas, failover_us))
 }
@@ -254,7 +254,7 @@ pub fn golden_threshold(
     replicas: u32,
     failover_us: f64,
 ) -> PyResult<(f64, f64)> {
-    check_search(replicas, failover_us)?;
+    check_replicas(replicas as usize, "failover_us", failover_us)?;
     if !(lo.is_finite() && hi.is_finite() && lo < hi) {
         return Err(PyValueError::new_err(format!(
             "need finite lo < hi, got [{lo:?}, {hi:?}]"

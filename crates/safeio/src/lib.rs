@@ -298,6 +298,20 @@ pub fn human(bytes: u64) -> String {
     format!("{v} {}", UNITS[u])
 }
 
+/// Text bound for a terminal with its control characters escaped (a newline, or an escape
+/// sequence that could rewrite the screen, from a file name or a file); the rest as it is.
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Quote untrusted text for an error message: at most `max` characters, control characters
 /// escaped, and how much was left out.
 pub fn excerpt(text: &str, max: usize) -> String {

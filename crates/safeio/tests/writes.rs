@@ -40,6 +40,17 @@ fn mknod(path: &Path, kind: libc::mode_t, major: u32, minor: u32) {
     assert_eq!(rc, 0, "mknod {}: {}", path.display(), io::Error::last_os_error());
 }
 
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo has no other preconditions.
+    assert_eq!(
+        unsafe { libc::mkfifo(c.as_ptr(), 0o600) },
+        0,
+        "mkfifo {}",
+        path.display()
+    );
+}
+
 #[test]
 fn creates_and_replaces_keeping_the_mode() {
     let dir = tempfile::tempdir().unwrap();
@@ -153,9 +164,7 @@ fn a_device_node_at_the_target_is_written_in_place_not_replaced() {
 fn a_fifo_is_written_in_place() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("pipe");
-    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    mkfifo(&fifo);
     let reader = {
         let fifo = fifo.clone();
         std::thread::spawn(move || fs::read_to_string(fifo).unwrap())
@@ -327,11 +336,14 @@ fn locks_are_exclusive_across_open_files_and_carry_a_note() {
 fn a_fifo_nobody_reads_is_an_error_not_a_hang() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("pipe");
-    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    mkfifo(&fifo);
     let t = Instant::now();
     let err = write(&fifo, b"nobody listens").unwrap_err();
     assert!(err.to_string().contains("nobody reads"), "{err}");
     assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn printable_text_escapes_only_control_characters() {
+    assert_eq!(iolearn_safeio::printable("a \"b\"\n\u{1b}[2J"), "a \"b\"\\n\\u{1b}[2J");
 }

@@ -249,6 +249,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     cfg.log.install();
     // Inputs first: a bad model or option fails before anything on the machine is touched.
     let model = ModelFile::load(&cfg.model).map_err(|e| e.to_string())?;
+    let labels: Vec<String> = model.classes.iter().map(|c| c.label.clone()).collect();
     let mut controller =
         KmlController::new(model, cfg.per_file).map_err(|e| format!("{}: {e}", cfg.model.display()))?;
     controller.fallback_kb = cfg.fallback_kb;
@@ -322,7 +323,6 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         pids = ?pids,
         dry_run = cfg.dry_run
     );
-    let labels: Vec<String> = controller_labels(&cfg.model);
     let mut steady = Steady::new(cfg.hold, cfg.min_gap);
     let mut m = Metrics {
         device_read_ahead_kb: original_kb,
@@ -486,12 +486,6 @@ pub fn window_features(w: &Window, knobs: &dyn ReadaheadKnobs) -> WindowFeatures
         file_trends: trends,
         file_owners: owners,
     }
-}
-
-fn controller_labels(model: &Path) -> Vec<String> {
-    ModelFile::load(model)
-        .map(|m| m.classes.iter().map(|c| c.label.clone()).collect())
-        .unwrap_or_default()
 }
 
 /// The processes of a cgroup (v1 or v2: `cgroup.procs`).
