@@ -644,21 +644,16 @@ def main(argv=None) -> int:
     if os.geteuid() != 0:
         print("error: the real benchmark needs root (loop devices, cgroups, eBPF)", file=sys.stderr)
         return 2
-    for tool in ("db_bench", "losetup", "mkfs.ext4"):
+    # A benchmark does not change the machine's packages behind the user's back: `make setup`
+    # (scripts/bootstrap.sh) installs db_bench when run as root.
+    hints = {"db_bench": "rocksdb-tools", "losetup": "util-linux", "mkfs.ext4": "e2fsprogs"}
+    for tool, package in hints.items():
         if not shutil.which(tool):
-            if tool == "db_bench" and shutil.which("apt-get"):
-                print("installing rocksdb-tools (db_bench)...", file=sys.stderr)
-                sh(
-                    "apt-get",
-                    "install",
-                    "-y",
-                    "-qq",
-                    "rocksdb-tools",
-                    env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-                )
-            else:
-                print(f"error: {tool} not found", file=sys.stderr)
-                return 2
+            print(
+                f"error: {tool} not found: install {package} (apt-get install {package}, or make setup as root)",
+                file=sys.stderr,
+            )
+            return 2
     s = Settings(a.quick)
     if a.repeats:
         s.repeats = max(1, a.repeats)

@@ -1,6 +1,6 @@
 """`iolearn bench readahead --real --quick` on this machine (issue 4): the whole harness on a
 tiny database, and its clean-up on success, on SIGTERM, and after a crash. Needs root, eBPF
-and db_bench (installed by the harness when missing); skips with the reason elsewhere."""
+and db_bench (installed by `make setup` as root); skips with the reason elsewhere."""
 
 import json
 import os

@@ -339,3 +339,14 @@ def test_native_simulators_bound_their_inputs():
         _native.sim_page_events("readrandom", "nvme", 2**62, 1.0, 2355, 850, 1)
     with pytest.raises(ValueError, match="max_depth"):
         _native.fit_tree(X, Y.astype(np.float32), 10**9)
+    world = _native.TailWorld(replicas=2)
+    arrival = np.array([0, 1000], dtype=np.uint64)
+    offset = np.array([0, 4096], dtype=np.uint64)
+    write = np.array([False, True])
+    for size, culprit in [([4096, 0], "size of I/O 1: 0 bytes"), ([2**32 - 1, 4096], "size of I/O 0")]:
+        with pytest.raises(ValueError, match=culprit):
+            world.run("base", arrival, offset, np.array(size, dtype=np.uint32), write)
+    with pytest.raises(ValueError, match="offset of I/O 1"):
+        world.run(
+            "base", arrival, np.array([0, 2**64 - 1], dtype=np.uint64), np.array([4096, 4096], dtype=np.uint32), write
+        )

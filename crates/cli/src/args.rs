@@ -105,4 +105,55 @@ mod tests {
         assert!(threads("-1").is_err() && threads("1.5").is_err());
         assert_eq!(threads("8"), Ok(8));
     }
+
+    use proptest::prelude::*;
+
+    /// Text a user might type for a number: any float in any notation, integers, junk.
+    fn typed() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<f64>().prop_map(|v| v.to_string()),
+            any::<f64>().prop_map(|v| format!("{v:e}")),
+            any::<i64>().prop_map(|v| v.to_string()),
+            any::<u128>().prop_map(|v| v.to_string()),
+            "[ -~]{0,12}",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// Every parser returns a finite value inside its range, one that survives the casts
+        /// the commands make (seconds to nanoseconds in a u64), or an error that says why.
+        #[test]
+        fn parsed_numbers_are_finite_and_in_range(s in typed()) {
+            type Parser = fn(&str) -> Result<f64, String>;
+            let parsers: [(Parser, f64, f64); 6] = [
+                (seconds, 1e-6, MAX_SECONDS),
+                (window, 0.01, 3600.0),
+                (offset_seconds, 0.0, MAX_SECONDS),
+                (factor, 1e-6, 1e6),
+                (share, 1e-6, 1.0 - 1e-6),
+                (microseconds, 0.0, 3.6e9),
+            ];
+            for (parse, lo, hi) in parsers {
+                match parse(&s) {
+                    Ok(v) => {
+                        prop_assert!(v.is_finite() && v >= lo && v <= hi, "{s:?} gave {v}");
+                        prop_assert_eq!(v, s.trim().parse::<f64>().unwrap());
+                        prop_assert!(v * 1e9 < u64::MAX as f64);
+                    }
+                    Err(e) => {
+                        prop_assert!(!e.is_empty() && !e.contains('\n'));
+                        let in_range = s.trim().parse::<f64>().is_ok_and(|v| v.is_finite() && v >= lo && v <= hi && (v > 0.0 || lo == 0.0));
+                        prop_assert!(!in_range, "{s:?} refused: {e}");
+                    }
+                }
+            }
+            let threads = count(1..=64);
+            match threads(&s) {
+                Ok(n) => prop_assert!((1..=64).contains(&n)),
+                Err(e) => prop_assert!(s.trim().parse::<usize>().map_or(true, |n| !(1..=64).contains(&n)), "{e}"),
+            }
+        }
+    }
 }

@@ -108,13 +108,6 @@ fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
     }
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() - 1) as f64 * p / 100.0).round() as usize]
-}
-
 pub fn run(cmd: ReplayCommand) -> Result<()> {
     let ReplayCommand::Block(b) = cmd;
     if b.replicas.len() > 16 {
@@ -148,7 +141,7 @@ pub fn run(cmd: ReplayCommand) -> Result<()> {
         ios.truncate(n);
     }
     if ios.is_empty() {
-        bail!("{}: no I/Os to replay", b.input.trace.display());
+        bail!("{}: no I/Os to replay", b.input.name());
     }
     let t0 = ios.iter().map(|i| i.arrival_ns).min().unwrap_or(0);
     // The replay runs in real time: refuse one that would outlast a day.
@@ -225,7 +218,7 @@ pub fn run(cmd: ReplayCommand) -> Result<()> {
     let dups: u32 = records.iter().map(|r| r.duplicates).sum();
     println!(
         "{}: {} I/Os on {} replicas with {} in {:.1} s ({} writes skipped, {} failed)",
-        b.input.trace.display(),
+        b.input.name(),
         report.ios,
         b.replicas.len(),
         b.policy,
@@ -237,10 +230,10 @@ pub fn run(cmd: ReplayCommand) -> Result<()> {
         "reads: {} | mean {:.0} us | p50 {:.0} | p90 {:.0} | p99 {:.0} | p99.9 {:.0} | revoked {:.1}% | extra I/O {:.1}% | decision p50 {:.0} ns ({} decisions)",
         lat.len(),
         lat.iter().sum::<f64>() / reads,
-        percentile(&lat, 50.0),
-        percentile(&lat, 90.0),
-        percentile(&lat, 99.0),
-        percentile(&lat, 99.9),
+        iolearn_tail::metrics::percentile(&lat, 50.0),
+        iolearn_tail::metrics::percentile(&lat, 90.0),
+        iolearn_tail::metrics::percentile(&lat, 99.0),
+        iolearn_tail::metrics::percentile(&lat, 99.9),
         100.0 * revoked as f64 / reads,
         100.0 * dups as f64 / reads,
         report.decision_ns_p50,

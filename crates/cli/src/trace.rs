@@ -91,7 +91,7 @@ impl Fmt {
 
 #[derive(Args)]
 pub struct Input {
-    /// Trace file.
+    /// Trace file ("-" for standard input).
     pub(crate) trace: PathBuf,
     /// Its format (default: guessed from the name and contents).
     #[arg(long, value_enum)]
@@ -101,9 +101,20 @@ pub struct Input {
     skip_bad: bool,
 }
 
+impl Input {
+    /// The trace's name in messages (`<stdin>` for `-`).
+    pub(crate) fn name(&self) -> String {
+        if self.trace.as_os_str() == "-" {
+            "<stdin>".into()
+        } else {
+            self.trace.display().to_string()
+        }
+    }
+}
+
 #[derive(Args)]
 pub struct Output {
-    /// Output file (written atomically).
+    /// Output file (written atomically; "-" for standard output).
     #[arg(long, short)]
     out: PathBuf,
     /// Output format: linnos (text) or binary.
@@ -115,12 +126,12 @@ pub struct Output {
 /// tools that measure or cut by time (`iolearn trace stats`, `cut`, `busiest`).
 fn ordered(i: &Input, ios: &[BlockIo]) -> Result<()> {
     if ios.is_empty() {
-        bail!("{}: no I/Os", i.trace.display());
+        bail!("{}: no I/Os", i.name());
     }
     if let Some(k) = ios.windows(2).position(|w| w[1].arrival_ns < w[0].arrival_ns) {
         bail!(
             "{}: I/O {} arrives before the one above it (arrivals must be in time order)",
-            i.trace.display(),
+            i.name(),
             k + 2
         );
     }
@@ -137,7 +148,7 @@ pub(crate) fn load(i: &Input) -> Result<Vec<BlockIo>> {
         eprintln!(
             "iolearn: skipped {} bad line(s) of {} (first: {})",
             t.skipped,
-            i.trace.display(),
+            i.name(),
             t.first_error.map(|e| e.to_string()).unwrap_or_default()
         );
     }
@@ -150,6 +161,14 @@ fn save(o: &Output, ios: &[BlockIo]) -> Result<()> {
         Fmt::Binary => binary::encode(ios),
         other => bail!("cannot write {} traces (write linnos or binary)", fmt_name(other)),
     };
+    if o.out.as_os_str() == "-" {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        return out
+            .write_all(&bytes)
+            .and_then(|()| out.flush())
+            .context("<stdout>: cannot write");
+    }
     Ok(iolearn_safeio::write(&o.out, &bytes)?)
 }
 
@@ -174,6 +193,9 @@ fn check_output(input: &Input, output: &Output) -> Result<()> {
     if !matches!(output.to, Fmt::Linnos | Fmt::Binary) {
         bail!("--to {}: traces are written as linnos or binary", fmt_name(output.to));
     }
+    if output.out.as_os_str() == "-" {
+        return Ok(());
+    }
     iolearn_safeio::check_target(&output.out)?;
     if let (Ok(a), Ok(b)) = (std::fs::metadata(&input.trace), std::fs::metadata(&output.out)) {
         if (a.dev(), a.ino()) == (b.dev(), b.ino()) {
@@ -195,7 +217,7 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
         TraceCommand::Stats(i) => {
             let ios = load(&i)?;
             ordered(&i, &ios)?;
-            print!("{}", TraceStats::of(&ios).render(&i.trace.display().to_string()));
+            print!("{}", TraceStats::of(&ios).render(&i.name()));
         }
         TraceCommand::Cut {
             input,

@@ -57,6 +57,8 @@ fn inputs(name: &str) -> PathBuf {
     w("short.csv", b"1,2,3\n");
     w("hole.csv", b"1,,2,3,4,5\n");
     w("nan.csv", b"1,2,nan,4,5\n");
+    w("huge-time.trace", b"0 0 0 4096 1\n1e300 0 0 4096 1\n");
+    w("huge.csv", b"1,2,3,1e300,5\n");
     w("long-line.csv", &[b'7'; 3 << 20]);
     w("bad.trace", b"0.0 0 4096 4096 1\n0.5 0 zz 4096 1\n");
     w("zero.trace", b"0.0 0 4096 0 1\n");
@@ -435,7 +437,12 @@ fn malformed_files_of_every_format_are_refused_by_name() {
         (&["model", "predict", "ok.iolm", "typo.csv"], "line 1"),
         (&["model", "predict", "ok.iolm", "short.csv"], "expected 5 values"),
         (&["model", "predict", "ok.iolm", "hole.csv"], "empty"),
-        (&["model", "predict", "ok.iolm", "nan.csv"], "not finite"),
+        (
+            &["model", "predict", "ok.iolm", "nan.csv"],
+            "field 3: \"nan\" is not a finite",
+        ),
+        (&["model", "predict", "ok.iolm", "huge.csv"], "field 4: \"1e300\""),
+        (&["trace", "stats", "huge-time.trace"], "line 2: arrival_ms"),
         (&["model", "predict", "ok.iolm", "semicolons.csv"], "no rows"),
         (&["trace", "stats", "unsorted.trace"], "time order"),
         (

@@ -114,3 +114,60 @@ fn bad_traces_are_clear_errors_or_skipped_with_a_count() {
     let o = iolearn(&["trace", "rerate", bad.to_str().unwrap(), "--factor", "0", "-o", "x"]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--factor"));
 }
+
+/// `iolearn` with `stdin` piped in.
+fn iolearn_with_input(args: &[&str], stdin: &[u8]) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let bytes = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&bytes);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+#[test]
+fn dash_reads_standard_input_and_writes_standard_output() {
+    let src = reference("msr.cut.per_10k.rw_20_80.105.trace");
+    let text = std::fs::read(&src).unwrap();
+    let piped = iolearn_with_input(&["trace", "stats", "-"], &text);
+    let named = iolearn(&["trace", "stats", &src]);
+    assert!(piped.status.success(), "{}", String::from_utf8_lossy(&piped.stderr));
+    let lines = |o: &Output| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .skip(1)
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(lines(&piped), lines(&named));
+    assert!(String::from_utf8_lossy(&piped.stdout).contains("<stdin>"));
+
+    // A binary trace through a pipe reads back as the same trace (its format found by magic).
+    let bin = iolearn_with_input(&["trace", "convert", "--to", "binary", "-", "-o", "-"], &text);
+    assert!(bin.status.success() && bin.stdout.starts_with(b"IOLT"));
+    let again = iolearn_with_input(&["trace", "stats", "-"], &bin.stdout);
+    assert_eq!(lines(&again), lines(&named));
+
+    // Three I/Os cut to standard output; the note about what was kept goes to stderr only.
+    let cut = iolearn_with_input(&["trace", "cut", "--count", "3", "-", "-o", "-"], &text);
+    assert!(cut.status.success());
+    assert_eq!(String::from_utf8_lossy(&cut.stdout).lines().count(), 3);
+
+    // Bad standard input: one line naming <stdin> and the line and field.
+    let bad = iolearn_with_input(&["trace", "stats", "-"], b"0 0 0 4096 1\nx y\n");
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success() && bad.stdout.is_empty());
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("<stdin>: line 2: arrival_ms"), "{err}");
+}

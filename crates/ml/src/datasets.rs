@@ -89,11 +89,27 @@ pub fn parse_rows(text: &str, width: usize) -> crate::Result<Vec<f32>> {
                 alloc::format!("expected {width} values (the model's inputs), found {}", toks.len()),
             ));
         }
-        for t in &toks {
+        for (k, t) in toks.iter().enumerate() {
             match t.parse::<f32>() {
                 Ok(v) if v.is_finite() => out.push(v),
-                Ok(v) => return Err(Error::parse(no, alloc::format!("value {v} is not finite"))),
-                Err(_) => return Err(Error::parse(no, alloc::format!("{} is not a number", quote(t)))),
+                // Names what was written: 1e300 reads as an f32 infinity, and "inf" would
+                // leave the user looking for a value that is not in the file.
+                Ok(_) => {
+                    return Err(Error::parse(
+                        no,
+                        alloc::format!(
+                            "field {}: {} is not a finite 32-bit float (at most 3.4e38)",
+                            k + 1,
+                            quote(t)
+                        ),
+                    ))
+                }
+                Err(_) => {
+                    return Err(Error::parse(
+                        no,
+                        alloc::format!("field {}: {} is not a number", k + 1, quote(t)),
+                    ))
+                }
             }
         }
     }

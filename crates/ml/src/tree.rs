@@ -345,6 +345,28 @@ impl DecisionTree {
         if lines.is_empty() {
             return Err(Error::parse(1, "empty tree"));
         }
+        // Features and classes out of the model's range are named by their line here, before
+        // the tree exists (its own check can only name a node index).
+        for l in &lines {
+            match l.kind {
+                LineKind::Le(f, _) | LineKind::Gt(f, _) if n_features > 0 && f as usize >= n_features => {
+                    return Err(Error::parse(
+                        l.no,
+                        alloc::format!(
+                            "feature_{f}: the model has {n_features} features (feature_0 to feature_{})",
+                            n_features - 1
+                        ),
+                    ));
+                }
+                LineKind::Class(c) if n_classes > 0 && c as usize >= n_classes => {
+                    return Err(Error::parse(
+                        l.no,
+                        alloc::format!("class {c}: the model has {n_classes} classes (0 to {})", n_classes - 1),
+                    ));
+                }
+                _ => {}
+            }
+        }
         let mut p = TextParser {
             lines: &lines,
             pos: 0,

@@ -142,6 +142,17 @@ fn tree_text_errors_carry_line_numbers() {
             .to_string();
         assert!(e.contains(want), "{text:?}: {e}");
     }
+    // A feature or class outside the model's declared shape is named by its line too.
+    let tree = "|--- feature_0 <= 1.0\n|   |--- class: 1.0\n|--- feature_0 >  1.0\n|   |--- feature_7 <= 2.0\n|   |   |--- class: 0.0\n|   |--- feature_7 >  2.0\n|   |   |--- class: 9.0\n";
+    let e = iolearn_ml::DecisionTree::import_text(tree, 5, 4)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 4") && e.contains("feature_7"), "{e}");
+    let e = iolearn_ml::DecisionTree::import_text(tree, 8, 4)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 7") && e.contains("class 9"), "{e}");
+    assert!(iolearn_ml::DecisionTree::import_text(tree, 8, 10).is_ok());
 }
 
 fn tempdir() -> std::path::PathBuf {

@@ -39,12 +39,21 @@ pub struct Request {
 /// the trace stretches past what nanoseconds hold.
 pub const RATE_RANGE: std::ops::RangeInclusive<f64> = 1e-6..=1e6;
 
+/// The largest I/O [`replicate`] accepts, bytes (Linux splits requests far below this; a
+/// larger one would take the simulated drive page by page for seconds of real time).
+pub const MAX_REQUEST_BYTES: u32 = 64 << 20;
+
+/// The largest offset [`replicate`] accepts: offsets fold onto each drive's capacity, and an
+/// end offset must still fit a `u64`.
+pub const MAX_OFFSET: u64 = 1 << 63;
+
 /// Build the replicated replay of one trace: replica `k` of `replicas` replays the trace with
 /// its arrivals (times `rate`: 2.0 is twice as fast) shifted by `k / replicas` of the trace's
 /// span, wrapping around, so the replicas carry the same load at different moments. `ios` are
 /// `(arrival_ns, offset, size, write)` in any order. Returned in arrival order.
 ///
-/// Errors when `rate` is outside [`RATE_RANGE`] or the rerated trace would span more than
+/// Errors when `rate` is outside [`RATE_RANGE`], an I/O is empty or larger than
+/// [`MAX_REQUEST_BYTES`], an offset is past [`MAX_OFFSET`], or the rerated trace would span more than
 /// 2^62 ns (146 years), where the shifted times could overflow.
 pub fn replicate(ios: &[(u64, u64, u32, bool)], replicas: usize, rate: f64) -> Result<Vec<Request>, String> {
     let replicas = replicas.max(1);
@@ -54,6 +63,16 @@ pub fn replicate(ios: &[(u64, u64, u32, bool)], replicas: usize, rate: f64) -> R
             RATE_RANGE.start(),
             RATE_RANGE.end()
         ));
+    }
+    for (i, &(_, offset, size, _)) in ios.iter().enumerate() {
+        if size == 0 || size > MAX_REQUEST_BYTES {
+            return Err(format!(
+                "size of I/O {i}: {size} bytes (1 to {MAX_REQUEST_BYTES}: no block layer sends larger requests)"
+            ));
+        }
+        if offset > MAX_OFFSET {
+            return Err(format!("offset of I/O {i}: {offset} (at most 2^63 bytes)"));
+        }
     }
     if ios.is_empty() {
         return Ok(Vec::new());
@@ -78,7 +97,7 @@ pub fn replicate(ios: &[(u64, u64, u32, bool)], replicas: usize, rate: f64) -> R
                 arrival_ns: (at + shift) % span,
                 primary: k as u32,
                 offset,
-                size: size.max(1),
+                size,
                 write,
             });
         }

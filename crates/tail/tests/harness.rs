@@ -56,6 +56,12 @@ fn replicate_gives_every_replica_the_whole_trace_shifted() {
     let fast = replicate(&ios, 1, 2.0).unwrap();
     assert_eq!(fast.last().unwrap().arrival_ns, 5_000);
     assert!(replicate(&[], 3, 1.0).unwrap().is_empty());
+    // Empty, huge and unaddressable I/Os are refused by index and field, not clamped.
+    let bad = |io: (u64, u64, u32, bool)| replicate(&[ios[0], io], 3, 1.0).unwrap_err();
+    assert!(bad((9, 0, 0, false)).starts_with("size of I/O 1: 0 bytes"));
+    assert!(bad((9, 0, u32::MAX, true)).starts_with("size of I/O 1"));
+    assert!(bad((9, u64::MAX - 10, 4096, false)).starts_with("offset of I/O 1"));
+    assert!(replicate(&[(9, 1 << 63, 64 << 20, true)], 3, 1.0).is_ok());
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //! other line that is not an event is an error, so text in another format is never read as an
 //! empty trace.
 
-use crate::{field, parse_lines_into, BlockIo, ReadOptions, Trace, TraceError};
+use crate::{field, parse_lines_into, BlockIo, ReadOptions, Trace, TraceError, MAX_TIME_SECONDS};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -96,10 +96,10 @@ fn parse_line(line: &str) -> Result<Option<Parsed>, (String, String)> {
         return Err(("device".into(), format!("{maj},{min} is not a Linux device number")));
     }
     let secs: f64 = field(Some(f[3]), "time")?;
-    if !(secs.is_finite() && (0.0..=1.8e10).contains(&secs)) {
+    if !(secs.is_finite() && (0.0..=MAX_TIME_SECONDS).contains(&secs)) {
         return Err((
             "time".into(),
-            format!("{secs:e} is not a time in seconds (0 to 1.8e10)"),
+            format!("{secs:e} is not a time in seconds (0 to {MAX_TIME_SECONDS:e})"),
         ));
     }
     let action = f[5].chars().next().unwrap_or('?');

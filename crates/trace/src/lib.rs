@@ -144,26 +144,48 @@ impl Format {
     }
 }
 
+/// The latest time a trace record may carry, in seconds from its epoch: 1.8e10 s (570 years)
+/// in nanoseconds still fits a `u64` (1.8e19), so no reader's cast can saturate.
+pub const MAX_TIME_SECONDS: f64 = 1.8e10;
+
 /// The largest trace file [`read_file`] reads (the whole file is held in memory): a day of the
 /// busiest MSR Cambridge volume is about 1 GiB of text.
 pub const MAX_TRACE_BYTES: u64 = 4 << 30;
 
-/// Read a trace file in `format` (guessed when `None`).
+/// Read a trace file in `format` (guessed when `None`); `-` reads standard input (its format
+/// guessed from its first bytes: binary or LinnOS text) and errors name it `<stdin>`.
 pub fn read_file(path: &Path, format: Option<Format>, opts: ReadOptions) -> Result<Trace, TraceError> {
-    let bytes = iolearn_safeio::read(path, MAX_TRACE_BYTES).map_err(|e| TraceError {
+    let file_error = |path: &Path, message: String| TraceError {
         file: path.to_path_buf(),
         line: 0,
         field: "file".into(),
-        message: e.reason,
-    })?;
+        message,
+    };
+    if path.as_os_str() == "-" {
+        let path = Path::new("<stdin>");
+        let bytes = iolearn_safeio::read_limited(std::io::stdin().lock(), MAX_TRACE_BYTES).map_err(|e| match e {
+            Some(e) => file_error(path, format!("cannot read: {e}")),
+            None => file_error(
+                path,
+                format!("larger than the {} limit", iolearn_safeio::human(MAX_TRACE_BYTES)),
+            ),
+        })?;
+        return read_bytes(&bytes, path, format, opts);
+    }
+    let bytes = iolearn_safeio::read(path, MAX_TRACE_BYTES).map_err(|e| file_error(path, e.reason))?;
+    read_bytes(&bytes, path, format, opts)
+}
+
+/// Read a trace held in memory; `path` names it in errors and guides the format guess.
+pub fn read_bytes(bytes: &[u8], path: &Path, format: Option<Format>, opts: ReadOptions) -> Result<Trace, TraceError> {
     let format = format.unwrap_or_else(|| Format::guess(path, &bytes[..bytes.len().min(16)]));
     if format == Format::Binary {
-        return binary::decode(&bytes, path).map(|ios| Trace {
+        return binary::decode(bytes, path).map(|ios| Trace {
             ios,
             ..Default::default()
         });
     }
-    let text = std::str::from_utf8(&bytes).map_err(|e| TraceError {
+    let text = std::str::from_utf8(bytes).map_err(|e| TraceError {
         file: path.to_path_buf(),
         line: 1 + bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count(),
         field: "text".into(),

@@ -1,7 +1,7 @@
 //! The 5-column text of LinnOS and Heimdall: `arrival_ms device offset_bytes size_bytes op`,
 //! whitespace separated, op 1 = read, 0 = write (`shared/reference/traces`).
 
-use crate::{field, parse_lines, BlockIo, ReadOptions, Trace, TraceError};
+use crate::{field, parse_lines, BlockIo, ReadOptions, Trace, TraceError, MAX_TIME_SECONDS};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -14,8 +14,11 @@ pub fn parse(text: &str, path: &Path, opts: ReadOptions) -> Result<Trace, TraceE
         }
         let mut f = line.split_whitespace();
         let ms: f64 = field(f.next(), "arrival_ms")?;
-        if !(ms.is_finite() && ms >= 0.0) {
-            return Err(("arrival_ms".into(), format!("{ms} is not a time")));
+        if !(ms.is_finite() && (0.0..=MAX_TIME_SECONDS * 1e3).contains(&ms)) {
+            return Err((
+                "arrival_ms".into(),
+                format!("{ms:e} is not a time in ms (0 to {:e})", MAX_TIME_SECONDS * 1e3),
+            ));
         }
         let device: u32 = field(f.next(), "device")?;
         let offset: u64 = field(f.next(), "offset_bytes")?;

@@ -41,6 +41,9 @@ pub struct TraceStats {
     pub sizes: [SizeStats; 3],
 }
 
+/// Linear interpolation between ranks (numpy's default), as Heimdall's stats script computes
+/// it: the `.stats` files only match with this rule, so it is not the nearest-rank
+/// `iolearn_tail::metrics::percentile` the latency reports use.
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
