@@ -83,9 +83,16 @@ def test_per_workload_static_files_and_its_errors():
     ops, _, _ = _native.sim_closed_loop(["readrandom", "readseq"], "files:16,256", "nvme", seconds=1.0)
     both16, _, _ = _native.sim_closed_loop(["readrandom", "readseq"], "files:16,16", "nvme", seconds=1.0)
     assert ops[1] > 2 * both16[1], "the scan's own files got 256 KiB"
-    for bad in ("files:16", "files:16,x", "files:"):
-        with pytest.raises(ValueError, match="one KiB value per concurrent workload"):
+    for bad, why in [
+        ("files:16", "one KiB value per concurrent workload"),
+        ("files:16,x", 'files: "x" is not a readahead in KiB'),
+        ("files:", 'files: "" is not a readahead'),
+        ("files:16,2000000", "0 to 1048576"),
+    ]:
+        with pytest.raises(ValueError, match=why):
             _native.sim_closed_loop(["readrandom", "readseq"], bad, "nvme", seconds=0.1)
+    with pytest.raises(ValueError, match="one KiB value per concurrent workload"):
+        _native.sim_closed_loop(["readrandom", "readseq"], "files:16,16", back_to_back=True, seconds=0.1)
 
 
 def test_issue3_goals_hold_for_the_per_file_network(tmp_path, capsys):

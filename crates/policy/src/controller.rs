@@ -276,3 +276,86 @@ impl ReadaheadController for Leap {
         }
     }
 }
+
+/// A readahead controller named by a string, parsed in one place for the simulator, the
+/// Python API and the tuner: `vanilla`, `leap`, `static:KB`, `files:KB0,KB1,...` (each
+/// workload's files held at its own value: the per-file oracle of a mixed run; only the
+/// simulator can tell workloads apart this way), or a model file's path.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ControllerSpec {
+    /// The kernel's own readahead, untouched.
+    Vanilla,
+    /// [`Leap`].
+    Leap,
+    /// [`Static`] at this many KiB.
+    Static(u64),
+    /// One static value per concurrent workload, KiB.
+    Files(Vec<u64>),
+    /// A [`KmlController`] with this model file.
+    Model(std::path::PathBuf),
+}
+
+impl ControllerSpec {
+    /// Parse a spec; values are KiB from 0 to [`iolearn_ml::format::MAX_READ_AHEAD_KB`]. Any
+    /// text that is not one of the keywords names a model file.
+    pub fn parse(text: &str) -> Result<ControllerSpec, String> {
+        let kb = |what: &str, v: &str| -> Result<u64, String> {
+            let max = iolearn_ml::format::MAX_READ_AHEAD_KB as u64;
+            match v.trim().parse::<u64>() {
+                Ok(kb) if kb <= max => Ok(kb),
+                _ => Err(format!("{what}: {} is not a readahead in KiB (0 to {max})", excerpt(v))),
+            }
+        };
+        Ok(match text {
+            "vanilla" => ControllerSpec::Vanilla,
+            "leap" => ControllerSpec::Leap,
+            _ => {
+                if let Some(v) = text.strip_prefix("static:") {
+                    ControllerSpec::Static(kb("static", v)?)
+                } else if let Some(list) = text.strip_prefix("files:") {
+                    ControllerSpec::Files(list.split(',').map(|v| kb("files", v)).collect::<Result<Vec<_>, _>>()?)
+                } else if text.is_empty() {
+                    return Err("controller: empty (vanilla, leap, static:KB, files:KB,..., or a model file)".into());
+                } else {
+                    ControllerSpec::Model(text.into())
+                }
+            }
+        })
+    }
+
+    /// The value the device starts at: a static controller's own from the first page on (the
+    /// oracle holds it from the start, not from the first decision), else `default_kb`.
+    pub fn start_kb(&self, default_kb: u64) -> u64 {
+        match self {
+            ControllerSpec::Static(kb) => *kb,
+            _ => default_kb,
+        }
+    }
+
+    /// Build the controller (`per_file` applies to LEAP and models). `Files` builds
+    /// [`Vanilla`]: its values are set on the files before the run, not decided. A model that
+    /// cannot be read or used is an error naming its file.
+    pub fn build(&self, per_file: bool) -> iolearn_ml::Result<Box<dyn ReadaheadController + Send>> {
+        Ok(match self {
+            ControllerSpec::Vanilla | ControllerSpec::Files(_) => Box::new(Vanilla),
+            ControllerSpec::Leap => Box::new(Leap {
+                per_file,
+                ..Leap::default()
+            }),
+            ControllerSpec::Static(kb) => Box::new(Static::new(*kb)),
+            ControllerSpec::Model(path) => {
+                let file = ModelFile::load(path)?;
+                Box::new(KmlController::new(file, per_file).map_err(|e| e.in_file(path))?)
+            }
+        })
+    }
+}
+
+/// At most 40 characters of `s`, escaped, for error messages.
+fn excerpt(s: &str) -> String {
+    let mut out: String = s.chars().take(40).flat_map(char::escape_debug).collect();
+    if s.chars().nth(40).is_some() {
+        out.push_str("...");
+    }
+    format!("\"{out}\"")
+}

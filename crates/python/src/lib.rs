@@ -575,27 +575,9 @@ fn kml_like<'py>(py: Python<'py>, n_per_class: usize, seed: u64) -> PyResult<Dat
     ))
 }
 
-/// The bounds every simulated readahead run shares (`sim_page_events`, `sim_closed_loop`):
-/// times in nanoseconds and sizes in bytes stay far from overflow, and a run ends.
+/// The bounds every simulated readahead run shares (`iolearn_readahead::check_run`).
 fn check_sim_run(seconds: f64, read_ahead_kb: u64, db_mb: u64, cache_mb: u64) -> PyResult<()> {
-    if !(seconds > 0.0 && seconds <= 86_400.0) {
-        return Err(PyValueError::new_err(format!(
-            "seconds must be in (0, 86400], got {seconds:?}"
-        )));
-    }
-    for (name, mb) in [("db_mb", db_mb), ("cache_mb", cache_mb)] {
-        if mb > 1 << 20 {
-            return Err(PyValueError::new_err(format!(
-                "{name} must be at most 1048576 (1 TiB), got {mb}"
-            )));
-        }
-    }
-    if read_ahead_kb > iolearn_ml::format::MAX_READ_AHEAD_KB as u64 {
-        return Err(PyValueError::new_err(format!(
-            "read_ahead_kb must be at most 1048576, got {read_ahead_kb}"
-        )));
-    }
-    Ok(())
+    iolearn_readahead::check_run(seconds, read_ahead_kb, db_mb, cache_mb).map_err(PyValueError::new_err)
 }
 
 /// Run the simulator and return its page events as an (n, 4) uint64 array
@@ -724,38 +706,14 @@ fn kml_features<'py>(
 /// What `sim_closed_loop` returns: ops/s per workload, (time, read_ahead_kb) trace, features.
 type ClosedLoop<'py> = (Vec<f64>, Vec<(f64, u64)>, Bound<'py, PyArray2<f64>>);
 
-/// The simulator seen through the knobs a readahead controller turns.
-struct SimKnobs<'a>(&'a mut iolearn_sim::engine::Sim);
-
-impl iolearn_policy::controller::ReadaheadKnobs for SimKnobs<'_> {
-    fn device_read_ahead_kb(&self) -> u64 {
-        self.0.device_read_ahead_kb()
-    }
-    fn set_device_read_ahead_kb(&mut self, kb: u64) {
-        self.0.set_device_read_ahead_kb(kb)
-    }
-    fn file_read_ahead_kb(&self, inode: u64) -> u64 {
-        self.0.file_ra_pages(inode as u32) * 4
-    }
-    fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {
-        self.0.set_file_ra_pages(inode as u32, Some(kb / 4))
-    }
-    fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
-        // Processes are database instances, pid = instance + 1 (0 means unknown).
-        if let Some(instance) = pid.checked_sub(1) {
-            self.0.set_new_file_ra_pages(instance, Some(kb / 4))
-        }
-    }
-}
-
-/// Run workloads in the simulator under a readahead controller, deciding once per `window_s`:
-/// `controller` is "vanilla", "leap", "static:KB", "files:KB0,KB1,..." (each workload's files
-/// held at its own value: the per-file oracle of a mixed run), or a model file path
-/// (`per_file` applies to leap and models). Workloads
-/// run concurrently (one database each) for `seconds`, or with `back_to_back` one after the
-/// other on one database, `seconds` each. Returns (ops/s per workload, list of (time_s, device
-/// read_ahead_kb), windows of device features as an (n, 6) array `[window, f0..f4]`, or with
-/// `file_features` every file's, (n, 7) `[window, workload index, f0..f4]`).
+/// Run workloads in the simulator under a readahead controller, deciding once per `window_s`
+/// (`iolearn_readahead::run`): `controller` is "vanilla", "leap", "static:KB",
+/// "files:KB0,KB1,..." (each workload's files held at its own value), or a model file path
+/// (`per_file` applies to leap and models). Workloads run concurrently (one database each)
+/// for `seconds`, or with `back_to_back` one after the other on one database, `seconds` each.
+/// Returns (ops/s per workload, list of (time_s, device read_ahead_kb), windows of device
+/// features as an (n, 6) array `[window, f0..f4]`, or with `file_features` every file's,
+/// (n, 7) `[window, workload index, f0..f4]`).
 #[pyfunction]
 #[pyo3(signature = (workloads, controller="vanilla", device="nvme", read_ahead_kb=128, seconds=10.0, per_file=false, db_mb=2355, cache_mb=850, window_s=1.0, seed=1, back_to_back=false, file_features=false))]
 #[allow(clippy::too_many_arguments)] // mirrors the Python keyword arguments one to one
@@ -774,163 +732,39 @@ fn sim_closed_loop<'py>(
     back_to_back: bool,
     file_features: bool,
 ) -> PyResult<ClosedLoop<'py>> {
-    use iolearn_policy::controller::{KmlController, ReadaheadController, Static, Vanilla};
-    use iolearn_policy::readahead::KmlFeatures;
-    use iolearn_policy::PageObservation;
-    use iolearn_sim::engine::{Sim, SimConfig, ThreadSpec};
-    let dev = iolearn_sim::device::DevicePreset::by_name(device)
+    use iolearn_readahead::{ControllerSpec, LoopConfig, RunError};
+    let device = iolearn_sim::device::DevicePreset::by_name(device)
         .ok_or_else(|| PyValueError::new_err(format!("unknown device preset {device:?} (nvme, sata, hdd, loop)")))?;
-    if workloads.is_empty() {
-        return Err(PyValueError::new_err("workloads: need at least one"));
-    }
-    check_sim_run(seconds, read_ahead_kb, db_mb, cache_mb)?;
-    if !(1e-3..=3600.0).contains(&window_s) {
-        return Err(PyValueError::new_err(format!(
-            "window_s must be 0.001 to 3600, got {window_s:?}"
-        )));
-    }
-    let mut kinds = Vec::new();
-    for w in &workloads {
-        kinds.push(
+    let workloads = workloads
+        .iter()
+        .map(|w| {
             iolearn_sim::workload::WorkloadKind::parse(w)
-                .ok_or_else(|| PyValueError::new_err(format!("unknown workload {w:?}")))?,
-        );
-    }
-    // Concurrent: one thread and database per workload. Back to back: one thread, one
-    // database, each workload for `seconds`, in order.
-    let mode = iolearn_sim::workload::AccessMode::Mmap;
-    let threads: Vec<ThreadSpec> = if back_to_back {
-        vec![ThreadSpec {
-            kind: kinds[0],
-            mode,
-            db_instance: 0,
-            max_ops: None,
-        }]
-    } else {
-        kinds
-            .iter()
-            .enumerate()
-            .map(|(i, &kind)| ThreadSpec {
-                kind,
-                mode,
-                db_instance: i as u32,
-                max_ops: None,
-            })
-            .collect()
-    };
-    let phases = if back_to_back { kinds.clone() } else { vec![kinds[0]] };
-    let per_workload: Option<Vec<u64>> = match controller.strip_prefix("files:") {
-        None => None,
-        Some(list) => Some(
-            list.split(',')
-                .map(|v| v.trim().parse::<u64>())
-                .collect::<Result<Vec<_>, _>>()
-                .ok()
-                .filter(|v| v.len() == workloads.len() && !back_to_back)
-                .ok_or_else(|| {
-                    PyValueError::new_err(format!(
-                        "bad controller {controller:?}: want files: and one KiB value per concurrent workload"
-                    ))
-                })?,
-        ),
-    };
-    let mut ctl: Box<dyn ReadaheadController + Send> = if controller == "vanilla" || per_workload.is_some() {
-        Box::new(Vanilla)
-    } else if controller == "leap" {
-        Box::new(iolearn_policy::controller::Leap {
-            per_file,
-            ..Default::default()
+                .ok_or_else(|| PyValueError::new_err(format!("unknown workload {w:?}")))
         })
-    } else if let Some(kb) = controller.strip_prefix("static:") {
-        Box::new(Static::new(
-            kb.parse()
-                .map_err(|_| PyValueError::new_err(format!("bad static value {kb:?}")))?,
-        ))
-    } else {
-        let file = ModelFile::load(controller).map_err(file_err)?;
-        Box::new(KmlController::new(file, per_file).map_err(|e| PyValueError::new_err(format!("{controller}: {e}")))?)
+        .collect::<PyResult<Vec<_>>>()?;
+    let controller = ControllerSpec::parse(controller).map_err(PyValueError::new_err)?;
+    let cfg = LoopConfig {
+        device,
+        read_ahead_kb,
+        seconds,
+        per_file,
+        db_mb,
+        cache_mb,
+        window_s,
+        seed,
+        back_to_back,
+        file_features,
+        ..LoopConfig::new(workloads, controller)
     };
-    // The static "oracle" holds its value from the first page on, not from the first decision.
-    let start_kb = controller
-        .strip_prefix("static:")
-        .and_then(|kb| kb.parse().ok())
-        .unwrap_or(read_ahead_kb);
-    let mut cfg = SimConfig::calibration(threads[0].kind, dev, start_kb);
-    cfg.threads = threads;
-    cfg.db = iolearn_sim::workload::DbShape::of_size(db_mb << 20);
-    cfg.cache_bytes = cache_mb << 20;
-    cfg.seed = seed;
-    cfg.record_events = true;
-    let window_ns = (window_s * 1e9) as u64;
-    let phase_ns = (seconds * 1e9) as u64;
-    let end_ns = phase_ns * phases.len() as u64;
-    let (ops, trace, feats) = py.detach(move || {
-        let mut sim = Sim::new(cfg);
-        if let Some(kbs) = &per_workload {
-            for f in 0..sim.n_files() {
-                let kb = kbs[sim.instance_of(f) as usize];
-                sim.set_file_ra_pages(f, Some(kb / 4));
-            }
-        }
-        let mut k = KmlFeatures::new(window_ns, 0);
-        let (mut trace, mut feats) = (Vec::new(), Vec::new());
-        let mut t = 0;
-        let mut w = 0usize;
-        let mut phase = 0usize;
-        let mut phase_ops = Vec::new();
-        let mut ops_at_phase_start = 0u64;
-        while t < end_ns {
-            let phase_end = (phase as u64 + 1) * phase_ns;
-            t = (t + window_ns).min(phase_end);
-            sim.run_until(t);
-            for e in sim.drain_events() {
-                k.observe(PageObservation {
-                    time_ns: e.time_ns,
-                    inode: e.file as u64,
-                    index: e.index,
-                    pid: sim.instance_of(e.file) + 1,
-                });
-            }
-            let dev_ra = sim.device_read_ahead_kb() * 2; // sectors
-            let files: Vec<u64> = (0..sim.n_files()).map(|f| sim.file_ra_pages(f) * 8).collect();
-            let win = k.close(dev_ra, |ino| files.get(ino as usize).copied().unwrap_or(dev_ra));
-            if file_features {
-                for (&ino, f) in &win.files {
-                    feats.push(w as f64);
-                    feats.push(sim.instance_of(ino as u32) as f64);
-                    feats.extend(f);
-                }
-            } else if let Some(f) = win.device {
-                feats.push(w as f64);
-                feats.extend(f);
-            }
-            ctl.decide(&win, &mut SimKnobs(&mut sim));
-            trace.push((t as f64 / 1e9, sim.device_read_ahead_kb()));
-            w += 1;
-            if back_to_back && t == phase_end {
-                let done = sim.thread_stats()[0].ops;
-                phase_ops.push((done - ops_at_phase_start) as f64 / (phase_ns as f64 / 1e9));
-                ops_at_phase_start = done;
-                phase += 1;
-                if let Some(&next) = phases.get(phase) {
-                    sim.switch_workload(0, next);
-                }
-            }
-        }
-        let secs = end_ns as f64 / 1e9;
-        let ops: Vec<f64> = if back_to_back {
-            phase_ops
-        } else {
-            sim.thread_stats().iter().map(|s| s.ops as f64 / secs).collect()
-        };
-        (ops, trace, feats)
-    });
-    let width = if file_features { 7 } else { 6 };
-    let n = feats.len() / width;
+    let r = py.detach(move || iolearn_readahead::run(&cfg)).map_err(|e| match e {
+        RunError::Config(m) => PyValueError::new_err(m),
+        RunError::Controller(e) => file_err(e),
+    })?;
+    let n = r.features.len() / r.width;
     Ok((
-        ops,
-        trace,
-        Array2::from_shape_vec((n, width), feats)
+        r.ops_per_s,
+        r.device_kb,
+        Array2::from_shape_vec((n, r.width), r.features)
             .expect("shape")
             .into_pyarray(py),
     ))

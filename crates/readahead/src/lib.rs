@@ -1,0 +1,297 @@
+//! `iolearn-readahead`: the simulated readahead world.
+//!
+//! A readahead controller ([`iolearn_policy::controller`]) drives the simulator's page cache
+//! ([`iolearn_sim::engine::Sim`]) in a closed loop: every window the simulator runs, its page
+//! events become KML's features ([`iolearn_policy::readahead::KmlFeatures`]), and the
+//! controller acts through [`SimKnobs`], the simulator seen as the knobs the real tuner turns
+//! through sysfs and fadvise. The Python API (`_native.sim_closed_loop`), the CLI's pipeline and
+//! the tests all run [`run`]; the controller comes from a spec string parsed by
+//! [`ControllerSpec::parse`], the same parser the tuner uses.
+//!
+//! Depends on `ml`, `sim` and `policy`; nothing of the real machine (that is `tune`).
+#![deny(missing_docs)]
+
+pub use iolearn_policy::controller::ControllerSpec;
+use iolearn_policy::controller::{ReadaheadController, ReadaheadKnobs};
+use iolearn_policy::readahead::KmlFeatures;
+use iolearn_policy::PageObservation;
+use iolearn_sim::device::DevicePreset;
+use iolearn_sim::engine::{Sim, SimConfig, ThreadSpec};
+use iolearn_sim::workload::{AccessMode, DbShape, WorkloadKind};
+
+/// The simulator seen through the knobs a readahead controller turns.
+pub struct SimKnobs<'a>(pub &'a mut Sim);
+
+impl ReadaheadKnobs for SimKnobs<'_> {
+    fn device_read_ahead_kb(&self) -> u64 {
+        self.0.device_read_ahead_kb()
+    }
+    fn set_device_read_ahead_kb(&mut self, kb: u64) {
+        self.0.set_device_read_ahead_kb(kb)
+    }
+    fn file_read_ahead_kb(&self, inode: u64) -> u64 {
+        self.0.file_ra_pages(inode as u32) * 4
+    }
+    fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {
+        self.0.set_file_ra_pages(inode as u32, Some(kb / 4))
+    }
+    fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
+        // Processes are database instances, pid = instance + 1 (0 means unknown).
+        if let Some(instance) = pid.checked_sub(1) {
+            self.0.set_new_file_ra_pages(instance, Some(kb / 4))
+        }
+    }
+}
+
+/// The longest simulated run, seconds (a day: times in nanoseconds stay far from overflow).
+pub const MAX_SECONDS: f64 = 86_400.0;
+
+/// The largest simulated database or page cache, MiB (1 TiB).
+pub const MAX_MB: u64 = 1 << 20;
+
+/// Check the bounds every simulated readahead run shares: `seconds` in (0, a day], database
+/// and cache at most a TiB, `read_ahead_kb` at most the model format's bound. The error names
+/// the argument.
+pub fn check_run(seconds: f64, read_ahead_kb: u64, db_mb: u64, cache_mb: u64) -> Result<(), String> {
+    if !(seconds > 0.0 && seconds <= MAX_SECONDS) {
+        return Err(format!("seconds must be in (0, {MAX_SECONDS}], got {seconds:?}"));
+    }
+    for (name, mb) in [("db_mb", db_mb), ("cache_mb", cache_mb)] {
+        if mb > MAX_MB {
+            return Err(format!("{name} must be at most {MAX_MB} (1 TiB), got {mb}"));
+        }
+    }
+    let max = iolearn_ml::format::MAX_READ_AHEAD_KB as u64;
+    if read_ahead_kb > max {
+        return Err(format!("read_ahead_kb must be at most {max}, got {read_ahead_kb}"));
+    }
+    Ok(())
+}
+
+/// One closed-loop run.
+#[derive(Debug, Clone)]
+pub struct LoopConfig {
+    /// The workloads: run concurrently (one database each), or with `back_to_back` one after
+    /// the other on one database, `seconds` each.
+    pub workloads: Vec<WorkloadKind>,
+    /// The controller.
+    pub controller: ControllerSpec,
+    /// The device preset.
+    pub device: DevicePreset,
+    /// The device's readahead before the first decision, KiB.
+    pub read_ahead_kb: u64,
+    /// Length of the run (of each phase when back to back), seconds.
+    pub seconds: f64,
+    /// LEAP and models decide per file.
+    pub per_file: bool,
+    /// Database size, MiB.
+    pub db_mb: u64,
+    /// Page cache, MiB.
+    pub cache_mb: u64,
+    /// Decision window, seconds.
+    pub window_s: f64,
+    /// The simulator's seed.
+    pub seed: u64,
+    /// Run the workloads one after the other.
+    pub back_to_back: bool,
+    /// Return every file's features per window instead of the device's.
+    pub file_features: bool,
+}
+
+impl LoopConfig {
+    /// A run of `workloads` under `controller` with the defaults of KML's evaluation (NVMe,
+    /// 128 KiB to start, a 2355 MiB database over an 850 MiB cache, 1 s windows, 10 s).
+    pub fn new(workloads: Vec<WorkloadKind>, controller: ControllerSpec) -> Self {
+        LoopConfig {
+            workloads,
+            controller,
+            device: DevicePreset::nvme(),
+            read_ahead_kb: 128,
+            seconds: 10.0,
+            per_file: false,
+            db_mb: 2355,
+            cache_mb: 850,
+            window_s: 1.0,
+            seed: 1,
+            back_to_back: false,
+            file_features: false,
+        }
+    }
+
+    /// Every field in range, and the controller fits the run; the error names the field.
+    pub fn check(&self) -> Result<(), String> {
+        if self.workloads.is_empty() {
+            return Err("workloads: need at least one".into());
+        }
+        check_run(self.seconds, self.read_ahead_kb, self.db_mb, self.cache_mb)?;
+        if !(1e-3..=3600.0).contains(&self.window_s) {
+            return Err(format!("window_s must be 0.001 to 3600, got {:?}", self.window_s));
+        }
+        if self.seconds / self.window_s > 1e7 {
+            return Err(format!(
+                "seconds / window_s is {:.0} windows; at most 1e7",
+                self.seconds / self.window_s
+            ));
+        }
+        if let ControllerSpec::Files(kbs) = &self.controller {
+            if kbs.len() != self.workloads.len() || self.back_to_back {
+                return Err(format!(
+                    "controller files:{}: want one KiB value per concurrent workload ({})",
+                    kbs.iter().map(u64::to_string).collect::<Vec<_>>().join(","),
+                    self.workloads.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a closed-loop run gives.
+#[derive(Debug, Clone, Default)]
+pub struct LoopResult {
+    /// Operations per second per workload (per phase when back to back).
+    pub ops_per_s: Vec<f64>,
+    /// The device's `read_ahead_kb` after each window's decision: (end of window, s; KiB).
+    pub device_kb: Vec<(f64, u64)>,
+    /// Features per window, row-major: `[window, f0..f4]` for the device (6 wide), or
+    /// `[window, workload index, f0..f4]` per file with `file_features` (7 wide).
+    pub features: Vec<f64>,
+    /// Width of a `features` row.
+    pub width: usize,
+}
+
+/// Run `cfg`: the controller decides once per window. Errors for a bad configuration or a
+/// controller that cannot be built (a model file that cannot be read names the file).
+pub fn run(cfg: &LoopConfig) -> Result<LoopResult, RunError> {
+    cfg.check().map_err(RunError::Config)?;
+    let ctl = cfg.controller.build(cfg.per_file).map_err(RunError::Controller)?;
+    Ok(run_with(cfg, ctl))
+}
+
+/// Why a run could not start.
+#[derive(Debug)]
+pub enum RunError {
+    /// A field out of range (the message names it).
+    Config(String),
+    /// The controller could not be built (a model file that cannot be read or used).
+    Controller(iolearn_ml::Error),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Config(m) => f.write_str(m),
+            RunError::Controller(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+/// [`run`] with a controller built by the caller (for controllers no spec names); `cfg` must
+/// have passed [`LoopConfig::check`].
+pub fn run_with(cfg: &LoopConfig, mut ctl: Box<dyn ReadaheadController + Send>) -> LoopResult {
+    let kinds = &cfg.workloads;
+    // Concurrent: one thread and database per workload. Back to back: one thread, one
+    // database, each workload for `seconds`, in order.
+    let mode = AccessMode::Mmap;
+    let threads: Vec<ThreadSpec> = if cfg.back_to_back {
+        vec![ThreadSpec {
+            kind: kinds[0],
+            mode,
+            db_instance: 0,
+            max_ops: None,
+        }]
+    } else {
+        kinds
+            .iter()
+            .enumerate()
+            .map(|(i, &kind)| ThreadSpec {
+                kind,
+                mode,
+                db_instance: i as u32,
+                max_ops: None,
+            })
+            .collect()
+    };
+    let phases = if cfg.back_to_back {
+        kinds.clone()
+    } else {
+        vec![kinds[0]]
+    };
+    let mut sc = SimConfig::calibration(
+        threads[0].kind,
+        cfg.device.clone(),
+        cfg.controller.start_kb(cfg.read_ahead_kb),
+    );
+    sc.threads = threads;
+    sc.db = DbShape::of_size(cfg.db_mb << 20);
+    sc.cache_bytes = cfg.cache_mb << 20;
+    sc.seed = cfg.seed;
+    sc.record_events = true;
+    // In range by `check`: the casts cannot saturate.
+    let window_ns = ((cfg.window_s * 1e9) as u64).max(1);
+    let phase_ns = (cfg.seconds * 1e9) as u64;
+    let end_ns = phase_ns * phases.len() as u64;
+
+    let mut sim = Sim::new(sc);
+    if let ControllerSpec::Files(kbs) = &cfg.controller {
+        for f in 0..sim.n_files() {
+            let kb = kbs[sim.instance_of(f) as usize];
+            sim.set_file_ra_pages(f, Some(kb / 4));
+        }
+    }
+    let mut k = KmlFeatures::new(window_ns, 0);
+    let mut out = LoopResult {
+        width: if cfg.file_features { 7 } else { 6 },
+        ..LoopResult::default()
+    };
+    let mut t = 0;
+    let mut w = 0usize;
+    let mut phase = 0usize;
+    let mut ops_at_phase_start = 0u64;
+    while t < end_ns {
+        let phase_end = (phase as u64 + 1) * phase_ns;
+        t = (t + window_ns).min(phase_end);
+        sim.run_until(t);
+        for e in sim.drain_events() {
+            k.observe(PageObservation {
+                time_ns: e.time_ns,
+                inode: e.file as u64,
+                index: e.index,
+                pid: sim.instance_of(e.file) + 1,
+            });
+        }
+        let dev_ra = sim.device_read_ahead_kb() * 2; // sectors
+        let files: Vec<u64> = (0..sim.n_files()).map(|f| sim.file_ra_pages(f) * 8).collect();
+        let win = k.close(dev_ra, |ino| files.get(ino as usize).copied().unwrap_or(dev_ra));
+        if cfg.file_features {
+            for (&ino, f) in &win.files {
+                out.features.push(w as f64);
+                out.features.push(sim.instance_of(ino as u32) as f64);
+                out.features.extend(f);
+            }
+        } else if let Some(f) = win.device {
+            out.features.push(w as f64);
+            out.features.extend(f);
+        }
+        ctl.decide(&win, &mut SimKnobs(&mut sim));
+        out.device_kb.push((t as f64 / 1e9, sim.device_read_ahead_kb()));
+        w += 1;
+        if cfg.back_to_back && t == phase_end {
+            let done = sim.thread_stats()[0].ops;
+            out.ops_per_s
+                .push((done - ops_at_phase_start) as f64 / (phase_ns as f64 / 1e9));
+            ops_at_phase_start = done;
+            phase += 1;
+            if let Some(&next) = phases.get(phase) {
+                sim.switch_workload(0, next);
+            }
+        }
+    }
+    if !cfg.back_to_back {
+        let secs = end_ns as f64 / 1e9;
+        out.ops_per_s = sim.thread_stats().iter().map(|s| s.ops as f64 / secs).collect();
+    }
+    out
+}

@@ -1,0 +1,163 @@
+//! The closed loop as the Python API and the CLI's pipeline drive it.
+
+use iolearn_readahead::{check_run, run, ControllerSpec, LoopConfig, RunError};
+use iolearn_sim::workload::WorkloadKind::{ReadRandom, ReadReverse, ReadSeq};
+
+fn short(workloads: Vec<iolearn_sim::workload::WorkloadKind>, spec: &str) -> LoopConfig {
+    LoopConfig {
+        seconds: 1.0,
+        db_mb: 256,
+        cache_mb: 96,
+        window_s: 0.25,
+        ..LoopConfig::new(workloads, ControllerSpec::parse(spec).unwrap())
+    }
+}
+
+#[test]
+fn specs_parse_in_one_place() {
+    assert_eq!(ControllerSpec::parse("vanilla"), Ok(ControllerSpec::Vanilla));
+    assert_eq!(ControllerSpec::parse("leap"), Ok(ControllerSpec::Leap));
+    assert_eq!(ControllerSpec::parse("static:16"), Ok(ControllerSpec::Static(16)));
+    assert_eq!(
+        ControllerSpec::parse("files:16, 256"),
+        Ok(ControllerSpec::Files(vec![16, 256]))
+    );
+    assert_eq!(
+        ControllerSpec::parse("models/x.iolm"),
+        Ok(ControllerSpec::Model("models/x.iolm".into()))
+    );
+    for (bad, why) in [
+        ("static:lots", "static: \"lots\""),
+        ("static:-1", "static"),
+        ("static:2000000", "0 to 1048576"),
+        ("files:1,", "files: \"\""),
+        ("", "empty"),
+    ] {
+        let e = ControllerSpec::parse(bad).unwrap_err();
+        assert!(e.contains(why), "{bad}: {e}");
+    }
+    assert_eq!(ControllerSpec::Static(64).start_kb(128), 64);
+    assert_eq!(ControllerSpec::Leap.start_kb(128), 128);
+}
+
+#[test]
+fn a_static_controller_holds_the_device_from_the_first_page() {
+    let r = run(&short(vec![ReadRandom], "static:16")).unwrap();
+    assert_eq!(r.device_kb.len(), 4, "1 s in windows of 0.25 s");
+    assert!(r.device_kb.iter().all(|&(_, kb)| kb == 16));
+    assert_eq!(r.width, 6);
+    let rows: Vec<&[f64]> = r.features.chunks(6).collect();
+    assert!(!rows.is_empty());
+    // The readahead feature (KML's fifth: sectors / 1024) is the static value from the start.
+    assert!(rows.iter().all(|f| f[5] == 32.0 / 1024.0), "{rows:?}");
+    assert!(r.ops_per_s[0] > 0.0);
+}
+
+#[test]
+fn the_right_static_value_beats_the_wrong_one_in_the_loop() {
+    // The loop is the measurement KML's evaluation makes: small readahead for random reads,
+    // large for scans. A loop that ignored its controller would give equal throughputs.
+    let ops = |w, spec: &str| run(&short(vec![w], spec)).unwrap().ops_per_s[0];
+    assert!(ops(ReadRandom, "static:16") > 1.3 * ops(ReadRandom, "static:1024"));
+    assert!(ops(ReadSeq, "static:512") > 1.3 * ops(ReadSeq, "static:8"));
+}
+
+#[test]
+fn files_hold_each_workloads_files_at_its_own_value() {
+    let mixed = run(&short(vec![ReadRandom, ReadSeq], "files:16,256")).unwrap();
+    let both16 = run(&short(vec![ReadRandom, ReadSeq], "files:16,16")).unwrap();
+    assert_eq!(mixed.ops_per_s.len(), 2);
+    assert!(
+        mixed.ops_per_s[1] > 2.0 * both16.ops_per_s[1],
+        "the scan's own files got 256 KiB"
+    );
+    let mut cfg = short(vec![ReadRandom, ReadSeq], "files:16,256");
+    cfg.file_features = true;
+    let r = run(&cfg).unwrap();
+    assert_eq!(r.width, 7);
+    let owners: std::collections::BTreeSet<u64> = r.features.chunks(7).map(|f| f[1] as u64).collect();
+    assert_eq!(owners.into_iter().collect::<Vec<_>>(), vec![0, 1]);
+}
+
+#[test]
+fn back_to_back_reports_each_phase() {
+    let mut cfg = short(vec![ReadRandom, ReadSeq, ReadReverse], "leap");
+    cfg.back_to_back = true;
+    let r = run(&cfg).unwrap();
+    assert_eq!(r.ops_per_s.len(), 3, "one throughput per phase");
+    assert_eq!(r.device_kb.len(), 12);
+    // LEAP acts on the device (what it decides is the controller's own test's business).
+    assert!(r.device_kb.iter().any(|&(_, kb)| kb != 128), "{:?}", r.device_kb);
+}
+
+#[test]
+fn bad_configurations_name_the_field() {
+    let cases: Vec<(LoopConfig, &str)> = vec![
+        (short(vec![], "vanilla"), "workloads"),
+        (
+            LoopConfig {
+                seconds: f64::NAN,
+                ..short(vec![ReadSeq], "vanilla")
+            },
+            "seconds",
+        ),
+        (
+            LoopConfig {
+                seconds: 1e300,
+                ..short(vec![ReadSeq], "vanilla")
+            },
+            "seconds",
+        ),
+        (
+            LoopConfig {
+                window_s: 0.0,
+                ..short(vec![ReadSeq], "vanilla")
+            },
+            "window_s",
+        ),
+        (
+            LoopConfig {
+                seconds: 86_400.0,
+                window_s: 0.001,
+                ..short(vec![ReadSeq], "vanilla")
+            },
+            "windows",
+        ),
+        (
+            LoopConfig {
+                db_mb: u64::MAX,
+                ..short(vec![ReadSeq], "vanilla")
+            },
+            "db_mb",
+        ),
+        (
+            LoopConfig {
+                read_ahead_kb: 1 << 40,
+                ..short(vec![ReadSeq], "vanilla")
+            },
+            "read_ahead_kb",
+        ),
+        (
+            short(vec![ReadSeq], "files:16,16"),
+            "one KiB value per concurrent workload",
+        ),
+    ];
+    for (cfg, field) in cases {
+        match run(&cfg) {
+            Err(RunError::Config(m)) => assert!(m.contains(field), "{field}: {m}"),
+            other => panic!("{field}: {other:?}"),
+        }
+    }
+    assert!(check_run(1.0, 128, 256, 96).is_ok());
+    let dir = std::env::temp_dir().join(format!("iolearn-readahead-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("m.iolm");
+    std::fs::write(&bad, b"IOLM").unwrap();
+    for path in [bad.clone(), dir.join("missing.iolm")] {
+        match run(&short(vec![ReadSeq], path.to_str().unwrap())) {
+            Err(RunError::Controller(e)) => assert!(e.to_string().contains(path.to_str().unwrap()), "{e}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
