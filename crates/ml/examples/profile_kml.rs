@@ -10,8 +10,20 @@ fn main() {
     let mut rng = iolearn_ml::Rng::new(1);
     match what {
         "tree" => {
+            // KML's released tree (the peer's own model) when the reference data is beside the
+            // repository, else one trained on KML-like data.
             let (x, y) = iolearn_ml::datasets::kml_like(200, 0);
-            let t = DecisionTree::fit(&x, &y, 5, &Default::default()).unwrap();
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference/kml/readahead");
+            let t = match iolearn_ml::kml::import_tree(
+                &dir.join("decision_tree_model/readahead_model.dt"),
+                &dir.join("nn_arch_data"),
+            ) {
+                Ok(iolearn_ml::ModelFile {
+                    kind: iolearn_ml::ModelKind::Tree(t),
+                    ..
+                }) => t,
+                _ => DecisionTree::fit(&x, &y, 5, &Default::default()).unwrap(),
+            };
             let rows: Vec<[f32; 5]> = x.chunks(5).take(64).map(|r| r.try_into().unwrap()).collect();
             for i in 0..n {
                 black_box(t.predict_class(black_box(&rows[i & 63])));

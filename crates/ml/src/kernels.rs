@@ -339,6 +339,48 @@ pub(crate) fn pack_i16_pairs(w: &[i32], n_in: usize, out: usize) -> alloc::vec::
     packed
 }
 
+/// Whether [`tree_exit_leaf`] can run on this CPU (AVX2).
+pub(crate) fn has_tree_kernel() -> bool {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    return has_avx2_fma();
+    #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
+    false
+}
+
+/// Eight splits of a tree in QuickScorer's layout (`tree::Scorer`): each split's feature (a
+/// lane of the row), threshold, and the mask of the leaves it keeps when the row goes right,
+/// leaves 0..32 and 32..64. One aligned block is four vector loads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[repr(C, align(32))]
+pub(crate) struct SplitBlock {
+    pub feature: [i32; 8],
+    pub threshold: [f32; 8],
+    pub mask_lo: [u32; 8],
+    pub mask_hi: [u32; 8],
+}
+
+/// QuickScorer's exit leaf of a tree (see `tree::Scorer`): the lowest leaf left after ANDing
+/// the masks of the splits that send `x` right (`wide`: two mask words, else only the first).
+///
+/// # Safety
+/// [`has_tree_kernel`] returned true; `x` holds a value for every lane `lanes` sets (the first
+/// n, n <= 8), and every block's features are among those lanes.
+#[inline(always)]
+pub(crate) unsafe fn tree_exit_leaf(x: &[f32], lanes: &[i32; 8], blocks: &[SplitBlock], wide: bool) -> usize {
+    debug_assert!(lanes.iter().filter(|&&l| l != 0).count() <= x.len());
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    // SAFETY: the caller's contract.
+    return unsafe {
+        if wide {
+            avx2::tree_exit_leaf::<true>(x, lanes, blocks)
+        } else {
+            avx2::tree_exit_leaf::<false>(x, lanes, blocks)
+        }
+    };
+    #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
+    unreachable!("has_tree_kernel is false here")
+}
+
 /// Whether this CPU has AVX2 and FMA (answer cached by std after the first call).
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 #[inline(always)]

@@ -1,6 +1,7 @@
 //! Decision trees: CART induction, allocation-free inference, and scikit-learn `export_text`
 //! export and import (the format of KML's `readahead_model.dt`).
 
+use crate::kernels::SplitBlock;
 use crate::{math, Error, Result};
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -74,6 +75,93 @@ pub struct DecisionTree {
     /// Class fractions per node (`nodes.len() * n_classes`), kept for trained trees; empty for
     /// imported ones, whose `predict_proba` is then one-hot.
     proba: Vec<f32>,
+    /// The same tree laid out for branch-free evaluation (empty when it does not fit).
+    scorer: Scorer,
+}
+
+/// A tree of at most [`Scorer::MAX_LEAVES`] leaves over at most 8 features, laid out for
+/// QuickScorer's branch-free evaluation (Lucchese et al., SIGIR 2015): number the leaves left
+/// to right; every split gets a bit mask that clears the leaves of its left subtree. For a row,
+/// AND together the masks of the splits whose test sends it right (`!(x[f] <= t)`): the exit
+/// leaf is the lowest bit still set. All splits are tested at once with AVX2 (features picked
+/// by a lane permute, eight splits per compare), so a row costs a fixed, short run of
+/// instructions and no branch mispredicts, where a walk from the root mispredicts at nearly
+/// every level on varied input. Splits are padded to a multiple of 8 with masks that clear
+/// nothing.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Scorer {
+    /// The splits, eight per block.
+    blocks: Vec<SplitBlock>,
+    /// More than 32 leaves: the masks' second word is used.
+    wide: bool,
+    /// Lanes of the row to load (the first `n_features` all ones).
+    lanes: [i32; 8],
+    /// Node index of each leaf, left to right.
+    leaf_node: Vec<u32>,
+    /// Class of each leaf, left to right.
+    leaf_class: Vec<u32>,
+    /// This CPU runs the AVX2 kernel (found when the layout was made; without it the tree is
+    /// walked).
+    fast: bool,
+}
+
+impl Scorer {
+    /// The most leaves the layout takes (two 32-bit mask words).
+    const MAX_LEAVES: usize = 64;
+
+    /// The layout of `nodes`, or an empty one when the tree is too large or too wide.
+    fn new(nodes: &[Node], n_features: usize) -> Scorer {
+        let leaves = nodes.iter().filter(|n| matches!(n, Node::Leaf { .. })).count();
+        if leaves > Self::MAX_LEAVES || n_features > 8 {
+            return Scorer::default();
+        }
+        // Left-to-right leaf numbers, and each split's range of left-subtree leaves.
+        let mut s = Scorer::default();
+        let mut splits: Vec<(u32, f32, usize, usize)> = Vec::new();
+        fn walk(nodes: &[Node], i: usize, s: &mut Scorer, splits: &mut Vec<(u32, f32, usize, usize)>) {
+            match nodes[i] {
+                Node::Leaf { class } => {
+                    s.leaf_node.push(i as u32);
+                    s.leaf_class.push(class);
+                }
+                Node::Split {
+                    feature,
+                    threshold,
+                    left,
+                    right,
+                } => {
+                    let first = s.leaf_node.len();
+                    walk(nodes, left as usize, s, splits);
+                    splits.push((feature, threshold, first, s.leaf_node.len()));
+                    walk(nodes, right as usize, s, splits);
+                }
+            }
+        }
+        walk(nodes, 0, &mut s, &mut splits);
+        s.wide = leaves > 32;
+        s.lanes = core::array::from_fn(|k| if k < n_features { -1 } else { 0 });
+        for k in 0..splits.len().div_ceil(8).max(1) * 8 {
+            if k % 8 == 0 {
+                // Padding splits test +inf on feature 0 and clear nothing whichever way they go.
+                s.blocks.push(SplitBlock {
+                    feature: [0; 8],
+                    threshold: [f32::INFINITY; 8],
+                    mask_lo: [!0; 8],
+                    mask_hi: [!0; 8],
+                });
+            }
+            if let Some(&(f, t, lo, hi)) = splits.get(k) {
+                let left: u64 = (lo..hi).fold(0, |m, leaf| m | 1 << leaf);
+                let b = s.blocks.last_mut().expect("pushed above");
+                b.feature[k % 8] = f as i32;
+                b.threshold[k % 8] = t;
+                b.mask_lo[k % 8] = !left as u32;
+                b.mask_hi[k % 8] = (!left >> 32) as u32;
+            }
+        }
+        s.fast = crate::kernels::has_tree_kernel();
+        s
+    }
 }
 
 impl DecisionTree {
@@ -132,6 +220,7 @@ impl DecisionTree {
             return Err(Error::invalid("tree", "unreachable nodes"));
         }
         Ok(DecisionTree {
+            scorer: Scorer::new(&nodes, n_features),
             nodes,
             n_features,
             n_classes,
@@ -191,7 +280,12 @@ impl DecisionTree {
 
     /// Bytes of memory the tree occupies.
     pub fn bytes(&self) -> usize {
-        core::mem::size_of::<Self>() + self.nodes.capacity() * core::mem::size_of::<Node>() + self.proba.capacity() * 4
+        let sc = &self.scorer;
+        core::mem::size_of::<Self>()
+            + self.nodes.capacity() * core::mem::size_of::<Node>()
+            + self.proba.capacity() * 4
+            + sc.blocks.capacity() * core::mem::size_of::<SplitBlock>()
+            + (sc.leaf_node.capacity() + sc.leaf_class.capacity()) * 4
     }
 
     /// Predicted class of one row. No allocation.
@@ -208,6 +302,24 @@ impl DecisionTree {
             x.len(),
             self.n_features
         );
+        let sc = &self.scorer;
+        if sc.fast {
+            // SAFETY: `fast` is set only when this CPU has the kernel; the layout's slices have
+            // the shapes it needs (made by `Scorer::new`), and `x` was checked above.
+            let leaf = unsafe { crate::kernels::tree_exit_leaf(x, &sc.lanes, &sc.blocks, sc.wide) };
+            // The exit leaf always exists (a leaf's bit is only cleared by a split whose left
+            // subtree holds it, and the row went right there, so the leaf it reaches keeps its
+            // bit); `min` keeps the index in range whatever the kernel returned.
+            let leaf = leaf.min(sc.leaf_node.len() - 1);
+            return (sc.leaf_node[leaf] as usize, sc.leaf_class[leaf] as usize);
+        }
+        self.walk(x)
+    }
+
+    /// The exit leaf by walking from the root (trees the scorer does not take, CPUs without
+    /// AVX2, and the reference the scorer is tested against).
+    #[inline]
+    fn walk(&self, x: &[f32]) -> (usize, usize) {
         let mut i = 0usize;
         loop {
             // SAFETY: every constructor (`from_nodes`, `fit`) guarantees that child indices are
@@ -289,6 +401,7 @@ impl DecisionTree {
         b.grow(&mut idx, 0);
         let (nodes, proba) = (b.nodes, b.proba);
         Ok(DecisionTree {
+            scorer: Scorer::new(&nodes, n_features),
             nodes,
             n_features,
             n_classes,
@@ -662,5 +775,119 @@ impl TextParser<'_> {
             LineKind::Gt(..) => return Err(Error::parse(line.no, "a \">\" branch without its \"<=\" branch")),
         }
         Ok(me as u32)
+    }
+}
+
+#[cfg(test)]
+mod scorer_tests {
+    use super::*;
+    use crate::Rng;
+
+    /// Rows that probe every edge of a split: values at, just around and far from each
+    /// threshold, signed zeros, infinities and NaN.
+    fn hostile_rows(tree: &DecisionTree, rng: &mut Rng, n: usize) -> Vec<Vec<f32>> {
+        let thresholds: Vec<f32> = tree
+            .nodes()
+            .iter()
+            .filter_map(|n| {
+                if let Node::Split { threshold, .. } = n {
+                    Some(*threshold)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        (0..n)
+            .map(|_| {
+                (0..tree.n_features())
+                    .map(|_| match rng.below(8) {
+                        0 => f32::NAN,
+                        1 => [f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0][rng.below(4)],
+                        2..=4 if !thresholds.is_empty() => {
+                            let t = thresholds[rng.below(thresholds.len())];
+                            [t, t.next_up(), t.next_down()][rng.below(3)]
+                        }
+                        _ => rng.uniform(-3.0, 3.0),
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_scorer_finds_the_leaf_the_walk_finds() {
+        let mut rng = Rng::new(7);
+        let mut checked = 0;
+        for (n_features, n_classes, max_depth) in [(1, 2, 1), (5, 4, 9), (8, 3, 6), (3, 7, 5), (8, 2, 12), (2, 2, 0)] {
+            for seed in 0..6u64 {
+                let mut r = Rng::new(seed);
+                let n = 400;
+                let x: Vec<f32> = (0..n * n_features).map(|_| r.uniform(-2.0, 2.0)).collect();
+                let y: Vec<f32> = (0..n)
+                    .map(|i| ((x[i * n_features] * 3.0).abs() as usize % n_classes) as f32)
+                    .collect();
+                let cfg = TreeConfig {
+                    max_depth: Some(max_depth),
+                    ..TreeConfig::default()
+                };
+                let tree = DecisionTree::fit(&x, &y, n_features, &cfg).unwrap();
+                let leaves = tree.nodes().iter().filter(|n| matches!(n, Node::Leaf { .. })).count();
+                assert_eq!(
+                    tree.scorer.leaf_node.is_empty(),
+                    leaves > Scorer::MAX_LEAVES,
+                    "{leaves} leaves"
+                );
+                for row in hostile_rows(&tree, &mut rng, 300) {
+                    assert_eq!(tree.leaf(&row), tree.walk(&row), "{row:?}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 10_000);
+    }
+
+    #[test]
+    fn wide_and_unfit_trees() {
+        // A comb of 40 leaves (two mask words), every split on feature 7: split k at 2k, its
+        // left leaf at 2k+1, its right the next split.
+        let mut fixed = Vec::new();
+        for k in 0..39u32 {
+            fixed.push(Node::Split {
+                feature: 7,
+                threshold: k as f32,
+                left: 2 * k + 1,
+                right: 2 * k + 2,
+            });
+            fixed.push(Node::Leaf { class: k % 3 });
+        }
+        fixed.push(Node::Leaf { class: 2 });
+        let comb = DecisionTree::from_nodes(fixed, 8, 3).unwrap();
+        assert!(comb.scorer.wide);
+        let mut rng = Rng::new(3);
+        for _ in 0..2000 {
+            let mut row = [0.0f32; 8];
+            row[7] = [rng.uniform(-2.0, 42.0), rng.below(41) as f32, f32::NAN][rng.below(3)];
+            assert_eq!(comb.leaf(&row), comb.walk(&row), "{row:?}");
+        }
+        // Nine features: no scorer, the walk answers.
+        let nine = DecisionTree::from_nodes(
+            alloc::vec![
+                Node::Split {
+                    feature: 8,
+                    threshold: 0.5,
+                    left: 1,
+                    right: 2
+                },
+                Node::Leaf { class: 0 },
+                Node::Leaf { class: 1 },
+            ],
+            9,
+            2,
+        )
+        .unwrap();
+        assert!(nine.scorer.leaf_node.is_empty());
+        let mut row = [0.0f32; 9];
+        row[8] = 1.0;
+        assert_eq!(nine.predict_class(&row), 1);
     }
 }

@@ -296,3 +296,46 @@ pub(super) fn linear_i16_pairs(packed: &[i16], xp: &[i32], acc_out: &mut [i32]) 
         }
     }
 }
+
+/// QuickScorer's exit leaf (see `kernels::tree_exit_leaf` for the contract): eight splits per
+/// block, each split's feature picked from the row by a lane permute, "goes right" by one
+/// compare (`!(x <= t)`, true for NaN as in the walk), the masks of those splits ANDed into
+/// one accumulator per mask word (`WIDE`: two), reduced across lanes at the end.
+///
+/// # Safety
+/// `x` holds a value for every lane `lanes` sets; block features are among those lanes.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn tree_exit_leaf<const WIDE: bool>(
+    x: &[f32],
+    lanes: &[i32; 8],
+    blocks: &[super::SplitBlock],
+) -> usize {
+    // SAFETY: the masked load reads only the lanes the caller guarantees; blocks are aligned
+    // to 32 bytes by their type, and every load is inside one.
+    unsafe {
+        let row = _mm256_maskload_ps(x.as_ptr(), _mm256_loadu_si256(lanes.as_ptr().cast()));
+        let ones = _mm256_set1_epi32(-1);
+        let (mut lo, mut hi) = (ones, ones);
+        for b in blocks {
+            let v = _mm256_permutevar8x32_ps(row, _mm256_load_si256(b.feature.as_ptr().cast()));
+            let right = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_NLE_UQ>(v, _mm256_load_ps(b.threshold.as_ptr())));
+            // A split that sends the row left keeps every leaf: its mask becomes all ones.
+            let keep = _mm256_xor_si256(right, ones);
+            lo = _mm256_and_si256(lo, _mm256_or_si256(_mm256_load_si256(b.mask_lo.as_ptr().cast()), keep));
+            if WIDE {
+                hi = _mm256_and_si256(hi, _mm256_or_si256(_mm256_load_si256(b.mask_hi.as_ptr().cast()), keep));
+            }
+        }
+        let word = |v: __m256i| -> u32 {
+            let a = _mm_and_si128(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+            let a = _mm_and_si128(a, _mm_shuffle_epi32::<0b0100_1110>(a));
+            let a = _mm_and_si128(a, _mm_shuffle_epi32::<0b1011_0001>(a));
+            _mm_cvtsi128_si32(a) as u32
+        };
+        if WIDE {
+            (word(lo) as u64 | (word(hi) as u64) << 32).trailing_zeros() as usize
+        } else {
+            word(lo).trailing_zeros() as usize
+        }
+    }
+}

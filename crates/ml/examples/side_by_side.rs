@@ -1,0 +1,98 @@
+//! iolearn's half of `scripts/peer-kml.sh`: KML's released readahead models, imported, run on
+//! the same rows as the peer's half (`benches/peers/kml_side_by_side.c`, KML's own C).
+//!
+//! ```text
+//! side_by_side KML_MODEL_DIR rows            # print the 64 rows (the micro benchmark's)
+//! side_by_side KML_MODEL_DIR ROWS {tree|net} CALLS
+//! ```
+//!
+//! Prints ns per call (one timed loop after a warm-up) and the checksum of the predicted
+//! classes, which must equal the peer's: both sides decide the same thing.
+
+use iolearn_ml::{kml, ModelFile, ModelKind, Rng};
+use std::hint::black_box;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+fn fail(msg: String) -> ExitCode {
+    eprintln!("side_by_side: {msg}");
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let dir = Path::new(args.get(1).map_or(".", String::as_str));
+    if args.get(2).map(String::as_str) == Some("rows") {
+        // The micro benchmark's normalised rows (crates/ml/benches/inference.rs).
+        let mut rng = Rng::new(1);
+        for _ in 0..64 {
+            let r: [f32; 5] = core::array::from_fn(|_| rng.uniform(-1.5, 1.5));
+            println!("{}", r.map(|v| format!("{v:.9}")).join(" "));
+        }
+        return ExitCode::SUCCESS;
+    }
+    let (Some(rows), Some(what), Some(calls)) = (args.get(2), args.get(3), args.get(4)) else {
+        return fail("usage: side_by_side KML_MODEL_DIR {rows | ROWS {tree|net} CALLS}".into());
+    };
+    let Ok(calls) = calls.parse::<usize>() else {
+        return fail(format!("CALLS: {calls:?} is not a count"));
+    };
+    let text = match std::fs::read_to_string(rows) {
+        Ok(t) => t,
+        Err(e) => return fail(format!("{rows}: {e}")),
+    };
+    let rows = match iolearn_ml::datasets::parse_rows(&text, 5) {
+        Ok(v) if v.len() == 64 * 5 => v,
+        Ok(v) => return fail(format!("{rows}: {} rows, expected 64", v.len() / 5)),
+        Err(e) => return fail(format!("{rows}: {e}")),
+    };
+    let rows: Vec<[f32; 5]> = rows.chunks(5).map(|r| r.try_into().unwrap()).collect();
+    let nn = dir.join("nn_arch_data");
+    let (elapsed, sum) = match what.as_str() {
+        "tree" => {
+            let Ok(ModelFile {
+                kind: ModelKind::Tree(tree),
+                ..
+            }) = kml::import_tree(&dir.join("decision_tree_model/readahead_model.dt"), &nn)
+            else {
+                return fail(format!("{}: cannot import KML's tree", dir.display()));
+            };
+            let mut sum = 0usize;
+            for i in 0..100_000 {
+                sum += tree.predict_class(black_box(&rows[i & 63]));
+            }
+            black_box(sum);
+            sum = 0;
+            let t = Instant::now();
+            for i in 0..calls {
+                sum += tree.predict_class(black_box(&rows[i & 63]));
+            }
+            (t.elapsed(), sum)
+        }
+        "net" => {
+            let Ok(ModelFile {
+                kind: ModelKind::Mlp(net),
+                ..
+            }) = kml::import_network(&nn)
+            else {
+                return fail(format!("{}: cannot import KML's network", nn.display()));
+            };
+            let mut ws = net.workspace();
+            let mut sum = 0usize;
+            for i in 0..10_000 {
+                sum += net.predict_class(black_box(&rows[i & 63]), &mut ws);
+            }
+            black_box(sum);
+            sum = 0;
+            let t = Instant::now();
+            for i in 0..calls {
+                sum += net.predict_class(black_box(&rows[i & 63]), &mut ws);
+            }
+            (t.elapsed(), sum)
+        }
+        other => return fail(format!("case {other:?}: tree or net")),
+    };
+    println!("{:.3} ns/call checksum {sum}", elapsed.as_nanos() as f64 / calls as f64);
+    ExitCode::SUCCESS
+}
