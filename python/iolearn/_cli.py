@@ -19,7 +19,7 @@ class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line (``PROG: error: ...``) with exit status 2."""
 
     def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        self.exit(2, f"{self.prog}: error: {_one_line(message)} (see --help)\n")
 
 
 def _one_line(text: str, limit: int = 2000) -> str:
@@ -28,17 +28,31 @@ def _one_line(text: str, limit: int = 2000) -> str:
 
 
 def run(main: Callable[[], int | None], prog: str) -> int:
-    """Run ``main()``; bad input and interruptions end in one line and an exit status."""
+    """Run ``main()``; bad input and interruptions end in one line and an exit status. A
+    failed command removes the output directories it created that are still empty."""
+    from . import safeio
+
+    status = 70
     try:
-        return int(main() or 0)
+        status = int(main() or 0)
+        return status
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
-    except SystemExit:
+        status = 130
+        return status
+    except SystemExit as e:
+        if isinstance(e.code, str):
+            # A command's own `raise SystemExit("error: ...")`: one line, with the prefix.
+            message = e.code.removeprefix("error: ")
+            print(f"{prog}: error: {_one_line(message)}", file=sys.stderr)
+            status = 1
+            return status
+        status = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
         raise
     except (ValueError, OSError) as e:
         print(f"{prog}: error: {_one_line(e)}", file=sys.stderr)
-        return 1
+        status = 1
+        return status
     except BaseException as e:  # noqa: BLE001 - Rust panics arrive as BaseException
         if os.environ.get("IOLEARN_DEBUG"):
             traceback.print_exc()
@@ -48,3 +62,6 @@ def run(main: Callable[[], int | None], prog: str) -> int:
             file=sys.stderr,
         )
         return 70  # EX_SOFTWARE
+    finally:
+        if status != 0:
+            safeio.remove_created_dirs()

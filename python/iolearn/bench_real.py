@@ -38,7 +38,7 @@ from . import readahead as ra
 from ._cli import Parser
 from ._cli import run as run_cli
 from ._validate import int_arg
-from .safeio import OutputError, atomic_open, output_dir, private_dir, write_text
+from .safeio import OutputError, atomic_open, output_dir, private_dir, read_text, write_text
 
 WORKLOADS = ("readrandom", "readrandomwriterandom", "readseq", "readreverse", "updaterandom", "mixgraph")
 SEQUENTIAL = ("readseq", "readreverse")
@@ -113,7 +113,7 @@ class Testbed:
         if not j.exists():
             return False
         try:
-            state = json.loads(j.read_text())
+            state = json.loads(read_text(j, 16 << 20))
         except ValueError as e:
             raise SystemExit(f"error: {j}: not a test bed journal ({e}); remove it after checking") from e
         # The journal names what to unmount, detach and delete as root: only what a test bed
@@ -681,7 +681,7 @@ def main(argv=None) -> int:
         db = create_db(s, tb)
         steps = set(a.steps.split(","))
         if a.reuse:
-            report = json.loads((out / "report.json").read_text())
+            report = json.loads(read_text(out / "report.json", 16 << 20))
             oracle = report["oracle_kb"]
             # Steps finished by an earlier --reuse run whose report was not written.
             if "back_to_back" not in report and (out / "back_to_back-runs.csv").exists():

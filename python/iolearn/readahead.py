@@ -11,6 +11,7 @@ with a controller from ``crates/policy`` deciding once per simulated second).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ from ._cli import run as run_cli
 from ._validate import float_arg, seed_arg
 from .model_selection import cross_val_predict, permutation_importance
 from .models import MLP, DecisionTree
-from .safeio import atomic_open, output_dir, write_text
+from .safeio import atomic_open, output_dir, read_text, write_text
 
 #: KML's training workloads, in its class order (code release ids).
 TRAIN_WORKLOADS = ("readrandom", "readrandomwriterandom", "readseq", "readreverse")
@@ -400,8 +401,8 @@ def main(argv=None) -> int:
         sweep_mixed(MIXED_PAIRS, MIXED_GRID_KB, "nvme", a.seconds, a.seed, a.out / "oracle")
     if a.command in ("train", "all"):
         rows = _read(a.out / "sweep.csv")
-        rep = train(rows, _read(a.out / "features.csv"), a.out, seed=a.seed)
-        train(rows, _read(a.out / "features-per-file.csv"), a.out, seed=a.seed, suffix="_file")
+        rep = train(rows, _read(a.out / "features.csv", ("workload", *FEATURES)), a.out, seed=a.seed)
+        train(rows, _read(a.out / "features-per-file.csv", ("workload", *FEATURES)), a.out, seed=a.seed, suffix="_file")
         print(f"10-fold CV: network {rep['nn_cv'] * 100:.1f}% (KML 95.5%), tree {rep['dt_cv'] * 100:.1f}% (KML 75.4%)")
         print("class -> read_ahead_kb (best static value; least expected regret for the network):")
         for (w, best), (_, kb) in zip(rep["best_per_class"], rep["classes"]):
@@ -444,7 +445,11 @@ def report(out: Path, seconds: float, seed: int) -> bool:
     _write(out / "evaluate", rows)
     plot_evaluation(rows, out / "evaluate.png")
     mixed_sweep = out / "oracle" / "mixed-sweep.csv"
-    pair_oracle = best_per_pair(_read(mixed_sweep)) if mixed_sweep.exists() else None
+    pair_oracle = (
+        best_per_pair(_read(mixed_sweep, ("pair", "ra_kb_0", "ra_kb_1", "ops_s_0", "ops_s_1")))
+        if mixed_sweep.exists()
+        else None
+    )
     mixed = evaluate_mixed(out, MIXED_PAIRS, "nvme", seconds, seed, pair_oracle)
     print("\nMixed pairs (nvme; each member x vanilla; ws = weighted speedup, the sum, 2.00 = vanilla)")
     print(f"{'pair':<24}{'per device':>16}{'ws':>6}{'per file':>16}{'ws':>6}{'per-file oracle':>26}{'ws':>6}")
@@ -539,13 +544,28 @@ def plot_evaluation(rows: list[dict], path: Path) -> None:
         plt.close(fig)
 
 
-def _read(path: Path) -> list[dict]:
+# The largest sweep or feature file `_read` takes (a full sweep is a few MiB).
+MAX_CSV_BYTES = 1 << 30
+
+
+def _read(path: Path, need: tuple[str, ...] = ("workload", "ra_kb", "ops_s")) -> list[dict]:
+    """Rows of a sweep or feature CSV this pipeline wrote. Every column in ``need`` must be
+    present; numbers must be finite (throughputs and readahead values also non-negative): a
+    corrupt row (ops_s=inf) would map every class to the wrong readahead. Errors name the file,
+    the line and the column."""
     if not path.exists():
-        raise SystemExit(f"error: {path} not found (run the sweep first)")
-    with open(path) as fh:
-        rows = list(csv.DictReader(fh))
-    for r in rows:
+        raise ValueError(f"{path}: not found (run the sweep first)")
+    text = read_text(path, MAX_CSV_BYTES)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    if not rows:
+        raise ValueError(f"{path}: no rows")
+    missing = [k for k in need if k not in rows[0]]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
+    for line, r in enumerate(rows, start=2):
         for k, v in r.items():
+            if k is None or v is None:
+                raise ValueError(f"{path}: line {line}: the number of fields differs from the header")
             try:
                 r[k] = int(v)
             except ValueError:
@@ -553,14 +573,24 @@ def _read(path: Path) -> list[dict]:
                     r[k] = float(v)
                 except ValueError:
                     pass
-    # A sweep is input like any other: a corrupt row (ops_s=inf) would map every class to the
-    # wrong readahead.
-    for i, r in enumerate(rows, start=2):
-        for k in ("ops_s", "ops_s_0", "ops_s_1", "ra_kb", "ra_kb_0", "ra_kb_1"):
+        for k in need:
+            v = r[k]
+            if k in ("workload", "pair"):
+                continue
+            non_negative = k.startswith(("ops_s", "ra_kb"))
+            if not (isinstance(v, (int, float)) and np.isfinite(v) and (v >= 0 or not non_negative)):
+                want = "a finite non-negative number" if non_negative else "a finite number"
+                raise ValueError(f"{path}: line {line}: {k} {_excerpt(v)} is not {want}")
+        for k in ("ops_s_0", "ops_s_1", "ra_kb_0", "ra_kb_1"):
             v = r.get(k)
             if v is not None and not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
-                raise ValueError(f"{path}: line {i}: {k} {v!r} is not a finite non-negative number")
+                raise ValueError(f"{path}: line {line}: {k} {_excerpt(v)} is not a finite non-negative number")
     return rows
+
+
+def _excerpt(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:40] + "..."
 
 
 if __name__ == "__main__":

@@ -29,7 +29,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-__all__ = ["OutputError", "check_target", "atomic_open", "write_text", "write_bytes", "output_dir", "private_dir"]
+__all__ = [
+    "OutputError",
+    "check_target",
+    "atomic_open",
+    "write_text",
+    "write_bytes",
+    "output_dir",
+    "private_dir",
+    "read_bytes",
+    "read_text",
+    "remove_created_dirs",
+]
+
+# Directories `output_dir` created in this process, outermost first: a command that fails
+# removes those still empty (`remove_created_dirs`), so an error leaves nothing behind.
+_created: list[Path] = []
 
 
 class OutputError(OSError):
@@ -99,11 +114,22 @@ def output_dir(path: os.PathLike | str) -> Path:
         raise OutputError(p, "is a symbolic link; name the directory itself")
     if p.exists() and not p.is_dir():
         raise OutputError(p, "is not a directory")
+    missing = [d for d in (p, *p.parents) if not d.exists()]
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise OutputError(p, f"cannot create the directory: {e.strerror}") from None
+    _created.extend(reversed(missing))
     return p
+
+
+def remove_created_dirs() -> None:
+    """Remove the directories :func:`output_dir` created that are still empty (innermost
+    first); a command calls it when it fails."""
+    while _created:
+        d = _created.pop()
+        with contextlib.suppress(OSError):
+            d.rmdir()
 
 
 @contextlib.contextmanager
@@ -225,3 +251,31 @@ def private_dir(path: os.PathLike | str) -> Path:
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
         raise OutputError(p, "is not a directory owned by this user and writable only by it; choose another --workdir")
     return p
+
+
+def read_bytes(path: os.PathLike | str, limit: int) -> bytes:
+    """At most ``limit`` bytes of ``path``; a larger input is a ``ValueError`` naming the file,
+    found by reading (``/dev/zero``, FIFOs and ``/proc`` files report no size), never by
+    running out of memory."""
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{os.fspath(path)}: larger than the {_human(limit)} limit")
+    return data
+
+
+def read_text(path: os.PathLike | str, limit: int) -> str:
+    """:func:`read_bytes` decoded as UTF-8; an error names the file and the byte."""
+    data = read_bytes(path, limit)
+    try:
+        return data.decode()
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{os.fspath(path)}: not UTF-8 text (byte {e.start})") from None
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:g} {unit}"
+        n /= 1024
+    return f"{n:g} TiB"

@@ -252,6 +252,12 @@ CLI_BAD = [
     ("bench_admission", ["--noise-threads", "100000"], "--noise-threads"),
     ("bench_admission", ["--repeats", "-1"], "--repeats"),
     ("demo", ["--epochs", "1000000000000"], "--epochs"),
+    ("sim_ssd", ["--trace", "huge-io.trace", "--out", "out/h.csv"], "size of I/O 1"),
+    ("demo", ["--reference", "zero-ref", "--out", "out/demo"], "limit"),
+    ("readahead", ["train", "--out", "zero-sweep"], "limit"),
+    ("readahead", ["train", "--out", "bad-features"], "features.csv: line 3: mean_abs_page_delta"),
+    ("readahead", ["train", "--out", "short-features"], "features.csv: missing column(s) ra_sectors_over_1024"),
+    ("readahead", ["train", "--out", "x\ny"], "not found"),
     ("demo", ["--epochs", "-1"], "--epochs"),
     ("demo", ["--batch-size", "0"], "--batch-size"),
     ("demo", ["--sim-seconds", "nan"], "--sim-seconds"),
@@ -270,6 +276,20 @@ def cli_dir(tmp_path_factory):
     (d / "sub" / "tiny.trace").write_text(lines)
     (d / "bad.trace").write_text("0.0 0 4096 4096 1\n0.5 0 zz 4096 1\n")
     (d / "out" / "link").symlink_to("/etc/hostname")
+    (d / "huge-io.trace").write_text("0 0 0 4096 1\n1 0 4096 4294967295 0\n")
+    (d / "zero-ref" / "nn_arch_data").mkdir(parents=True)
+    (d / "zero-ref" / "nn_arch_data" / "input.csv").symlink_to("/dev/zero")
+    (d / "zero-sweep").mkdir()
+    (d / "zero-sweep" / "sweep.csv").symlink_to("/dev/zero")
+    sweep = "workload,ra_kb,ops_s\nreadrandom,16,100\nreadseq,256,90\n"
+    header = "workload,n_transactions,page_offset_var_pop_over_range,page_offset_var_sample_over_range,"
+    for name, body in [
+        ("bad-features", header + "mean_abs_page_delta,ra_sectors_over_1024\nreadseq,1,2,3,4,5\nreadseq,1,2,3,zz,5\n"),
+        ("short-features", header + "mean_abs_page_delta\nreadseq,1,2,3,4\n"),
+    ]:
+        (d / name).mkdir()
+        (d / name / "sweep.csv").write_text(sweep)
+        (d / name / "features.csv").write_text(body)
     return d
 
 
@@ -350,3 +370,10 @@ def test_native_simulators_bound_their_inputs():
         world.run(
             "base", arrival, np.array([0, 2**64 - 1], dtype=np.uint64), np.array([4096, 4096], dtype=np.uint32), write
         )
+
+
+def test_a_failed_command_leaves_no_directory_behind(cli_dir):
+    before = sorted(os.listdir(cli_dir))
+    p = run("readahead", "train", "--out", "missing/deeper", cwd=cli_dir)
+    assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert sorted(os.listdir(cli_dir)) == before, "missing/deeper was left behind"

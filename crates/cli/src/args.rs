@@ -13,7 +13,7 @@ fn number(s: &str) -> Result<f64, String> {
     if v.is_finite() {
         Ok(v)
     } else {
-        Err(format!("{s} is not a finite number"))
+        Err(format!("{} is not a finite number", iolearn_safeio::excerpt(s, 40)))
     }
 }
 

@@ -1,7 +1,7 @@
 //! `iolearn model ...`: import KML models, inspect and run model files.
 
 use crate::files::read_rows;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use iolearn_ml::{kml, Layer, ModelFile, ModelKind};
 use iolearn_safeio::printable;
@@ -64,6 +64,23 @@ pub fn load(path: &Path) -> Result<ModelFile> {
 
 fn import_kml(dir: &Path, output: &Path, tree: Option<&Path>) -> Result<()> {
     iolearn_safeio::check_target(output)?;
+    // The output must not be one of the files the import reads (KML's CSVs, the tree).
+    let inputs = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .take(10_000)
+        .map(|e| e.path())
+        .chain(tree.map(Path::to_path_buf));
+    for input in inputs {
+        if iolearn_safeio::same_file(&input, output) {
+            bail!(
+                "{}: is an input of the import ({}); write the model elsewhere",
+                output.display(),
+                input.display()
+            );
+        }
+    }
     let file = match tree {
         Some(dt) => kml::import_tree(dt, dir)?,
         None => kml::import_network(dir)?,
@@ -176,6 +193,9 @@ fn predict(path: &Path, csv: &Path, prenormalized: bool, labels: bool) -> Result
     let file = load(path)?;
     let d = file.kind.in_dim();
     let mut x = read_rows(csv, d)?;
+    if x.is_empty() {
+        bail!("{}: no rows to predict", csv.display());
+    }
     if !prenormalized {
         if let Some(z) = &file.normaliser {
             z.transform_rows(&mut x);

@@ -47,7 +47,7 @@ pub struct RecordArgs {
 
 pub fn run(cmd: ProbeCommand) -> Result<()> {
     let ProbeCommand::Readahead(a) = cmd;
-    let name = a.device.trim_start_matches("/dev/").to_string();
+    let name = a.device.strip_prefix("/dev/").unwrap_or(&a.device).to_string();
     iolearn_tune::check_device_name(&name).map_err(anyhow::Error::msg)?;
     iolearn_tune::check_pids(&a.pids).map_err(anyhow::Error::msg)?;
     // The output path is checked before the probes start.

@@ -1,25 +1,50 @@
 //! Hand a command to the Python side (the lab: sweeps, training, reports).
 
 use anyhow::{bail, Context, Result};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The interpreter with the `iolearn` package: `$IOLEARN_PYTHON`, else the repository's
-/// `.venv` (made by `make setup`) next to this executable's `target/` directory, else
-/// `python3` on the PATH.
+/// `.venv` (made by `make setup`) beside the `target/` directory this executable was built in
+/// (`REPO/target/{release,debug}/iolearn`), when [`trusted`]; else `python3` on the PATH.
 fn interpreter() -> PathBuf {
     if let Some(p) = std::env::var_os("IOLEARN_PYTHON") {
         return p.into();
     }
-    if let Ok(exe) = std::env::current_exe() {
-        for dir in exe.ancestors().skip(1) {
-            let candidate = dir.join(".venv/bin/python");
-            if candidate.is_file() {
-                return candidate;
-            }
+    if let Some(repo) = std::env::current_exe().ok().and_then(|exe| {
+        exe.parent()?
+            .parent()
+            .filter(|t| t.ends_with("target"))?
+            .parent()
+            .map(Path::to_path_buf)
+    }) {
+        let candidate = repo.join(".venv/bin/python");
+        if candidate.exists() && trusted(&candidate) {
+            return candidate;
         }
     }
     "python3".into()
+}
+
+/// Whether `path` and every directory above it belong to root or to us and cannot be changed
+/// by anyone else (not group- or world-writable, except sticky directories such as `/tmp`,
+/// where others cannot replace what we own): iolearn runs as root, and an interpreter another
+/// user could plant or swap would run with root's rights. The last component may be a link
+/// (a venv's `python` is one); its target is checked the same way.
+fn trusted(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let safe = |p: &Path| match std::fs::symlink_metadata(p) {
+        Ok(m) => {
+            let owner_ok = m.uid() == 0 || m.uid() == me;
+            let sticky_dir = m.is_dir() && m.mode() & 0o1000 != 0;
+            owner_ok && (m.mode() & 0o022 == 0 || sticky_dir || m.file_type().is_symlink())
+        }
+        Err(_) => false,
+    };
+    let chain_ok = |p: &Path| p.ancestors().all(safe);
+    chain_ok(path) && std::fs::canonicalize(path).is_ok_and(|real| chain_ok(&real))
 }
 
 /// Run `python -m module args...`; returns its exit code.

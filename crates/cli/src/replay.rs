@@ -5,6 +5,7 @@ use crate::trace::{load, Input};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use iolearn_replay::{replay, NoiseConfig, Options, Record};
+use iolearn_safeio::same_file;
 use std::path::PathBuf;
 
 /// Replays on real devices.
@@ -21,7 +22,7 @@ pub struct Block {
     #[command(flatten)]
     input: Input,
     /// Replicas, comma separated: files or block devices (e.g. /dev/loop3,/dev/loop4,/dev/loop5);
-    /// 1 to 16.
+    /// 1 to 8.
     #[arg(long, value_delimiter = ',', required = true)]
     replicas: Vec<PathBuf>,
     /// Policy: ADMISSION[+CLIENT][+rank][+cache], e.g. base, base+hedge=500, model=linnos.iolm,
@@ -100,18 +101,14 @@ impl From<&Record> for RecordRow {
     }
 }
 
-fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
-        _ => false,
-    }
-}
-
 pub fn run(cmd: ReplayCommand) -> Result<()> {
     let ReplayCommand::Block(b) = cmd;
-    if b.replicas.len() > 16 {
-        bail!("--replicas: at most 16 replicas, got {}", b.replicas.len());
+    if b.replicas.len() > iolearn_replay::MAX_REPLICAS {
+        bail!(
+            "--replicas: at most {} replicas, got {}",
+            iolearn_replay::MAX_REPLICAS,
+            b.replicas.len()
+        );
     }
     for (i, r) in b.replicas.iter().enumerate() {
         if b.replicas[..i].iter().any(|q| same_file(q, r)) {

@@ -70,6 +70,13 @@ pub enum By {
     Bytes,
 }
 
+/// The formats traces are written in (the readers take more).
+#[derive(Clone, Copy, ValueEnum, PartialEq)]
+pub enum OutFmt {
+    Linnos,
+    Binary,
+}
+
 #[derive(Clone, Copy, ValueEnum, PartialEq)]
 pub enum Fmt {
     Linnos,
@@ -118,8 +125,8 @@ pub struct Output {
     #[arg(long, short)]
     out: PathBuf,
     /// Output format: linnos (text) or binary.
-    #[arg(long, value_enum, default_value_t = Fmt::Linnos)]
-    to: Fmt,
+    #[arg(long, value_enum, default_value_t = OutFmt::Linnos)]
+    to: OutFmt,
 }
 
 /// A trace whose arrivals go back in time gives wrong durations and rates: an error for the
@@ -157,9 +164,8 @@ pub(crate) fn load(i: &Input) -> Result<Vec<BlockIo>> {
 
 fn save(o: &Output, ios: &[BlockIo]) -> Result<()> {
     let bytes = match o.to {
-        Fmt::Linnos => linnos::write(ios).into_bytes(),
-        Fmt::Binary => binary::encode(ios),
-        other => bail!("cannot write {} traces (write linnos or binary)", fmt_name(other)),
+        OutFmt::Linnos => linnos::write(ios).into_bytes(),
+        OutFmt::Binary => binary::encode(ios),
     };
     if o.out.as_os_str() == "-" {
         use std::io::Write;
@@ -172,15 +178,6 @@ fn save(o: &Output, ios: &[BlockIo]) -> Result<()> {
     Ok(iolearn_safeio::write(&o.out, &bytes)?)
 }
 
-fn fmt_name(f: Fmt) -> &'static str {
-    match f {
-        Fmt::Linnos => "linnos",
-        Fmt::Msr => "msr",
-        Fmt::Blkparse => "blkparse",
-        Fmt::Binary => "binary",
-    }
-}
-
 /// Seconds (checked into range by the option's parser) as nanoseconds.
 fn seconds_ns(s: f64) -> u64 {
     debug_assert!((0.0..=args::MAX_SECONDS).contains(&s));
@@ -189,18 +186,12 @@ fn seconds_ns(s: f64) -> u64 {
 
 /// Check an output path before any work, and refuse to overwrite the input with it.
 fn check_output(input: &Input, output: &Output) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    if !matches!(output.to, Fmt::Linnos | Fmt::Binary) {
-        bail!("--to {}: traces are written as linnos or binary", fmt_name(output.to));
-    }
     if output.out.as_os_str() == "-" {
         return Ok(());
     }
     iolearn_safeio::check_target(&output.out)?;
-    if let (Ok(a), Ok(b)) = (std::fs::metadata(&input.trace), std::fs::metadata(&output.out)) {
-        if (a.dev(), a.ino()) == (b.dev(), b.ino()) {
-            bail!("{}: is the input trace; write to another file", output.out.display());
-        }
+    if iolearn_safeio::same_file(&input.trace, &output.out) {
+        bail!("{}: is the input trace; write to another file", output.out.display());
     }
     Ok(())
 }
@@ -217,7 +208,7 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
         TraceCommand::Stats(i) => {
             let ios = load(&i)?;
             ordered(&i, &ios)?;
-            print!("{}", TraceStats::of(&ios).render(&i.name()));
+            print!("{}", TraceStats::of(&ios).render(&iolearn_safeio::printable(&i.name())));
         }
         TraceCommand::Cut {
             input,

@@ -78,7 +78,7 @@ pub struct ReadaheadArgs {
 
 pub fn run_command(cmd: TuneCommand) -> Result<()> {
     let TuneCommand::Readahead(a) = cmd;
-    let device = a.device.trim_start_matches("/dev/").to_string();
+    let device = a.device.strip_prefix("/dev/").unwrap_or(&a.device).to_string();
     if a.restore {
         check_device_name(&device).map_err(anyhow::Error::msg)?;
         if a.state_dir.exists() && !a.state_dir.is_dir() {

@@ -59,6 +59,8 @@ fn inputs(name: &str) -> PathBuf {
     w("nan.csv", b"1,2,nan,4,5\n");
     w("huge-time.trace", b"0 0 0 4096 1\n1e300 0 0 4096 1\n");
     w("huge.csv", b"1,2,3,1e300,5\n");
+    w("many-fields.csv", &b"1,".repeat(1 << 20));
+    w("blank.csv", b"\n  \n# a comment\n");
     w("long-line.csv", &[b'7'; 3 << 20]);
     w("bad.trace", b"0.0 0 4096 4096 1\n0.5 0 zz 4096 1\n");
     w("zero.trace", b"0.0 0 4096 0 1\n");
@@ -444,6 +446,8 @@ fn malformed_files_of_every_format_are_refused_by_name() {
         (&["model", "predict", "ok.iolm", "huge.csv"], "field 4: \"1e300\""),
         (&["trace", "stats", "huge-time.trace"], "line 2: arrival_ms"),
         (&["model", "predict", "ok.iolm", "semicolons.csv"], "no rows"),
+        (&["model", "predict", "ok.iolm", "many-fields.csv"], "found more than 5"),
+        (&["model", "predict", "ok.iolm", "blank.csv"], "no rows to predict"),
         (&["trace", "stats", "unsorted.trace"], "time order"),
         (
             &[
@@ -460,7 +464,7 @@ fn malformed_files_of_every_format_are_refused_by_name() {
         ),
         (
             &["trace", "convert", "bad.trace", "--to", "msr", "-o", "out/x"],
-            "--to msr",
+            "'msr' for '--to",
         ),
         (&["trace", "stats", "empty.trace"], "no I/Os"),
         (
@@ -610,4 +614,89 @@ fn negative_counts_name_their_option() {
     for (args, culprit) in cases {
         refuse(&d, args, culprit);
     }
+}
+
+/// The Python commands run the repository's `.venv` interpreter only when nobody else could
+/// have planted or swapped it (iolearn runs as root): a world-writable directory above it makes
+/// it untrusted, and `python3` on the PATH runs instead.
+#[test]
+fn a_planted_interpreter_is_not_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("planted");
+    let _ = std::fs::remove_dir_all(&root);
+    let repo = root.join("repo");
+    std::fs::create_dir_all(repo.join("target/release")).unwrap();
+    std::fs::create_dir_all(repo.join(".venv/bin")).unwrap();
+    let exe = repo.join("target/release/iolearn");
+    std::fs::copy(bin(), &exe).unwrap();
+    let marker = root.join("ran");
+    let python = repo.join(".venv/bin/python");
+    std::fs::write(
+        &python,
+        format!("#!/bin/sh\necho \"$@\" >> {}\nexit 1\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = || {
+        let _ = std::fs::remove_file(&marker);
+        Command::new(&exe)
+            .args(["sim", "ssd", "--help"])
+            .env_remove("IOLEARN_PYTHON")
+            .env("PATH", "/nonexistent")
+            .output()
+            .unwrap();
+        marker.exists()
+    };
+    for (dir, mode) in [(&repo, 0o777), (&repo, 0o775), (&repo.join(".venv/bin"), 0o757)] {
+        std::fs::set_permissions(&repo, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(repo.join(".venv/bin"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).unwrap();
+        assert!(!run(), "{} at {mode:o}: the interpreter below it ran", dir.display());
+    }
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(&repo, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(repo.join(".venv/bin"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(!run(), "a world-writable interpreter ran");
+    // Owned by us, writable only by us: the repository's interpreter is the one that runs.
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(run(), "the trusted interpreter did not run");
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// Inputs and outputs of one command never meet, and what an error quotes stays short.
+#[test]
+fn outputs_over_inputs_and_long_quotes() {
+    let d = inputs("over");
+    // `model import-kml` refuses to write over one of KML's files it reads.
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference/kml/readahead/nn_arch_data");
+    let kml = d.join("kml");
+    std::fs::create_dir_all(&kml).unwrap();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), kml.join(e.file_name())).unwrap();
+    }
+    let before = std::fs::read(kml.join("linear0_w.csv")).unwrap();
+    refuse(
+        &d,
+        &["model", "import-kml", "kml", "-o", "kml/linear0_w.csv"],
+        "is an input of the import",
+    );
+    assert_eq!(std::fs::read(kml.join("linear0_w.csv")).unwrap(), before);
+    // A policy of 20,000 characters is quoted by an excerpt.
+    let long = format!("base+{}", "x".repeat(20_000));
+    let o = Command::new(bin())
+        .current_dir(&d)
+        .args([
+            "replay",
+            "block",
+            "--replicas",
+            "ok.trace",
+            "--policy",
+            &long,
+            "ok.trace",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.len() < 400, "{} bytes: {err}", err.len());
 }

@@ -69,10 +69,12 @@ pub fn parse_rows(text: &str, width: usize) -> crate::Result<Vec<f32>> {
             continue;
         }
         let no = i + 1;
+        // At most one token past the width is kept: a line of millions of fields is an error,
+        // not millions of slices in memory.
         let toks: Vec<&str> = if line.contains(',') {
-            line.split(',').map(str::trim).collect()
+            line.split(',').map(str::trim).take(width + 1).collect()
         } else {
-            line.split_whitespace().collect()
+            line.split_whitespace().take(width + 1).collect()
         };
         let header = first && toks.iter().all(|t| !t.is_empty() && t.parse::<f32>().is_err());
         first = false;
@@ -84,9 +86,14 @@ pub fn parse_rows(text: &str, width: usize) -> crate::Result<Vec<f32>> {
             return Err(Error::parse(no, alloc::format!("field {} is empty", k + 1)));
         }
         if toks.len() != width {
+            let found = if toks.len() > width {
+                alloc::format!("more than {width}")
+            } else {
+                alloc::format!("{}", toks.len())
+            };
             return Err(Error::parse(
                 no,
-                alloc::format!("expected {width} values (the model's inputs), found {}", toks.len()),
+                alloc::format!("expected {width} values (the model's inputs), found {found}"),
             ));
         }
         for (k, t) in toks.iter().enumerate() {

@@ -22,7 +22,7 @@ pub fn kernel_dev(d: DeviceId) -> u32 {
 impl DeviceId {
     /// From a block device's name (`loop0`, `nvme0n1`) via `/sys/class/block/<name>/dev`.
     pub fn from_name(name: &str) -> Result<DeviceId, ProbeError> {
-        let name = name.trim_start_matches("/dev/");
+        let name = name.strip_prefix("/dev/").unwrap_or(name);
         let path = Path::new("/sys/class/block").join(name).join("dev");
         let text = std::fs::read_to_string(&path)
             .map_err(|e| ProbeError::Device(format!("{}: {e} (no block device {name:?})", path.display())))?;

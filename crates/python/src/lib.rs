@@ -883,6 +883,7 @@ fn sim_ssd<'py>(
         .iter()
         .map(|io| (io.arrival_ns, io.offset, io.size, io.write))
         .collect();
+    iolearn_tail::check_requests(&ios).map_err(|e| PyValueError::new_err(format!("{}: {e}", trace.display())))?;
     let recs = py.detach(move || replay(ios, &cfg));
     let d = pyo3::types::PyDict::new(py);
     macro_rules! col {

@@ -89,10 +89,11 @@ impl TailWorld {
         samples: bool,
         seed: u64,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let spec = PolicySpec::parse(policy).map_err(|e| PyValueError::new_err(format!("policy {policy:?}: {e}")))?;
+        let quoted = iolearn_safeio::excerpt(policy, 60);
+        let spec = PolicySpec::parse(policy).map_err(|e| PyValueError::new_err(format!("policy {quoted}: {e}")))?;
         let mut admission = spec
             .build(seed, self.world.timing())
-            .map_err(|e| PyValueError::new_err(format!("policy {policy:?}: {e}")))?;
+            .map_err(|e| PyValueError::new_err(format!("policy {quoted}: {e}")))?;
         let (a, o, s, w) = (
             arrival_ns.as_array(),
             offset.as_array(),

@@ -272,11 +272,17 @@ const T_ARRIVE: u8 = 0; // failover arrival, arg = attempt
 const T_HEDGE: u8 = 1;
 const T_TIMEOUT: u8 = 2;
 
+/// The most replicas a replay drives (a read's failover order is a few bytes per I/O).
+pub const MAX_REPLICAS: usize = 8;
+
 /// Replay `ios` (`(arrival_ns, offset, size, write)`, any order) with `opts`. Returns every
 /// I/O's record in due order and a report.
 pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Record>, Report, Vec<Sample>), Error> {
-    if opts.replicas.is_empty() || opts.replicas.len() > 8 {
-        return err(format!("replicas: {} given, 1 to 8 needed", opts.replicas.len()));
+    if opts.replicas.is_empty() || opts.replicas.len() > MAX_REPLICAS {
+        return err(format!(
+            "replicas: {} given, 1 to {MAX_REPLICAS} needed",
+            opts.replicas.len()
+        ));
     }
     if !(opts.rate.is_finite() && opts.rate > 0.0) {
         return err(format!("rate: {} (must be > 0)", opts.rate));
@@ -284,15 +290,15 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
     if !(opts.failover_us.is_finite() && (0.0..=3.6e9).contains(&opts.failover_us)) {
         return err(format!("failover: {:?} us (0 to 3.6e9, an hour)", opts.failover_us));
     }
-    let spec = PolicySpec::parse(&opts.policy).map_err(|e| Error(format!("policy {:?}: {e}", opts.policy)))?;
+    let policy = iolearn_safeio::excerpt(&opts.policy, 60);
+    let spec = PolicySpec::parse(&opts.policy).map_err(|e| Error(format!("policy {policy}: {e}")))?;
     let mut admission: Box<dyn Admission> = spec
         .build(opts.seed, Default::default())
-        .map_err(|e| Error(format!("policy {:?}: {e}", opts.policy)))?;
+        .map_err(|e| Error(format!("policy {policy}: {e}")))?;
     let needs = admission.needs();
     if needs.oracle || needs.white_box {
         return err(format!(
-            "policy {:?}: needs the simulator's view of the device (a perfect predictor or a white box); a real device shows neither",
-            opts.policy
+            "policy {policy}: needs the simulator's view of the device (a perfect predictor or a white box); a real device shows neither"
         ));
     }
     let replicas: Vec<Replica> = opts

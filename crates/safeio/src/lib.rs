@@ -254,6 +254,16 @@ pub fn read(path: &Path, limit: u64) -> Result<Vec<u8>> {
     })
 }
 
+/// Whether `a` and `b` name the same existing file (same device and inode, links followed):
+/// commands refuse to write an output over one of their inputs.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
+        _ => false,
+    }
+}
+
 /// Read at most `limit` bytes of `path` as UTF-8 text.
 pub fn read_to_string(path: &Path, limit: u64) -> Result<String> {
     let bytes = read(path, limit)?;

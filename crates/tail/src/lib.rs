@@ -47,6 +47,23 @@ pub const MAX_REQUEST_BYTES: u32 = 64 << 20;
 /// end offset must still fit a `u64`.
 pub const MAX_OFFSET: u64 = 1 << 63;
 
+/// Check every I/O of a trace a simulated drive will serve: 1 to [`MAX_REQUEST_BYTES`] bytes
+/// (a drive model serves an I/O page by page: a 4 GiB one would take seconds of real time),
+/// offsets at most [`MAX_OFFSET`]. The error names the I/O (0-based) and the field.
+pub fn check_requests(ios: &[(u64, u64, u32, bool)]) -> Result<(), String> {
+    for (i, &(_, offset, size, _)) in ios.iter().enumerate() {
+        if size == 0 || size > MAX_REQUEST_BYTES {
+            return Err(format!(
+                "size of I/O {i}: {size} bytes (1 to {MAX_REQUEST_BYTES}: no block layer sends larger requests)"
+            ));
+        }
+        if offset > MAX_OFFSET {
+            return Err(format!("offset of I/O {i}: {offset} (at most 2^63 bytes)"));
+        }
+    }
+    Ok(())
+}
+
 /// Build the replicated replay of one trace: replica `k` of `replicas` replays the trace with
 /// its arrivals (times `rate`: 2.0 is twice as fast) shifted by `k / replicas` of the trace's
 /// span, wrapping around, so the replicas carry the same load at different moments. `ios` are
@@ -64,16 +81,7 @@ pub fn replicate(ios: &[(u64, u64, u32, bool)], replicas: usize, rate: f64) -> R
             RATE_RANGE.end()
         ));
     }
-    for (i, &(_, offset, size, _)) in ios.iter().enumerate() {
-        if size == 0 || size > MAX_REQUEST_BYTES {
-            return Err(format!(
-                "size of I/O {i}: {size} bytes (1 to {MAX_REQUEST_BYTES}: no block layer sends larger requests)"
-            ));
-        }
-        if offset > MAX_OFFSET {
-            return Err(format!("offset of I/O {i}: {offset} (at most 2^63 bytes)"));
-        }
-    }
+    check_requests(ios)?;
     if ios.is_empty() {
         return Ok(Vec::new());
     }

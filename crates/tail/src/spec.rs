@@ -131,14 +131,17 @@ impl PolicySpec {
             Some((k, v)) => (k, Some(v)),
             None => (adm, None),
         };
-        let missing = || format!("policy {key:?} needs a value ({key}=...)");
+        let missing = || {
+            let key = q(key);
+            format!("policy {key} needs a value (NAME=...)")
+        };
         let mut rule = None;
         let admission = match key {
             "base" => AdmissionSpec::Base,
             "random" => {
                 let s: f64 = num("random share", val.ok_or_else(missing)?)?;
                 if !(0.0..=1.0).contains(&s) {
-                    return Err(format!("random share {s} is not in [0, 1]"));
+                    return Err(format!("random share {s:e} is not in [0, 1]"));
                 }
                 AdmissionSpec::Random(s)
             }
@@ -179,7 +182,7 @@ impl PolicySpec {
                         Some((d, b)) => {
                             let b: f64 = num("hedge budget", b)?;
                             if !(b > 0.0 && b <= 1.0) {
-                                return Err(format!("hedge budget {b} is not in (0, 1]"));
+                                return Err(format!("hedge budget {b:e} is not in (0, 1]"));
                             }
                             (d, b)
                         }

@@ -81,6 +81,19 @@ pub fn decode(b: &[u8], path: &Path) -> Result<Vec<BlockIo>, TraceError> {
         if u32_at(24) == 0 {
             return Err(err("size", format!("record {i}: size 0")));
         }
+        // Times every reader accepts (`MAX_TIME_SECONDS`): a binary trace converts to text
+        // that reads back.
+        let max_ns = (crate::MAX_TIME_SECONDS * 1e9) as u64;
+        if u64_at(0) > max_ns {
+            return Err(err(
+                "arrival_ns",
+                format!(
+                    "record {i}: {} is past {max_ns} ({:e} s)",
+                    u64_at(0),
+                    crate::MAX_TIME_SECONDS
+                ),
+            ));
+        }
         let lat = u64_at(16);
         let qd = u32_at(32);
         out.push(BlockIo {

@@ -235,7 +235,7 @@ proptest! {
 
     #[test]
     fn binary_reads_back_exactly_and_refuses_any_flipped_byte(
-        ios in prop::collection::vec((any::<u64>(), any::<u32>(), any::<u64>(), 1u32.., any::<bool>(), any::<Option<u32>>()), 0..20),
+        ios in prop::collection::vec((0..=(MAX_TIME_SECONDS * 1e9) as u64, any::<u32>(), any::<u64>(), 1u32.., any::<bool>(), any::<Option<u32>>()), 0..20),
         flip in any::<prop::sample::Index>(),
         bit in 0u8..8,
     ) {
@@ -246,6 +246,13 @@ proptest! {
         bytes[i] ^= 1 << bit;
         let r = binary::decode(&bytes, Path::new(PATH));
         prop_assert!(r.is_err(), "byte {} bit {} flipped and still read", i, bit);
+    }
+
+    #[test]
+    fn binary_times_past_the_readers_bound_are_refused(t in (MAX_TIME_SECONDS * 1e9) as u64 + 1..) {
+        let bytes = binary::encode(&[BlockIo::new(t, 0, 0, 4096, false)]);
+        let e = binary::decode(&bytes, Path::new(PATH)).unwrap_err();
+        prop_assert_eq!(e.field, "arrival_ns");
     }
 
     #[test]

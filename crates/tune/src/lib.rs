@@ -68,7 +68,7 @@ impl TuneConfig {
     /// Defaults for `device` and `model`.
     pub fn new(device: &str, model: &Path) -> TuneConfig {
         TuneConfig {
-            device: device.trim_start_matches("/dev/").to_string(),
+            device: device.strip_prefix("/dev/").unwrap_or(device).to_string(),
             model: model.to_path_buf(),
             per_file: false,
             pids: Vec::new(),

@@ -50,7 +50,7 @@ impl LoopFs {
         let (image, dev) = attach_image(dir, name, size_mb)?;
         let mut fs = LoopFs {
             image,
-            device: dev.trim_start_matches("/dev/").to_string(),
+            device: dev.strip_prefix("/dev/").unwrap_or(&dev).to_string(),
             mountpoint,
         };
         let setup = || -> Result<(), String> {
