@@ -32,17 +32,18 @@ def read(path, format: str | None = None, skip_bad: bool = False) -> dict[str, n
 
         try:
             meta = pq.ParquetFile(path).metadata
-            # Encoded columns can expand a thousandfold (a run of zeros is a few bytes): bound
-            # what the file holds in memory, 8 bytes per value, by the Rust readers' limit.
-            size = meta.num_rows * len(COLUMNS) * 8
-            if size > MAX_TRACE_BYTES:
-                raise ValueError(
-                    f"{path}: {meta.num_rows} rows ({size / 2**30:.1f} GiB in memory), over the "
-                    f"{MAX_TRACE_BYTES >> 30} GiB limit of a trace"
-                )
+        except Exception as e:  # pyarrow raises its own types for unreadable files
+            raise ValueError(f"{path}: not a readable Parquet file ({e})") from e
+        # Encoded columns can expand a thousandfold (a run of zeros is a few bytes): bound what
+        # the file holds in memory, 8 bytes per value, by the Rust readers' limit.
+        size = meta.num_rows * len(COLUMNS) * 8
+        if size > MAX_TRACE_BYTES:
+            raise ValueError(
+                f"{path}: {meta.num_rows} rows ({size / 2**30:.1f} GiB in memory), over the "
+                f"{MAX_TRACE_BYTES >> 30} GiB limit of a trace"
+            )
+        try:
             t = pq.read_table(path)
-        except ValueError:
-            raise
         except Exception as e:  # pyarrow raises its own types for unreadable files
             raise ValueError(f"{path}: not a readable Parquet file ({e})") from e
         missing = [c for c in COLUMNS if c not in t.column_names]

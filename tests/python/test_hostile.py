@@ -377,3 +377,15 @@ def test_a_failed_command_leaves_no_directory_behind(cli_dir):
     p = run("readahead", "train", "--out", "missing/deeper", cwd=cli_dir)
     assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert sorted(os.listdir(cli_dir)) == before, "missing/deeper was left behind"
+
+
+def test_a_parquet_trace_is_bounded_by_its_rows_before_reading(tmp_path, monkeypatch):
+    from iolearn import traces
+
+    cols = {c: np.zeros(100, dtype=np.int64) for c in traces.COLUMNS}
+    traces.write_parquet(cols, tmp_path / "t.parquet")
+    assert len(traces.read(tmp_path / "t.parquet")["offset"]) == 100
+    # 100 rows x 7 columns x 8 bytes = 5,600 bytes in memory, whatever the file's size.
+    monkeypatch.setattr(traces, "MAX_TRACE_BYTES", 5_000)
+    with pytest.raises(ValueError, match=r"t.parquet: 100 rows .* over the"):
+        traces.read(tmp_path / "t.parquet")
