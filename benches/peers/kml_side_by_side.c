@@ -6,7 +6,7 @@
  *   kml_side_by_side KML_MODEL_DIR ROWS_FILE {tree|net} CALLS
  *
  * KML_MODEL_DIR holds nn_arch_data/ and decision_tree_model/ (shared/reference/kml/readahead);
- * ROWS_FILE has 64 normalised rows of 5 numbers. Each call is what KML's kernel module does per
+ * ROWS_FILE has 1 to 65536 normalised rows of 5 numbers, used in turn. Each call is what KML's kernel module does per
  * decision: `tree` is predict_decision_tree on a row matrix; `net` is
  * readahead_class_net_inference, matrix_argmax and cleanup_autodiff (FLOAT, batch 1, as the
  * module builds it). Prints ns per call (one timed loop after a warm-up) and the checksum of
@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#define ROWS 64
+#define MAX_ROWS 65536
 
 static double now_ns(void) {
   struct timespec t;
@@ -40,15 +40,17 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cannot read %s or bad CALLS\n", argv[2]);
     return 2;
   }
-  matrix *rows[ROWS];
-  for (int r = 0; r < ROWS; r++) {
-    rows[r] = allocate_matrix(1, 5, FLOAT);
-    for (int c = 0; c < 5; c++) {
-      if (fscanf(f, "%f", &rows[r]->vals.f[c]) != 1) {
-        fprintf(stderr, "%s: row %d: expected 5 numbers\n", argv[2], r + 1);
-        return 2;
-      }
-    }
+  static matrix *rows[MAX_ROWS];
+  long n = 0;
+  float v[5];
+  while (n < MAX_ROWS && fscanf(f, "%f %f %f %f %f", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5) {
+    rows[n] = allocate_matrix(1, 5, FLOAT);
+    memcpy(rows[n]->vals.f, v, sizeof v);
+    n++;
+  }
+  if (n == 0 || !feof(f)) {
+    fprintf(stderr, "%s: expected 1 to %d rows of 5 numbers\n", argv[2], MAX_ROWS);
+    return 2;
   }
   fclose(f);
   char p[4096], q[4096];
@@ -57,10 +59,10 @@ int main(int argc, char **argv) {
   if (strcmp(what, "tree") == 0) {
     snprintf(p, sizeof p, "%s/decision_tree_model/readahead_model.dt", dir);
     kml_dt *dt = build_decision_tree_model_from_file(p);
-    for (long i = 0; i < 100000; i++) sum += predict_decision_tree(dt, rows[i & 63]);
+    for (long i = 0, r = 0; i < 100000; i++, r = r + 1 == n ? 0 : r + 1) sum += predict_decision_tree(dt, rows[r]);
     sum = 0;
     t0 = now_ns();
-    for (long i = 0; i < calls; i++) sum += predict_decision_tree(dt, rows[i & 63]);
+    for (long i = 0, r = 0; i < calls; i++, r = r + 1 == n ? 0 : r + 1) sum += predict_decision_tree(dt, rows[r]);
     t1 = now_ns();
   } else if (strcmp(what, "net") == 0) {
     readahead_model_config config;
@@ -78,14 +80,14 @@ int main(int argc, char **argv) {
       snprintf(q, sizeof q, "%s/nn_arch_data/linear%d_bias.csv", dir, l);
       set_weights_biases_from_file(layers[l], p, q);
     }
-    for (long i = 0; i < 10000; i++) {
-      sum += matrix_argmax(readahead_class_net_inference(rows[i & 63], net));
+    for (long i = 0, r = 0; i < 10000; i++, r = r + 1 == n ? 0 : r + 1) {
+      sum += matrix_argmax(readahead_class_net_inference(rows[r], net));
       cleanup_autodiff(net->layer_list);
     }
     sum = 0;
     t0 = now_ns();
-    for (long i = 0; i < calls; i++) {
-      sum += matrix_argmax(readahead_class_net_inference(rows[i & 63], net));
+    for (long i = 0, r = 0; i < calls; i++, r = r + 1 == n ? 0 : r + 1) {
+      sum += matrix_argmax(readahead_class_net_inference(rows[r], net));
       cleanup_autodiff(net->layer_list);
     }
     t1 = now_ns();
@@ -93,6 +95,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "case must be tree or net\n");
     return 2;
   }
-  printf("%.3f ns/call checksum %ld\n", (t1 - t0) / calls, sum);
+  printf("%.3f ns/call checksum %ld rows %ld\n", (t1 - t0) / calls, sum, n);
   return 0;
 }

@@ -9,6 +9,8 @@
 
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 mod avx2;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod avx512;
 
 /// Output columns kept in registers at once: 16 f32 = two AVX2 registers, twice (even and odd
 /// inputs): four accumulators leave room for weights without spilling to the stack.
@@ -339,46 +341,60 @@ pub(crate) fn pack_i16_pairs(w: &[i32], n_in: usize, out: usize) -> alloc::vec::
     packed
 }
 
-/// Whether [`tree_exit_leaf`] can run on this CPU (AVX2).
-pub(crate) fn has_tree_kernel() -> bool {
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    return has_avx2_fma();
-    #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
-    false
-}
-
-/// Eight splits of a tree in QuickScorer's layout (`tree::Scorer`): each split's feature (a
-/// lane of the row), threshold, and the mask of the leaves it keeps when the row goes right,
-/// leaves 0..32 and 32..64. One aligned block is four vector loads.
+/// Sixteen splits of a tree in QuickScorer's layout (`tree::Scorer`): each split's feature (a
+/// lane of the row), threshold, and the leaves of its left subtree (cleared when the row goes
+/// right), leaves 0..32 and 32..64. One aligned block is four AVX-512 loads or eight AVX2 loads.
 #[derive(Debug, Clone, Copy, PartialEq)]
-#[repr(C, align(32))]
+#[repr(C, align(64))]
 pub(crate) struct SplitBlock {
-    pub feature: [i32; 8],
-    pub threshold: [f32; 8],
-    pub mask_lo: [u32; 8],
-    pub mask_hi: [u32; 8],
+    pub feature: [i32; 16],
+    pub threshold: [f32; 16],
+    pub left_lo: [u32; 16],
+    pub left_hi: [u32; 16],
 }
 
-/// QuickScorer's exit leaf of a tree (see `tree::Scorer`): the lowest leaf left after ANDing
-/// the masks of the splits that send `x` right (`wide`: two mask words, else only the first).
+/// A tree kernel: the packed leaf (`tree::Scorer::leaves`) row `x` reaches.
 ///
 /// # Safety
-/// [`has_tree_kernel`] returned true; `x` holds a value for every lane `lanes` sets (the first
-/// n, n <= 8), and every block's features are among those lanes.
-#[inline(always)]
-pub(crate) unsafe fn tree_exit_leaf(x: &[f32], lanes: &[i32; 8], blocks: &[SplitBlock], wide: bool) -> usize {
-    debug_assert!(lanes.iter().filter(|&&l| l != 0).count() <= x.len());
+/// The CPU has the kernel's instructions (it came from [`tree_kernels`]); `x` holds a value for
+/// every lane `lanes` sets (the first n, n <= 8); every block's features are among those lanes;
+/// `leaves` has 33 entries (65 for a wide kernel): one per index a trailing-zero count of the
+/// mask can give; the blocks are the ones the kernel was chosen for.
+pub(crate) type TreeKernel = unsafe fn(x: &[f32], lanes: &[i32; 8], blocks: &[SplitBlock], leaves: &[u64]) -> u64;
+
+/// The QuickScorer kernels this CPU runs for a tree of `blocks` split blocks (`wide`: over 32
+/// leaves), fastest first, with their names; empty without AVX2 (the tree is then walked).
+/// Chosen once, when the tree is laid out; trees of one or two blocks (up to 32 splits) get
+/// copies with the block count fixed, fully unrolled.
+pub(crate) fn tree_kernels(wide: bool, blocks: usize) -> alloc::vec::Vec<(&'static str, TreeKernel)> {
+    let mut out: alloc::vec::Vec<(&'static str, TreeKernel)> = alloc::vec::Vec::new();
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    // SAFETY: the caller's contract.
-    return unsafe {
-        if wide {
-            avx2::tree_exit_leaf::<true>(x, lanes, blocks)
-        } else {
-            avx2::tree_exit_leaf::<false>(x, lanes, blocks)
+    {
+        if std::is_x86_feature_detected!("avx512f") && has_avx2_fma() {
+            out.push((
+                "avx512",
+                match (wide, blocks) {
+                    (false, 1) => avx512::tree_leaf::<false, 1>,
+                    (false, 2) => avx512::tree_leaf::<false, 2>,
+                    (false, _) => avx512::tree_leaf::<false, 0>,
+                    (true, _) => avx512::tree_leaf::<true, 0>,
+                },
+            ));
         }
-    };
-    #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
-    unreachable!("has_tree_kernel is false here")
+        if has_avx2_fma() {
+            out.push((
+                "avx2",
+                match (wide, blocks) {
+                    (false, 1) => avx2::tree_leaf::<false, 1>,
+                    (false, 2) => avx2::tree_leaf::<false, 2>,
+                    (false, _) => avx2::tree_leaf::<false, 0>,
+                    (true, _) => avx2::tree_leaf::<true, 0>,
+                },
+            ));
+        }
+    }
+    let _ = (wide, blocks);
+    out
 }
 
 /// Whether this CPU has AVX2 and FMA (answer cached by std after the first call).

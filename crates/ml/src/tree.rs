@@ -83,12 +83,12 @@ pub struct DecisionTree {
 /// QuickScorer's branch-free evaluation (Lucchese et al., SIGIR 2015): number the leaves left
 /// to right; every split gets a bit mask that clears the leaves of its left subtree. For a row,
 /// AND together the masks of the splits whose test sends it right (`!(x[f] <= t)`): the exit
-/// leaf is the lowest bit still set. All splits are tested at once with AVX2 (features picked
-/// by a lane permute, eight splits per compare), so a row costs a fixed, short run of
+/// leaf is the lowest bit still set. All splits are tested at once with AVX-512 or AVX2
+/// (features picked by a lane permute, sixteen or eight splits per compare), so a row costs a fixed, short run of
 /// instructions and no branch mispredicts, where a walk from the root mispredicts at nearly
-/// every level on varied input. Splits are padded to a multiple of 8 with masks that clear
+/// every level on varied input. Splits are padded to a multiple of 16 with masks that clear
 /// nothing.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, Default)]
 struct Scorer {
     /// The splits, eight per block.
     blocks: Vec<SplitBlock>,
@@ -96,13 +96,19 @@ struct Scorer {
     wide: bool,
     /// Lanes of the row to load (the first `n_features` all ones).
     lanes: [i32; 8],
-    /// Node index of each leaf, left to right.
-    leaf_node: Vec<u32>,
-    /// Class of each leaf, left to right.
-    leaf_class: Vec<u32>,
-    /// This CPU runs the AVX2 kernel (found when the layout was made; without it the tree is
-    /// walked).
-    fast: bool,
+    /// Each leaf, left to right: its node index in the high 32 bits, its class in the low;
+    /// padded with the last to 33 entries (65 when `wide`).
+    leaves: Vec<u64>,
+    /// The kernel for this layout on this CPU (chosen when the layout was made; without one the
+    /// tree is walked).
+    kernel: Option<crate::kernels::TreeKernel>,
+}
+
+/// Layouts are equal when their splits and leaves are (the kernel follows from them).
+impl PartialEq for Scorer {
+    fn eq(&self, o: &Self) -> bool {
+        (&self.blocks, self.wide, &self.lanes, &self.leaves) == (&o.blocks, o.wide, &o.lanes, &o.leaves)
+    }
 }
 
 impl Scorer {
@@ -120,19 +126,16 @@ impl Scorer {
         let mut splits: Vec<(u32, f32, usize, usize)> = Vec::new();
         fn walk(nodes: &[Node], i: usize, s: &mut Scorer, splits: &mut Vec<(u32, f32, usize, usize)>) {
             match nodes[i] {
-                Node::Leaf { class } => {
-                    s.leaf_node.push(i as u32);
-                    s.leaf_class.push(class);
-                }
+                Node::Leaf { class } => s.leaves.push((i as u64) << 32 | class as u64),
                 Node::Split {
                     feature,
                     threshold,
                     left,
                     right,
                 } => {
-                    let first = s.leaf_node.len();
+                    let first = s.leaves.len();
                     walk(nodes, left as usize, s, splits);
-                    splits.push((feature, threshold, first, s.leaf_node.len()));
+                    splits.push((feature, threshold, first, s.leaves.len()));
                     walk(nodes, right as usize, s, splits);
                 }
             }
@@ -140,26 +143,32 @@ impl Scorer {
         walk(nodes, 0, &mut s, &mut splits);
         s.wide = leaves > 32;
         s.lanes = core::array::from_fn(|k| if k < n_features { -1 } else { 0 });
-        for k in 0..splits.len().div_ceil(8).max(1) * 8 {
-            if k % 8 == 0 {
+        for k in 0..splits.len().div_ceil(16).max(1) * 16 {
+            if k % 16 == 0 {
                 // Padding splits test +inf on feature 0 and clear nothing whichever way they go.
                 s.blocks.push(SplitBlock {
-                    feature: [0; 8],
-                    threshold: [f32::INFINITY; 8],
-                    mask_lo: [!0; 8],
-                    mask_hi: [!0; 8],
+                    feature: [0; 16],
+                    threshold: [f32::INFINITY; 16],
+                    left_lo: [0; 16],
+                    left_hi: [0; 16],
                 });
             }
             if let Some(&(f, t, lo, hi)) = splits.get(k) {
                 let left: u64 = (lo..hi).fold(0, |m, leaf| m | 1 << leaf);
                 let b = s.blocks.last_mut().expect("pushed above");
-                b.feature[k % 8] = f as i32;
-                b.threshold[k % 8] = t;
-                b.mask_lo[k % 8] = !left as u32;
-                b.mask_hi[k % 8] = (!left >> 32) as u32;
+                b.feature[k % 16] = f as i32;
+                b.threshold[k % 16] = t;
+                b.left_lo[k % 16] = left as u32;
+                b.left_hi[k % 16] = (left >> 32) as u32;
             }
         }
-        s.fast = crate::kernels::has_tree_kernel();
+        // One entry per index the kernel's trailing-zero count can give (it never gives one
+        // past the last leaf, but then no bounds check is needed): the last leaf repeated.
+        let last = *s.leaves.last().expect("a tree has a leaf");
+        s.leaves.resize(if s.wide { 65 } else { 33 }, last);
+        s.kernel = crate::kernels::tree_kernels(s.wide, s.blocks.len())
+            .first()
+            .map(|k| k.1);
         s
     }
 }
@@ -285,17 +294,26 @@ impl DecisionTree {
             + self.nodes.capacity() * core::mem::size_of::<Node>()
             + self.proba.capacity() * 4
             + sc.blocks.capacity() * core::mem::size_of::<SplitBlock>()
-            + (sc.leaf_node.capacity() + sc.leaf_class.capacity()) * 4
+            + sc.leaves.capacity() * 8
     }
 
     /// Predicted class of one row. No allocation.
     #[inline]
     pub fn predict_class(&self, x: &[f32]) -> usize {
-        self.leaf(x).1
+        (self.leaf_packed(x) & 0xffff_ffff) as usize
     }
 
+    /// (node index, class) of the leaf `x` reaches.
     #[inline]
     fn leaf(&self, x: &[f32]) -> (usize, usize) {
+        let p = self.leaf_packed(x);
+        ((p >> 32) as usize, (p & 0xffff_ffff) as usize)
+    }
+
+    /// The leaf `x` reaches, node index in the high 32 bits and class in the low: found by the
+    /// branch-free scorer where this CPU and tree allow, else by walking.
+    #[inline(always)]
+    fn leaf_packed(&self, x: &[f32]) -> u64 {
         assert!(
             x.len() >= self.n_features,
             "row has {} features, the tree needs {}",
@@ -303,17 +321,14 @@ impl DecisionTree {
             self.n_features
         );
         let sc = &self.scorer;
-        if sc.fast {
-            // SAFETY: `fast` is set only when this CPU has the kernel; the layout's slices have
-            // the shapes it needs (made by `Scorer::new`), and `x` was checked above.
-            let leaf = unsafe { crate::kernels::tree_exit_leaf(x, &sc.lanes, &sc.blocks, sc.wide) };
-            // The exit leaf always exists (a leaf's bit is only cleared by a split whose left
-            // subtree holds it, and the row went right there, so the leaf it reaches keeps its
-            // bit); `min` keeps the index in range whatever the kernel returned.
-            let leaf = leaf.min(sc.leaf_node.len() - 1);
-            return (sc.leaf_node[leaf] as usize, sc.leaf_class[leaf] as usize);
+        if let Some(kernel) = sc.kernel {
+            // SAFETY: `Scorer::new` chose the kernel for this CPU and layout, whose lanes are
+            // within `n_features`, features among them, and `leaves` padded as the kernel
+            // needs; `x` holds `n_features` values (checked above).
+            return unsafe { kernel(x, &sc.lanes, &sc.blocks, &sc.leaves) };
         }
-        self.walk(x)
+        let (i, c) = self.walk(x);
+        (i as u64) << 32 | c as u64
     }
 
     /// The exit leaf by walking from the root (trees the scorer does not take, CPUs without
@@ -814,6 +829,22 @@ mod scorer_tests {
             .collect()
     }
 
+    /// The tree once per kernel this CPU runs (AVX-512 and AVX2 here), so each is tested.
+    fn with_each_kernel(tree: &DecisionTree) -> Vec<DecisionTree> {
+        let kernels = crate::kernels::tree_kernels(tree.scorer.wide, tree.scorer.blocks.len());
+        if tree.scorer.leaves.is_empty() || kernels.is_empty() {
+            return alloc::vec![tree.clone()];
+        }
+        kernels
+            .into_iter()
+            .map(|(_, k)| {
+                let mut t = tree.clone();
+                t.scorer.kernel = Some(k);
+                t
+            })
+            .collect()
+    }
+
     #[test]
     fn the_scorer_finds_the_leaf_the_walk_finds() {
         let mut rng = Rng::new(7);
@@ -833,13 +864,15 @@ mod scorer_tests {
                 let tree = DecisionTree::fit(&x, &y, n_features, &cfg).unwrap();
                 let leaves = tree.nodes().iter().filter(|n| matches!(n, Node::Leaf { .. })).count();
                 assert_eq!(
-                    tree.scorer.leaf_node.is_empty(),
+                    tree.scorer.leaves.is_empty(),
                     leaves > Scorer::MAX_LEAVES,
                     "{leaves} leaves"
                 );
-                for row in hostile_rows(&tree, &mut rng, 300) {
-                    assert_eq!(tree.leaf(&row), tree.walk(&row), "{row:?}");
-                    checked += 1;
+                for tree in with_each_kernel(&tree) {
+                    for row in hostile_rows(&tree, &mut rng, 300) {
+                        assert_eq!(tree.leaf(&row), tree.walk(&row), "{row:?}");
+                        checked += 1;
+                    }
                 }
             }
         }
@@ -864,10 +897,12 @@ mod scorer_tests {
         let comb = DecisionTree::from_nodes(fixed, 8, 3).unwrap();
         assert!(comb.scorer.wide);
         let mut rng = Rng::new(3);
-        for _ in 0..2000 {
-            let mut row = [0.0f32; 8];
-            row[7] = [rng.uniform(-2.0, 42.0), rng.below(41) as f32, f32::NAN][rng.below(3)];
-            assert_eq!(comb.leaf(&row), comb.walk(&row), "{row:?}");
+        for comb in with_each_kernel(&comb) {
+            for _ in 0..2000 {
+                let mut row = [0.0f32; 8];
+                row[7] = [rng.uniform(-2.0, 42.0), rng.below(41) as f32, f32::NAN][rng.below(3)];
+                assert_eq!(comb.leaf(&row), comb.walk(&row), "{row:?}");
+            }
         }
         // Nine features: no scorer, the walk answers.
         let nine = DecisionTree::from_nodes(
@@ -885,7 +920,7 @@ mod scorer_tests {
             2,
         )
         .unwrap();
-        assert!(nine.scorer.leaf_node.is_empty());
+        assert!(nine.scorer.leaves.is_empty());
         let mut row = [0.0f32; 9];
         row[8] = 1.0;
         assert_eq!(nine.predict_class(&row), 1);

@@ -297,33 +297,48 @@ pub(super) fn linear_i16_pairs(packed: &[i16], xp: &[i32], acc_out: &mut [i32]) 
     }
 }
 
-/// QuickScorer's exit leaf (see `kernels::tree_exit_leaf` for the contract): eight splits per
-/// block, each split's feature picked from the row by a lane permute, "goes right" by one
-/// compare (`!(x <= t)`, true for NaN as in the walk), the masks of those splits ANDed into
-/// one accumulator per mask word (`WIDE`: two), reduced across lanes at the end.
+/// QuickScorer's exit leaf (see `kernels::TreeKernel` for the contract): eight splits per
+/// step (half a block), each split's feature picked from the row by a lane permute, "goes
+/// right" by one compare (`!(x <= t)`, true for NaN as in the walk), the left-subtree leaves of
+/// those splits cleared from one accumulator per mask word (`WIDE`: two), reduced across lanes
+/// at the end. `BLOCKS` > 0 fixes the number of blocks (the loop then unrolls); 0 takes them all.
 ///
 /// # Safety
-/// `x` holds a value for every lane `lanes` sets; block features are among those lanes.
+/// `x` holds a value for every lane `lanes` sets; block features are among those lanes;
+/// `leaves` has 33 entries (65 when `WIDE`); `BLOCKS` is 0 or `blocks.len()`.
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn tree_exit_leaf<const WIDE: bool>(
+pub(super) unsafe fn tree_leaf<const WIDE: bool, const BLOCKS: usize>(
     x: &[f32],
     lanes: &[i32; 8],
     blocks: &[super::SplitBlock],
-) -> usize {
+    leaves: &[u64],
+) -> u64 {
     // SAFETY: the masked load reads only the lanes the caller guarantees; blocks are aligned
-    // to 32 bytes by their type, and every load is inside one.
+    // to 64 bytes by their type, and every load is inside one; a trailing-zero count is at
+    // most 32 (64 when `WIDE`), an index `leaves` holds.
     unsafe {
         let row = _mm256_maskload_ps(x.as_ptr(), _mm256_loadu_si256(lanes.as_ptr().cast()));
         let ones = _mm256_set1_epi32(-1);
         let (mut lo, mut hi) = (ones, ones);
+        let blocks = if BLOCKS > 0 {
+            blocks.get_unchecked(..BLOCKS)
+        } else {
+            blocks
+        };
         for b in blocks {
-            let v = _mm256_permutevar8x32_ps(row, _mm256_load_si256(b.feature.as_ptr().cast()));
-            let right = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_NLE_UQ>(v, _mm256_load_ps(b.threshold.as_ptr())));
-            // A split that sends the row left keeps every leaf: its mask becomes all ones.
-            let keep = _mm256_xor_si256(right, ones);
-            lo = _mm256_and_si256(lo, _mm256_or_si256(_mm256_load_si256(b.mask_lo.as_ptr().cast()), keep));
-            if WIDE {
-                hi = _mm256_and_si256(hi, _mm256_or_si256(_mm256_load_si256(b.mask_hi.as_ptr().cast()), keep));
+            for h in [0, 8] {
+                let v = _mm256_permutevar8x32_ps(row, _mm256_load_si256(b.feature.as_ptr().add(h).cast()));
+                let right = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_NLE_UQ>(
+                    v,
+                    _mm256_load_ps(b.threshold.as_ptr().add(h)),
+                ));
+                // lo &= !(right & left): a split the row leaves to the right clears its left leaves.
+                let left = _mm256_load_si256(b.left_lo.as_ptr().add(h).cast());
+                lo = _mm256_andnot_si256(_mm256_and_si256(right, left), lo);
+                if WIDE {
+                    let left = _mm256_load_si256(b.left_hi.as_ptr().add(h).cast());
+                    hi = _mm256_andnot_si256(_mm256_and_si256(right, left), hi);
+                }
             }
         }
         let word = |v: __m256i| -> u32 {
@@ -332,10 +347,14 @@ pub(super) unsafe fn tree_exit_leaf<const WIDE: bool>(
             let a = _mm_and_si128(a, _mm_shuffle_epi32::<0b1011_0001>(a));
             _mm_cvtsi128_si32(a) as u32
         };
-        if WIDE {
+        let exit = if WIDE {
             (word(lo) as u64 | (word(hi) as u64) << 32).trailing_zeros() as usize
         } else {
             word(lo).trailing_zeros() as usize
-        }
+        };
+        // The exit leaf always exists (a leaf's bit is only cleared by a split whose left
+        // subtree holds it, and the row went right there, so the leaf it reaches keeps its
+        // bit); and `leaves` has an entry for every index the bits can give (33 or 65).
+        *leaves.as_ptr().add(exit)
     }
 }
