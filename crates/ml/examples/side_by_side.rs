@@ -21,6 +21,30 @@ fn fail(msg: String) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// `warm` calls of `predict` on the rows in turn, then `calls` timed ones, as the peer's loop:
+/// rows in turn, no barrier around the row (its C call cannot be inlined either); the sum of
+/// the classes keeps every call. Returns the time and the sum.
+fn timed(
+    rows: &[[f32; 5]],
+    warm: usize,
+    calls: usize,
+    mut predict: impl FnMut(&[f32]) -> usize,
+) -> (std::time::Duration, usize) {
+    let n = rows.len();
+    let mut run = |calls: usize| {
+        let (mut sum, mut r) = (0usize, 0usize);
+        for _ in 0..calls {
+            sum += predict(&rows[r]);
+            r = if r + 1 == n { 0 } else { r + 1 };
+        }
+        sum
+    };
+    black_box(run(warm));
+    let t = Instant::now();
+    let sum = run(calls);
+    (t.elapsed(), sum)
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let dir = Path::new(args.get(1).map_or(".", String::as_str));
@@ -60,23 +84,7 @@ fn main() -> ExitCode {
             else {
                 return fail(format!("{}: cannot import KML's tree", dir.display()));
             };
-            let mut sum = 0usize;
-            let mut r = 0;
-            for _ in 0..100_000 {
-                sum += tree.predict_class(black_box(&rows[r]));
-                r = if r + 1 == n { 0 } else { r + 1 };
-            }
-            black_box(sum);
-            sum = 0;
-            // As the peer's loop: rows in turn, no barrier around the row (its C call cannot
-            // be inlined either); the sum keeps every call.
-            let t = Instant::now();
-            let mut r = 0;
-            for _ in 0..calls {
-                sum += tree.predict_class(&rows[r]);
-                r = if r + 1 == n { 0 } else { r + 1 };
-            }
-            (t.elapsed(), sum)
+            timed(&rows, 100_000, calls, |row| tree.predict_class(row))
         }
         "net" => {
             let Ok(ModelFile {
@@ -87,21 +95,7 @@ fn main() -> ExitCode {
                 return fail(format!("{}: cannot import KML's network", nn.display()));
             };
             let mut ws = net.workspace();
-            let mut sum = 0usize;
-            let mut r = 0;
-            for _ in 0..10_000 {
-                sum += net.predict_class(black_box(&rows[r]), &mut ws);
-                r = if r + 1 == n { 0 } else { r + 1 };
-            }
-            black_box(sum);
-            sum = 0;
-            let t = Instant::now();
-            let mut r = 0;
-            for _ in 0..calls {
-                sum += net.predict_class(&rows[r], &mut ws);
-                r = if r + 1 == n { 0 } else { r + 1 };
-            }
-            (t.elapsed(), sum)
+            timed(&rows, 10_000, calls, |row| net.predict_class(row, &mut ws))
         }
         other => return fail(format!("case {other:?}: tree or net")),
     };
