@@ -109,8 +109,12 @@ impl ReadaheadKnobs for SteadyKnobs<'_> {
         }
     }
     fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
-        // Not a change of anything open: no hysteresis needed, and holding it back would
-        // leave a scan's next files at the old value.
-        self.inner.set_new_file_read_ahead_kb(pid, kb);
+        // Held like any other change: on the kernel the process's open files without a value
+        // of their own take it too (a database opens its files up front), so an unsteadied
+        // value here would flip a file whose own flapping decision is being held back. The
+        // cost: a scan's next files get the new value `hold` windows later.
+        if self.steady.admit(Target::NewFiles(pid), kb) {
+            self.inner.set_new_file_read_ahead_kb(pid, kb);
+        }
     }
 }

@@ -148,6 +148,40 @@ fn steady_knobs_hold_changes_until_repeated_and_space_them() {
     s.wrap(&mut k).set_file_read_ahead_kb(5, 64);
     assert_eq!(k.files.get(&5), None, "not consecutive");
     assert!(s.held_back >= 8);
+    // A process's value for its next files is held too (issue 12: on the kernel it reaches
+    // the process's undecided open files, and passed raw it flipped a strided reader's file
+    // between 16 and 1024 KiB every window).
+    for kb in [16, 1024, 16, 1024, 16, 1024] {
+        s.next_window();
+        s.wrap(&mut k).set_new_file_read_ahead_kb(7, kb);
+    }
+    assert_eq!(k.new_files.get(&7), None, "a flapping value never reaches new files");
+    for _ in 0..2 {
+        s.next_window();
+        s.wrap(&mut k).set_new_file_read_ahead_kb(7, 1024);
+    }
+    assert_eq!(k.new_files.get(&7), Some(&1024), "a steady one does");
+}
+
+/// Per-file decisions that flap from window to window reach neither the file nor, through its
+/// process's next-file value, any other file: the whole per-file path is steady.
+#[test]
+fn a_flapping_per_file_model_changes_nothing_through_steady_knobs() {
+    use iolearn_policy::steady::Steady;
+    let mut c = KmlController::new(model(), true).unwrap();
+    let mut k = Recorder {
+        device_kb: 128,
+        ..Default::default()
+    };
+    let mut s = Steady::new(2, 3);
+    for w in 0..12 {
+        // One file of process 3 that looks sequential in even windows, random in odd ones.
+        let delta = if w % 2 == 0 { 2.0 } else { 600.0 };
+        s.next_window();
+        c.decide(&window(&[(11, 3, 500.0, delta)]), &mut s.wrap(&mut k));
+    }
+    assert_eq!(k.files.get(&11), None, "the file kept its value");
+    assert_eq!(k.new_files.get(&3), None, "so did the process's next files");
 }
 
 #[test]
