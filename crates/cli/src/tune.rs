@@ -7,7 +7,9 @@ use iolearn_ml::format::MAX_READ_AHEAD_KB;
 use iolearn_tune::journal::Journal;
 use iolearn_tune::linux::read_ahead_path;
 use iolearn_tune::report::Logger;
-use iolearn_tune::{check_device_name, install_signal_handlers, lock_device, restore_left_over, run, TuneConfig};
+use iolearn_tune::{
+    check_device_name, install_signal_handlers, lock_device, restore_left_over, run, ControllerSpec, TuneConfig,
+};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -27,8 +29,12 @@ pub struct ReadaheadArgs {
     #[arg(long)]
     device: String,
     /// Model file (schema kml-readahead-v1), e.g. from `iolearn readahead train`.
-    #[arg(long, required_unless_present = "restore")]
+    #[arg(long, required_unless_present_any = ["restore", "controller"], conflicts_with = "controller")]
     model: Option<PathBuf>,
+    /// Another controller instead of a model: `leap`, `static:KB` or `vanilla` (the same
+    /// names as `iolearn readahead` and the Python API use; a model file's path works too).
+    #[arg(long, value_parser = controller_spec)]
+    controller: Option<ControllerSpec>,
     /// Decide per file (needs --pid or --cgroup) instead of per device.
     #[arg(long)]
     per_file: bool,
@@ -76,6 +82,11 @@ pub struct ReadaheadArgs {
     restore: bool,
 }
 
+/// `--controller`: the shared controller names (`ControllerSpec::parse`).
+fn controller_spec(s: &str) -> Result<ControllerSpec, String> {
+    ControllerSpec::parse(s)
+}
+
 pub fn run_command(cmd: TuneCommand) -> Result<()> {
     let TuneCommand::Readahead(a) = cmd;
     let device = a.device.strip_prefix("/dev/").unwrap_or(&a.device).to_string();
@@ -106,8 +117,12 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
         }
         return Ok(());
     }
-    let model = a.model.expect("required by clap");
-    let mut cfg = TuneConfig::new(&device, &model);
+    let controller = match (a.model, a.controller) {
+        (Some(model), None) => ControllerSpec::Model(model),
+        (None, Some(spec)) => spec,
+        _ => unreachable!("clap requires exactly one of --model and --controller"),
+    };
+    let mut cfg = TuneConfig::new(&device, controller);
     cfg.per_file = a.per_file;
     cfg.pids = a.pids;
     cfg.cgroup = a.cgroup;

@@ -31,6 +31,19 @@ pub trait ReadaheadController {
     fn name(&self) -> String;
     /// Look at a closed window and act on `knobs`.
     fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs);
+    /// The classes decided so far, `(window start or inode, class)`; controllers without
+    /// classes keep none.
+    fn decisions(&self) -> &[(u64, usize)] {
+        &[]
+    }
+    /// Decisions that fell back to the default (input outside the model's training range).
+    fn fallbacks(&self) -> u64 {
+        0
+    }
+    /// The name of each class, for logs and metrics.
+    fn labels(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// The vanilla kernel: never changes anything.
@@ -173,6 +186,15 @@ impl KmlController {
 }
 
 impl ReadaheadController for KmlController {
+    fn decisions(&self) -> &[(u64, usize)] {
+        &self.decisions
+    }
+    fn fallbacks(&self) -> u64 {
+        self.fallbacks
+    }
+    fn labels(&self) -> Vec<String> {
+        self.model.classes.iter().map(|c| c.label.clone()).collect()
+    }
     fn name(&self) -> String {
         format!(
             "kml-{}-{}",
@@ -298,6 +320,8 @@ pub enum ControllerSpec {
 impl ControllerSpec {
     /// Parse a spec; values are KiB from 0 to [`iolearn_ml::format::MAX_READ_AHEAD_KB`]. Any
     /// text that is not one of the keywords names a model file.
+    ///
+    /// Shown back with `Display` as it was written (`static:128`, the model's path).
     pub fn parse(text: &str) -> Result<ControllerSpec, String> {
         let kb = |what: &str, v: &str| -> Result<u64, String> {
             let max = iolearn_ml::format::MAX_READ_AHEAD_KB as u64;
@@ -332,10 +356,15 @@ impl ControllerSpec {
         }
     }
 
-    /// Build the controller (`per_file` applies to LEAP and models). `Files` builds
-    /// [`Vanilla`]: its values are set on the files before the run, not decided. A model that
-    /// cannot be read or used is an error naming its file.
-    pub fn build(&self, per_file: bool) -> iolearn_ml::Result<Box<dyn ReadaheadController + Send>> {
+    /// Build the controller (`per_file` applies to LEAP and models; `fallback_kb`, when given,
+    /// is a model's value for inputs outside its training range). `Files` builds [`Vanilla`]:
+    /// its values are set on the files before the run, not decided. A model that cannot be
+    /// read or used is an error naming its file.
+    pub fn build(
+        &self,
+        per_file: bool,
+        fallback_kb: Option<u64>,
+    ) -> iolearn_ml::Result<Box<dyn ReadaheadController + Send>> {
         Ok(match self {
             ControllerSpec::Vanilla | ControllerSpec::Files(_) => Box::new(Vanilla),
             ControllerSpec::Leap => Box::new(Leap {
@@ -345,7 +374,11 @@ impl ControllerSpec {
             ControllerSpec::Static(kb) => Box::new(Static::new(*kb)),
             ControllerSpec::Model(path) => {
                 let file = ModelFile::load(path)?;
-                Box::new(KmlController::new(file, per_file).map_err(|e| e.in_file(path))?)
+                let mut c = KmlController::new(file, per_file).map_err(|e| e.in_file(path))?;
+                if let Some(kb) = fallback_kb {
+                    c.fallback_kb = kb;
+                }
+                Box::new(c)
             }
         })
     }
@@ -358,4 +391,19 @@ fn excerpt(s: &str) -> String {
         out.push_str("...");
     }
     format!("\"{out}\"")
+}
+
+impl std::fmt::Display for ControllerSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ControllerSpec::Vanilla => f.write_str("vanilla"),
+            ControllerSpec::Leap => f.write_str("leap"),
+            ControllerSpec::Static(kb) => write!(f, "static:{kb}"),
+            ControllerSpec::Files(kbs) => {
+                let kbs: Vec<String> = kbs.iter().map(u64::to_string).collect();
+                write!(f, "files:{}", kbs.join(","))
+            }
+            ControllerSpec::Model(p) => write!(f, "{}", p.display()),
+        }
+    }
 }

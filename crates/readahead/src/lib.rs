@@ -164,7 +164,7 @@ pub struct LoopResult {
 /// controller that cannot be built (a model file that cannot be read names the file).
 pub fn run(cfg: &LoopConfig) -> Result<LoopResult, RunError> {
     cfg.check().map_err(RunError::Config)?;
-    let ctl = cfg.controller.build(cfg.per_file).map_err(RunError::Controller)?;
+    let ctl = cfg.controller.build(cfg.per_file, None).map_err(RunError::Controller)?;
     Ok(run_with(cfg, ctl))
 }
 

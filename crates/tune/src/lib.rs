@@ -2,7 +2,8 @@
 //!
 //! Once per window: the eBPF probes' sums ([`iolearn_probe`]) become KML's features
 //! ([`iolearn_policy::readahead`], the extractor the simulator uses), the same
-//! [`KmlController`] as in the simulator decides, through [`Steady`] (hysteresis and a rate
+//! controller as in the simulator (a KML model, LEAP or a static value, named by
+//! [`ControllerSpec`]) decides, through [`Steady`] (hysteresis and a rate
 //! limit), and [`linux::LinuxKnobs`] acts through sysfs and `fadvise`. The original settings
 //! are journalled before the first change and restored on exit, on SIGINT/SIGTERM/SIGHUP, on a
 //! panic, and on the next start after a crash ([`journal`]).
@@ -13,8 +14,8 @@ pub mod linux;
 pub mod report;
 pub mod testbed;
 
-use iolearn_ml::ModelFile;
-use iolearn_policy::controller::{KmlController, ReadaheadController, ReadaheadKnobs};
+pub use iolearn_policy::controller::ControllerSpec;
+use iolearn_policy::controller::ReadaheadKnobs;
 use iolearn_policy::readahead::{WindowFeatures, WindowStats};
 use iolearn_policy::steady::Steady;
 use iolearn_probe::{Probe, ProbeConfig, Window};
@@ -34,8 +35,9 @@ use tracing::{debug, error, info, warn};
 pub struct TuneConfig {
     /// Block device name (`loop0`).
     pub device: String,
-    /// Model file (schema `kml-readahead-v1`).
-    pub model: PathBuf,
+    /// The controller: a model file (schema `kml-readahead-v1`), `leap`, `static:KB` or
+    /// `vanilla` (parsed by [`ControllerSpec::parse`], as in the simulator).
+    pub controller: ControllerSpec,
     /// Decide per file instead of per device.
     pub per_file: bool,
     /// Processes to watch.
@@ -65,11 +67,11 @@ pub struct TuneConfig {
 }
 
 impl TuneConfig {
-    /// Defaults for `device` and `model`.
-    pub fn new(device: &str, model: &Path) -> TuneConfig {
+    /// Defaults for `device` and `controller`.
+    pub fn new(device: &str, controller: ControllerSpec) -> TuneConfig {
         TuneConfig {
             device: device.strip_prefix("/dev/").unwrap_or(device).to_string(),
-            model: model.to_path_buf(),
+            controller,
             per_file: false,
             pids: Vec::new(),
             cgroup: None,
@@ -248,11 +250,17 @@ impl Drop for Restorer {
 pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     cfg.log.install();
     // Inputs first: a bad model or option fails before anything on the machine is touched.
-    let model = ModelFile::load(&cfg.model).map_err(|e| e.to_string())?;
-    let labels: Vec<String> = model.classes.iter().map(|c| c.label.clone()).collect();
-    let mut controller =
-        KmlController::new(model, cfg.per_file).map_err(|e| format!("{}: {e}", cfg.model.display()))?;
-    controller.fallback_kb = cfg.fallback_kb;
+    if let ControllerSpec::Files(_) = cfg.controller {
+        return Err(format!(
+            "controller {}: per-workload values exist only in the simulator; use static:KB",
+            cfg.controller
+        ));
+    }
+    let mut controller = cfg
+        .controller
+        .build(cfg.per_file, Some(cfg.fallback_kb))
+        .map_err(|e| e.to_string())?;
+    let labels = controller.labels();
     if cfg.per_file && cfg.pids.is_empty() && cfg.cgroup.is_none() {
         return Err("per-file tuning needs the processes to tune: --pid or --cgroup".into());
     }
@@ -317,7 +325,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     info!(
         event = %"start",
         device = %cfg.device,
-        model = %cfg.model.display(),
+        controller = %cfg.controller,
         mode = %if cfg.per_file { "per-file" } else { "per-device" },
         read_ahead_kb = original_kb,
         pids = ?pids,
@@ -363,7 +371,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         let features = window_features(&w, &knobs);
         steady.next_window();
         let (decisions_before, fallbacks_before, act_before) =
-            (controller.decisions.len(), controller.fallbacks, knobs.act_ns);
+            (controller.decisions().len(), controller.fallbacks(), knobs.act_ns);
         let t0 = Instant::now();
         controller.decide(&features, &mut steady.wrap(&mut knobs));
         let decide_ns = (t0.elapsed().as_nanos() as u64).saturating_sub(knobs.act_ns - act_before);
@@ -376,7 +384,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         m.decide_ns_total += decide_ns;
         m.decide_ns_max = m.decide_ns_max.max(decide_ns);
         m.act_ns_total = knobs.act_ns;
-        m.fallbacks = controller.fallbacks;
+        m.fallbacks = controller.fallbacks();
         m.held_back = steady.held_back;
         m.lost_events = w.counters.lost();
         m.pages_added = w.counters.pages_added;
@@ -384,11 +392,11 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         m.device_read_ahead_kb = knobs.device_read_ahead_kb();
         m.files = features.files.len() as u64;
         m.features = features.device.unwrap_or_default();
-        for &(_, class) in &controller.decisions[decisions_before..] {
+        for &(_, class) in &controller.decisions()[decisions_before..] {
             let label = labels.get(class).cloned().unwrap_or_else(|| "fallback".into());
             *m.decisions.entry(label).or_default() += 1;
         }
-        let class_now = controller.decisions[decisions_before..]
+        let class_now = controller.decisions()[decisions_before..]
             .last()
             .map(|&(_, c)| labels.get(c).cloned().unwrap_or_else(|| "fallback".into()));
         debug!(
@@ -397,7 +405,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             pages = w.device.n,
             files = features.files.len(),
             class = %class_now.as_deref().unwrap_or("-"),
-            fallbacks = controller.fallbacks - fallbacks_before,
+            fallbacks = controller.fallbacks() - fallbacks_before,
             decide_ns,
             lost = w.counters.lost()
         );
