@@ -50,7 +50,10 @@ fn trusted(path: &Path) -> bool {
 /// Run `python -m module args...`; returns its exit code.
 pub fn run_module(module: &str, args: &[String]) -> Result<u8> {
     let py = interpreter();
+    // PYTHONSAFEPATH: the working directory (maybe /tmp) is not put first on sys.path, where
+    // a planted iolearn.py or numpy.py would be imported as root.
     let probe = Command::new(&py)
+        .env("PYTHONSAFEPATH", "1")
         .args(["-c", "import iolearn"])
         .output()
         .with_context(|| format!("cannot run {}", py.display()))?;
@@ -61,6 +64,7 @@ pub fn run_module(module: &str, args: &[String]) -> Result<u8> {
         );
     }
     let status = Command::new(&py)
+        .env("PYTHONSAFEPATH", "1")
         .arg("-m")
         .arg(module)
         .args(args)

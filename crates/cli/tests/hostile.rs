@@ -700,3 +700,25 @@ fn outputs_over_inputs_and_long_quotes() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.len() < 400, "{} bytes: {err}", err.len());
 }
+
+/// The Python commands do not import modules from the working directory (iolearn runs as root,
+/// perhaps from /tmp): a planted `iolearn.py` there is never run.
+#[test]
+fn modules_planted_in_the_working_directory_are_not_imported() {
+    let d = inputs("planted-module");
+    let marker = d.join("imported");
+    let _ = std::fs::remove_file(&marker);
+    std::fs::write(
+        d.join("iolearn.py"),
+        format!("open({:?}, 'w').write('x')\n", marker.display().to_string()),
+    )
+    .unwrap();
+    let o = Command::new(bin())
+        .current_dir(&d)
+        .args(["sim", "ssd", "--help"])
+        .output()
+        .unwrap();
+    assert!(!marker.exists(), "the planted iolearn.py ran");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::remove_file(d.join("iolearn.py")).unwrap();
+}

@@ -90,7 +90,7 @@ pub struct DecisionTree {
 /// nothing.
 #[derive(Debug, Clone, Default)]
 struct Scorer {
-    /// The splits, eight per block.
+    /// The splits, sixteen per block.
     blocks: Vec<SplitBlock>,
     /// More than 32 leaves: the masks' second word is used.
     wide: bool,

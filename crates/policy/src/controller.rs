@@ -57,18 +57,19 @@ impl ReadaheadController for Vanilla {
     fn decide(&mut self, _: &WindowFeatures, _: &mut dyn ReadaheadKnobs) {}
 }
 
-/// A fixed readahead (the oracle is the best of these per workload, found by sweeping).
+/// A fixed readahead (the oracle is the best of these per workload, found by sweeping). It
+/// asks for its value every window the device is elsewhere, so hysteresis (which wants the
+/// same request in consecutive windows) lets it through, and asks nothing once it is there.
 #[derive(Debug, Clone)]
 pub struct Static {
     /// The value.
     pub kb: u64,
-    applied: bool,
 }
 
 impl Static {
     /// Hold the device at `kb`.
     pub fn new(kb: u64) -> Self {
-        Static { kb, applied: false }
+        Static { kb }
     }
 }
 
@@ -77,9 +78,8 @@ impl ReadaheadController for Static {
         format!("static-{}", self.kb)
     }
     fn decide(&mut self, _: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
-        if !self.applied {
+        if knobs.device_read_ahead_kb() != self.kb {
             knobs.set_device_read_ahead_kb(self.kb);
-            self.applied = true;
         }
     }
 }
@@ -280,7 +280,9 @@ impl ReadaheadController for Leap {
             let mut busiest: BTreeMap<u32, (f64, u64)> = BTreeMap::new();
             for (&inode, &trend) in &window.file_trends {
                 let kb = self.next(knobs.file_read_ahead_kb(inode), trend);
-                knobs.set_file_read_ahead_kb(inode, kb);
+                if kb != knobs.file_read_ahead_kb(inode) {
+                    knobs.set_file_read_ahead_kb(inode, kb);
+                }
                 let events = window.files.get(&inode).map_or(0.0, |f| f[0]);
                 if let Some(&pid) = window.file_owners.get(&inode) {
                     let b = busiest.entry(pid).or_insert((f64::MIN, kb));
@@ -294,7 +296,9 @@ impl ReadaheadController for Leap {
             }
         } else if window.device.is_some() {
             let kb = self.next(knobs.device_read_ahead_kb(), window.device_trend);
-            knobs.set_device_read_ahead_kb(kb);
+            if kb != knobs.device_read_ahead_kb() {
+                knobs.set_device_read_ahead_kb(kb);
+            }
         }
     }
 }
@@ -321,7 +325,7 @@ impl ControllerSpec {
     /// Parse a spec; values are KiB from 0 to [`iolearn_ml::format::MAX_READ_AHEAD_KB`]. Any
     /// text that is not one of the keywords names a model file.
     ///
-    /// Shown back with `Display` as it was written (`static:128`, the model's path).
+    /// `Display` shows it back in this form (`static:128`, the model's path).
     pub fn parse(text: &str) -> Result<ControllerSpec, String> {
         let kb = |what: &str, v: &str| -> Result<u64, String> {
             let max = iolearn_ml::format::MAX_READ_AHEAD_KB as u64;
@@ -330,6 +334,7 @@ impl ControllerSpec {
                 _ => Err(format!("{what}: {} is not a readahead in KiB (0 to {max})", excerpt(v))),
             }
         };
+        let text = text.trim();
         Ok(match text {
             "vanilla" => ControllerSpec::Vanilla,
             "leap" => ControllerSpec::Leap,

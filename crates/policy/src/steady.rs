@@ -30,6 +30,8 @@ pub struct Steady {
     pending: BTreeMap<Target, (u64, u32)>,
     asked: BTreeSet<Target>,
     last_change: BTreeMap<Target, u64>,
+    /// The value each process's next files got last (asking it again is not a change).
+    new_files: BTreeMap<u32, u64>,
     /// Changes held back so far (hysteresis or rate limit).
     pub held_back: u64,
 }
@@ -44,6 +46,7 @@ impl Steady {
             pending: BTreeMap::new(),
             asked: BTreeSet::new(),
             last_change: BTreeMap::new(),
+            new_files: BTreeMap::new(),
             held_back: 0,
         }
     }
@@ -113,7 +116,13 @@ impl ReadaheadKnobs for SteadyKnobs<'_> {
         // of their own take it too (a database opens its files up front), so an unsteadied
         // value here would flip a file whose own flapping decision is being held back. The
         // cost: a scan's next files get the new value `hold` windows later.
+        // A controller restates it every window; only a different value is a change (the
+        // knobs give the files a process opens later the value they already have).
+        if self.steady.new_files.get(&pid) == Some(&kb) {
+            return;
+        }
         if self.steady.admit(Target::NewFiles(pid), kb) {
+            self.steady.new_files.insert(pid, kb);
             self.inner.set_new_file_read_ahead_kb(pid, kb);
         }
     }

@@ -161,6 +161,13 @@ fn steady_knobs_hold_changes_until_repeated_and_space_them() {
         s.wrap(&mut k).set_new_file_read_ahead_kb(7, 1024);
     }
     assert_eq!(k.new_files.get(&7), Some(&1024), "a steady one does");
+    // Restating the value it has is not a change: nothing held back, nothing rate limited.
+    let held = s.held_back;
+    for _ in 0..5 {
+        s.next_window();
+        s.wrap(&mut k).set_new_file_read_ahead_kb(7, 1024);
+    }
+    assert_eq!(s.held_back, held);
 }
 
 /// Per-file decisions that flap from window to window reach neither the file nor, through its

@@ -127,11 +127,37 @@ impl LoopConfig {
         if !(1e-3..=3600.0).contains(&self.window_s) {
             return Err(format!("window_s must be 0.001 to 3600, got {:?}", self.window_s));
         }
-        if self.seconds / self.window_s > 1e7 {
+        if self.seconds < 1e-3 {
+            return Err(format!("seconds must be at least 0.001, got {:?}", self.seconds));
+        }
+        // Back to back, every workload runs `seconds`: the whole run is bounded, not a phase.
+        let phases = if self.back_to_back {
+            self.workloads.len() as f64
+        } else {
+            1.0
+        };
+        if self.seconds * phases > MAX_SECONDS {
             return Err(format!(
-                "seconds / window_s is {:.0} windows; at most 1e7",
-                self.seconds / self.window_s
+                "seconds x workloads back to back is {:.0} s; at most {MAX_SECONDS}",
+                self.seconds * phases
             ));
+        }
+        if self.seconds * phases / self.window_s > 1e7 {
+            return Err(format!(
+                "the run is {:.0} windows of window_s; at most 1e7",
+                self.seconds * phases / self.window_s
+            ));
+        }
+        // Specs made in code skip the parser: the same bounds here.
+        let max = iolearn_ml::format::MAX_READ_AHEAD_KB as u64;
+        match &self.controller {
+            ControllerSpec::Static(kb) if *kb > max => {
+                return Err(format!("controller static:{kb}: at most {max} KiB"));
+            }
+            ControllerSpec::Files(kbs) if kbs.iter().any(|&kb| kb > max) => {
+                return Err(format!("controller files: values at most {max} KiB"));
+            }
+            _ => {}
         }
         if let ControllerSpec::Files(kbs) = &self.controller {
             if kbs.len() != self.workloads.len() || self.back_to_back {
@@ -165,7 +191,7 @@ pub struct LoopResult {
 pub fn run(cfg: &LoopConfig) -> Result<LoopResult, RunError> {
     cfg.check().map_err(RunError::Config)?;
     let ctl = cfg.controller.build(cfg.per_file, None).map_err(RunError::Controller)?;
-    Ok(run_with(cfg, ctl))
+    Ok(run_checked(cfg, ctl))
 }
 
 /// Why a run could not start.
@@ -188,9 +214,14 @@ impl std::fmt::Display for RunError {
 
 impl std::error::Error for RunError {}
 
-/// [`run`] with a controller built by the caller (for controllers no spec names); `cfg` must
-/// have passed [`LoopConfig::check`].
-pub fn run_with(cfg: &LoopConfig, mut ctl: Box<dyn ReadaheadController + Send>) -> LoopResult {
+/// [`run`] with a controller built by the caller (for controllers no spec names). Errors when
+/// `cfg` does not pass [`LoopConfig::check`].
+pub fn run_with(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> Result<LoopResult, String> {
+    cfg.check()?;
+    Ok(run_checked(cfg, ctl))
+}
+
+fn run_checked(cfg: &LoopConfig, mut ctl: Box<dyn ReadaheadController + Send>) -> LoopResult {
     let kinds = &cfg.workloads;
     // Concurrent: one thread and database per workload. Back to back: one thread, one
     // database, each workload for `seconds`, in order.

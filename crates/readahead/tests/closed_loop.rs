@@ -141,6 +141,28 @@ fn bad_configurations_name_the_field() {
             short(vec![ReadSeq], "files:16,16"),
             "one KiB value per concurrent workload",
         ),
+        (
+            LoopConfig {
+                seconds: 1e-10,
+                ..short(vec![ReadSeq], "vanilla")
+            },
+            "at least 0.001",
+        ),
+        (
+            LoopConfig {
+                seconds: 86_400.0,
+                back_to_back: true,
+                ..short(vec![ReadSeq; 300_000], "vanilla")
+            },
+            "workloads back to back",
+        ),
+        (
+            LoopConfig {
+                controller: ControllerSpec::Static(u64::MAX),
+                ..short(vec![ReadSeq], "vanilla")
+            },
+            "static:",
+        ),
     ];
     for (cfg, field) in cases {
         match run(&cfg) {

@@ -250,11 +250,23 @@ impl Drop for Restorer {
 pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     cfg.log.install();
     // Inputs first: a bad model or option fails before anything on the machine is touched.
-    if let ControllerSpec::Files(_) = cfg.controller {
-        return Err(format!(
-            "controller {}: per-workload values exist only in the simulator; use static:KB",
-            cfg.controller
-        ));
+    match cfg.controller {
+        ControllerSpec::Files(_) => {
+            return Err(format!(
+                "controller {}: per-workload values exist only in the simulator; use static:KB",
+                cfg.controller
+            ))
+        }
+        // The probes keep per-window sums, not the access history LEAP votes on: every window
+        // would look trendless and LEAP would shrink readahead whatever the workload.
+        ControllerSpec::Leap => {
+            return Err(
+                "controller leap: needs the access history, which the kernel probes do not keep yet; \
+                 it runs in the simulator (iolearn readahead)"
+                    .into(),
+            )
+        }
+        _ => {}
     }
     let mut controller = cfg
         .controller
