@@ -304,15 +304,20 @@ impl ReadaheadController for Leap {
 }
 
 /// A readahead controller named by a string, parsed in one place for the simulator, the
-/// Python API and the tuner: `vanilla`, `leap`, `static:KB`, `files:KB0,KB1,...` (each
-/// workload's files held at its own value: the per-file oracle of a mixed run; only the
-/// simulator can tell workloads apart this way), or a model file's path.
+/// Python API and the tuner: `vanilla`, `leap` (LEAP-style window sizing of the readahead
+/// value), `leap-prefetch` (LEAP itself as a page-cache prefetcher, KML's baseline; the
+/// simulator's `iolearn_sim::leap`), `static:KB`, `files:KB0,KB1,...` (each workload's files
+/// held at its own value: the per-file oracle of a mixed run; only the simulator can tell
+/// workloads apart this way), or a model file's path.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ControllerSpec {
     /// The kernel's own readahead, untouched.
     Vanilla,
     /// [`Leap`].
     Leap,
+    /// LEAP as a page-cache prefetcher (Linux's readahead off); the controller does nothing,
+    /// the prefetcher works on every access.
+    LeapPrefetch,
     /// [`Static`] at this many KiB.
     Static(u64),
     /// One static value per concurrent workload, KiB.
@@ -338,6 +343,7 @@ impl ControllerSpec {
         Ok(match text {
             "vanilla" => ControllerSpec::Vanilla,
             "leap" => ControllerSpec::Leap,
+            "leap-prefetch" => ControllerSpec::LeapPrefetch,
             _ => {
                 if let Some(v) = text.strip_prefix("static:") {
                     ControllerSpec::Static(kb("static", v)?)
@@ -371,7 +377,7 @@ impl ControllerSpec {
         fallback_kb: Option<u64>,
     ) -> iolearn_ml::Result<Box<dyn ReadaheadController + Send>> {
         Ok(match self {
-            ControllerSpec::Vanilla | ControllerSpec::Files(_) => Box::new(Vanilla),
+            ControllerSpec::Vanilla | ControllerSpec::Files(_) | ControllerSpec::LeapPrefetch => Box::new(Vanilla),
             ControllerSpec::Leap => Box::new(Leap {
                 per_file,
                 ..Leap::default()
@@ -403,6 +409,7 @@ impl std::fmt::Display for ControllerSpec {
         match self {
             ControllerSpec::Vanilla => f.write_str("vanilla"),
             ControllerSpec::Leap => f.write_str("leap"),
+            ControllerSpec::LeapPrefetch => f.write_str("leap-prefetch"),
             ControllerSpec::Static(kb) => write!(f, "static:{kb}"),
             ControllerSpec::Files(kbs) => {
                 let kbs: Vec<String> = kbs.iter().map(u64::to_string).collect();

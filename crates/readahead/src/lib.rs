@@ -43,6 +43,10 @@ impl ReadaheadKnobs for SimKnobs<'_> {
     }
 }
 
+/// LEAP's largest prefetch window in the simulator, pages: 1 MiB, the top of the readahead
+/// values the sweeps try (LEAP's swap default, 8 pages, is for remote memory).
+pub const LEAP_MAX_PAGES: u64 = 256;
+
 /// The longest simulated run, seconds (a day: times in nanoseconds stay far from overflow).
 pub const MAX_SECONDS: f64 = 86_400.0;
 
@@ -266,6 +270,9 @@ fn run_checked(cfg: &LoopConfig, mut ctl: Box<dyn ReadaheadController + Send>) -
     let end_ns = phase_ns * phases.len() as u64;
 
     let mut sim = Sim::new(sc);
+    if cfg.controller == ControllerSpec::LeapPrefetch {
+        sim.set_leap(Some(LEAP_MAX_PAGES));
+    }
     if let ControllerSpec::Files(kbs) = &cfg.controller {
         for f in 0..sim.n_files() {
             let kb = kbs[sim.instance_of(f) as usize];

@@ -183,3 +183,32 @@ fn bad_configurations_name_the_field() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// LEAP as KML ran it, a page-cache prefetcher: it follows a reverse scan (Linux's readahead
+/// cannot), so it beats vanilla on readreverse; it caps its window by its hits and marks every
+/// prefetched page, so it loses on readseq. KML's thesis reports the same two outcomes.
+#[test]
+fn leap_prefetch_wins_readreverse_and_loses_readseq() {
+    for seed in [1, 2, 3] {
+        let ops = |w, spec: &str| {
+            let cfg = LoopConfig {
+                seconds: 2.0,
+                seed,
+                ..short(vec![w], spec)
+            };
+            run(&cfg).unwrap().ops_per_s[0]
+        };
+        let (rev_leap, rev_vanilla) = (ops(ReadReverse, "leap-prefetch"), ops(ReadReverse, "vanilla"));
+        assert!(
+            rev_leap > 1.15 * rev_vanilla,
+            "seed {seed}: readreverse {rev_leap} vs {rev_vanilla}"
+        );
+        let (seq_leap, seq_vanilla) = (ops(ReadSeq, "leap-prefetch"), ops(ReadSeq, "vanilla"));
+        assert!(
+            seq_leap < 0.9 * seq_vanilla,
+            "seed {seed}: readseq {seq_leap} vs {seq_vanilla}"
+        );
+    }
+    assert_eq!(ControllerSpec::parse("leap-prefetch"), Ok(ControllerSpec::LeapPrefetch));
+    assert_eq!(ControllerSpec::LeapPrefetch.to_string(), "leap-prefetch");
+}

@@ -8,6 +8,7 @@
 
 use crate::cache::{Evicted, PageCache, PageKey};
 use crate::device::{Device, DevicePreset};
+use crate::leap::LeapState;
 use crate::readahead::{Advice, RaState, RaWindow};
 use crate::workload::{AccessMode, DbShape, Generator, Op, WorkloadKind, PAGE_BYTES};
 use std::cmp::Reverse;
@@ -115,6 +116,8 @@ struct FileState {
     pinned: bool,
     /// Accessed at least once (a file is "opened" at its first access).
     opened: bool,
+    /// LEAP prefetches this file instead of Linux's readahead ([`Sim::set_leap`]).
+    leap: Option<LeapState>,
 }
 
 #[derive(Debug, Clone)]
@@ -164,6 +167,7 @@ impl Sim {
                 ra: RaState::new(device_ra_pages),
                 pinned: false,
                 opened: false,
+                leap: None,
             })
             .collect();
         let threads = cfg
@@ -291,6 +295,14 @@ impl Sim {
         }
     }
 
+    /// Every file is prefetched by LEAP (windows of at most `max_pages`) instead of Linux's
+    /// readahead, as KML's LEAP baseline ran; `None` returns them all to Linux's readahead.
+    pub fn set_leap(&mut self, max_pages: Option<u64>) {
+        for f in &mut self.files {
+            f.leap = max_pages.map(LeapState::new);
+        }
+    }
+
     /// `posix_fadvise` on a file.
     pub fn fadvise(&mut self, file: u32, advice: Advice) {
         let dev = self.device_ra_pages;
@@ -378,6 +390,37 @@ impl Sim {
                 let key = PageKey { file, index };
                 self.cache
                     .insert_absent(key, done, marker == Some(index), false, &mut self.evicted);
+                self.record(clock, file, index, PageEventKind::Added);
+            }
+        }
+        self.write_back(clock);
+    }
+
+    /// Read `pages` of `file` that are not cached, in contiguous runs (ascending), each marked
+    /// as prefetched except the `demand` page (LEAP's `SetPageReadahead`).
+    fn read_pages(&mut self, file: u32, pages: &[u64], demand: u64, clock: u64) {
+        let mut want: Vec<u64> = pages
+            .iter()
+            .copied()
+            .filter(|&index| !self.cache.contains(PageKey { file, index }))
+            .collect();
+        want.sort_unstable();
+        want.dedup();
+        let mut k = 0;
+        while k < want.len() {
+            let start = want[k];
+            let mut end = start + 1;
+            k += 1;
+            while k < want.len() && want[k] == end {
+                end += 1;
+                k += 1;
+            }
+            let off = self.device_offset(PageKey { file, index: start });
+            let done = self.device.submit(clock, off, (end - start) * PAGE_BYTES, false);
+            for index in start..end {
+                let key = PageKey { file, index };
+                self.cache
+                    .insert_absent(key, done, index != demand, false, &mut self.evicted);
                 self.record(clock, file, index, PageEventKind::Added);
             }
         }
@@ -490,16 +533,27 @@ impl Sim {
                             clock += self.cfg.hit_ns;
                             self.record(clock, file, index, PageEventKind::Accessed);
                             let remaining = (a.pages - self.threads[id].page + 1) as u64;
-                            let w = self.readahead(file, |ra, cached| {
-                                if mmap {
-                                    ra.mmap_async(index, c.marker, cached)
-                                } else if c.marker {
-                                    ra.async_ra(index, remaining, cached)
-                                } else {
-                                    ra.prev_index = Some(index);
-                                    None
+                            let leap = self.files[file as usize].leap.as_mut();
+                            let w = if let Some(l) = leap {
+                                // LEAP sees the access; a prefetched page is a hit. Linux's
+                                // readahead is off for the file.
+                                l.log(index);
+                                if c.marker {
+                                    l.hit();
                                 }
-                            });
+                                None
+                            } else {
+                                self.readahead(file, |ra, cached| {
+                                    if mmap {
+                                        ra.mmap_async(index, c.marker, cached)
+                                    } else if c.marker {
+                                        ra.async_ra(index, remaining, cached)
+                                    } else {
+                                        ra.prev_index = Some(index);
+                                        None
+                                    }
+                                })
+                            };
                             if let Some(w) = w {
                                 self.read_window(file, w, clock);
                             }
@@ -513,6 +567,23 @@ impl Sim {
                             self.threads[id].clock_ns = c.ready_at_ns;
                             return Some(c.ready_at_ns);
                         }
+                    }
+                    None if self.files[file as usize].leap.is_some() => {
+                        clock += self.cfg.miss_ns;
+                        let file_pages = self.file_pages(file);
+                        let l = self.files[file as usize].leap.as_mut().expect("checked by the guard");
+                        l.log(index);
+                        let pages = l.prefetch(index, file_pages);
+                        self.read_pages(file, &pages, index, clock);
+                        let ready = self.cache.settle(key, mmap).unwrap_or(clock).max(clock);
+                        if mmap {
+                            self.fault_around(file, index, clock);
+                        }
+                        let t = &mut self.threads[id];
+                        t.stats.misses += 1;
+                        t.stats.io_wait_ns += ready - clock;
+                        t.clock_ns = ready;
+                        return Some(ready);
                     }
                     None => {
                         clock += self.cfg.miss_ns;

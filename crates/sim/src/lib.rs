@@ -4,6 +4,7 @@
 //!
 //! Main types:
 //! - [`readahead::RaState`]: Linux's on-demand readahead state machine (`mm/readahead.c`).
+//! - [`leap::LeapState`]: LEAP's prefetcher, the baseline KML compared against.
 //! - [`cache::PageCache`]: per-file pages on active/inactive LRU lists, dirty write-back.
 //! - [`device::Device`] with [`device::DevicePreset`]s (NVMe, SATA SSD, disk).
 //! - [`workload::Generator`]: db_bench-like workloads over an LSM-like file set, fio patterns.
@@ -28,6 +29,7 @@ pub mod calibrate;
 pub mod device;
 pub mod disk;
 pub mod engine;
+pub mod leap;
 pub mod readahead;
 pub mod replay;
 pub mod replicas;
