@@ -568,44 +568,35 @@ impl Sim {
                             return Some(c.ready_at_ns);
                         }
                     }
-                    None if self.files[file as usize].leap.is_some() => {
-                        clock += self.cfg.miss_ns;
-                        let file_pages = self.file_pages(file);
-                        let l = self.files[file as usize].leap.as_mut().expect("checked by the guard");
-                        l.log(index);
-                        let pages = l.prefetch(index, file_pages);
-                        self.read_pages(file, &pages, index, clock);
-                        let ready = self.cache.settle(key, mmap).unwrap_or(clock).max(clock);
-                        if mmap {
-                            self.fault_around(file, index, clock);
-                        }
-                        let t = &mut self.threads[id];
-                        t.stats.misses += 1;
-                        t.stats.io_wait_ns += ready - clock;
-                        t.clock_ns = ready;
-                        return Some(ready);
-                    }
                     None => {
                         clock += self.cfg.miss_ns;
                         let remaining = (a.pages - self.threads[id].page + 1) as u64;
-                        let w = self.readahead(file, |ra, cached| {
-                            if mmap {
-                                ra.mmap_sync(index, cached)
-                            } else {
-                                Some(ra.sync_ra(index, remaining, cached))
-                            }
-                        });
-                        // The faulting page is read whatever readahead decided.
-                        let w = w.filter(|w| w.start <= index && index < w.start + w.size);
-                        self.read_window(
-                            file,
-                            w.unwrap_or(RaWindow {
-                                start: index,
-                                size: 1,
-                                async_size: 0,
-                            }),
-                            clock,
-                        );
+                        let file_pages = self.file_pages(file);
+                        if let Some(l) = self.files[file as usize].leap.as_mut() {
+                            // LEAP chooses the pages (the missing one first).
+                            l.log(index);
+                            let pages = l.prefetch(index, file_pages);
+                            self.read_pages(file, &pages, index, clock);
+                        } else {
+                            let w = self.readahead(file, |ra, cached| {
+                                if mmap {
+                                    ra.mmap_sync(index, cached)
+                                } else {
+                                    Some(ra.sync_ra(index, remaining, cached))
+                                }
+                            });
+                            // The faulting page is read whatever readahead decided.
+                            let w = w.filter(|w| w.start <= index && index < w.start + w.size);
+                            self.read_window(
+                                file,
+                                w.unwrap_or(RaWindow {
+                                    start: index,
+                                    size: 1,
+                                    async_size: 0,
+                                }),
+                                clock,
+                            );
+                        }
                         let ready = self.cache.settle(key, mmap).unwrap_or(clock).max(clock);
                         if mmap {
                             self.fault_around(file, index, clock);
