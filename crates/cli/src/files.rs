@@ -9,14 +9,8 @@ const MAX_TEXT_BYTES: u64 = 1 << 30;
 /// Read a file, or standard input for `-`, up to [`MAX_TEXT_BYTES`].
 pub fn read_text(path: &Path) -> Result<String> {
     if path.as_os_str() == "-" {
-        let bytes = iolearn_safeio::read_limited(std::io::stdin().lock(), MAX_TEXT_BYTES).map_err(|e| match e {
-            Some(e) => anyhow::anyhow!("<stdin>: cannot read: {e}"),
-            None => anyhow::anyhow!(
-                "<stdin>: larger than the {} limit",
-                iolearn_safeio::human(MAX_TEXT_BYTES)
-            ),
-        })?;
-        return String::from_utf8(bytes).context("<stdin>: not UTF-8 text");
+        let bytes = iolearn_safeio::read_stdin(MAX_TEXT_BYTES)?;
+        return String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8 text", iolearn_safeio::STDIN_NAME));
     }
     Ok(iolearn_safeio::read_to_string(path, MAX_TEXT_BYTES)?)
 }

@@ -112,7 +112,7 @@ impl Input {
     /// The trace's name in messages (`<stdin>` for `-`).
     pub(crate) fn name(&self) -> String {
         if self.trace.as_os_str() == "-" {
-            "<stdin>".into()
+            iolearn_safeio::STDIN_NAME.into()
         } else {
             self.trace.display().to_string()
         }

@@ -336,7 +336,10 @@ impl ControllerSpec {
             let max = iolearn_ml::format::MAX_READ_AHEAD_KB as u64;
             match v.trim().parse::<u64>() {
                 Ok(kb) if kb <= max => Ok(kb),
-                _ => Err(format!("{what}: {} is not a readahead in KiB (0 to {max})", excerpt(v))),
+                _ => Err(format!(
+                    "{what}: {} is not a readahead in KiB (0 to {max})",
+                    iolearn_safeio::excerpt(v, 40)
+                )),
             }
         };
         let text = text.trim();
@@ -393,15 +396,6 @@ impl ControllerSpec {
             }
         })
     }
-}
-
-/// At most 40 characters of `s`, escaped, for error messages.
-fn excerpt(s: &str) -> String {
-    let mut out: String = s.chars().take(40).flat_map(char::escape_debug).collect();
-    if s.chars().nth(40).is_some() {
-        out.push_str("...");
-    }
-    format!("\"{out}\"")
 }
 
 impl std::fmt::Display for ControllerSpec {

@@ -277,6 +277,19 @@ pub fn read_to_string(path: &Path, limit: u64) -> Result<String> {
     })
 }
 
+/// How standard input is named in errors.
+pub const STDIN_NAME: &str = "<stdin>";
+
+/// Read at most `limit` bytes of standard input (a command's `-`); errors name it
+/// [`STDIN_NAME`].
+pub fn read_stdin(limit: u64) -> Result<Vec<u8>> {
+    let path = Path::new(STDIN_NAME);
+    read_limited(io::stdin().lock(), limit).map_err(|e| match e {
+        Some(e) => Error::io(path, "cannot read", e),
+        None => too_large(path, limit),
+    })
+}
+
 /// Read at most `limit` bytes from any reader (standard input, a pipe). `Err(None)` means the
 /// input was larger than the limit.
 pub fn read_limited(r: impl Read, limit: u64) -> std::result::Result<Vec<u8>, Option<io::Error>> {

@@ -384,16 +384,24 @@ impl Sim {
             while i < end && !self.cache.contains(PageKey { file, index: i }) {
                 i += 1;
             }
-            let off = self.device_offset(PageKey { file, index: run_start });
-            let done = self.device.submit(clock, off, (i - run_start) * PAGE_BYTES, false);
-            for index in run_start..i {
-                let key = PageKey { file, index };
-                self.cache
-                    .insert_absent(key, done, marker == Some(index), false, &mut self.evicted);
-                self.record(clock, file, index, PageEventKind::Added);
-            }
+            self.read_run(file, run_start..i, clock, |index| marker == Some(index));
         }
         self.write_back(clock);
+    }
+
+    /// One device read of the uncached pages `run` of `file`, inserted with its completion time,
+    /// `marked(index)` saying which carry the readahead marker.
+    fn read_run(&mut self, file: u32, run: std::ops::Range<u64>, clock: u64, marked: impl Fn(u64) -> bool) {
+        let off = self.device_offset(PageKey { file, index: run.start });
+        let done = self
+            .device
+            .submit(clock, off, (run.end - run.start) * PAGE_BYTES, false);
+        for index in run {
+            let key = PageKey { file, index };
+            self.cache
+                .insert_absent(key, done, marked(index), false, &mut self.evicted);
+            self.record(clock, file, index, PageEventKind::Added);
+        }
     }
 
     /// Read `pages` of `file` that are not cached, in contiguous runs (ascending), each marked
@@ -415,14 +423,7 @@ impl Sim {
                 end += 1;
                 k += 1;
             }
-            let off = self.device_offset(PageKey { file, index: start });
-            let done = self.device.submit(clock, off, (end - start) * PAGE_BYTES, false);
-            for index in start..end {
-                let key = PageKey { file, index };
-                self.cache
-                    .insert_absent(key, done, index != demand, false, &mut self.evicted);
-                self.record(clock, file, index, PageEventKind::Added);
-            }
+            self.read_run(file, start..end, clock, |index| index != demand);
         }
         self.write_back(clock);
     }

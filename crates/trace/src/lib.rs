@@ -162,14 +162,8 @@ pub fn read_file(path: &Path, format: Option<Format>, opts: ReadOptions) -> Resu
         message,
     };
     if path.as_os_str() == "-" {
-        let path = Path::new("<stdin>");
-        let bytes = iolearn_safeio::read_limited(std::io::stdin().lock(), MAX_TRACE_BYTES).map_err(|e| match e {
-            Some(e) => file_error(path, format!("cannot read: {e}")),
-            None => file_error(
-                path,
-                format!("larger than the {} limit", iolearn_safeio::human(MAX_TRACE_BYTES)),
-            ),
-        })?;
+        let path = Path::new(iolearn_safeio::STDIN_NAME);
+        let bytes = iolearn_safeio::read_stdin(MAX_TRACE_BYTES).map_err(|e| file_error(path, e.reason))?;
         return read_bytes(&bytes, path, format, opts);
     }
     let bytes = iolearn_safeio::read(path, MAX_TRACE_BYTES).map_err(|e| file_error(path, e.reason))?;
