@@ -364,6 +364,17 @@ fn bad_input_gets_clear_errors() {
     assert!(!ok && e.contains("--interval"), "{e}");
     // Not root: says so (where setpriv can drop privileges).
     if unsafe { libc::geteuid() } == 0 && Command::new("setpriv").arg("--version").output().is_ok() {
+        // The unprivileged user must be able to read the model: the checkout may sit in a
+        // directory only root can enter (a `mktemp -d` clone), and then the error would be
+        // about the model, not about root.
+        use std::os::unix::fs::PermissionsExt;
+        let open = std::env::temp_dir().join(format!("iolearn-nobody-model-{}", std::process::id()));
+        std::fs::create_dir_all(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let readable = open.join("model.iolm");
+        std::fs::copy(m, &readable).unwrap();
+        std::fs::set_permissions(&readable, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let m = readable.to_str().unwrap();
         let o = Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
             .arg(env!("CARGO_BIN_EXE_iolearn"))
@@ -381,6 +392,7 @@ fn bad_input_gets_clear_errors() {
             .output()
             .unwrap();
         let e = String::from_utf8_lossy(&o.stderr);
+        std::fs::remove_dir_all(&open).unwrap();
         assert!(!o.status.success() && e.contains("root"), "{e}");
     }
 }
