@@ -31,8 +31,10 @@ pub struct ReadaheadArgs {
     /// Model file (schema kml-readahead-v1), e.g. from `iolearn readahead train`.
     #[arg(long, required_unless_present_any = ["restore", "controller"], conflicts_with = "controller")]
     model: Option<PathBuf>,
-    /// Another controller instead of a model: `leap`, `static:KB` or `vanilla` (the same
-    /// names as `iolearn readahead` and the Python API use; a model file's path works too).
+    /// Another controller instead of a model: `online` (learns the device's value from the
+    /// watched processes' progress, no model; needs --pid or --cgroup), `static:KB` or
+    /// `vanilla` (the names `iolearn readahead` and the Python API use; a model file's path
+    /// works too).
     #[arg(long, value_parser = controller_spec)]
     controller: Option<ControllerSpec>,
     /// Decide per file (needs --pid or --cgroup) instead of per device.
@@ -56,6 +58,11 @@ pub struct ReadaheadArgs {
     /// read_ahead_kb used when the model's input is outside its training range (0 to 1048576).
     #[arg(long, allow_negative_numbers = true, default_value_t = 128, value_parser = clap::value_parser!(u64).range(0..=MAX_READ_AHEAD_KB as u64))]
     fallback_kb: u64,
+    /// Turn the guardrail off. With it (the default, when --pid or --cgroup names processes to
+    /// measure) a decision stays only while the processes progress at least as well as on the
+    /// kernel's own value, measured side by side; a worse one is reverted and logged.
+    #[arg(long)]
+    no_guard: bool,
     /// Decide and log, change nothing.
     #[arg(long)]
     dry_run: bool,
@@ -130,6 +137,9 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
     cfg.hold = a.hold;
     cfg.min_gap = a.min_gap;
     cfg.fallback_kb = a.fallback_kb;
+    if a.no_guard {
+        cfg.guard = None;
+    }
     cfg.dry_run = a.dry_run;
     cfg.allow_system_disk = a.allow_system_disk;
     cfg.state_dir = a.state_dir;
@@ -153,6 +163,12 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
         m.decide_ns_max as f64 / 1e3,
         s.restored_kb
     );
+    if m.guard_kept + m.guard_reverted > 0 {
+        println!(
+            "guardrail: {} decisions kept, {} reverted, {} windows on vanilla",
+            m.guard_kept, m.guard_reverted, m.guard_vanilla_windows
+        );
+    }
     Ok(())
 }
 

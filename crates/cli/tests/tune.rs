@@ -110,6 +110,9 @@ fn tuner(b: &Bed, extra: &[&str]) -> (Proc, mpsc::Receiver<String>) {
             "1",
             "--min-gap",
             "0",
+            // These tests are about the mechanics (tune, restore, lock); the guardrail has its
+            // own test below, and here it would hold vanilla for the first windows.
+            "--no-guard",
         ])
         .arg("--model")
         .arg(&b.model)
@@ -483,7 +486,7 @@ fn other_controllers_run_on_the_kernel_and_restore() {
     let pid = reader.0.id().to_string();
     let mut c = Command::new(env!("CARGO_BIN_EXE_iolearn"))
         .args(["tune", "readahead", "--device", &b.fs.device, "--interval", "0.3"])
-        .args(["--pid", &pid, "--controller", "static:64"])
+        .args(["--pid", &pid, "--controller", "static:64", "--no-guard"])
         .arg("--state-dir")
         .arg(&b.state)
         .stdout(Stdio::null())
@@ -505,4 +508,117 @@ fn other_controllers_run_on_the_kernel_and_restore() {
         assert!(String::from_utf8_lossy(&o.stderr).contains(why), "{spec}");
     }
     assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original);
+}
+
+/// A process reading `file` front to back in 4 KiB `pread`s, dropping it from the cache at
+/// every pass, until killed: readahead is what keeps it from waiting on every page.
+fn sequential_reader(file: &Path) -> Proc {
+    let script = "import os, sys\n\
+                  fd = os.open(sys.argv[1], os.O_RDONLY)\n\
+                  n = os.fstat(fd).st_size\n\
+                  while True:\n\
+                  \x20   os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)\n\
+                  \x20   off = 0\n\
+                  \x20   while off < n:\n\
+                  \x20       os.pread(fd, 4096, off)\n\
+                  \x20       off += 4096\n";
+    Proc(Command::new("python3").args(["-c", script]).arg(file).spawn().unwrap())
+}
+
+#[test]
+fn the_guardrail_reverts_a_value_that_slows_the_watched_process() {
+    if skip("the_guardrail_reverts_a_value_that_slows_the_watched_process") {
+        return;
+    }
+    let b = bed("guard");
+    let reader = sequential_reader(&b.data);
+    let pid = reader.0.id().to_string();
+    // 16 KiB of readahead for a sequential reader: a wait every four pages instead of none.
+    let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+        .args(["tune", "readahead", "--device", &b.fs.device, "--interval", "0.5"])
+        .args([
+            "--hold",
+            "1",
+            "--min-gap",
+            "0",
+            "--log-format",
+            "json",
+            "--duration",
+            "15",
+        ])
+        .args(["--pid", &pid, "--controller", "static:16"])
+        .arg("--state-dir")
+        .arg(&b.state)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{err}");
+    let verdicts: Vec<serde_json::Value> = err
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "guard")
+        .collect();
+    let reverted = verdicts
+        .iter()
+        .find(|v| v["verdict"] == "reverted")
+        .unwrap_or_else(|| panic!("no revert in {verdicts:?}\n{err}"));
+    let reason = reverted["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("vanilla") && reason.contains("demand misses per page used"),
+        "{reason}"
+    );
+    assert!(out.contains("guardrail:") && out.contains("reverted"), "{out}");
+    assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original, "restored");
+}
+
+#[test]
+fn the_online_learner_runs_on_the_kernel_and_restores() {
+    if skip("the_online_learner_runs_on_the_kernel_and_restores") {
+        return;
+    }
+    let b = bed("online");
+    for (extra, why) in [
+        (&[][..], "--pid or --cgroup"),
+        (&["--pid", "1", "--per-file"][..], "drop --per-file"),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+            .args(["tune", "readahead", "--device", &b.fs.device, "--controller", "online"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{extra:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(why), "{extra:?}");
+    }
+    let reader = sequential_reader(&b.data);
+    let pid = reader.0.id().to_string();
+    let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+        .args(["tune", "readahead", "--device", &b.fs.device, "--interval", "0.3"])
+        .args([
+            "--hold",
+            "1",
+            "--min-gap",
+            "0",
+            "--log-format",
+            "json",
+            "--duration",
+            "10",
+        ])
+        .args(["--pid", &pid, "--controller", "online"])
+        .arg("--state-dir")
+        .arg(&b.state)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    // It explores: the neighbours of the kernel's value are tried (the guardrail measures
+    // vanilla first, then lets it act).
+    let changes: Vec<u64> = err
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "change")
+        .filter_map(|v| v["read_ahead_kb"].as_u64())
+        .collect();
+    assert!(changes.contains(&256), "{changes:?}\n{err}");
+    assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original, "restored");
 }

@@ -304,7 +304,8 @@ impl ReadaheadController for Leap {
 }
 
 /// A readahead controller named by a string, parsed in one place for the simulator, the
-/// Python API and the tuner: `vanilla`, `leap` (LEAP-style window sizing of the readahead
+/// Python API and the tuner: `vanilla`, `online` (learns the device's value from the outcome,
+/// [`crate::online`]), `leap` (LEAP-style window sizing of the readahead
 /// value), `leap-prefetch` (LEAP itself as a page-cache prefetcher, KML's baseline; the
 /// simulator's `iolearn_sim::leap`), `static:KB`, `files:KB0,KB1,...` (each workload's files
 /// held at its own value: the per-file oracle of a mixed run; only the simulator can tell
@@ -324,6 +325,8 @@ pub enum ControllerSpec {
     Files(Vec<u64>),
     /// A [`KmlController`] with this model file.
     Model(std::path::PathBuf),
+    /// The online learner ([`crate::online::Online`]): no model, no sweep; the device's value.
+    Online,
 }
 
 impl ControllerSpec {
@@ -347,13 +350,14 @@ impl ControllerSpec {
             "vanilla" => ControllerSpec::Vanilla,
             "leap" => ControllerSpec::Leap,
             "leap-prefetch" => ControllerSpec::LeapPrefetch,
+            "online" => ControllerSpec::Online,
             _ => {
                 if let Some(v) = text.strip_prefix("static:") {
                     ControllerSpec::Static(kb("static", v)?)
                 } else if let Some(list) = text.strip_prefix("files:") {
                     ControllerSpec::Files(list.split(',').map(|v| kb("files", v)).collect::<Result<Vec<_>, _>>()?)
                 } else if text.is_empty() {
-                    return Err("controller: empty (vanilla, leap, static:KB, files:KB,..., or a model file)".into());
+                    return Err("controller: empty (vanilla, leap, leap-prefetch, online, static:KB, files:KB,..., or a model file)".into());
                 } else {
                     ControllerSpec::Model(text.into())
                 }
@@ -386,6 +390,7 @@ impl ControllerSpec {
                 ..Leap::default()
             }),
             ControllerSpec::Static(kb) => Box::new(Static::new(*kb)),
+            ControllerSpec::Online => Box::new(crate::online::Online::new(crate::online::OnlineConfig::default())),
             ControllerSpec::Model(path) => {
                 let file = ModelFile::load(path)?;
                 let mut c = KmlController::new(file, per_file).map_err(|e| e.in_file(path))?;
@@ -404,6 +409,7 @@ impl std::fmt::Display for ControllerSpec {
             ControllerSpec::Vanilla => f.write_str("vanilla"),
             ControllerSpec::Leap => f.write_str("leap"),
             ControllerSpec::LeapPrefetch => f.write_str("leap-prefetch"),
+            ControllerSpec::Online => f.write_str("online"),
             ControllerSpec::Static(kb) => write!(f, "static:{kb}"),
             ControllerSpec::Files(kbs) => {
                 let kbs: Vec<String> = kbs.iter().map(u64::to_string).collect();

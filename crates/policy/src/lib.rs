@@ -9,7 +9,9 @@
 
 pub mod admission;
 pub mod controller;
+pub mod guard;
 pub mod latency;
+pub mod online;
 pub mod readahead;
 pub mod steady;
 

@@ -143,8 +143,55 @@ impl WindowStats {
     }
 }
 
+/// What the workload got in one window: the signal the guardrail ([`crate::guard`]) and the
+/// online learner ([`crate::online`]) judge a readahead value by. Every field has a source on
+/// both worlds; see each.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Outcome {
+    /// Length of the window, seconds (0: no outcome measured).
+    pub seconds: f64,
+    /// Operations the application completed, where it reports them (the simulator's threads;
+    /// on the kernel only when a signal is wired in).
+    pub ops: Option<f64>,
+    /// Seconds the workload's threads spent working rather than waiting for the device, summed
+    /// over threads (simulator: window minus I/O wait; kernel: the watched threads' CPU time
+    /// from `schedstat`). A closed-loop application progresses in proportion to it.
+    pub busy_s: Option<f64>,
+    /// Pages the workload asked the page cache for (reads and faults).
+    pub pages_accessed: u64,
+    /// Pages read into the cache (demand misses and readahead).
+    pub pages_added: u64,
+    /// Demand misses: accesses that had to wait for a synchronous read.
+    pub misses: u64,
+    /// The device's readahead during the window, KiB (what the outcome is credited to).
+    pub read_ahead_kb: Option<u64>,
+}
+
+impl Outcome {
+    /// How fast the workload went: operations per second where the application says, else
+    /// busy seconds per second. `None` when the window measured nothing.
+    pub fn progress(&self) -> Option<f64> {
+        // NaN seconds fail this too.
+        if self.seconds.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+            return None;
+        }
+        let v = self.ops.or(self.busy_s)? / self.seconds;
+        v.is_finite().then_some(v)
+    }
+
+    /// Pages read per page used (readahead waste when well above 1).
+    pub fn read_per_used(&self) -> f64 {
+        self.pages_added as f64 / self.pages_accessed.max(1) as f64
+    }
+
+    /// Demand misses per page used.
+    pub fn misses_per_used(&self) -> f64 {
+        self.misses as f64 / self.pages_accessed.max(1) as f64
+    }
+}
+
 /// Features of one closed window.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct WindowFeatures {
     /// Window start (inclusive), ns.
     pub start_ns: u64,
@@ -158,6 +205,8 @@ pub struct WindowFeatures {
     pub file_trends: BTreeMap<u64, Option<i64>>,
     /// The process that last touched each file in the window (0: unknown).
     pub file_owners: BTreeMap<u64, u32>,
+    /// What the workload got in the window (filled in by the caller, who can see it).
+    pub outcome: Outcome,
 }
 
 /// KML's feature extractor over fixed windows.
@@ -215,6 +264,7 @@ impl KmlFeatures {
             device_trend: self.device.trend(),
             file_trends: self.files.iter().map(|(&ino, w)| (ino, w.trend())).collect(),
             file_owners: std::mem::take(&mut self.owners),
+            outcome: Outcome::default(),
         };
         self.device = WindowStats::default();
         self.files.clear();

@@ -13,10 +13,13 @@
 
 pub use iolearn_policy::controller::ControllerSpec;
 use iolearn_policy::controller::{ReadaheadController, ReadaheadKnobs};
-use iolearn_policy::readahead::KmlFeatures;
+use iolearn_policy::guard::Guarded;
+pub use iolearn_policy::guard::{GuardConfig, GuardEvent};
+use iolearn_policy::readahead::{KmlFeatures, Outcome};
+use iolearn_policy::steady::Steady;
 use iolearn_policy::PageObservation;
 use iolearn_sim::device::DevicePreset;
-use iolearn_sim::engine::{Sim, SimConfig, ThreadSpec};
+use iolearn_sim::engine::{PageEventKind, Sim, SimConfig, ThreadSpec};
 use iolearn_sim::workload::{AccessMode, DbShape, WorkloadKind};
 
 /// The simulator seen through the knobs a readahead controller turns.
@@ -100,6 +103,12 @@ pub struct LoopConfig {
     pub back_to_back: bool,
     /// Return every file's features per window instead of the device's.
     pub file_features: bool,
+    /// Run the controller behind the guardrail ([`iolearn_policy::guard`]).
+    pub guard: Option<GuardConfig>,
+    /// Let the controller see the application's operations per window. Off by default: the
+    /// controller then judges by what the kernel tuner can see too (time not spent waiting for
+    /// the device, pages read and used).
+    pub app_signal: bool,
 }
 
 impl LoopConfig {
@@ -119,6 +128,8 @@ impl LoopConfig {
             seed: 1,
             back_to_back: false,
             file_features: false,
+            guard: None,
+            app_signal: false,
         }
     }
 
@@ -128,6 +139,9 @@ impl LoopConfig {
             return Err("workloads: need at least one".into());
         }
         check_run(self.seconds, self.read_ahead_kb, self.db_mb, self.cache_mb)?;
+        if let Some(g) = &self.guard {
+            g.check()?;
+        }
         if !(1e-3..=3600.0).contains(&self.window_s) {
             return Err(format!("window_s must be 0.001 to 3600, got {:?}", self.window_s));
         }
@@ -188,6 +202,13 @@ pub struct LoopResult {
     pub features: Vec<f64>,
     /// Width of a `features` row.
     pub width: usize,
+    /// What the workload got in each window (with the application's operations, whether or
+    /// not the controller saw them).
+    pub outcomes: Vec<Outcome>,
+    /// The guardrail's verdicts.
+    pub guard_events: Vec<GuardEvent>,
+    /// Windows the guardrail held vanilla (its checks and backoffs).
+    pub guard_vanilla_windows: u64,
 }
 
 /// Run `cfg`: the controller decides once per window. Errors for a bad configuration or a
@@ -225,7 +246,9 @@ pub fn run_with(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> R
     Ok(run_checked(cfg, ctl))
 }
 
-fn run_checked(cfg: &LoopConfig, mut ctl: Box<dyn ReadaheadController + Send>) -> LoopResult {
+fn run_checked(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> LoopResult {
+    // Changes go through at once in the simulator (hold 1, no gap): its windows are exact.
+    let mut ctl = Guarded::new(ctl, Steady::new(1, 0), cfg.guard.clone(), cfg.read_ahead_kb);
     let kinds = &cfg.workloads;
     // Concurrent: one thread and database per workload. Back to back: one thread, one
     // database, each workload for `seconds`, in order.
@@ -257,7 +280,12 @@ fn run_checked(cfg: &LoopConfig, mut ctl: Box<dyn ReadaheadController + Send>) -
     let mut sc = SimConfig::calibration(
         threads[0].kind,
         cfg.device.clone(),
-        cfg.controller.start_kb(cfg.read_ahead_kb),
+        // Behind the guardrail everything starts on vanilla, which it measures first.
+        if cfg.guard.is_some() {
+            cfg.read_ahead_kb
+        } else {
+            cfg.controller.start_kb(cfg.read_ahead_kb)
+        },
     );
     sc.threads = threads;
     sc.db = DbShape::of_size(cfg.db_mb << 20);
@@ -288,11 +316,35 @@ fn run_checked(cfg: &LoopConfig, mut ctl: Box<dyn ReadaheadController + Send>) -
     let mut w = 0usize;
     let mut phase = 0usize;
     let mut ops_at_phase_start = 0u64;
+    let mut before = sim.thread_stats();
     while t < end_ns {
         let phase_end = (phase as u64 + 1) * phase_ns;
+        let t0 = t;
         t = (t + window_ns).min(phase_end);
         sim.run_until(t);
-        for e in sim.drain_events() {
+        let secs = (t - t0) as f64 / 1e9;
+        let now = sim.thread_stats();
+        let mut outcome = Outcome {
+            seconds: secs,
+            read_ahead_kb: Some(sim.device_read_ahead_kb()),
+            ..Outcome::default()
+        };
+        let (mut ops, mut busy) = (0u64, 0.0);
+        for (a, b) in before.iter().zip(&now) {
+            ops += b.ops - a.ops;
+            outcome.misses += b.misses - a.misses;
+            busy += (secs - (b.io_wait_ns - a.io_wait_ns) as f64 / 1e9).max(0.0);
+        }
+        before = now;
+        outcome.busy_s = Some(busy);
+        let events = sim.drain_events();
+        for e in &events {
+            match e.kind {
+                PageEventKind::Added => outcome.pages_added += 1,
+                PageEventKind::Accessed => outcome.pages_accessed += 1,
+            }
+        }
+        for e in events {
             k.observe(PageObservation {
                 time_ns: e.time_ns,
                 inode: e.file as u64,
@@ -302,7 +354,15 @@ fn run_checked(cfg: &LoopConfig, mut ctl: Box<dyn ReadaheadController + Send>) -
         }
         let dev_ra = sim.device_read_ahead_kb() * 2; // sectors
         let files: Vec<u64> = (0..sim.n_files()).map(|f| sim.file_ra_pages(f) * 8).collect();
-        let win = k.close(dev_ra, |ino| files.get(ino as usize).copied().unwrap_or(dev_ra));
+        let mut win = k.close(dev_ra, |ino| files.get(ino as usize).copied().unwrap_or(dev_ra));
+        win.outcome = Outcome {
+            ops: cfg.app_signal.then_some(ops as f64),
+            ..outcome
+        };
+        out.outcomes.push(Outcome {
+            ops: Some(ops as f64),
+            ..outcome
+        });
         if cfg.file_features {
             for (&ino, f) in &win.files {
                 out.features.push(w as f64);
@@ -327,6 +387,8 @@ fn run_checked(cfg: &LoopConfig, mut ctl: Box<dyn ReadaheadController + Send>) -
             }
         }
     }
+    out.guard_events = ctl.take_events();
+    out.guard_vanilla_windows = ctl.vanilla_windows;
     if !cfg.back_to_back {
         let secs = end_ns as f64 / 1e9;
         out.ops_per_s = sim.thread_stats().iter().map(|s| s.ops as f64 / secs).collect();

@@ -11,11 +11,14 @@
 
 pub mod journal;
 pub mod linux;
+pub mod outcome;
 pub mod report;
 pub mod testbed;
 
 pub use iolearn_policy::controller::ControllerSpec;
-use iolearn_policy::controller::ReadaheadKnobs;
+use iolearn_policy::controller::{ReadaheadController, ReadaheadKnobs};
+pub use iolearn_policy::guard::GuardConfig;
+use iolearn_policy::guard::{GuardEventKind, Guarded};
 use iolearn_policy::readahead::{WindowFeatures, WindowStats};
 use iolearn_policy::steady::Steady;
 use iolearn_probe::{Probe, ProbeConfig, Window};
@@ -52,6 +55,10 @@ pub struct TuneConfig {
     pub min_gap: u64,
     /// Readahead when the model's input is outside its training range.
     pub fallback_kb: u64,
+    /// The guardrail ([`iolearn_policy::guard`]): the controller's decisions are kept only
+    /// while the watched processes progress at least as well as on vanilla. `None`: off. It
+    /// needs processes to watch (`pids` or `cgroup`); without them it is off, and says so.
+    pub guard: Option<GuardConfig>,
     /// Decide and log, change nothing.
     pub dry_run: bool,
     /// Tune the disk that holds `/` too (refused otherwise: a mistake there slows everything).
@@ -79,6 +86,7 @@ impl TuneConfig {
             hold: 2,
             min_gap: 3,
             fallback_kb: 128,
+            guard: Some(GuardConfig::default()),
             dry_run: false,
             allow_system_disk: false,
             state_dir: PathBuf::from("/run/iolearn"),
@@ -103,6 +111,8 @@ pub struct Summary {
     pub restored_kb: u64,
     /// Decision log: (window, target, KiB) of every applied change.
     pub changes: Vec<(u64, String, u64)>,
+    /// The guardrail's verdicts, one line each.
+    pub guard: Vec<String>,
 }
 
 static STOP: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
@@ -271,13 +281,25 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
                     .into(),
             )
         }
+        ControllerSpec::Online if cfg.per_file => {
+            return Err("controller online: learns the device's value; drop --per-file".into())
+        }
+        ControllerSpec::Online if cfg.pids.is_empty() && cfg.cgroup.is_none() => {
+            return Err(
+                "controller online: learns from the watched processes' progress; name them with --pid or --cgroup"
+                    .into(),
+            )
+        }
         _ => {}
     }
-    let mut controller = cfg
+    if let Some(g) = &cfg.guard {
+        g.check()?;
+    }
+    let inner = cfg
         .controller
         .build(cfg.per_file, Some(cfg.fallback_kb))
         .map_err(|e| e.to_string())?;
-    let labels = controller.labels();
+    let labels = inner.labels();
     if cfg.per_file && cfg.pids.is_empty() && cfg.cgroup.is_none() {
         return Err("per-file tuning needs the processes to tune: --pid or --cgroup".into());
     }
@@ -348,7 +370,18 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         pids = ?pids,
         dry_run = cfg.dry_run
     );
-    let mut steady = Steady::new(cfg.hold, cfg.min_gap);
+    // The guardrail judges by the watched processes' progress: with none watched it has
+    // nothing to measure.
+    let watched = !cfg.pids.is_empty() || cfg.cgroup.is_some();
+    let guard = cfg.guard.clone().filter(|_| watched);
+    if cfg.guard.is_some() && !watched && cfg.controller != ControllerSpec::Vanilla {
+        warn!(
+            event = %"guard_off",
+            reason = %"no processes to measure: name them with --pid or --cgroup to keep the guardrail"
+        );
+    }
+    let mut controller = Guarded::new(inner, Steady::new(cfg.hold, cfg.min_gap), guard, original_kb);
+    let mut cpu = outcome::CpuMeter::default();
     let mut m = Metrics {
         device_read_ahead_kb: original_kb,
         ..Default::default()
@@ -365,7 +398,9 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     let mut next_window = start + cfg.interval;
     let tick = Duration::from_millis(100).min(cfg.interval);
     let mut window_ix = 0u64;
-    probe.window().map_err(|e| e.to_string())?; // start clean
+    let mut counters_before = probe.window().map_err(|e| e.to_string())?.counters; // start clean
+    cpu.take(&knobs.pids);
+    let mut window_start = Instant::now();
     while !stop.load(Ordering::SeqCst) && cfg.duration.is_none_or(|d| start.elapsed() < d) {
         std::thread::sleep(tick);
         // New processes of the cgroup, and files opened since the last tick.
@@ -385,12 +420,21 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         next_window += cfg.interval;
         window_ix += 1;
         let w = probe.window().map_err(|e| e.to_string())?;
-        let features = window_features(&w, &knobs);
-        steady.next_window();
+        let mut features = window_features(&w, &knobs);
+        let busy = watched.then(|| cpu.take(&knobs.pids));
+        features.outcome = outcome::outcome(
+            &counters_before,
+            &w.counters,
+            window_start.elapsed().as_secs_f64(),
+            busy,
+            knobs.device_read_ahead_kb(),
+        );
+        counters_before = w.counters;
+        window_start = Instant::now();
         let (decisions_before, fallbacks_before, act_before) =
             (controller.decisions().len(), controller.fallbacks(), knobs.act_ns);
         let t0 = Instant::now();
-        controller.decide(&features, &mut steady.wrap(&mut knobs));
+        controller.decide(&features, &mut knobs);
         let decide_ns = (t0.elapsed().as_nanos() as u64).saturating_sub(knobs.act_ns - act_before);
         knobs.flush();
         if let Some(j) = restorer.journal.as_mut() {
@@ -402,7 +446,25 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         m.decide_ns_max = m.decide_ns_max.max(decide_ns);
         m.act_ns_total = knobs.act_ns;
         m.fallbacks = controller.fallbacks();
-        m.held_back = steady.held_back;
+        m.held_back = controller.steady.held_back;
+        m.guard_vanilla_windows = controller.vanilla_windows;
+        for e in controller.take_events() {
+            match e.kind {
+                GuardEventKind::Kept => m.guard_kept += 1,
+                GuardEventKind::Reverted => m.guard_reverted += 1,
+            }
+            match e.kind {
+                GuardEventKind::Kept => {
+                    info!(event = %"guard", verdict = %"kept", window = window_ix, progress = e.tuned, vanilla = e.vanilla, reason = %e.reason)
+                }
+                GuardEventKind::Reverted => {
+                    warn!(event = %"guard", verdict = %"reverted", window = window_ix, progress = e.tuned, vanilla = e.vanilla, reason = %e.reason)
+                }
+            }
+            summary
+                .guard
+                .push(format!("{} at window {window_ix}: {}", e.kind.as_str(), e.reason));
+        }
         m.lost_events = w.counters.lost();
         m.pages_added = w.counters.pages_added;
         m.pages_accessed = w.counters.pages_accessed;
@@ -510,6 +572,7 @@ pub fn window_features(w: &Window, knobs: &dyn ReadaheadKnobs) -> WindowFeatures
         device_trend: None,
         file_trends: trends,
         file_owners: owners,
+        outcome: Default::default(),
     }
 }
 

@@ -80,6 +80,12 @@ pub struct Metrics {
     pub features: [f64; 5],
     /// Files seen in the last window.
     pub files: u64,
+    /// Decisions the guardrail kept after measuring them against vanilla.
+    pub guard_kept: u64,
+    /// Decisions the guardrail reverted to vanilla.
+    pub guard_reverted: u64,
+    /// Windows the guardrail held vanilla (its measurements and backoffs).
+    pub guard_vanilla_windows: u64,
 }
 
 /// KML's feature names, for the `feature` gauge.
@@ -153,6 +159,19 @@ impl Metrics {
         counter(&mut r, "pages_added", "Page-cache insertions seen", self.pages_added);
         counter(&mut r, "pages_accessed", "Page accesses seen", self.pages_accessed);
         counter(&mut r, "errors", "Actions that failed", self.errors);
+        counter(&mut r, "guard_kept", "Decisions kept by the guardrail", self.guard_kept);
+        counter(
+            &mut r,
+            "guard_reverted",
+            "Decisions the guardrail reverted to vanilla",
+            self.guard_reverted,
+        );
+        counter(
+            &mut r,
+            "guard_vanilla_windows",
+            "Windows the guardrail held vanilla",
+            self.guard_vanilla_windows,
+        );
         gauge(
             &mut r,
             "read_ahead_kb",

@@ -1,0 +1,536 @@
+//! The guardrail: a controller may change readahead only while it measurably does no worse
+//! than vanilla.
+//!
+//! [`Guarded`] wraps any controller with the hysteresis of [`Steady`] and an A/B check on the
+//! workload's [`Outcome::progress`]. It starts on vanilla and measures a block of `block`
+//! windows; then the controller acts. Each new decision of the controller, once it has settled
+//! (`settle` windows: the cache still holds what the other setting read) and been measured for
+//! `block` windows, is judged against the latest vanilla block: kept when its median progress
+//! is within `tolerance` of vanilla's, reverted otherwise. A vanilla block older than the
+//! current interval is measured again before judging (the interval doubles after every passed
+//! check, up to `max_interval`). A single window below `abort` times vanilla reverts at once.
+//! A revert holds vanilla for a backoff that doubles on each failure, and logs the reason
+//! ([`GuardEvent`]) with the outcome behind it (pages read per page used, demand misses per
+//! page used).
+//!
+//! Exploration is bounded: the controller's requests below `min_kb` are raised to it (see
+//! [`GuardConfig::min_kb`]), a bad setting lasts at most `settle + 1` windows after a fresh
+//! vanilla block, and vanilla costs `settle + block` windows per interval.
+
+use crate::controller::{ReadaheadController, ReadaheadKnobs};
+use crate::readahead::{Outcome, WindowFeatures};
+use crate::steady::Steady;
+use std::collections::BTreeMap;
+
+/// How the guardrail measures and backs off. Windows are the controller's decision windows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuardConfig {
+    /// Windows after a switch that are not measured.
+    pub settle: u32,
+    /// Windows measured per side of a comparison (their median is compared).
+    pub block: u32,
+    /// The controller is reverted when its progress is below vanilla's by more than this share.
+    pub tolerance: f64,
+    /// Any window of the controller's (settling ones too) below this share of vanilla's
+    /// progress reverts at once, without waiting for a whole block.
+    pub abort: f64,
+    /// How old (windows) a vanilla block may be to judge a decision by, at first; doubles after
+    /// each passed check, so vanilla is measured less often while the controller keeps winning.
+    pub first_interval: u64,
+    /// The most windows between two vanilla blocks.
+    pub max_interval: u64,
+    /// Windows on vanilla after the first revert; doubles after each further one.
+    pub first_backoff: u64,
+    /// The longest backoff.
+    pub max_backoff: u64,
+    /// The least readahead the guardrail lets through, KiB: smaller requests get this. One
+    /// window of 8 KiB is enough for a random or scanning mmap reader to count misses past
+    /// `MMAP_LOTSAMISS`, after which the kernel leaves read-around off for that open file for
+    /// dozens of windows, whatever the value goes back to: a revert could not undo it.
+    pub min_kb: u64,
+}
+
+impl Default for GuardConfig {
+    fn default() -> Self {
+        GuardConfig {
+            settle: 1,
+            block: 3,
+            tolerance: 0.02,
+            abort: 0.7,
+            first_interval: 16,
+            max_interval: 128,
+            first_backoff: 16,
+            max_backoff: 256,
+            min_kb: 16,
+        }
+    }
+}
+
+impl GuardConfig {
+    /// Every field in range; the error names the field.
+    pub fn check(&self) -> Result<(), String> {
+        if self.settle > 100 {
+            return Err(format!("guard settle must be 0 to 100 windows, got {}", self.settle));
+        }
+        if !(1..=100).contains(&self.block) {
+            return Err(format!("guard block must be 1 to 100 windows, got {}", self.block));
+        }
+        if !(0.0..=0.5).contains(&self.tolerance) {
+            return Err(format!("guard tolerance must be 0 to 0.5, got {}", self.tolerance));
+        }
+        if self.min_kb > iolearn_ml::format::MAX_READ_AHEAD_KB as u64 {
+            return Err(format!(
+                "guard min_kb must be at most {}, got {}",
+                iolearn_ml::format::MAX_READ_AHEAD_KB,
+                self.min_kb
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.abort) {
+            return Err(format!("guard abort must be 0 to 1, got {}", self.abort));
+        }
+        for (name, lo, hi) in [
+            ("interval", self.first_interval, self.max_interval),
+            ("backoff", self.first_backoff, self.max_backoff),
+        ] {
+            if lo == 0 || lo > hi || hi > 1_000_000 {
+                return Err(format!(
+                    "guard {name}: want 1 <= first <= max <= 1000000 windows, got {lo} and {hi}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Which setting is in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arm {
+    /// The kernel's own readahead (the value before the tuner started).
+    Vanilla,
+    /// What the controller asked for.
+    Tuned,
+}
+
+/// What the guardrail did and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuardEvent {
+    /// The decision window.
+    pub window: u64,
+    /// The verdict.
+    pub kind: GuardEventKind,
+    /// Median progress of the controller's windows and of vanilla's.
+    pub tuned: f64,
+    /// See `tuned`.
+    pub vanilla: f64,
+    /// The outcome behind the verdict, for the log.
+    pub reason: String,
+}
+
+/// A guardrail verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuardEventKind {
+    /// The controller did at least as well as vanilla (within the tolerance): it stays.
+    Kept,
+    /// The controller did worse: vanilla is back for a backoff.
+    Reverted,
+}
+
+impl GuardEventKind {
+    /// `kept` or `reverted`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            GuardEventKind::Kept => "kept",
+            GuardEventKind::Reverted => "reverted",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Vanilla, measuring before the controller's first trial (or after a backoff).
+    Baseline,
+    /// The controller in force; each new decision is judged after `settle + block` windows.
+    Tuned,
+    /// Vanilla, measuring because the last vanilla block is too old to judge by.
+    Check,
+    /// Vanilla after a revert, until the window given.
+    Backoff(u64),
+}
+
+/// What the controller asked for, applied or not.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Wants {
+    device: Option<u64>,
+    files: BTreeMap<u64, u64>,
+    new_files: BTreeMap<u32, u64>,
+}
+
+impl Wants {
+    fn is_vanilla(&self, vanilla_kb: u64) -> bool {
+        self.device.is_none_or(|kb| kb == vanilla_kb)
+            && self.files.values().all(|&kb| kb == vanilla_kb)
+            && self.new_files.values().all(|&kb| kb == vanilla_kb)
+    }
+}
+
+/// The knobs the wrapped controller sees: its changes are recorded, and reach the real knobs
+/// only while the controller's arm is in force. It reads back what it asked for.
+struct GuardKnobs<'a> {
+    inner: &'a mut dyn ReadaheadKnobs,
+    wants: &'a mut Wants,
+    apply: bool,
+    min_kb: u64,
+}
+
+impl ReadaheadKnobs for GuardKnobs<'_> {
+    fn device_read_ahead_kb(&self) -> u64 {
+        match self.wants.device {
+            Some(kb) if !self.apply => kb,
+            _ => self.inner.device_read_ahead_kb(),
+        }
+    }
+    fn set_device_read_ahead_kb(&mut self, kb: u64) {
+        let kb = kb.max(self.min_kb);
+        self.wants.device = Some(kb);
+        if self.apply {
+            self.inner.set_device_read_ahead_kb(kb);
+        }
+    }
+    fn file_read_ahead_kb(&self, inode: u64) -> u64 {
+        match self.wants.files.get(&inode) {
+            Some(&kb) if !self.apply => kb,
+            _ => self.inner.file_read_ahead_kb(inode),
+        }
+    }
+    fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {
+        let kb = kb.max(self.min_kb);
+        self.wants.files.insert(inode, kb);
+        if self.apply {
+            self.inner.set_file_read_ahead_kb(inode, kb);
+        }
+    }
+    fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
+        let kb = kb.max(self.min_kb);
+        self.wants.new_files.insert(pid, kb);
+        if self.apply {
+            self.inner.set_new_file_read_ahead_kb(pid, kb);
+        }
+    }
+}
+
+/// A controller behind hysteresis ([`Steady`]) and, optionally, the guardrail (see the module
+/// documentation). Both worlds run their controllers through it.
+pub struct Guarded {
+    inner: Box<dyn ReadaheadController + Send>,
+    /// Hysteresis and rate limit between the controller and the knobs.
+    pub steady: Steady,
+    cfg: Option<GuardConfig>,
+    vanilla_kb: u64,
+    wants: Wants,
+    arm: Arm,
+    phase: Phase,
+    /// Windows decided so far.
+    window: u64,
+    /// The arm in force during the window that just ended, and for how many windows it had been.
+    age: u64,
+    /// Measured outcomes of the latest block of each arm.
+    tuned: Vec<Outcome>,
+    vanilla: Vec<Outcome>,
+    /// When the vanilla block was completed.
+    vanilla_at: u64,
+    /// The decision last judged (and kept), so that it is not judged again every block.
+    judged: Option<Wants>,
+    interval: u64,
+    backoff: u64,
+    events: Vec<GuardEvent>,
+    /// Windows spent on vanilla by the guardrail (checks and backoffs).
+    pub vanilla_windows: u64,
+}
+
+impl Guarded {
+    /// `inner` behind `steady`; with `guard`, also behind the guardrail, where vanilla is
+    /// `vanilla_kb` on the device (the value before any change).
+    pub fn new(
+        inner: Box<dyn ReadaheadController + Send>,
+        steady: Steady,
+        guard: Option<GuardConfig>,
+        vanilla_kb: u64,
+    ) -> Guarded {
+        let (interval, backoff) = guard.as_ref().map_or((1, 1), |g| (g.first_interval, g.first_backoff));
+        Guarded {
+            inner,
+            steady,
+            arm: if guard.is_some() { Arm::Vanilla } else { Arm::Tuned },
+            phase: if guard.is_some() { Phase::Baseline } else { Phase::Tuned },
+            cfg: guard,
+            vanilla_kb,
+            wants: Wants::default(),
+            window: 0,
+            age: 0,
+            tuned: Vec::new(),
+            vanilla: Vec::new(),
+            vanilla_at: 0,
+            judged: None,
+            interval,
+            backoff,
+            events: Vec::new(),
+            vanilla_windows: 0,
+        }
+    }
+
+    /// The arm in force now.
+    pub fn arm(&self) -> Arm {
+        self.arm
+    }
+
+    /// The guardrail's verdicts since the last call.
+    pub fn take_events(&mut self) -> Vec<GuardEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Put `arm` in force on the real knobs.
+    fn switch(&mut self, arm: Arm, knobs: &mut dyn ReadaheadKnobs) {
+        if arm == self.arm {
+            return;
+        }
+        self.arm = arm;
+        self.age = 0;
+        let w = &self.wants;
+        match arm {
+            Arm::Vanilla => {
+                let v = self.vanilla_kb;
+                if knobs.device_read_ahead_kb() != v {
+                    knobs.set_device_read_ahead_kb(v);
+                }
+                for &ino in w.files.keys() {
+                    if knobs.file_read_ahead_kb(ino) != v {
+                        knobs.set_file_read_ahead_kb(ino, v);
+                    }
+                }
+                for &pid in w.new_files.keys() {
+                    knobs.set_new_file_read_ahead_kb(pid, v);
+                }
+            }
+            Arm::Tuned => {
+                if let Some(kb) = w.device {
+                    if knobs.device_read_ahead_kb() != kb {
+                        knobs.set_device_read_ahead_kb(kb);
+                    }
+                }
+                for (&ino, &kb) in &w.files {
+                    if knobs.file_read_ahead_kb(ino) != kb {
+                        knobs.set_file_read_ahead_kb(ino, kb);
+                    }
+                }
+                for (&pid, &kb) in &w.new_files {
+                    knobs.set_new_file_read_ahead_kb(pid, kb);
+                }
+            }
+        }
+    }
+
+    /// Judge the controller's latest block against vanilla's and log the verdict; true when it
+    /// stays.
+    fn judge(&mut self, cfg: &GuardConfig) -> bool {
+        self.verdict(cfg, &self.tuned.clone())
+    }
+
+    /// Judge `tuned` against the vanilla block; log and return whether the controller stays.
+    fn verdict(&mut self, cfg: &GuardConfig, tuned: &[Outcome]) -> bool {
+        let t = median(tuned.iter().filter_map(Outcome::progress));
+        let v = median(self.vanilla.iter().filter_map(Outcome::progress));
+        let (Some(t), Some(v)) = (t, v) else {
+            // Nothing measured (an idle workload): nothing to hold against the controller.
+            return true;
+        };
+        let bar = if tuned.len() < cfg.block as usize {
+            cfg.abort
+        } else {
+            1.0 - cfg.tolerance
+        };
+        let keep = t >= v * bar;
+        let sum = |o: &[Outcome]| {
+            o.iter().fold(Outcome::default(), |a, b| Outcome {
+                pages_accessed: a.pages_accessed + b.pages_accessed,
+                pages_added: a.pages_added + b.pages_added,
+                misses: a.misses + b.misses,
+                ..a
+            })
+        };
+        let (st, sv) = (sum(tuned), sum(&self.vanilla));
+        let reason = format!(
+            "progress {:.3} vs vanilla {:.3} ({:+.1}%); pages read per page used {:.2} vs {:.2}; \
+             demand misses per page used {:.3} vs {:.3}",
+            t,
+            v,
+            (t / v - 1.0) * 100.0,
+            st.read_per_used(),
+            sv.read_per_used(),
+            st.misses_per_used(),
+            sv.misses_per_used()
+        );
+        self.events.push(GuardEvent {
+            window: self.window,
+            kind: if keep {
+                GuardEventKind::Kept
+            } else {
+                GuardEventKind::Reverted
+            },
+            tuned: t,
+            vanilla: v,
+            reason,
+        });
+        keep
+    }
+
+    /// Record the window that ended and move the guardrail on; may switch arms.
+    fn step(&mut self, outcome: &Outcome, knobs: &mut dyn ReadaheadKnobs) {
+        let Some(cfg) = self.cfg.clone() else { return };
+        let block = cfg.block as usize;
+        if self.age >= cfg.settle as u64 {
+            let side = match self.arm {
+                Arm::Vanilla => &mut self.vanilla,
+                Arm::Tuned => &mut self.tuned,
+            };
+            side.push(*outcome);
+            if side.len() > block {
+                side.remove(0);
+            }
+        }
+        self.age += 1;
+        if self.arm == Arm::Vanilla {
+            self.vanilla_windows += 1;
+        }
+        let w = self.window;
+        let fresh = w.saturating_sub(self.vanilla_at) <= self.interval && self.vanilla.len() >= block;
+        match self.phase {
+            Phase::Baseline if self.vanilla.len() >= block => {
+                self.vanilla_at = w;
+                self.tuned.clear();
+                self.judged = None;
+                self.phase = Phase::Tuned;
+                self.switch(Arm::Tuned, knobs);
+            }
+            Phase::Tuned => {
+                let vanilla = self.wants.is_vanilla(self.vanilla_kb);
+                let settled = self.tuned.len() >= block;
+                // A setting far worse than vanilla is not kept for a whole block.
+                let collapsed = fresh
+                    && !vanilla
+                    && !settled
+                    && !self.verdict_quiet(&cfg, outcome)
+                    && !self.verdict(&cfg, std::slice::from_ref(outcome));
+                if collapsed {
+                    self.revert(&cfg, knobs);
+                } else if settled && !vanilla && self.judged.as_ref() != Some(&self.wants) {
+                    if fresh {
+                        if self.judge(&cfg) {
+                            self.judged = Some(self.wants.clone());
+                        } else {
+                            self.revert(&cfg, knobs);
+                        }
+                    } else {
+                        self.check(knobs);
+                    }
+                } else if !vanilla && !fresh && w.saturating_sub(self.vanilla_at) > self.interval {
+                    // Kept, but vanilla was measured long ago: measure it again.
+                    self.check(knobs);
+                }
+            }
+            Phase::Check if self.vanilla.len() >= block => {
+                self.vanilla_at = w;
+                if self.judge(&cfg) {
+                    self.judged = Some(self.wants.clone());
+                    self.interval = (self.interval * 2).min(cfg.max_interval);
+                    self.phase = Phase::Tuned;
+                    self.switch(Arm::Tuned, knobs);
+                } else {
+                    self.revert(&cfg, knobs);
+                }
+            }
+            Phase::Backoff(until) if w >= until => {
+                self.vanilla.clear();
+                self.phase = Phase::Baseline;
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether one window of the controller's is clearly no collapse (above the abort bar),
+    /// without logging.
+    fn verdict_quiet(&self, cfg: &GuardConfig, o: &Outcome) -> bool {
+        match (o.progress(), median(self.vanilla.iter().filter_map(Outcome::progress))) {
+            (Some(t), Some(v)) => t >= v * cfg.abort,
+            _ => true,
+        }
+    }
+
+    /// Measure vanilla again (the controller's block stays to be judged against it).
+    fn check(&mut self, knobs: &mut dyn ReadaheadKnobs) {
+        self.vanilla.clear();
+        self.phase = Phase::Check;
+        self.switch(Arm::Vanilla, knobs);
+    }
+
+    fn revert(&mut self, cfg: &GuardConfig, knobs: &mut dyn ReadaheadKnobs) {
+        self.phase = Phase::Backoff(self.window + self.backoff);
+        self.judged = None;
+        self.backoff = (self.backoff * 2).min(cfg.max_backoff);
+        self.interval = cfg.first_interval;
+        self.switch(Arm::Vanilla, knobs);
+    }
+}
+
+fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let mut v: Vec<f64> = values.collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+impl ReadaheadController for Guarded {
+    fn name(&self) -> String {
+        let n = self.inner.name();
+        if self.cfg.is_some() {
+            format!("{n}+guard")
+        } else {
+            n
+        }
+    }
+
+    fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
+        self.steady.next_window();
+        self.step(&window.outcome, knobs);
+        let before = self.wants.clone();
+        let mut gk = GuardKnobs {
+            inner: knobs,
+            wants: &mut self.wants,
+            apply: self.arm == Arm::Tuned,
+            min_kb: self.cfg.as_ref().map_or(0, |c| c.min_kb),
+        };
+        self.inner.decide(window, &mut self.steady.wrap(&mut gk));
+        if self.wants != before && self.arm == Arm::Tuned {
+            // A new setting: measured afresh once it has settled.
+            self.tuned.clear();
+            self.age = 0;
+        }
+        self.window += 1;
+    }
+
+    fn decisions(&self) -> &[(u64, usize)] {
+        self.inner.decisions()
+    }
+    fn fallbacks(&self) -> u64 {
+        self.inner.fallbacks()
+    }
+    fn labels(&self) -> Vec<String> {
+        self.inner.labels()
+    }
+}

@@ -1,0 +1,336 @@
+//! Online learning of the device's readahead, with no offline sweep: a unimodal bandit.
+//!
+//! The arms are readahead values a factor of two apart. A workload's progress as a function of
+//! log(readahead) rises to one peak and falls (too little readahead: a wait per page; too
+//! much: bandwidth and cache spent on pages nobody reads), so the learner climbs: it measures
+//! the value it holds (its "home") and each neighbour one step away, moves home to a neighbour
+//! that does better by more than `tolerance`, and holds when home is best. While holding it
+//! keeps measuring home; a block that moves by more than `shift` from home's estimate is a
+//! phase change, and the climb restarts from there with every other estimate forgotten. When a
+//! hold ends (its length doubles while home stays best) the neighbours are measured again, so
+//! a slow drift is followed too. This is the local exploration of unimodal bandits (Combes and
+//! Proutière, ICML 2014, OSUB) in blocks of windows instead of single pulls, since a readahead
+//! value shows its effect only once the cache has turned over.
+//!
+//! Exploration is bounded: one step from home at a time, `settle + block` windows per probe.
+//! Each window's outcome is credited to the value that was in force during it
+//! ([`Outcome::read_ahead_kb`]), so windows where the guardrail ([`crate::guard`]) held vanilla
+//! are never credited to the learner's value.
+
+use crate::controller::{ReadaheadController, ReadaheadKnobs};
+use crate::readahead::{Outcome, WindowFeatures};
+
+/// The learner's parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnlineConfig {
+    /// The readahead values it may choose, KiB, ascending.
+    pub arms: Vec<u64>,
+    /// Windows after a change that are not measured.
+    pub settle: u32,
+    /// Windows measured per estimate.
+    pub block: u32,
+    /// A neighbour replaces home when it does better by more than this share.
+    pub tolerance: f64,
+    /// A block at home that differs from home's estimate by more than this share is a phase
+    /// change.
+    pub shift: f64,
+    /// Windows home is held before its neighbours are measured again; doubles while home stays
+    /// best.
+    pub first_hold: u64,
+    /// The longest hold.
+    pub max_hold: u64,
+}
+
+impl Default for OnlineConfig {
+    fn default() -> Self {
+        OnlineConfig {
+            // 16 KiB to 4 MiB. Not 8: read-around of two pages finds no neighbours in the cache,
+            // so a random mmap reader's file counts misses past MMAP_LOTSAMISS and the kernel
+            // turns read-around off for that open file for good (nothing resets `mmap_miss`
+            // short of reopening), whatever the readahead is set to afterwards.
+            arms: (4..=12).map(|p| 1u64 << p).collect(),
+            settle: 1,
+            block: 2,
+            tolerance: 0.03,
+            shift: 0.25,
+            first_hold: 16,
+            max_hold: 128,
+        }
+    }
+}
+
+impl OnlineConfig {
+    /// Every field in range; the error names the field.
+    pub fn check(&self) -> Result<(), String> {
+        let max = iolearn_ml::format::MAX_READ_AHEAD_KB as u64;
+        if self.arms.len() < 2 || self.arms.windows(2).any(|w| w[0] >= w[1]) || self.arms[self.arms.len() - 1] > max {
+            return Err(format!(
+                "online arms: want two or more ascending values up to {max} KiB"
+            ));
+        }
+        if self.settle > 100 || !(1..=100).contains(&self.block) {
+            return Err("online settle must be 0 to 100 and block 1 to 100 windows".into());
+        }
+        if !(0.0..=0.5).contains(&self.tolerance) || !(0.01..=10.0).contains(&self.shift) {
+            return Err("online tolerance must be 0 to 0.5 and shift 0.01 to 10".into());
+        }
+        if self.first_hold == 0 || self.first_hold > self.max_hold || self.max_hold > 1_000_000 {
+            return Err("online hold: want 1 <= first_hold <= max_hold <= 1000000 windows".into());
+        }
+        Ok(())
+    }
+}
+
+/// The learner: a [`ReadaheadController`] for the device's readahead.
+#[derive(Debug, Clone)]
+pub struct Online {
+    cfg: OnlineConfig,
+    /// Mean progress measured at each arm (`None`: unknown or forgotten).
+    est: Vec<Option<f64>>,
+    home: Option<usize>,
+    probe: Option<usize>,
+    /// Direction of the last move (+1 up, -1 down, 0 none): probed first.
+    dir: i32,
+    /// Holding home until this window (`None`: climbing).
+    hold_until: Option<u64>,
+    hold: u64,
+    /// Progress of the measured windows at the current target.
+    samples: Vec<f64>,
+    last_kb: Option<u64>,
+    age: u64,
+    window: u64,
+    /// (window, KiB) at every change of the value asked for.
+    pub trace: Vec<(u64, u64)>,
+    /// Phase changes detected.
+    pub phase_changes: u64,
+}
+
+impl Online {
+    /// A learner with `cfg` (checked by [`OnlineConfig::check`]).
+    pub fn new(cfg: OnlineConfig) -> Online {
+        Online {
+            est: vec![None; cfg.arms.len()],
+            hold: cfg.first_hold,
+            cfg,
+            home: None,
+            probe: None,
+            dir: 0,
+            hold_until: None,
+            samples: Vec::new(),
+            last_kb: None,
+            age: 0,
+            window: 0,
+            trace: Vec::new(),
+            phase_changes: 0,
+        }
+    }
+
+    /// The arm nearest `kb` (in log terms).
+    fn nearest(&self, kb: u64) -> usize {
+        let l = (kb.max(1) as f64).log2();
+        (0..self.cfg.arms.len())
+            .min_by(|&a, &b| {
+                let da = ((self.cfg.arms[a] as f64).log2() - l).abs();
+                let db = ((self.cfg.arms[b] as f64).log2() - l).abs();
+                da.total_cmp(&db)
+            })
+            .unwrap_or(0)
+    }
+
+    /// The value the learner asks for now, KiB.
+    pub fn target_kb(&self) -> Option<u64> {
+        self.probe.or(self.home).map(|i| self.cfg.arms[i])
+    }
+
+    fn neighbours(&self, home: usize) -> Vec<usize> {
+        let up = (home + 1 < self.cfg.arms.len()).then_some(home + 1);
+        let down = home.checked_sub(1);
+        if self.dir < 0 {
+            [down, up].into_iter().flatten().collect()
+        } else {
+            [up, down].into_iter().flatten().collect()
+        }
+    }
+
+    /// A block at the target is complete with mean `m`: update and choose what to measure next.
+    fn measured(&mut self, m: f64) {
+        let Some(home) = self.home else { return };
+        if let Some(p) = self.probe.take() {
+            self.est[p] = Some(m);
+        } else {
+            let old = self.est[home];
+            self.est[home] = Some(m);
+            if self.hold_until.is_some() {
+                if old.is_some_and(|o| o > 0.0 && (m / o - 1.0).abs() > self.cfg.shift) {
+                    // A phase change: what the other values did no longer holds.
+                    self.phase_changes += 1;
+                    self.est.iter_mut().for_each(|e| *e = None);
+                    self.est[home] = Some(m);
+                    self.hold_until = None;
+                    self.hold = self.cfg.first_hold;
+                    self.dir = 0;
+                } else if self.hold_until.is_some_and(|u| self.window >= u) {
+                    // Time to look around again.
+                    for n in self.neighbours(home) {
+                        self.est[n] = None;
+                    }
+                    self.hold_until = None;
+                } else {
+                    return;
+                }
+            }
+        }
+        self.climb(home);
+    }
+
+    fn climb(&mut self, home: usize) {
+        let ns = self.neighbours(home);
+        if let Some(&n) = ns.iter().find(|&&n| self.est[n].is_none()) {
+            self.probe = Some(n);
+            return;
+        }
+        let h = self.est[home].unwrap_or(0.0);
+        let best = ns
+            .iter()
+            .copied()
+            .filter_map(|n| self.est[n].map(|e| (n, e)))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        match best {
+            Some((n, e)) if e > h * (1.0 + self.cfg.tolerance) => {
+                self.dir = if n > home { 1 } else { -1 };
+                self.home = Some(n);
+                self.hold = self.cfg.first_hold;
+                self.climb(n);
+            }
+            _ => {
+                self.hold_until = Some(self.window + self.hold);
+                self.hold = (self.hold * 2).min(self.cfg.max_hold);
+            }
+        }
+    }
+
+    /// Credit the window that ended to the value in force during it.
+    fn observe(&mut self, o: &Outcome, kb_in_force: u64) {
+        if self.last_kb != Some(kb_in_force) {
+            self.age = 0;
+            self.last_kb = Some(kb_in_force);
+        } else {
+            self.age += 1;
+        }
+        let Some(target) = self.target_kb() else { return };
+        if kb_in_force != target || self.age < self.cfg.settle as u64 {
+            return;
+        }
+        if let Some(p) = o.progress() {
+            self.samples.push(p);
+        }
+        if self.samples.len() >= self.cfg.block as usize {
+            let m = self.samples.iter().sum::<f64>() / self.samples.len() as f64;
+            self.samples.clear();
+            self.measured(m);
+        }
+    }
+}
+
+impl ReadaheadController for Online {
+    fn name(&self) -> String {
+        "online".into()
+    }
+
+    fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
+        let in_force = window
+            .outcome
+            .read_ahead_kb
+            .unwrap_or_else(|| knobs.device_read_ahead_kb());
+        if self.home.is_none() {
+            self.home = Some(self.nearest(in_force));
+        }
+        let before = self.target_kb();
+        self.observe(&window.outcome, in_force);
+        let Some(kb) = self.target_kb() else { return };
+        if before != Some(kb) || self.trace.is_empty() {
+            self.samples.clear();
+            self.trace.push((self.window, kb));
+        }
+        // Asked every window until the device has it, so hysteresis lets it through.
+        if knobs.device_read_ahead_kb() != kb {
+            knobs.set_device_read_ahead_kb(kb);
+        }
+        self.window += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device whose progress peaks at `peak` KiB, falling off by a share per factor of two.
+    struct Peak {
+        kb: u64,
+        peak: f64,
+    }
+
+    fn progress(kb: u64, peak: f64) -> f64 {
+        let d = ((kb as f64).log2() - peak.log2()).abs();
+        100.0 * (1.0 - 0.15 * d).max(0.05)
+    }
+
+    impl ReadaheadKnobs for Peak {
+        fn device_read_ahead_kb(&self) -> u64 {
+            self.kb
+        }
+        fn set_device_read_ahead_kb(&mut self, kb: u64) {
+            self.kb = kb;
+        }
+        fn file_read_ahead_kb(&self, _: u64) -> u64 {
+            self.kb
+        }
+        fn set_file_read_ahead_kb(&mut self, _: u64, _: u64) {}
+    }
+
+    fn run(o: &mut Online, dev: &mut Peak, peaks: &[(u64, f64)]) {
+        for &(windows, peak) in peaks {
+            dev.peak = peak;
+            for _ in 0..windows {
+                let w = WindowFeatures {
+                    outcome: Outcome {
+                        seconds: 1.0,
+                        ops: Some(progress(dev.kb, peak)),
+                        read_ahead_kb: Some(dev.kb),
+                        ..Outcome::default()
+                    },
+                    ..WindowFeatures::default()
+                };
+                o.decide(&w, dev);
+            }
+        }
+    }
+
+    #[test]
+    fn climbs_to_the_peak_and_follows_it_when_it_moves() {
+        let mut o = Online::new(OnlineConfig::default());
+        let mut dev = Peak { kb: 128, peak: 0.0 };
+        run(&mut o, &mut dev, &[(60, 1024.0)]);
+        assert_eq!(o.home.map(|h| o.cfg.arms[h]), Some(1024), "trace {:?}", o.trace);
+        run(&mut o, &mut dev, &[(80, 32.0)]);
+        assert_eq!(o.home.map(|h| o.cfg.arms[h]), Some(32), "trace {:?}", o.trace);
+        assert!(o.trace.iter().all(|&(_, kb)| kb >= 16), "{:?}", o.trace);
+        assert!(o.phase_changes >= 1);
+    }
+
+    #[test]
+    fn holds_at_the_peak_and_probes_only_its_neighbours() {
+        let mut o = Online::new(OnlineConfig::default());
+        let mut dev = Peak { kb: 128, peak: 0.0 };
+        run(&mut o, &mut dev, &[(300, 128.0)]);
+        let values: std::collections::BTreeSet<u64> = o.trace.iter().map(|&(_, kb)| kb).collect();
+        assert_eq!(values, [64, 128, 256].into_iter().collect(), "trace {:?}", o.trace);
+        // Bounded exploration: after the first look around, the holds double.
+        assert!(
+            o.trace.len() < 20,
+            "{} changes in 300 windows: {:?}",
+            o.trace.len(),
+            o.trace
+        );
+    }
+}

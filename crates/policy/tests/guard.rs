@@ -1,0 +1,216 @@
+//! The guardrail on a synthetic device whose progress is a known function of readahead.
+
+use iolearn_policy::controller::{ReadaheadController, ReadaheadKnobs, Static, Vanilla};
+use iolearn_policy::guard::{Arm, GuardConfig, GuardEventKind, Guarded};
+use iolearn_policy::online::{Online, OnlineConfig};
+use iolearn_policy::readahead::{Outcome, WindowFeatures};
+use iolearn_policy::steady::Steady;
+
+/// A device: progress per window is `f(read_ahead_kb)`.
+struct Device {
+    kb: u64,
+    sets: u64,
+}
+
+impl ReadaheadKnobs for Device {
+    fn device_read_ahead_kb(&self) -> u64 {
+        self.kb
+    }
+    fn set_device_read_ahead_kb(&mut self, kb: u64) {
+        self.kb = kb;
+        self.sets += 1;
+    }
+    fn file_read_ahead_kb(&self, _: u64) -> u64 {
+        self.kb
+    }
+    fn set_file_read_ahead_kb(&mut self, _: u64, _: u64) {}
+}
+
+/// Run `ctl` for `windows` on a device whose progress is `f(kb)`; returns the device's value
+/// in each window.
+fn run(ctl: &mut Guarded, dev: &mut Device, windows: usize, f: impl Fn(u64) -> f64) -> Vec<u64> {
+    let mut seen = Vec::new();
+    for _ in 0..windows {
+        seen.push(dev.kb);
+        let w = WindowFeatures {
+            outcome: Outcome {
+                seconds: 1.0,
+                ops: Some(f(dev.kb)),
+                read_ahead_kb: Some(dev.kb),
+                pages_accessed: 100,
+                pages_added: dev.kb,
+                ..Outcome::default()
+            },
+            ..WindowFeatures::default()
+        };
+        ctl.decide(&w, dev);
+    }
+    seen
+}
+
+fn guarded(inner: impl ReadaheadController + Send + 'static) -> Guarded {
+    Guarded::new(Box::new(inner), Steady::new(1, 0), Some(GuardConfig::default()), 128)
+}
+
+/// Mean progress over the windows.
+fn mean(seen: &[u64], f: impl Fn(u64) -> f64) -> f64 {
+    seen.iter().map(|&kb| f(kb)).sum::<f64>() / seen.len() as f64
+}
+
+#[test]
+fn a_worse_setting_is_reverted_and_the_reason_logged() {
+    // 1024 KiB is 10% worse than vanilla: not below the abort bar, so judged on a full block.
+    let f = |kb: u64| if kb == 1024 { 90.0 } else { 100.0 };
+    let mut g = guarded(Static::new(1024));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run(&mut g, &mut dev, 300, f);
+    let ev = g.take_events();
+    let first = ev.first().expect("a verdict");
+    assert_eq!(first.kind, GuardEventKind::Reverted, "{ev:?}");
+    assert!(
+        first.reason.contains("-10.0%") && first.reason.contains("pages read per page used"),
+        "{}",
+        first.reason
+    );
+    // Vanilla first (1 + 3 windows), then 1024 for settle + block (4), then back.
+    assert_eq!(seen[..4], [128; 4]);
+    assert_eq!(seen[4..8], [1024; 4]);
+    assert_eq!(seen[8], 128, "{seen:?}");
+    // Retried after doubling backoffs only: never worse than 0.98 of vanilla over the run.
+    assert!(mean(&seen, f) >= 0.98 * 100.0, "{}", mean(&seen, f));
+    assert!(ev.iter().all(|e| e.kind == GuardEventKind::Reverted));
+}
+
+#[test]
+fn a_collapse_is_reverted_after_one_window() {
+    let f = |kb: u64| if kb == 32 { 5.0 } else { 100.0 };
+    let mut g = guarded(Static::new(32));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run(&mut g, &mut dev, 40, f);
+    assert_eq!(seen[4], 32);
+    assert_eq!(seen[5], 128, "one window of 32, not a block: {seen:?}");
+    assert_eq!(g.arm(), Arm::Vanilla);
+}
+
+#[test]
+fn a_better_setting_stays_and_vanilla_is_measured_less_and_less() {
+    let f = |kb: u64| if kb == 512 { 150.0 } else { 100.0 };
+    let mut g = guarded(Static::new(512));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run(&mut g, &mut dev, 600, f);
+    let ev = g.take_events();
+    assert!(ev.iter().all(|e| e.kind == GuardEventKind::Kept), "{ev:?}");
+    let vanilla_late = seen[300..].iter().filter(|&&kb| kb == 128).count();
+    assert!(vanilla_late <= 12, "{vanilla_late} vanilla windows in the last 300");
+    assert!(mean(&seen, f) >= 140.0, "{}", mean(&seen, f));
+}
+
+#[test]
+fn a_setting_that_turns_bad_is_caught_at_the_next_check() {
+    // 512 is better for 200 windows, then the workload changes and it is 20% worse.
+    let mut g = guarded(Static::new(512));
+    let mut dev = Device { kb: 128, sets: 0 };
+    run(&mut g, &mut dev, 200, |kb| if kb == 512 { 150.0 } else { 100.0 });
+    let after = run(&mut g, &mut dev, 200, |kb| if kb == 512 { 80.0 } else { 100.0 });
+    let bad = after.iter().take_while(|&&kb| kb == 512).count();
+    assert!(bad <= 130, "{bad} windows at the bad value");
+    assert_eq!(*after.last().unwrap(), 128);
+    assert!(g.take_events().iter().any(|e| e.kind == GuardEventKind::Reverted));
+}
+
+#[test]
+fn a_controller_that_keeps_vanilla_costs_nothing() {
+    let mut g = guarded(Vanilla);
+    let mut dev = Device { kb: 128, sets: 0 };
+    run(&mut g, &mut dev, 300, |_| 100.0);
+    assert_eq!(dev.sets, 0);
+    assert!(g.take_events().is_empty());
+}
+
+#[test]
+fn requests_below_the_floor_get_the_floor() {
+    let mut g = guarded(Static::new(4));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run(&mut g, &mut dev, 20, |_| 100.0);
+    assert!(seen.iter().all(|&kb| kb == 128 || kb == 16), "{seen:?}");
+    assert!(seen.contains(&16));
+}
+
+#[test]
+fn without_a_signal_nothing_is_judged() {
+    let mut g = guarded(Static::new(512));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run(&mut g, &mut dev, 50, |_| f64::NAN);
+    assert_eq!(*seen.last().unwrap(), 512);
+    assert!(g.take_events().is_empty());
+}
+
+#[test]
+fn the_online_learner_inside_the_guardrail_finds_the_peak() {
+    // Progress peaks at 512 KiB: vanilla (128) reaches 70% of it.
+    let f = |kb: u64| 100.0 * (1.0 - 0.15 * ((kb as f64).log2() - 9.0).abs()).max(0.05);
+    let mut g = guarded(Online::new(OnlineConfig::default()));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run(&mut g, &mut dev, 300, f);
+    let late = &seen[60..];
+    let gain = (mean(late, f) - f(128)) / (f(512) - f(128));
+    assert!(
+        gain >= 0.9,
+        "kept {:.0}% of the gain after a minute: {:?}",
+        gain * 100.0,
+        &seen[..80]
+    );
+}
+
+#[test]
+fn bad_configurations_are_refused_by_name() {
+    for (g, field) in [
+        (
+            GuardConfig {
+                block: 0,
+                ..GuardConfig::default()
+            },
+            "block",
+        ),
+        (
+            GuardConfig {
+                tolerance: 0.9,
+                ..GuardConfig::default()
+            },
+            "tolerance",
+        ),
+        (
+            GuardConfig {
+                abort: 2.0,
+                ..GuardConfig::default()
+            },
+            "abort",
+        ),
+        (
+            GuardConfig {
+                first_interval: 0,
+                ..GuardConfig::default()
+            },
+            "interval",
+        ),
+        (
+            GuardConfig {
+                first_backoff: 9,
+                max_backoff: 4,
+                ..GuardConfig::default()
+            },
+            "backoff",
+        ),
+        (
+            GuardConfig {
+                min_kb: u64::MAX,
+                ..GuardConfig::default()
+            },
+            "min_kb",
+        ),
+    ] {
+        let e = g.check().unwrap_err();
+        assert!(e.contains(field), "{e}");
+    }
+    assert!(GuardConfig::default().check().is_ok());
+}
