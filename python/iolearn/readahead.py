@@ -316,7 +316,10 @@ def _confusion(y_true, y_pred, n: int) -> list[list[int]]:
 
 
 def evaluate(out: Path, workloads, device="nvme", seconds=10.0, oracle: dict[str, int] | None = None, seed=1):
-    """Vanilla (128 KiB) vs the trained network and tree (per device) vs the oracle static value."""
+    """Vanilla (128 KiB) vs the trained network and tree (per device), the network behind the
+    guardrail, the online learner (no model, behind the guardrail), LEAP, and the oracle static
+    value. The guarded runs judge by the application's ops per window, the signal db_bench
+    reports."""
     table = []
     for w in workloads:
         vanilla = run([w], "vanilla", device, seconds, seed=seed)[0][0]
@@ -324,6 +327,9 @@ def evaluate(out: Path, workloads, device="nvme", seconds=10.0, oracle: dict[str
         for name in ("nn", "dt"):
             row[name] = run([w], str(out / f"readahead_{name}.iolm"), device, seconds, seed=seed)[0][0]
         row["leap"] = run([w], "leap", device, seconds, seed=seed)[0][0]
+        guarded = {"guard": True, "app_signal": True}
+        row["nn_guard"] = run([w], str(out / "readahead_nn.iolm"), device, seconds, seed=seed, **guarded)[0][0]
+        row["online"] = run([w], "online", device, seconds, seed=seed, **guarded)[0][0]
         if (out / "readahead_nn_file.iolm").exists():
             row["nn_file"] = run([w], str(out / "readahead_nn_file.iolm"), device, seconds, True, seed=seed)[0][0]
         if oracle and w in oracle:
@@ -372,7 +378,11 @@ def evaluate_back_to_back(out: Path, sequence, device="nvme", seconds=10.0, seed
 
 def main(argv=None) -> int:
     ap = Parser(prog="iolearn readahead", description=__doc__.splitlines()[0])
-    ap.add_argument("command", choices=["sweep", "train", "evaluate", "all"])
+    ap.add_argument(
+        "command",
+        choices=["sweep", "train", "evaluate", "all", "online"],
+        help="online: the online learner through phase changes (no model, no sweep of its own)",
+    )
     ap.add_argument("--out", type=Path, default=Path("results/readahead"))
     ap.add_argument("--device", default="nvme", choices=["nvme", "sata"], help="the simulated device of the sweep")
     ap.add_argument(
@@ -386,8 +396,17 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--full-grid", action="store_true", help="KML's 20-value grid instead of 6 values")
     ap.add_argument("--seed", type=seed_arg(), default=1)
+    ap.add_argument(
+        "--phase-seconds",
+        type=float_arg(1.0, 3600.0),
+        default=120.0,
+        help="online: simulated seconds per phase (1 to 3600)",
+    )
     a = ap.parse_args(argv)
     output_dir(a.out)
+    if a.command == "online":
+        online_phases(a.out, PHASES, a.device, a.phase_seconds, a.seed)
+        return 0
     grid = FULL_GRID_KB if a.full_grid else REDUCED_GRID_KB
     if a.command in ("sweep", "all"):
         rows, _ = sweep(TRAIN_WORKLOADS, grid, a.device, a.seconds, a.seed, a.out)
@@ -419,6 +438,89 @@ def main(argv=None) -> int:
 
 SEQUENTIAL = ("readseq", "readreverse")
 
+#: The online learner's phase-change run: a workload it gains on, one where vanilla is nearly
+#: right, one that wants the most readahead, and the first again.
+PHASES = ("readrandom", "readseq", "readreverse", "mixgraph", "readrandom")
+#: The values the oracle of each phase is chosen among (the learner's own arms).
+ONLINE_GRID_KB = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+
+
+def online_phases(out: Path, phases=PHASES, device="nvme", seconds=120.0, seed=1) -> list[dict]:
+    """The online learner behind the guardrail through back-to-back phases: per phase, its
+    throughput against vanilla and against the phase's oracle (the best static value, chosen by
+    a sweep with another seed), and a plot of its decisions over time (`online-phases.png`)."""
+    guarded = {"guard": True, "app_signal": True}
+    learned, trace, _ = run(phases, "online", device, seconds, seed=seed, back_to_back=True, **guarded)
+    vanilla = run(phases, "vanilla", device, seconds, seed=seed, back_to_back=True)[0]
+    bar = _bar(len(set(phases)) * len(ONLINE_GRID_KB), "oracle sweep")
+    best = {}
+    for w in sorted(set(phases)):
+        scores = []
+        for kb in ONLINE_GRID_KB:
+            scores.append((run([w], f"static:{kb}", device, min(seconds, 30.0), seed=seed + 1000)[0][0], kb))
+            if bar:
+                bar.update()
+        best[w] = max(scores)[1]
+    if bar:
+        bar.close()
+    rows = []
+    for i, w in enumerate(phases):
+        # The phase's oracle: its best value held through that phase, after the same history.
+        seq = phases[: i + 1]
+        o = run(seq, f"static:{best[w]}", device, seconds, seed=seed, back_to_back=True)[0][-1]
+        rows.append(
+            {
+                "phase": i,
+                "workload": w,
+                "vanilla": vanilla[i],
+                "online": learned[i],
+                "oracle": o,
+                "oracle_kb": best[w],
+            }
+        )
+    print(f"\nOnline learner behind the guardrail, {seconds:g} simulated s per phase ({device}); x vanilla")
+    print(f"{'phase':<6}{'workload':<24}{'online':>8}{'oracle':>8}{'oracle KiB':>11}{'gain kept':>11}")
+    for r in rows:
+        v = r["vanilla"]
+        kept = (r["online"] - v) / (r["oracle"] - v) if r["oracle"] > 1.1 * v else float("nan")
+        r["gain_kept"] = kept
+        print(
+            f"{r['phase']:<6}{r['workload']:<24}{r['online'] / v:>8.2f}{r['oracle'] / v:>8.2f}"
+            f"{r['oracle_kb']:>11}{kept:>11.2f}"
+        )
+    _write(out / "online-phases", rows)
+    _write(out / "online-trace", [{"time_s": t, "read_ahead_kb": kb} for t, kb in trace])
+    plot_online(trace, rows, seconds, out / "online-phases.png")
+    return rows
+
+
+def plot_online(trace, rows: list[dict], seconds: float, path: Path) -> None:
+    """The learner's readahead over time, each phase's oracle value dashed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    ax.step([t for t, _ in trace], [kb for _, kb in trace], where="post", label="online learner (guarded)")
+    for r in rows:
+        t0 = r["phase"] * seconds
+        ax.hlines(r["oracle_kb"], t0, t0 + seconds, colors="black", linestyles="dashed", linewidth=1)
+        ax.text(t0 + 2, r["oracle_kb"] * 1.15, r["workload"], fontsize=8)
+    ax.plot([], [], "k--", linewidth=1, label="phase oracle (static)")
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("simulated time (s)")
+    ax.set_ylabel("read_ahead_kb")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    try:
+        with atomic_open(path) as f:
+            fig.savefig(f, format="png", dpi=100)
+    finally:
+        plt.close(fig)
+
 
 def report(out: Path, seconds: float, seed: int) -> bool:
     """Every evaluation, printed and written under `out`; ends with issue 3's goals for the
@@ -429,18 +531,18 @@ def report(out: Path, seconds: float, seed: int) -> bool:
         oracle = best_per_workload(_read(sweep_file))
         rows += evaluate(out, ALL_WORKLOADS, dev, seconds, oracle, seed)
     print(f"\nEvaluation: {seconds:g} simulated s per run; throughput x vanilla (128 KiB); gain = share of the")
-    print("oracle's gain over vanilla captured (oracle: best static value of the sweep)")
+    print("oracle's gain over vanilla captured (oracle: best static value of the sweep); +g: behind the guardrail")
     print(
-        f"{'device':<7}{'workload':<24}{'vanilla':>10}{'nn':>7}{'nn/file':>8}{'tree':>7}{'leap':>7}{'oracle':>8}"
-        f"{'gain nn':>9}{'gain file':>10}"
+        f"{'device':<7}{'workload':<24}{'vanilla':>10}{'nn':>7}{'nn/file':>8}{'tree':>7}{'nn+g':>7}{'online':>7}"
+        f"{'leap':>7}{'oracle':>8}{'gain nn':>9}{'gain file':>10}"
     )
     for r in rows:
         v = r["vanilla"]
         r["gain_nn"], r["gain_nn_file"] = gain_captured(r, "nn"), gain_captured(r, "nn_file")
         print(
             f"{r['device']:<7}{r['workload']:<24}{v:>10.0f}{r['nn'] / v:>7.2f}{r['nn_file'] / v:>8.2f}"
-            f"{r['dt'] / v:>7.2f}{r['leap'] / v:>7.2f}{r['oracle'] / v:>8.2f}"
-            f"{r['gain_nn']:>9.2f}{r['gain_nn_file']:>10.2f}"
+            f"{r['dt'] / v:>7.2f}{r['nn_guard'] / v:>7.2f}{r['online'] / v:>7.2f}{r['leap'] / v:>7.2f}"
+            f"{r['oracle'] / v:>8.2f}{r['gain_nn']:>9.2f}{r['gain_nn_file']:>10.2f}"
         )
     _write(out / "evaluate", rows)
     plot_evaluation(rows, out / "evaluate.png")
@@ -520,6 +622,8 @@ def plot_evaluation(rows: list[dict], path: Path) -> None:
         ("nn", "KML network"),
         ("nn_file", "network per file"),
         ("dt", "tree"),
+        ("nn_guard", "network, guarded"),
+        ("online", "online, guarded"),
         ("leap", "LEAP"),
         ("oracle", "oracle"),
     ]

@@ -104,3 +104,20 @@ def test_issue3_goals_hold_for_the_per_file_network(tmp_path, capsys):
     for name in ("evaluate.csv", "evaluate.parquet", "mixed.csv", "back_to_back.csv", "evaluate.png"):
         assert (tmp_path / name).exists(), name
     assert (tmp_path / "oracle" / "mixed-sweep.csv").exists()
+
+
+def test_guardrail_and_online_learner_from_python():
+    def ops(spec, **kw):
+        return _native.sim_closed_loop(["readrandom"], spec, seconds=40.0, seed=11, app_signal=True, **kw)
+
+    vanilla = ops("vanilla")[0][0]
+    flood = ops("static:4096")[0][0]
+    guarded, trace, _ = ops("static:4096", guard=True)
+    assert flood < 0.5 * vanilla
+    assert guarded[0] >= 0.95 * vanilla
+    # Vanilla is measured first, 4 MiB is tried, found worse and reverted.
+    kbs = [kb for _, kb in trace]
+    assert kbs[0] == 128 and 4096 in kbs and kbs[-1] == 128
+    online, trace, _ = ops("online", guard=True)
+    assert online[0] > 1.1 * vanilla
+    assert trace[-1][1] < 128  # a random reader wants less than the kernel's default

@@ -9,7 +9,8 @@
 //! is within `tolerance` of vanilla's, reverted otherwise. A vanilla block older than the
 //! current interval is measured again before judging (the interval doubles after every passed
 //! check, up to `max_interval`). A single window below `abort` times vanilla reverts at once.
-//! A revert holds vanilla for a backoff that doubles on each failure, and logs the reason
+//! A revert holds vanilla for a backoff of that value that doubles on each failure (a different
+//! decision is tried sooner: the controller may have seen the workload change), and logs the reason
 //! ([`GuardEvent`]) with the outcome behind it (pages read per page used, demand misses per
 //! page used).
 //!
@@ -153,8 +154,8 @@ enum Phase {
     Tuned,
     /// Vanilla, measuring because the last vanilla block is too old to judge by.
     Check,
-    /// Vanilla after a revert, until the window given.
-    Backoff(u64),
+    /// Vanilla after a revert, while the decision asked for is one being backed off.
+    Backoff,
 }
 
 /// What the controller asked for, applied or not.
@@ -241,7 +242,10 @@ pub struct Guarded {
     /// The decision last judged (and kept), so that it is not judged again every block.
     judged: Option<Wants>,
     interval: u64,
-    backoff: u64,
+    /// Backoffs by the device value reverted (`None`: per-file decisions): until which window,
+    /// and the length of the next one. Per value, so that a controller that moves on (the
+    /// workload changed) is tried again without waiting out the old value's backoff.
+    backoffs: BTreeMap<Option<u64>, (u64, u64)>,
     events: Vec<GuardEvent>,
     /// Windows spent on vanilla by the guardrail (checks and backoffs).
     pub vanilla_windows: u64,
@@ -256,7 +260,7 @@ impl Guarded {
         guard: Option<GuardConfig>,
         vanilla_kb: u64,
     ) -> Guarded {
-        let (interval, backoff) = guard.as_ref().map_or((1, 1), |g| (g.first_interval, g.first_backoff));
+        let interval = guard.as_ref().map_or(1, |g| g.first_interval);
         Guarded {
             inner,
             steady,
@@ -272,7 +276,7 @@ impl Guarded {
             vanilla_at: 0,
             judged: None,
             interval,
-            backoff,
+            backoffs: BTreeMap::new(),
             events: Vec::new(),
             vanilla_windows: 0,
         }
@@ -343,12 +347,7 @@ impl Guarded {
             // Nothing measured (an idle workload): nothing to hold against the controller.
             return true;
         };
-        let bar = if tuned.len() < cfg.block as usize {
-            cfg.abort
-        } else {
-            1.0 - cfg.tolerance
-        };
-        let keep = t >= v * bar;
+        let keep = t >= v * Self::bar(cfg, tuned.len());
         let sum = |o: &[Outcome]| {
             o.iter().fold(Outcome::default(), |a, b| Outcome {
                 pages_accessed: a.pages_accessed + b.pages_accessed,
@@ -414,21 +413,29 @@ impl Guarded {
             Phase::Tuned => {
                 let vanilla = self.wants.is_vanilla(self.vanilla_kb);
                 let settled = self.tuned.len() >= block;
+                // Vanilla measured just before this setting: a verdict against it stands. An
+                // older one may come from another phase of the workload: a pass against it
+                // stands (later checks catch a wrong one), a failure is first checked against
+                // vanilla measured now.
+                let adjacent = self.vanilla.len() >= block
+                    && w.saturating_sub(self.vanilla_at) <= 2 * (cfg.settle as u64 + block as u64) + 1;
                 // A setting far worse than vanilla is not kept for a whole block.
-                let collapsed = fresh
-                    && !vanilla
-                    && !settled
-                    && !self.verdict_quiet(&cfg, outcome)
-                    && !self.verdict(&cfg, std::slice::from_ref(outcome));
+                let collapsed = fresh && !vanilla && !settled && !self.passes(&cfg, std::slice::from_ref(outcome));
                 if collapsed {
-                    self.revert(&cfg, knobs);
+                    self.tuned = vec![*outcome];
+                    if adjacent {
+                        self.judge(&cfg);
+                        self.revert(&cfg, knobs);
+                    } else {
+                        self.check(knobs);
+                    }
                 } else if settled && !vanilla && self.judged.as_ref() != Some(&self.wants) {
-                    if fresh {
-                        if self.judge(&cfg) {
-                            self.judged = Some(self.wants.clone());
-                        } else {
-                            self.revert(&cfg, knobs);
-                        }
+                    if fresh && self.passes(&cfg, &self.tuned) {
+                        self.judge(&cfg);
+                        self.judged = Some(self.wants.clone());
+                    } else if adjacent {
+                        self.judge(&cfg);
+                        self.revert(&cfg, knobs);
                     } else {
                         self.check(knobs);
                     }
@@ -448,20 +455,37 @@ impl Guarded {
                     self.revert(&cfg, knobs);
                 }
             }
-            Phase::Backoff(until) if w >= until => {
-                self.vanilla.clear();
-                self.phase = Phase::Baseline;
+            Phase::Backoff => {
+                let held = self
+                    .backoffs
+                    .get(&self.wants.device)
+                    .is_some_and(|&(until, _)| w < until);
+                if !held {
+                    self.vanilla.clear();
+                    self.phase = Phase::Baseline;
+                }
             }
             _ => {}
         }
     }
 
-    /// Whether one window of the controller's is clearly no collapse (above the abort bar),
-    /// without logging.
-    fn verdict_quiet(&self, cfg: &GuardConfig, o: &Outcome) -> bool {
-        match (o.progress(), median(self.vanilla.iter().filter_map(Outcome::progress))) {
-            (Some(t), Some(v)) => t >= v * cfg.abort,
+    /// Whether `tuned` passes against the vanilla block (a whole block: within the tolerance;
+    /// fewer windows: above the abort bar), without logging. Nothing measured passes.
+    fn passes(&self, cfg: &GuardConfig, tuned: &[Outcome]) -> bool {
+        let t = median(tuned.iter().filter_map(Outcome::progress));
+        let v = median(self.vanilla.iter().filter_map(Outcome::progress));
+        match (t, v) {
+            (Some(t), Some(v)) => t >= v * Self::bar(cfg, tuned.len()),
             _ => true,
+        }
+    }
+
+    /// The share of vanilla's progress `n` windows of the controller's must reach.
+    fn bar(cfg: &GuardConfig, n: usize) -> f64 {
+        if n < cfg.block as usize {
+            cfg.abort
+        } else {
+            1.0 - cfg.tolerance
         }
     }
 
@@ -473,9 +497,10 @@ impl Guarded {
     }
 
     fn revert(&mut self, cfg: &GuardConfig, knobs: &mut dyn ReadaheadKnobs) {
-        self.phase = Phase::Backoff(self.window + self.backoff);
+        let b = self.backoffs.entry(self.wants.device).or_insert((0, cfg.first_backoff));
+        *b = (self.window + b.1, (b.1 * 2).min(cfg.max_backoff));
+        self.phase = Phase::Backoff;
         self.judged = None;
-        self.backoff = (self.backoff * 2).min(cfg.max_backoff);
         self.interval = cfg.first_interval;
         self.switch(Arm::Vanilla, knobs);
     }

@@ -98,6 +98,8 @@ pub struct Online {
     samples: Vec<f64>,
     last_kb: Option<u64>,
     age: u64,
+    /// Windows in a row the value asked for was not in force (the guardrail held vanilla).
+    overruled: u64,
     window: u64,
     /// (window, KiB) at every change of the value asked for.
     pub trace: Vec<(u64, u64)>,
@@ -119,6 +121,7 @@ impl Online {
             samples: Vec::new(),
             last_kb: None,
             age: 0,
+            overruled: 0,
             window: 0,
             trace: Vec::new(),
             phase_changes: 0,
@@ -209,6 +212,19 @@ impl Online {
         }
     }
 
+    /// Forget every estimate and climb again from `home`.
+    fn restart(&mut self, home: usize) {
+        self.phase_changes += 1;
+        self.est.iter_mut().for_each(|e| *e = None);
+        self.home = Some(home);
+        self.probe = None;
+        self.hold_until = None;
+        self.hold = self.cfg.first_hold;
+        self.dir = 0;
+        self.samples.clear();
+        self.overruled = 0;
+    }
+
     /// Credit the window that ended to the value in force during it.
     fn observe(&mut self, o: &Outcome, kb_in_force: u64) {
         if self.last_kb != Some(kb_in_force) {
@@ -218,7 +234,17 @@ impl Online {
             self.age += 1;
         }
         let Some(target) = self.target_kb() else { return };
-        if kb_in_force != target || self.age < self.cfg.settle as u64 {
+        if kb_in_force != target {
+            self.overruled += 1;
+            if self.overruled > 2 * (self.cfg.settle + self.cfg.block) as u64 {
+                // The guardrail keeps reverting the value asked for: it did worse than vanilla
+                // (the workload changed under it). Start again from the value in force.
+                self.restart(self.nearest(kb_in_force));
+            }
+            return;
+        }
+        self.overruled = 0;
+        if self.age < self.cfg.settle as u64 {
             return;
         }
         if let Some(p) = o.progress() {

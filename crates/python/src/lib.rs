@@ -713,9 +713,11 @@ type ClosedLoop<'py> = (Vec<f64>, Vec<(f64, u64)>, Bound<'py, PyArray2<f64>>);
 /// for `seconds`, or with `back_to_back` one after the other on one database, `seconds` each.
 /// Returns (ops/s per workload, list of (time_s, device read_ahead_kb), windows of device
 /// features as an (n, 6) array `[window, f0..f4]`, or with `file_features` every file's,
-/// (n, 7) `[window, workload index, f0..f4]`).
+/// (n, 7) `[window, workload index, f0..f4]`). With `guard` the controller runs behind the
+/// guardrail; with `app_signal` it sees the workloads' ops per window (else only what the
+/// kernel tuner sees).
 #[pyfunction]
-#[pyo3(signature = (workloads, controller="vanilla", device="nvme", read_ahead_kb=128, seconds=10.0, per_file=false, db_mb=2355, cache_mb=850, window_s=1.0, seed=1, back_to_back=false, file_features=false))]
+#[pyo3(signature = (workloads, controller="vanilla", device="nvme", read_ahead_kb=128, seconds=10.0, per_file=false, db_mb=2355, cache_mb=850, window_s=1.0, seed=1, back_to_back=false, file_features=false, guard=false, app_signal=false))]
 #[allow(clippy::too_many_arguments)] // mirrors the Python keyword arguments one to one
 fn sim_closed_loop<'py>(
     py: Python<'py>,
@@ -731,6 +733,8 @@ fn sim_closed_loop<'py>(
     seed: u64,
     back_to_back: bool,
     file_features: bool,
+    guard: bool,
+    app_signal: bool,
 ) -> PyResult<ClosedLoop<'py>> {
     use iolearn_readahead::{ControllerSpec, LoopConfig, RunError};
     let device = iolearn_sim::device::DevicePreset::by_name(device)
@@ -754,6 +758,8 @@ fn sim_closed_loop<'py>(
         seed,
         back_to_back,
         file_features,
+        guard: guard.then(iolearn_readahead::GuardConfig::default),
+        app_signal,
         ..LoopConfig::new(workloads, controller)
     };
     let r = py.detach(move || iolearn_readahead::run(&cfg)).map_err(|e| match e {

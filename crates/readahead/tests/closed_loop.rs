@@ -263,3 +263,24 @@ fn the_online_learner_gains_on_workloads_it_never_saw() {
         );
     }
 }
+
+#[test]
+fn the_online_learner_follows_a_phase_change() {
+    // A random reader, then a backward scan on the same database: the learner goes down for
+    // the first (the oracle is 16 KiB) and climbs for the second (4 MiB), behind the guardrail.
+    let mut c = LoopConfig::new(vec![ReadRandom, ReadReverse], ControllerSpec::Online);
+    c.back_to_back = true;
+    c.seconds = 60.0;
+    c.seed = 9;
+    c.app_signal = true;
+    c.guard = Some(iolearn_readahead::GuardConfig::default());
+    let r = run(&c).unwrap();
+    // Most windows of each phase's second half at the phase's kind of value (the rest are the
+    // guardrail's vanilla checks and the learner's looks at a neighbour).
+    let share = |from: f64, to: f64, ok: &dyn Fn(u64) -> bool| {
+        let w: Vec<u64> = r.device_kb.iter().filter(|&&(s, _)| s > from && s <= to).map(|&(_, kb)| kb).collect();
+        w.iter().filter(|&&kb| ok(kb)).count() as f64 / w.len() as f64
+    };
+    assert!(share(30.0, 60.0, &|kb| kb <= 32) >= 0.75, "{:?}", r.device_kb);
+    assert!(share(90.0, 120.0, &|kb| kb >= 1024) >= 0.75, "{:?}", r.device_kb);
+}
