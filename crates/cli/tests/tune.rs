@@ -622,3 +622,90 @@ fn the_online_learner_runs_on_the_kernel_and_restores() {
     assert!(changes.contains(&256), "{changes:?}\n{err}");
     assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original, "restored");
 }
+
+/// Read requests completed by block device `name` so far (`/sys/block/NAME/stat`, field 1).
+fn device_reads(name: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/sys/block/{name}/stat")).unwrap();
+    s.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_pushed_value_keeps_the_applications_random_advice() {
+    // The range-scan puzzle (issue 12): a value pushed into open files went through
+    // POSIX_FADV_NORMAL, which also clears FMODE_RANDOM, so files RocksDB had declared random
+    // got the kernel's readahead again and the pushed value did not behave as the same static
+    // setting. Here an application declares its file random, the tuner pushes 512 KiB into
+    // it, and the application then reads the file front to back: one request per page, as it
+    // asked, not one per 512 KiB.
+    if skip("a_pushed_value_keeps_the_applications_random_advice") {
+        return;
+    }
+    let b = bed("advice");
+    let script = "import os, sys\n\
+                  fd = os.open(sys.argv[1], os.O_RDONLY)\n\
+                  os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)\n\
+                  print('ready', flush=True)\n\
+                  sys.stdin.readline()\n\
+                  os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)\n\
+                  for off in range(0, 16 << 20, 4096):\n\
+                  \x20   os.pread(fd, 4096, off)\n\
+                  print('done', flush=True)\n";
+    let mut app = Proc(
+        Command::new("python3")
+            .args(["-c", script])
+            .arg(&b.data)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut out = BufReader::new(app.0.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let pid = app.0.id().to_string();
+    let mut t = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+        .args(["tune", "readahead", "--device", &b.fs.device, "--interval", "0.3"])
+        .args([
+            "--pid",
+            &pid,
+            "--controller",
+            "static:512",
+            "--no-guard",
+            "--log-format",
+            "json",
+        ])
+        .arg("--state-dir")
+        .arg(&b.state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = t.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    // Wait for the change that pushes 512 KiB into the open file.
+    wait_for("the push", 15.0, || {
+        rx.try_iter().any(|l| {
+            l.contains("\"change\"") && l.contains("\"read_ahead_kb\":512") && l.contains("\"pushed_files\":1")
+        })
+    });
+    let before = device_reads(&b.fs.device);
+    writeln!(app.0.stdin.as_mut().unwrap()).unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "done");
+    let reads = device_reads(&b.fs.device) - before;
+    unsafe { libc::kill(t.id() as i32, libc::SIGTERM) };
+    assert!(t.wait().unwrap().success());
+    // 4096 pages read one by one; with readahead back on it would be about 4096 / 128.
+    assert!(
+        reads >= 3000,
+        "{reads} read requests for 4096 pages: the random advice was lost"
+    );
+    assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original, "restored");
+}

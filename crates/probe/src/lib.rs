@@ -292,6 +292,54 @@ impl RawEvent {
     }
 }
 
+/// `FMODE_RANDOM` in `include/linux/fs.h` (bit 12 since Linux 2.6): set by
+/// `POSIX_FADV_RANDOM`, cleared by `POSIX_FADV_NORMAL` and `POSIX_FADV_SEQUENTIAL`.
+pub const FMODE_RANDOM: u32 = 1 << 12;
+
+/// One open file description of a watched process on the device, as the kernel holds it (the
+/// open-file iterator): what `posix_fadvise` left in it, which nothing else shows user space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenFileMode {
+    /// Process.
+    pub tgid: u32,
+    /// Its descriptor.
+    pub fd: u32,
+    /// Inode.
+    pub ino: u64,
+    /// Kernel device number.
+    pub dev: u32,
+    /// `f_mode`.
+    pub f_mode: u32,
+    /// `f_ra.ra_pages`: the file's readahead, pages.
+    pub ra_pages: u32,
+    /// `f_ra.mmap_miss`: net page-cache misses of its mappings (above 100, no read-around).
+    pub mmap_miss: u32,
+}
+
+impl OpenFileMode {
+    /// Decode the iterator's `struct open_file_mode` (32 bytes, native byte order).
+    pub fn decode(b: &[u8]) -> Option<OpenFileMode> {
+        if b.len() < 32 {
+            return None;
+        }
+        let u32_at = |i: usize| u32::from_ne_bytes(b[i..i + 4].try_into().unwrap());
+        Some(OpenFileMode {
+            ino: u64::from_ne_bytes(b[0..8].try_into().unwrap()),
+            tgid: u32_at(8),
+            fd: u32_at(12),
+            dev: u32_at(16),
+            f_mode: u32_at(20),
+            ra_pages: u32_at(24),
+            mmap_miss: u32_at(28),
+        })
+    }
+
+    /// Whether the application asked for random access (`POSIX_FADV_RANDOM`).
+    pub fn random(&self) -> bool {
+        self.f_mode & FMODE_RANDOM != 0
+    }
+}
+
 #[cfg(iolearn_bpf)]
 mod live;
 #[cfg(iolearn_bpf)]
@@ -326,6 +374,10 @@ impl Probe {
     /// Unreachable without a probe.
     pub fn program_stats(&self) -> Vec<ProgramStats> {
         Vec::new()
+    }
+    /// Unreachable without a probe.
+    pub fn open_files(&mut self) -> Result<Vec<OpenFileMode>, ProbeError> {
+        Err(ProbeError::NotBuilt)
     }
 }
 

@@ -2,7 +2,8 @@
 
 use crate::sys::{check_root_and_btf, kernel_dev, TracefsMount};
 use crate::{
-    Counters, FileSums, PageSums, ProbeConfig, ProbeError, ProgramStats, RawEvent, Window, LATENCY_BUCKETS, N_COUNTERS,
+    Counters, FileSums, OpenFileMode, PageSums, ProbeConfig, ProbeError, ProgramStats, RawEvent, Window,
+    LATENCY_BUCKETS, N_COUNTERS,
 };
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder};
@@ -207,6 +208,24 @@ impl Probe {
         // SAFETY: a fresh descriptor we own.
         self.stats_fd = Some(unsafe { OwnedFd::from_raw_fd(fd) });
         Ok(())
+    }
+
+    /// The open files of the watched processes (every process when none is named) on the
+    /// device, read now by the `iter/task_file` program.
+    pub fn open_files(&mut self) -> Result<Vec<OpenFileMode>, ProbeError> {
+        use std::io::Read;
+        let link = self
+            .skel
+            .progs
+            .open_files
+            .attach()
+            .map_err(|e| ProbeError::Map(format!("the open-file iterator: {e}")))?;
+        let mut it =
+            libbpf_rs::Iter::new(&link).map_err(|e| ProbeError::Map(format!("the open-file iterator: {e}")))?;
+        let mut buf = Vec::new();
+        it.read_to_end(&mut buf)
+            .map_err(|e| ProbeError::Map(format!("reading the open-file iterator: {e}")))?;
+        Ok(buf.chunks_exact(32).filter_map(OpenFileMode::decode).collect())
     }
 
     /// Run counts and kernel CPU time of each program (zeros unless stats are enabled).

@@ -282,3 +282,38 @@ fn tracefs_is_never_unmounted_under_another_attacher() {
     drop(p);
     assert_eq!(tracefs_state(), before);
 }
+
+#[test]
+fn the_open_file_iterator_shows_fadvise_random_and_the_readahead_of_each_description() {
+    if skip("the_open_file_iterator_shows_fadvise_random_and_the_readahead_of_each_description") {
+        return;
+    }
+    let (path, ino, dev) = cold_file("probe-modes.bin", 16);
+    let mut p = Probe::start(&ProbeConfig {
+        device: Some(dev),
+        pids: vec![me()],
+        filter_pids: true,
+        raw_events: false,
+    })
+    .unwrap();
+    let a = File::open(&path).unwrap();
+    let b = File::open(&path).unwrap();
+    let find = |p: &mut Probe, f: &File| {
+        let all = p.open_files().unwrap();
+        assert!(all.iter().all(|m| m.tgid == me()), "only the watched process: {all:?}");
+        *all.iter()
+            .find(|m| m.fd == f.as_raw_fd() as u32)
+            .unwrap_or_else(|| panic!("fd {} not in {all:?}", f.as_raw_fd()))
+    };
+    // SAFETY: valid descriptors.
+    unsafe { libc::posix_fadvise(a.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    let (ma, mb) = (find(&mut p, &a), find(&mut p, &b));
+    assert_eq!(ma.ino, ino);
+    assert!(ma.random() && !mb.random(), "{ma:?} {mb:?}");
+    // SEQUENTIAL doubles the description's readahead and clears RANDOM: each description
+    // has its own.
+    unsafe { libc::posix_fadvise(a.as_raw_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL) };
+    let (ma, mb) = (find(&mut p, &a), find(&mut p, &b));
+    assert!(!ma.random());
+    assert_eq!(ma.ra_pages, 2 * mb.ra_pages, "{ma:?} {mb:?}");
+}

@@ -278,7 +278,12 @@ fn the_online_learner_follows_a_phase_change() {
     // Most windows of each phase's second half at the phase's kind of value (the rest are the
     // guardrail's vanilla checks and the learner's looks at a neighbour).
     let share = |from: f64, to: f64, ok: &dyn Fn(u64) -> bool| {
-        let w: Vec<u64> = r.device_kb.iter().filter(|&&(s, _)| s > from && s <= to).map(|&(_, kb)| kb).collect();
+        let w: Vec<u64> = r
+            .device_kb
+            .iter()
+            .filter(|&&(s, _)| s > from && s <= to)
+            .map(|&(_, kb)| kb)
+            .collect();
         w.iter().filter(|&&kb| ok(kb)).count() as f64 / w.len() as f64
     };
     assert!(share(30.0, 60.0, &|kb| kb <= 32) >= 0.75, "{:?}", r.device_kb);

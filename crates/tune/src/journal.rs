@@ -9,7 +9,7 @@
 //! must be the one the tuner itself would write for its device ([`read_ahead_path`]), so a
 //! forged journal cannot make `--restore` write a value anywhere else.
 
-use crate::linux::{fadvise_remote, read_ahead_path, read_device_kb, write_device_kb, OpenFile};
+use crate::linux::{fadvise_remote, read_ahead_path, read_device_kb, write_device_kb, Advice, OpenFile};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -40,6 +40,13 @@ struct DocFile {
     pid: u32,
     fd: i32,
     ino: u64,
+    /// The application's advice, repeated on restore (journals before it: "normal").
+    #[serde(default = "normal")]
+    advice: String,
+}
+
+fn normal() -> String {
+    Advice::Normal.name().into()
 }
 
 /// The journal of one device.
@@ -129,6 +136,7 @@ impl Journal {
                     pid: f.pid,
                     fd: f.fd,
                     ino: f.ino,
+                    advice: f.advice.name().into(),
                 })
                 .collect(),
         };
@@ -166,6 +174,12 @@ impl Journal {
         if let Some(f) = doc.files.iter().find(|f| f.fd < 0) {
             return Err(bad(format!("files: fd {} is out of range", f.fd)));
         }
+        if let Some(f) = doc.files.iter().find(|f| Advice::from_name(&f.advice).is_none()) {
+            return Err(bad(format!(
+                "files: advice {} is not normal, random or sequential",
+                iolearn_safeio::excerpt(&f.advice, 40)
+            )));
+        }
         if doc.sysfs != read_ahead_path(&doc.device) {
             return Err(bad(format!(
                 "sysfs {} is not {}'s readahead file ({}); refusing to restore to it",
@@ -183,6 +197,7 @@ impl Journal {
                     pid: f.pid,
                     fd: f.fd,
                     ino: f.ino,
+                    advice: Advice::from_name(&f.advice).unwrap_or_default(),
                 })
                 .collect(),
             device: doc.device,
@@ -196,7 +211,8 @@ impl Journal {
     pub fn note_files(&mut self, touched: &[OpenFile]) -> Result<(), String> {
         let before = self.files.len();
         for t in touched {
-            if !self.files.contains(t) {
+            // The first sight's advice is the one to restore.
+            if !self.files.iter().any(|f| (f.pid, f.fd, f.ino) == (t.pid, t.fd, t.ino)) {
                 self.files.push(*t);
             }
         }
@@ -207,7 +223,8 @@ impl Journal {
     }
 
     /// Put everything back: the device's value, then each touched description still open
-    /// (same process, same descriptor, same inode) gets it back with `POSIX_FADV_NORMAL`.
+    /// (same process, same descriptor, same inode) gets it back with `POSIX_FADV_NORMAL`, then
+    /// the application's own advice again.
     /// Removes the journal when the device is restored. Returns what could not be restored.
     pub fn restore(&self) -> Vec<String> {
         let mut problems = Vec::new();
@@ -220,7 +237,7 @@ impl Journal {
             if !still {
                 continue; // closed since: its next open gets the device's (restored) value
             }
-            if let Err(e) = fadvise_remote(f.pid, f.fd, libc::POSIX_FADV_NORMAL) {
+            if let Err(e) = fadvise_remote(f.pid, f.fd, f.advice.calls()) {
                 problems.push(format!("pid {} fd {}: {e}", f.pid, f.fd));
             }
         }

@@ -398,6 +398,9 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     let mut next_window = start + cfg.interval;
     let tick = Duration::from_millis(100).min(cfg.interval);
     let mut window_ix = 0u64;
+    let mut modes_failed = false;
+    knobs.refresh();
+    note_modes(&mut probe, &mut knobs, &mut modes_failed);
     let mut counters_before = probe.window().map_err(|e| e.to_string())?.counters; // start clean
     cpu.take(&knobs.pids);
     let mut window_start = Instant::now();
@@ -412,11 +415,16 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
                 }
             }
         }
-        knobs.refresh();
+        // Files opened since the last tick may get their process's value at the flush: their
+        // applications' advice is read first, so that the push keeps it.
+        if knobs.refresh() > 0 {
+            note_modes(&mut probe, &mut knobs, &mut modes_failed);
+        }
         knobs.flush();
         if Instant::now() < next_window {
             continue;
         }
+        note_modes(&mut probe, &mut knobs, &mut modes_failed);
         next_window += cfg.interval;
         window_ix += 1;
         let w = probe.window().map_err(|e| e.to_string())?;
@@ -549,6 +557,19 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     );
     summary.metrics = m;
     Ok(summary)
+}
+
+/// Give the knobs what the kernel holds for each open description (the applications' advice);
+/// a failure is logged once and the tuner goes on without it.
+fn note_modes(probe: &mut Probe, knobs: &mut LinuxKnobs, failed: &mut bool) {
+    match probe.open_files() {
+        Ok(modes) => knobs.note_modes(&modes),
+        Err(e) if !*failed => {
+            *failed = true;
+            warn!(event = %"open_files_unreadable", error = %e, effect = %"an application's POSIX_FADV_RANDOM may be lost when a value is pushed");
+        }
+        Err(_) => {}
+    }
 }
 
 /// KML's features of one probe window: the device's stream and each file's, with the

@@ -33,6 +33,55 @@ pub struct OpenFile {
     pub fd: i32,
     /// Inode.
     pub ino: u64,
+    /// What the application advised for it, kept through every change the tuner makes.
+    pub advice: Advice,
+}
+
+/// An application's `posix_fadvise` on a description, as far as the kernel remembers it:
+/// `FMODE_RANDOM` in `f_mode`, or a readahead of twice the device's at first sight.
+///
+/// Setting a description's readahead needs `POSIX_FADV_NORMAL`, which also clears
+/// `FMODE_RANDOM`: pushed that way, a value would turn the kernel's readahead back on for files
+/// the application (RocksDB's `advise_random_on_open`, the default) declared random, and the
+/// pushed value would not behave as the same static setting does. So each push and restore
+/// repeats the application's advice after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Advice {
+    /// None, or `POSIX_FADV_NORMAL`.
+    #[default]
+    Normal,
+    /// `POSIX_FADV_RANDOM`: `read()` gets no readahead.
+    Random,
+    /// `POSIX_FADV_SEQUENTIAL`: twice the device's readahead.
+    Sequential,
+}
+
+impl Advice {
+    /// The `posix_fadvise` calls that give a description the device's current value and keep
+    /// this advice.
+    pub fn calls(&self) -> &'static [i32] {
+        match self {
+            Advice::Normal => &[libc::POSIX_FADV_NORMAL],
+            Advice::Random => &[libc::POSIX_FADV_NORMAL, libc::POSIX_FADV_RANDOM],
+            Advice::Sequential => &[libc::POSIX_FADV_SEQUENTIAL],
+        }
+    }
+
+    /// The journal's name for it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Advice::Normal => "normal",
+            Advice::Random => "random",
+            Advice::Sequential => "sequential",
+        }
+    }
+
+    /// From the journal's name.
+    pub fn from_name(s: &str) -> Option<Advice> {
+        [Advice::Normal, Advice::Random, Advice::Sequential]
+            .into_iter()
+            .find(|a| a.name() == s)
+    }
 }
 
 /// Something the knobs did (or, dry, would have done).
@@ -82,6 +131,8 @@ pub struct LinuxKnobs {
     errors: Vec<String>,
     /// Time spent acting (sysfs writes, fadvise), ns.
     pub act_ns: u64,
+    /// Each description's advice, by (pid, fd, inode) ([`LinuxKnobs::note_modes`]).
+    advice: BTreeMap<(u32, i32, u64), Advice>,
 }
 
 /// The sysfs file of a block device's readahead.
@@ -124,6 +175,7 @@ impl LinuxKnobs {
             actions: Vec::new(),
             errors: Vec::new(),
             act_ns: 0,
+            advice: BTreeMap::new(),
         })
     }
 
@@ -143,6 +195,9 @@ impl LinuxKnobs {
         let before: std::collections::BTreeSet<(u32, i32, u64)> =
             self.open.iter().map(|f| (f.pid, f.fd, f.ino)).collect();
         self.open = open_files_on(self.user_dev, &self.pids);
+        for f in &mut self.open {
+            f.advice = self.advice.get(&(f.pid, f.fd, f.ino)).copied().unwrap_or_default();
+        }
         let fresh: Vec<OpenFile> = self
             .open
             .iter()
@@ -155,6 +210,28 @@ impl LinuxKnobs {
             }
         }
         fresh.len()
+    }
+
+    /// What the kernel holds for each open description (the probe's open-file iterator): an
+    /// application's `POSIX_FADV_RANDOM` is seen whenever it is set; `POSIX_FADV_SEQUENTIAL`
+    /// only on a description's first sight (twice the device's readahead), before any push.
+    pub fn note_modes(&mut self, modes: &[iolearn_probe::OpenFileMode]) {
+        let device_pages = self.device_kb / 4;
+        for m in modes {
+            let key = (m.tgid, m.fd as i32, m.ino);
+            let advice = match (m.random(), self.advice.get(&key)) {
+                (true, _) => Advice::Random,
+                // No longer random: the application changed its mind.
+                (false, Some(Advice::Random)) => Advice::Normal,
+                (false, Some(&a)) => a,
+                (false, None) if device_pages > 0 && m.ra_pages as u64 == 2 * device_pages => Advice::Sequential,
+                (false, None) => Advice::Normal,
+            };
+            self.advice.insert(key, advice);
+        }
+        for f in &mut self.open {
+            f.advice = self.advice.get(&(f.pid, f.fd, f.ino)).copied().unwrap_or_default();
+        }
     }
 
     /// Apply the per-file changes asked since the last flush, grouped by value (one borrow
@@ -182,7 +259,7 @@ impl LinuxKnobs {
                     }
                 }
                 for t in &targets {
-                    match fadvise_remote(t.pid, t.fd, libc::POSIX_FADV_NORMAL) {
+                    match fadvise_remote(t.pid, t.fd, t.advice.calls()) {
                         Ok(()) => self.touched.push(*t),
                         Err(e) => self.errors.push(format!("pid {} fd {}: {e}", t.pid, t.fd)),
                     }
@@ -288,7 +365,7 @@ impl LinuxKnobs {
                 self.open.clone()
             };
             for t in targets.iter().filter(|t| !self.file_kb.contains_key(&t.ino)) {
-                match fadvise_remote(t.pid, t.fd, libc::POSIX_FADV_NORMAL) {
+                match fadvise_remote(t.pid, t.fd, t.advice.calls()) {
                     Ok(()) => {
                         pushed += 1;
                         self.touched.push(*t);
@@ -329,15 +406,21 @@ pub fn open_files_on(user_dev: u64, pids: &[u32]) -> Vec<OpenFile> {
             // Follows the magic link to the open file itself.
             let Ok(m) = std::fs::metadata(e.path()) else { continue };
             if m.is_file() && m.dev() == user_dev {
-                out.push(OpenFile { pid, fd, ino: m.ino() });
+                out.push(OpenFile {
+                    pid,
+                    fd,
+                    ino: m.ino(),
+                    advice: Advice::Normal,
+                });
             }
         }
     }
     out
 }
 
-/// `posix_fadvise(advice)` on descriptor `fd` of process `pid`, through `pidfd_getfd`.
-pub fn fadvise_remote(pid: u32, fd: i32, advice: i32) -> std::io::Result<()> {
+/// `posix_fadvise` with each of `advice` in turn on descriptor `fd` of process `pid`, through
+/// one `pidfd_getfd`.
+pub fn fadvise_remote(pid: u32, fd: i32, advice: &[i32]) -> std::io::Result<()> {
     // SAFETY: plain syscalls; every descriptor opened here is closed here.
     unsafe {
         let pidfd = libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) as i32;
@@ -350,11 +433,14 @@ pub fn fadvise_remote(pid: u32, fd: i32, advice: i32) -> std::io::Result<()> {
         if local < 0 {
             return Err(err);
         }
-        let rc = libc::posix_fadvise(local, 0, 0, advice);
-        libc::close(local);
-        if rc != 0 {
-            return Err(std::io::Error::from_raw_os_error(rc));
+        for &a in advice {
+            let rc = libc::posix_fadvise(local, 0, 0, a);
+            if rc != 0 {
+                libc::close(local);
+                return Err(std::io::Error::from_raw_os_error(rc));
+            }
         }
+        libc::close(local);
     }
     Ok(())
 }

@@ -93,7 +93,7 @@ fn per_file_values_reach_other_descriptions_through_pidfd_getfd() {
     );
     assert_eq!(read_device_kb(&sysfs).unwrap(), 64);
     // POSIX_FADV_SEQUENTIAL alone gives twice the device value, NORMAL the device value.
-    fadvise_remote(std::process::id(), g.as_raw_fd(), libc::POSIX_FADV_SEQUENTIAL).unwrap();
+    fadvise_remote(std::process::id(), g.as_raw_fd(), &[libc::POSIX_FADV_SEQUENTIAL]).unwrap();
     let seq = read_around_pages(&g, 4096, 2048);
     assert!((32..=48).contains(&seq), "sequential: {seq} pages");
     // A process's default reaches its open files that have no value of their own (databases
@@ -128,11 +128,15 @@ fn the_journal_restores_the_device_and_files() {
     let path = fs.mountpoint.join("f");
     std::fs::write(&path, vec![0u8; 1 << 20]).unwrap();
     let f = File::open(&path).unwrap();
+    // The application asked for random access; the tuner's pushes and restores keep that.
+    // SAFETY: a valid descriptor.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
     use std::os::unix::fs::MetadataExt;
     j.note_files(&[iolearn_tune::linux::OpenFile {
         pid: std::process::id(),
         fd: f.as_raw_fd(),
         ino: f.metadata().unwrap().ino(),
+        advice: iolearn_tune::linux::Advice::Random,
     }])
     .unwrap();
     // A crash here: the next start finds the journal.
@@ -144,6 +148,21 @@ fn the_journal_restores_the_device_and_files() {
     assert!(restored.unwrap().is_some());
     assert_eq!(read_device_kb(&sysfs).unwrap(), original);
     assert!(!j.path.exists(), "journal removed after restoring");
+    let mut probe = iolearn_probe::Probe::start(&iolearn_probe::ProbeConfig {
+        device: Some(iolearn_probe::DeviceId::from_name(&fs.device).unwrap()),
+        pids: vec![std::process::id()],
+        filter_pids: true,
+        raw_events: false,
+    })
+    .unwrap();
+    let m = probe
+        .open_files()
+        .unwrap()
+        .into_iter()
+        .find(|m| m.fd == f.as_raw_fd() as u32)
+        .unwrap();
+    assert!(m.random(), "POSIX_FADV_RANDOM kept through the restore: {m:?}");
+    assert_eq!(m.ra_pages as u64, original / 4, "and the original readahead: {m:?}");
     assert!(iolearn_tune::restore_left_over(&state, &fs.device, &mut lock)
         .unwrap()
         .is_none());
@@ -180,6 +199,7 @@ fn bad_journals_name_the_file_and_line() {
         // Numbers that an `as` cast would wrap.
         (doc(&|v| v["tuner_pid"] = 4294967297u64.into()), "tuner_pid"),
         (doc(&|v| v["files"][0]["fd"] = (-3).into()), "fd"),
+        (doc(&|v| v["files"][0]["advice"] = "willneed".into()), "advice"),
         (doc(&|v| v["files"][0]["fd"] = 4294967296u64.into()), "fd"),
         (
             doc(&|v| v["original_read_ahead_kb"] = 99999999999u64.into()),

@@ -26,6 +26,17 @@ struct page_sums {
 	__u32 pad;
 };
 
+/* One open file description of a watched process on the device (the open-file iterator). */
+struct open_file_mode {
+	__u64 ino;
+	__u32 tgid;
+	__u32 fd;
+	__u32 dev;
+	__u32 f_mode;
+	__u32 ra_pages;
+	__u32 mmap_miss;
+};
+
 struct page_event {
 	__u64 time_ns;
 	__u64 ino;

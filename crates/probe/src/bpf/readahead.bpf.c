@@ -284,4 +284,40 @@ int on_rq_complete(struct trace_event_raw_block_rq_completion *ctx)
 	return 0;
 }
 
+/* The open files of the watched processes on the device, with what `posix_fadvise` left in
+ * them (f_mode's FMODE_RANDOM, f_ra.ra_pages) that user space cannot read anywhere else: the
+ * tuner must not wipe an application's POSIX_FADV_RANDOM when it pushes a readahead value.
+ * One record per descriptor of a thread-group leader (threads share the table). */
+SEC("iter/task_file")
+int open_files(struct bpf_iter__task_file *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *task = ctx->task;
+	struct file *file = ctx->file;
+	if (!task || !file)
+		return 0;
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	if (BPF_CORE_READ(task, pid) != tgid)
+		return 0;
+	if (filter_tgid && !bpf_map_lookup_elem(&tgids, &tgid))
+		return 0;
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	if (!inode)
+		return 0;
+	__u32 dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	if (target_dev && dev != target_dev)
+		return 0;
+	struct open_file_mode m = {
+		.ino = BPF_CORE_READ(inode, i_ino),
+		.tgid = tgid,
+		.fd = ctx->fd,
+		.dev = dev,
+		.f_mode = BPF_CORE_READ(file, f_mode),
+		.ra_pages = BPF_CORE_READ(file, f_ra.ra_pages),
+		.mmap_miss = BPF_CORE_READ(file, f_ra.mmap_miss),
+	};
+	bpf_seq_write(seq, &m, sizeof(m));
+	return 0;
+}
+
 char LICENSE[] SEC("license") = "GPL";

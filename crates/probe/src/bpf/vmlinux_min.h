@@ -116,6 +116,49 @@ struct trace_event_raw_block_rq_completion {
 	char rwbs[10];
 };
 
+/* The open-file iterator (kernel/bpf/task_iter.c, include/linux/fs.h). The iterator's
+ * pointers are unions of a pointer and a u64 in the kernel (__bpf_md_ptr); a plain pointer at
+ * the same offset reads the same on 64-bit. */
+struct seq_file;
+
+struct bpf_iter_meta {
+	struct seq_file *seq;
+	__u64 session_id;
+	__u64 seq_num;
+};
+
+struct task_struct {
+	int pid;
+	int tgid;
+};
+
+struct file_ra_state {
+	unsigned int ra_pages;
+	unsigned int mmap_miss;
+};
+
+struct super_block {
+	dev_t s_dev;
+};
+
+struct inode {
+	unsigned long i_ino;
+	struct super_block *i_sb;
+};
+
+struct file {
+	unsigned int f_mode;
+	struct inode *f_inode;
+	struct file_ra_state f_ra;
+};
+
+struct bpf_iter__task_file {
+	struct bpf_iter_meta *meta;
+	struct task_struct *task;
+	__u32 fd;
+	struct file *file;
+};
+
 #pragma clang attribute pop
 
 #endif
