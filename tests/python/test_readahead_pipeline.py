@@ -13,12 +13,16 @@ def test_sweep_train_evaluate_small(tmp_path):
     best = ra.best_per_workload(rows)
     assert best["readrandom"] in (4, 16) and best["readseq"] >= 256
     rep = ra.train(rows, feats, tmp_path, epochs=30)
-    assert 0 <= rep["dt_cv"] <= 1 and (tmp_path / "readahead_nn.iolm").exists()
+    assert (tmp_path / "readahead_nn.iolm").exists() and (tmp_path / "readahead_kml.iolm").exists()
+    # KML's recipe maps each class to its workload's best static value.
+    assert dict(rep["best_per_class"])["readrandom"] == best["readrandom"]
     table = ra.evaluate(tmp_path, ["readrandom"], "nvme", seconds=2.0, oracle=best)
     r = table[0]
     # The controller acts after the first simulated second; it must then match the oracle's
     # choice for a random workload and so beat vanilla.
     assert r["dt"] > r["vanilla"] and r["oracle"] > r["vanilla"]
+    # Two seconds: the guarded learner is still measuring vanilla, and must not lose.
+    assert r["kml"] > 0 and r["online"] >= 0.98 * r["vanilla"]
 
 
 def test_closed_loop_controls_the_device():
