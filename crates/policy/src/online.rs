@@ -188,10 +188,6 @@ impl Online {
 
     fn climb(&mut self, home: usize) {
         let ns = self.neighbours(home);
-        if let Some(&n) = ns.iter().find(|&&n| self.est[n].is_none()) {
-            self.probe = Some(n);
-            return;
-        }
         let h = self.est[home].unwrap_or(0.0);
         let best = ns
             .iter()
@@ -199,6 +195,8 @@ impl Online {
             .filter_map(|n| self.est[n].map(|e| (n, e)))
             .max_by(|a, b| a.1.total_cmp(&b.1));
         match best {
+            // One side is better: with one peak, it lies that way, and the other side need not
+            // be tried (trying it can cost much: a scan starved of readahead).
             Some((n, e)) if e > h * (1.0 + self.cfg.tolerance) => {
                 self.dir = if n > home { 1 } else { -1 };
                 self.home = Some(n);
@@ -206,8 +204,12 @@ impl Online {
                 self.climb(n);
             }
             _ => {
-                self.hold_until = Some(self.window + self.hold);
-                self.hold = (self.hold * 2).min(self.cfg.max_hold);
+                if let Some(&n) = ns.iter().find(|&&n| self.est[n].is_none()) {
+                    self.probe = Some(n);
+                } else {
+                    self.hold_until = Some(self.window + self.hold);
+                    self.hold = (self.hold * 2).min(self.cfg.max_hold);
+                }
             }
         }
     }

@@ -357,25 +357,38 @@ impl Generator {
         (r * per + self.rng.below(per.max(1) as usize) as u64).min(self.db.keys - 1)
     }
 
-    /// fio: one `read()` of `pages` pages of file 0 at `index`.
-    fn fio_read(index: u64, pages: u32, op: &mut Op) {
+    /// fio: one `read()` of `pages` pages at page `at` of the job's files taken end to end
+    /// (fio's `nrfiles` over the database's files, so a job is as large as the database and
+    /// not a file the cache holds whole); a read stops at its file's end.
+    fn fio_read(&self, at: u64, pages: u32, op: &mut Op) {
+        let (mut file, mut index) = (0u32, at);
+        while file + 1 < self.db.files() && index >= self.db.file_pages(file) {
+            index -= self.db.file_pages(file);
+            file += 1;
+        }
+        let left = self.db.file_pages(file).saturating_sub(index).max(1);
         op.accesses.push(Access {
-            file: 0,
+            file,
             index,
-            pages,
+            pages: (pages as u64).min(left) as u32,
             mode: AccessMode::Read,
             write: false,
         });
         op.cpu_ns += 1_000;
     }
 
+    /// Pages of the whole job (every file).
+    fn fio_pages(&self) -> u64 {
+        (0..self.db.files()).map(|f| self.db.file_pages(f)).sum()
+    }
+
     /// fio: the next read of a forward pattern advancing `step` pages, wrapping at the end.
     fn fio_forward(&mut self, pages: u32, step: u64, op: &mut Op) {
-        let total = self.db.file_pages(0).max(pages as u64);
+        let total = self.fio_pages().max(pages as u64);
         if self.cursor + pages as u64 > total {
             self.cursor = 0;
         }
-        Self::fio_read(self.cursor, pages, op);
+        self.fio_read(self.cursor, pages, op);
         self.cursor += step;
     }
 
@@ -424,9 +437,9 @@ impl Generator {
             WorkloadKind::FioSeq { pages } => self.fio_forward(pages, pages as u64, op),
             WorkloadKind::FioStrided { pages, stride } => self.fio_forward(pages, stride.max(pages) as u64, op),
             WorkloadKind::FioRandom { pages } => {
-                let total = self.db.file_pages(0).max(pages as u64);
-                let index = self.rng.below((total - pages as u64 + 1) as usize) as u64;
-                Self::fio_read(index, pages, op);
+                let total = self.fio_pages().max(pages as u64);
+                let at = self.rng.below((total - pages as u64 + 1) as usize) as u64;
+                self.fio_read(at, pages, op);
             }
         }
     }
