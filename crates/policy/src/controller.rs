@@ -319,6 +319,9 @@ pub enum ControllerSpec {
     /// LEAP as a page-cache prefetcher (Linux's readahead off); the controller does nothing,
     /// the prefetcher works on every access.
     LeapPrefetch,
+    /// LEAP as a prefetcher whose pages carry no readahead marker, so fault-around maps them;
+    /// it tracks its prefetched pages itself (the baseline at its best on a page cache).
+    LeapPrefetchUnmarked,
     /// [`Static`] at this many KiB.
     Static(u64),
     /// One static value per concurrent workload, KiB.
@@ -350,6 +353,7 @@ impl ControllerSpec {
             "vanilla" => ControllerSpec::Vanilla,
             "leap" => ControllerSpec::Leap,
             "leap-prefetch" => ControllerSpec::LeapPrefetch,
+            "leap-prefetch-unmarked" => ControllerSpec::LeapPrefetchUnmarked,
             "online" => ControllerSpec::Online,
             _ => {
                 if let Some(v) = text.strip_prefix("static:") {
@@ -384,7 +388,10 @@ impl ControllerSpec {
         fallback_kb: Option<u64>,
     ) -> iolearn_ml::Result<Box<dyn ReadaheadController + Send>> {
         Ok(match self {
-            ControllerSpec::Vanilla | ControllerSpec::Files(_) | ControllerSpec::LeapPrefetch => Box::new(Vanilla),
+            ControllerSpec::Vanilla
+            | ControllerSpec::Files(_)
+            | ControllerSpec::LeapPrefetch
+            | ControllerSpec::LeapPrefetchUnmarked => Box::new(Vanilla),
             ControllerSpec::Leap => Box::new(Leap {
                 per_file,
                 ..Leap::default()
@@ -409,6 +416,7 @@ impl std::fmt::Display for ControllerSpec {
             ControllerSpec::Vanilla => f.write_str("vanilla"),
             ControllerSpec::Leap => f.write_str("leap"),
             ControllerSpec::LeapPrefetch => f.write_str("leap-prefetch"),
+            ControllerSpec::LeapPrefetchUnmarked => f.write_str("leap-prefetch-unmarked"),
             ControllerSpec::Online => f.write_str("online"),
             ControllerSpec::Static(kb) => write!(f, "static:{kb}"),
             ControllerSpec::Files(kbs) => {

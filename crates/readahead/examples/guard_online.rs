@@ -39,8 +39,10 @@ fn main() {
         vec!["readrandom", "readseq", "readreverse", "mixgraph"]
     };
     println!("workload seed | oracle_kb oracle | static16+g (rev) static4096+g (rev) | online online+g | kept% t90_s");
+    let mut summary = Vec::new();
     for w in workloads {
         let kind = WorkloadKind::parse(w).expect("a workload name");
+        let mut rows: Vec<[f64; 6]> = Vec::new();
         for seed in 1..=seeds {
             let van = go(kind, ControllerSpec::Vanilla, false, seconds, seed);
             let sweep_seed = seed + 1000;
@@ -70,6 +72,11 @@ fn main() {
                 let (mv, mo, mg) = (m(&sv), m(&so), m(&sg));
                 mo <= mv * 1.1 || mg - mv >= 0.9 * (mo - mv)
             });
+            let kept = if o > v * 1.1 {
+                (ong.ops_per_s[0] - v) / (o - v)
+            } else {
+                f64::NAN
+            };
             println!(
                 "{w:14} {seed} | {best:5} {:.3} | {:.3} ({}) {:.3} ({}) | {:.3} {:.3} | {:.0}% {}",
                 o / v,
@@ -79,13 +86,56 @@ fn main() {
                 reverts(&s4k),
                 on.ops_per_s[0] / v,
                 ong.ops_per_s[0] / v,
-                if o > v * 1.1 {
-                    (ong.ops_per_s[0] - v) / (o - v) * 100.0
-                } else {
-                    f64::NAN
-                },
+                kept * 100.0,
                 t90.map_or("never".to_string(), |t| t.to_string())
             );
+            rows.push([
+                o / v,
+                s16.ops_per_s[0] / v,
+                s4k.ops_per_s[0] / v,
+                ong.ops_per_s[0] / v,
+                kept,
+                t90.map_or(f64::INFINITY, |t| t as f64),
+            ]);
         }
+        summary.push((w, rows));
+    }
+    // Medians over seeds, with the spread (min-max).
+    println!("\n| workload | oracle / vanilla | static 16 KiB, guarded | static 4 MiB, guarded | online, guarded | share of the oracle's gain | t90 (s) |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (w, rows) in summary {
+        let col = |i: usize, pct: bool| {
+            let mut v: Vec<f64> = rows.iter().map(|r| r[i]).filter(|x| !x.is_nan()).collect();
+            if v.is_empty() {
+                return "-".to_string();
+            }
+            v.sort_by(f64::total_cmp);
+            let (lo, med, hi) = (v[0], v[v.len() / 2], v[v.len() - 1]);
+            let f = |x: f64| {
+                if x.is_infinite() {
+                    "never".to_string()
+                } else if pct {
+                    format!("{:.0}%", x * 100.0)
+                } else if i == 5 {
+                    format!("{x:.0}")
+                } else {
+                    format!("{x:.3}")
+                }
+            };
+            if lo == hi {
+                f(med)
+            } else {
+                format!("{} ({}-{})", f(med), f(lo), f(hi))
+            }
+        };
+        println!(
+            "| {w} | {} | {} | {} | {} | {} | {} |",
+            col(0, false),
+            col(1, false),
+            col(2, false),
+            col(3, false),
+            col(4, true),
+            col(5, false)
+        );
     }
 }

@@ -298,8 +298,10 @@ fn run_checked(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> Lo
     let end_ns = phase_ns * phases.len() as u64;
 
     let mut sim = Sim::new(sc);
-    if cfg.controller == ControllerSpec::LeapPrefetch {
-        sim.set_leap(Some(LEAP_MAX_PAGES));
+    match cfg.controller {
+        ControllerSpec::LeapPrefetch => sim.set_leap(Some(LEAP_MAX_PAGES), true),
+        ControllerSpec::LeapPrefetchUnmarked => sim.set_leap(Some(LEAP_MAX_PAGES), false),
+        _ => {}
     }
     if let ControllerSpec::Files(kbs) = &cfg.controller {
         for f in 0..sim.n_files() {

@@ -213,6 +213,10 @@ fn leap_prefetch_wins_readreverse_and_loses_readseq() {
     }
     assert_eq!(ControllerSpec::parse("leap-prefetch"), Ok(ControllerSpec::LeapPrefetch));
     assert_eq!(ControllerSpec::LeapPrefetch.to_string(), "leap-prefetch");
+    assert_eq!(
+        ControllerSpec::parse("leap-prefetch-unmarked"),
+        Ok(ControllerSpec::LeapPrefetchUnmarked)
+    );
 }
 
 /// Ops/s of `spec` on `w` for `seconds`, with or without the guardrail.

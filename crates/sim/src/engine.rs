@@ -297,9 +297,17 @@ impl Sim {
 
     /// Every file is prefetched by LEAP (windows of at most `max_pages`) instead of Linux's
     /// readahead, as KML's LEAP baseline ran; `None` returns them all to Linux's readahead.
-    pub fn set_leap(&mut self, max_pages: Option<u64>) {
+    /// `marked`: prefetched pages carry the readahead marker (LEAP's hit count as released),
+    /// else LEAP tracks them itself ([`LeapState::unmarked`]).
+    pub fn set_leap(&mut self, max_pages: Option<u64>, marked: bool) {
         for f in &mut self.files {
-            f.leap = max_pages.map(LeapState::new);
+            f.leap = max_pages.map(|m| {
+                if marked {
+                    LeapState::new(m)
+                } else {
+                    LeapState::unmarked(m)
+                }
+            });
         }
     }
 
@@ -405,8 +413,8 @@ impl Sim {
     }
 
     /// Read `pages` of `file` that are not cached, in contiguous runs (ascending), each marked
-    /// as prefetched except the `demand` page (LEAP's `SetPageReadahead`).
-    fn read_pages(&mut self, file: u32, pages: &[u64], demand: u64, clock: u64) {
+    /// as prefetched except the `demand` page (LEAP's `SetPageReadahead`) when `mark`.
+    fn read_pages(&mut self, file: u32, pages: &[u64], demand: u64, mark: bool, clock: u64) {
         let mut want: Vec<u64> = pages
             .iter()
             .copied()
@@ -423,7 +431,7 @@ impl Sim {
                 end += 1;
                 k += 1;
             }
-            self.read_run(file, start..end, clock, |index| index != demand);
+            self.read_run(file, start..end, clock, |index| mark && index != demand);
         }
         self.write_back(clock);
     }
@@ -539,7 +547,7 @@ impl Sim {
                                 // LEAP sees the access; a prefetched page is a hit. Linux's
                                 // readahead is off for the file.
                                 l.log(index);
-                                if c.marker {
+                                if c.marker || l.take(index) {
                                     l.hit();
                                 }
                                 None
@@ -577,7 +585,13 @@ impl Sim {
                             // LEAP chooses the pages (the missing one first).
                             l.log(index);
                             let pages = l.prefetch(index, file_pages);
-                            self.read_pages(file, &pages, index, clock);
+                            let mark = l.marks_pages();
+                            if !mark {
+                                for &p in pages.iter().filter(|&&p| p != index) {
+                                    l.prefetched(p);
+                                }
+                            }
+                            self.read_pages(file, &pages, index, mark, clock);
                         } else {
                             let w = self.readahead(file, |ra, cached| {
                                 if mmap {

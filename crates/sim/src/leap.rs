@@ -14,7 +14,11 @@
 //!   aligned cluster around it. Linux's own readahead is off for the file.
 //!
 //! The prefetched pages carry the page cache's readahead marker, which a lookup the kernel sees
-//! clears: that is LEAP's hit count (`TestClearPageReadahead`).
+//! clears: that is LEAP's hit count (`TestClearPageReadahead`). Fault-around does not map a
+//! page with the marker, so a scan through a mapping faults on every prefetched page. The
+//! unmarked variant ([`LeapState::unmarked`], LEAP at its best on a page cache) keeps the
+//! prefetched pages in a set of its own instead, so fault-around maps them; a hit is then a
+//! page of the set that a fault or read reaches.
 
 /// Entries in the access history (LEAP's `init_swap_trend(32)`).
 pub const HISTORY: usize = 32;
@@ -34,6 +38,8 @@ pub struct LeapState {
     last_pages: u64,
     /// The largest window, pages.
     max_pages: u64,
+    /// Unmarked variant: the prefetched pages not used yet (`None`: the marker counts hits).
+    pending: Option<std::collections::HashSet<u64>>,
 }
 
 impl LeapState {
@@ -46,7 +52,38 @@ impl LeapState {
             hits: 0,
             last_pages: 0,
             max_pages: max_pages.max(1),
+            pending: None,
         }
+    }
+
+    /// The unmarked variant: prefetched pages carry no marker (fault-around maps them) and
+    /// LEAP remembers them itself, at most a few windows' worth.
+    pub fn unmarked(max_pages: u64) -> LeapState {
+        LeapState {
+            pending: Some(std::collections::HashSet::new()),
+            ..LeapState::new(max_pages)
+        }
+    }
+
+    /// Whether prefetched pages carry the page cache's readahead marker.
+    pub fn marks_pages(&self) -> bool {
+        self.pending.is_none()
+    }
+
+    /// Unmarked variant: `index` was prefetched; a later use of it is a hit.
+    pub fn prefetched(&mut self, index: u64) {
+        let cap = (4 * self.max_pages) as usize;
+        if let Some(p) = &mut self.pending {
+            if p.len() >= cap {
+                p.clear(); // old prefetches nobody used: forget them, bounded memory
+            }
+            p.insert(index);
+        }
+    }
+
+    /// Unmarked variant: whether `index` is a prefetched page used for the first time.
+    pub fn take(&mut self, index: u64) -> bool {
+        self.pending.as_mut().is_some_and(|p| p.remove(&index))
     }
 
     /// An access the kernel saw (`log_swap_trend`): the first one logs delta 0.

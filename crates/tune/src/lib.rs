@@ -269,7 +269,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         }
         // The probes keep per-window sums, not the access history LEAP votes on: every window
         // would look trendless and LEAP would shrink readahead whatever the workload.
-        ControllerSpec::LeapPrefetch => {
+        ControllerSpec::LeapPrefetch | ControllerSpec::LeapPrefetchUnmarked => {
             return Err(
                 "controller leap-prefetch: a page-cache prefetcher, which runs in the simulator only (so far)".into(),
             )
