@@ -9,10 +9,10 @@
 //! is within `tolerance` of vanilla's, reverted otherwise. A vanilla block older than the
 //! current interval is measured again before judging (the interval doubles after every passed
 //! check, up to `max_interval`). A single window below `abort` times vanilla reverts at once.
-//! A revert holds vanilla for a backoff of that value that doubles on each failure (a different
-//! decision is tried sooner: the controller may have seen the workload change), and logs the reason
-//! ([`GuardEvent`]) with the outcome behind it (pages read per page used, demand misses per
-//! page used).
+//! A revert holds vanilla for a backoff of that value that doubles on each failure (four times
+//! after a collapse; a different decision is tried sooner: the controller may have seen the
+//! workload change), and logs the reason ([`GuardEvent`]) with the outcome behind it (pages
+//! read per page used, demand misses per page used).
 //!
 //! Exploration is bounded: the controller's requests below `min_kb` are raised to it (see
 //! [`GuardConfig::min_kb`]), a bad setting lasts at most `settle + 1` windows after a fresh
@@ -497,8 +497,11 @@ impl Guarded {
     }
 
     fn revert(&mut self, cfg: &GuardConfig, knobs: &mut dyn ReadaheadKnobs) {
+        // A collapse (judged on fewer windows than a block) is strong evidence: its backoff
+        // grows four times, a plain loss's twice.
+        let growth = if self.tuned.len() < cfg.block as usize { 4 } else { 2 };
         let b = self.backoffs.entry(self.wants.device).or_insert((0, cfg.first_backoff));
-        *b = (self.window + b.1, (b.1 * 2).min(cfg.max_backoff));
+        *b = (self.window + b.1, (b.1 * growth).min(cfg.max_backoff));
         self.phase = Phase::Backoff;
         self.judged = None;
         self.interval = cfg.first_interval;
