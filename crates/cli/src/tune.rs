@@ -58,6 +58,10 @@ pub struct ReadaheadArgs {
     /// read_ahead_kb used when the model's input is outside its training range (0 to 1048576).
     #[arg(long, allow_negative_numbers = true, default_value_t = 128, value_parser = clap::value_parser!(u64).range(0..=MAX_READ_AHEAD_KB as u64))]
     fallback_kb: u64,
+    /// Out of the model's training range, learn the device's value online instead of setting
+    /// --fallback-kb (needs --pid or --cgroup; per device).
+    #[arg(long)]
+    fallback_online: bool,
     /// Turn the guardrail off. With it (the default, when --pid or --cgroup names processes to
     /// measure) a decision stays only while the processes progress at least as well as on the
     /// kernel's own value, measured side by side; a worse one is reverted and logged.
@@ -137,6 +141,7 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
     cfg.hold = a.hold;
     cfg.min_gap = a.min_gap;
     cfg.fallback_kb = a.fallback_kb;
+    cfg.fallback_online = a.fallback_online;
     if a.no_guard {
         cfg.guard = None;
     }

@@ -590,6 +590,21 @@ fn the_online_learner_runs_on_the_kernel_and_restores() {
         assert!(!o.status.success(), "{extra:?}");
         assert!(String::from_utf8_lossy(&o.stderr).contains(why), "{extra:?}");
     }
+    let model = b.model.to_str().unwrap();
+    for (extra, why) in [
+        (&["--model", model][..], "--pid or --cgroup"),
+        (&["--model", model, "--pid", "1", "--per-file"][..], "drop --per-file"),
+        (&["--controller", "static:64", "--pid", "1"][..], "applies to a model"),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+            .args(["tune", "readahead", "--device", &b.fs.device, "--fallback-online"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(why), "{extra:?}: {err}");
+    }
+    assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original);
     let reader = sequential_reader(&b.data);
     let pid = reader.0.id().to_string();
     let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))

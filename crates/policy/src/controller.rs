@@ -99,6 +99,18 @@ pub struct KmlController {
     pub decisions: Vec<(u64, usize)>,
     /// Decisions that fell back to `fallback_kb`.
     pub fallbacks: u64,
+    /// Per device: out of the training range, this learner decides instead of `fallback_kb`
+    /// (and it watches the model's windows, to start from what they did).
+    pub learner: Option<crate::online::Online>,
+}
+
+/// What a model does with a window outside its training range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fallback {
+    /// Set this readahead, KiB.
+    Kb(u64),
+    /// Let the online learner decide ([`crate::online`]); per device only.
+    Online,
 }
 
 /// Share of a feature's training span tolerated beyond either end before falling back.
@@ -140,6 +152,7 @@ impl KmlController {
             fallback_kb: 128,
             decisions: Vec::new(),
             fallbacks: 0,
+            learner: None,
         })
     }
 
@@ -228,6 +241,17 @@ impl ReadaheadController for KmlController {
                 knobs.set_new_file_read_ahead_kb(pid, kb);
             }
         } else if let Some(f) = window.device {
+            let in_range = self.in_training_range(&f);
+            if let (Some(learner), false) = (self.learner.as_mut(), in_range) {
+                // A workload the model never saw: learn its value rather than do nothing.
+                self.fallbacks += 1;
+                self.decisions.push((window.start_ns, usize::MAX));
+                learner.decide(window, knobs);
+                return;
+            }
+            if let Some(learner) = self.learner.as_mut() {
+                learner.watch(window, knobs);
+            }
             let (class, kb) = self.decide_one(&f);
             self.decisions.push((window.start_ns, class));
             if kb != knobs.device_read_ahead_kb() {
@@ -378,14 +402,15 @@ impl ControllerSpec {
         }
     }
 
-    /// Build the controller (`per_file` applies to LEAP and models; `fallback_kb`, when given,
-    /// is a model's value for inputs outside its training range). `Files` builds [`Vanilla`]:
+    /// Build the controller (`per_file` applies to LEAP and models; `fallback`, when given, is
+    /// what a model does with inputs outside its training range; `Fallback::Online` is per
+    /// device only). `Files` builds [`Vanilla`]:
     /// its values are set on the files before the run, not decided. A model that cannot be
     /// read or used is an error naming its file.
     pub fn build(
         &self,
         per_file: bool,
-        fallback_kb: Option<u64>,
+        fallback: Option<Fallback>,
     ) -> iolearn_ml::Result<Box<dyn ReadaheadController + Send>> {
         Ok(match self {
             ControllerSpec::Vanilla
@@ -401,8 +426,12 @@ impl ControllerSpec {
             ControllerSpec::Model(path) => {
                 let file = ModelFile::load(path)?;
                 let mut c = KmlController::new(file, per_file).map_err(|e| e.in_file(path))?;
-                if let Some(kb) = fallback_kb {
-                    c.fallback_kb = kb;
+                match fallback {
+                    Some(Fallback::Kb(kb)) => c.fallback_kb = kb,
+                    Some(Fallback::Online) if !per_file => {
+                        c.learner = Some(crate::online::Online::new(crate::online::OnlineConfig::default()))
+                    }
+                    _ => {}
                 }
                 Box::new(c)
             }

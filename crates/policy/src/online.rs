@@ -260,6 +260,22 @@ impl Online {
     }
 }
 
+impl Online {
+    /// Learn from a window another controller decided (the learner's value was not asked for):
+    /// its outcome is credited to the value in force, nothing is set.
+    pub fn watch(&mut self, window: &WindowFeatures, knobs: &dyn ReadaheadKnobs) {
+        let in_force = window
+            .outcome
+            .read_ahead_kb
+            .unwrap_or_else(|| knobs.device_read_ahead_kb());
+        if self.home.is_none() {
+            self.home = Some(self.nearest(in_force));
+        }
+        self.observe(&window.outcome, in_force);
+        self.window += 1;
+    }
+}
+
 impl ReadaheadController for Online {
     fn name(&self) -> String {
         "online".into()

@@ -715,9 +715,10 @@ type ClosedLoop<'py> = (Vec<f64>, Vec<(f64, u64)>, Bound<'py, PyArray2<f64>>);
 /// features as an (n, 6) array `[window, f0..f4]`, or with `file_features` every file's,
 /// (n, 7) `[window, workload index, f0..f4]`). With `guard` the controller runs behind the
 /// guardrail; with `app_signal` it sees the workloads' ops per window (else only what the
-/// kernel tuner sees).
+/// kernel tuner sees); with `fallback_online` a model out of its training range lets the
+/// online learner decide.
 #[pyfunction]
-#[pyo3(signature = (workloads, controller="vanilla", device="nvme", read_ahead_kb=128, seconds=10.0, per_file=false, db_mb=2355, cache_mb=850, window_s=1.0, seed=1, back_to_back=false, file_features=false, guard=false, app_signal=false))]
+#[pyo3(signature = (workloads, controller="vanilla", device="nvme", read_ahead_kb=128, seconds=10.0, per_file=false, db_mb=2355, cache_mb=850, window_s=1.0, seed=1, back_to_back=false, file_features=false, guard=false, app_signal=false, fallback_online=false))]
 #[allow(clippy::too_many_arguments)] // mirrors the Python keyword arguments one to one
 fn sim_closed_loop<'py>(
     py: Python<'py>,
@@ -735,6 +736,7 @@ fn sim_closed_loop<'py>(
     file_features: bool,
     guard: bool,
     app_signal: bool,
+    fallback_online: bool,
 ) -> PyResult<ClosedLoop<'py>> {
     use iolearn_readahead::{ControllerSpec, LoopConfig, RunError};
     let device = iolearn_sim::device::DevicePreset::by_name(device)
@@ -760,6 +762,7 @@ fn sim_closed_loop<'py>(
         file_features,
         guard: guard.then(iolearn_readahead::GuardConfig::default),
         app_signal,
+        fallback_online,
         ..LoopConfig::new(workloads, controller)
     };
     let r = py.detach(move || iolearn_readahead::run(&cfg)).map_err(|e| match e {

@@ -105,6 +105,9 @@ pub struct LoopConfig {
     pub file_features: bool,
     /// Run the controller behind the guardrail ([`iolearn_policy::guard`]).
     pub guard: Option<GuardConfig>,
+    /// A model out of its training range lets the online learner decide (per device) instead
+    /// of holding the default.
+    pub fallback_online: bool,
     /// Let the controller see the application's operations per window. Off by default: the
     /// controller then judges by what the kernel tuner can see too (time not spent waiting for
     /// the device, pages read and used).
@@ -129,6 +132,7 @@ impl LoopConfig {
             back_to_back: false,
             file_features: false,
             guard: None,
+            fallback_online: false,
             app_signal: false,
         }
     }
@@ -141,6 +145,9 @@ impl LoopConfig {
         check_run(self.seconds, self.read_ahead_kb, self.db_mb, self.cache_mb)?;
         if let Some(g) = &self.guard {
             g.check()?;
+        }
+        if self.fallback_online && (self.per_file || !matches!(self.controller, ControllerSpec::Model(_))) {
+            return Err("fallback_online: applies to a model deciding per device".into());
         }
         if !(1e-3..=3600.0).contains(&self.window_s) {
             return Err(format!("window_s must be 0.001 to 3600, got {:?}", self.window_s));
@@ -215,7 +222,13 @@ pub struct LoopResult {
 /// controller that cannot be built (a model file that cannot be read names the file).
 pub fn run(cfg: &LoopConfig) -> Result<LoopResult, RunError> {
     cfg.check().map_err(RunError::Config)?;
-    let ctl = cfg.controller.build(cfg.per_file, None).map_err(RunError::Controller)?;
+    let fallback = cfg
+        .fallback_online
+        .then_some(iolearn_policy::controller::Fallback::Online);
+    let ctl = cfg
+        .controller
+        .build(cfg.per_file, fallback)
+        .map_err(RunError::Controller)?;
     Ok(run_checked(cfg, ctl))
 }
 

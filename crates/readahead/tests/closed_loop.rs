@@ -293,3 +293,61 @@ fn the_online_learner_follows_a_phase_change() {
     assert!(share(30.0, 60.0, &|kb| kb <= 32) >= 0.75, "{:?}", r.device_kb);
     assert!(share(90.0, 120.0, &|kb| kb >= 1024) >= 0.75, "{:?}", r.device_kb);
 }
+
+/// A per-device tree whose recorded training range no window of these runs falls in (every
+/// decision falls back): what a model trained on other workloads sees on a new one.
+fn model_of_other_workloads(dir: &std::path::Path) -> std::path::PathBuf {
+    use iolearn_ml::{ClassAction, DecisionTree, ModelFile, ModelKind, TreeConfig};
+    let x = [1.0, 1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0];
+    let tree = DecisionTree::fit(&x, &[0.0, 1.0], 5, &TreeConfig::default()).unwrap();
+    let mut m = ModelFile::new(ModelKind::Tree(tree), iolearn_ml::kml::READAHEAD_SCHEMA);
+    m.features = (0..5).map(|i| format!("f{i}")).collect();
+    m.classes = vec![
+        ClassAction {
+            label: "a".into(),
+            action: 128,
+        },
+        ClassAction {
+            label: "b".into(),
+            action: 128,
+        },
+    ];
+    m.action_unit = "read_ahead_kb".into();
+    m.meta = vec![
+        ("feature_min".into(), "1,1,1,1,1".into()),
+        ("feature_max".into(), "2,2,2,2,2".into()),
+    ];
+    let p = dir.join("other.iolm");
+    m.save(&p).unwrap();
+    p
+}
+
+#[test]
+fn a_model_out_of_its_range_hands_over_to_the_online_learner() {
+    // The fio jobs: the per-device model fell back to vanilla on nearly every window
+    // and did nothing. With the learner as its fallback it gains what the learner gains.
+    let dir = std::env::temp_dir().join(format!("iolearn-fallback-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = model_of_other_workloads(&dir);
+    let ops = |spec: ControllerSpec, online: bool| {
+        let mut c = LoopConfig::new(vec![ReadRandom], spec);
+        c.seconds = 90.0;
+        c.seed = 5;
+        c.app_signal = true;
+        c.guard = Some(iolearn_readahead::GuardConfig::default());
+        c.fallback_online = online;
+        run(&c).unwrap().ops_per_s[0]
+    };
+    let van = ops(ControllerSpec::Vanilla, false);
+    let stuck = ops(ControllerSpec::Model(model.clone()), false);
+    let learning = ops(ControllerSpec::Model(model.clone()), true);
+    assert!(
+        (stuck / van - 1.0).abs() < 0.02,
+        "falls back to vanilla: {stuck} vs {van}"
+    );
+    assert!(learning > 1.15 * van, "the learner takes over: {learning} vs {van}");
+    let mut bad = LoopConfig::new(vec![ReadRandom], ControllerSpec::Static(64));
+    bad.fallback_online = true;
+    assert!(run(&bad).unwrap_err().to_string().contains("fallback_online"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -16,7 +16,7 @@ pub mod report;
 pub mod testbed;
 
 pub use iolearn_policy::controller::ControllerSpec;
-use iolearn_policy::controller::{ReadaheadController, ReadaheadKnobs};
+use iolearn_policy::controller::{Fallback, ReadaheadController, ReadaheadKnobs};
 pub use iolearn_policy::guard::GuardConfig;
 use iolearn_policy::guard::{GuardEventKind, Guarded};
 use iolearn_policy::readahead::{WindowFeatures, WindowStats};
@@ -55,6 +55,9 @@ pub struct TuneConfig {
     pub min_gap: u64,
     /// Readahead when the model's input is outside its training range.
     pub fallback_kb: u64,
+    /// Out of the model's training range, let the online learner decide instead of setting
+    /// `fallback_kb` (per device, with processes to watch).
+    pub fallback_online: bool,
     /// The guardrail ([`iolearn_policy::guard`]): the controller's decisions are kept only
     /// while the watched processes progress at least as well as on vanilla. `None`: off. It
     /// needs processes to watch (`pids` or `cgroup`); without them it is off, and says so.
@@ -86,6 +89,7 @@ impl TuneConfig {
             hold: 2,
             min_gap: 3,
             fallback_kb: 128,
+            fallback_online: false,
             guard: Some(GuardConfig::default()),
             dry_run: false,
             allow_system_disk: false,
@@ -295,9 +299,30 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     if let Some(g) = &cfg.guard {
         g.check()?;
     }
+    if cfg.fallback_online {
+        if !matches!(cfg.controller, ControllerSpec::Model(_)) {
+            return Err(format!(
+                "--fallback-online: applies to a model, not to {}",
+                cfg.controller
+            ));
+        }
+        if cfg.per_file {
+            return Err("--fallback-online: the learner sets the device's value; drop --per-file".into());
+        }
+        if cfg.pids.is_empty() && cfg.cgroup.is_none() {
+            return Err("--fallback-online: the learner needs the processes' progress: --pid or --cgroup".into());
+        }
+    }
     let inner = cfg
         .controller
-        .build(cfg.per_file, Some(cfg.fallback_kb))
+        .build(
+            cfg.per_file,
+            Some(if cfg.fallback_online {
+                Fallback::Online
+            } else {
+                Fallback::Kb(cfg.fallback_kb)
+            }),
+        )
         .map_err(|e| e.to_string())?;
     let labels = inner.labels();
     if cfg.per_file && cfg.pids.is_empty() && cfg.cgroup.is_none() {
