@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _native, traces
+from . import _native, _plot, traces
 from ._cli import Parser
 from ._cli import run as run_cli
 from ._validate import float_arg, int_arg, seed_arg
@@ -566,11 +566,9 @@ def write_latencies(all_lats: dict[str, dict[str, np.ndarray]], path: Path) -> N
 
 
 def plot_cdfs(name: str, lats: dict[str, np.ndarray], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _plot.pyplot()
+    if plt is None:
+        raise ImportError("plots need matplotlib (pip install matplotlib), or pass --no-plots")
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
     highlight = {
         "Base": "black",
@@ -596,11 +594,7 @@ def plot_cdfs(name: str, lats: dict[str, np.ndarray], path: Path) -> None:
     b.set_title("p80-p100")
     b.legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    try:
-        with atomic_open(path) as f:
-            fig.savefig(f, format="png", dpi=110)
-    finally:
-        plt.close(fig)
+    _plot.save(fig, path, dpi=110)
 
 
 TABLE_COLUMNS = (

@@ -34,11 +34,12 @@ import sys
 import time
 from pathlib import Path
 
+from . import _plot
 from . import readahead as ra
 from ._cli import Parser
 from ._cli import run as run_cli
 from ._validate import int_arg
-from .safeio import OutputError, atomic_open, output_dir, private_dir, read_text, write_text
+from .safeio import OutputError, output_dir, private_dir, read_text, write_text
 
 WORKLOADS = ("readrandom", "readrandomwriterandom", "readseq", "readreverse", "updaterandom", "mixgraph")
 SEQUENTIAL = ("readseq", "readreverse")
@@ -535,14 +536,11 @@ def plot(rep: dict, path: Path):
     """Throughput relative to vanilla per workload and configuration (PNG)."""
     if "table" not in rep:
         return
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        import numpy as np
-    except ImportError:
+    plt = _plot.pyplot()
+    if plt is None:
         return
+    import numpy as np
+
     keys = [
         ("device_default", "loop default 2560 KiB"),
         ("nn", "tuner per device"),
@@ -561,11 +559,7 @@ def plot(rep: dict, path: Path):
     ax.set_title(f"db_bench on a loop device, 1 GiB cgroup ({rep['date']})")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    try:
-        with atomic_open(path) as f:
-            fig.savefig(f, format="png", dpi=100)
-    finally:
-        plt.close(fig)
+    _plot.save(fig, path)
 
 
 def overheads(s: Settings, tb: Testbed, db: Path, out: Path) -> dict:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _native
+from . import _native, _plot
 from ._cli import Parser
 from ._cli import run as run_cli
 from ._validate import float_arg, seed_arg
@@ -511,12 +511,8 @@ def online_phases(out: Path, phases=PHASES, device="nvme", seconds=120.0, seed=1
 
 def plot_online(trace, rows: list[dict], seconds: float, path: Path) -> None:
     """The learner's readahead over time, each phase's oracle value dashed."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = _plot.pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(9, 3.5))
     ax.step([t for t, _ in trace], [kb for _, kb in trace], where="post", label="online learner (guarded)")
@@ -530,11 +526,7 @@ def plot_online(trace, rows: list[dict], seconds: float, path: Path) -> None:
     ax.set_ylabel("read_ahead_kb")
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    try:
-        with atomic_open(path) as f:
-            fig.savefig(f, format="png", dpi=100)
-    finally:
-        plt.close(fig)
+    _plot.save(fig, path)
 
 
 def report(out: Path, seconds: float, seed: int) -> bool:
@@ -626,12 +618,8 @@ def check_goals(rows: list[dict], mixed: list[dict]) -> bool:
 
 def plot_evaluation(rows: list[dict], path: Path) -> None:
     """Bar chart: throughput relative to vanilla per workload, device and controller."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = _plot.pyplot()
+    if plt is None:
         return
     devices = sorted({r["device"] for r in rows})
     keys = [
@@ -658,11 +646,7 @@ def plot_evaluation(rows: list[dict], path: Path) -> None:
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(keys), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
-    try:
-        with atomic_open(path) as f:
-            fig.savefig(f, format="png", dpi=100)
-    finally:
-        plt.close(fig)
+    _plot.save(fig, path)
 
 
 # The largest sweep or feature file `_read` takes (a full sweep is a few MiB).

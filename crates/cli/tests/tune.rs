@@ -525,6 +525,46 @@ fn sequential_reader(file: &Path) -> Proc {
     Proc(Command::new("python3").args(["-c", script]).arg(file).spawn().unwrap())
 }
 
+/// Run the tuner on `b` to its end (`--duration SECONDS`, JSON logs, hold 1, no gap) with
+/// `extra`; returns its stdout and its log lines as JSON.
+fn tune_for(b: &Bed, seconds: &str, interval: &str, extra: &[&str]) -> (String, Vec<serde_json::Value>) {
+    let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+        .args(["tune", "readahead", "--device", &b.fs.device, "--interval", interval])
+        .args([
+            "--hold",
+            "1",
+            "--min-gap",
+            "0",
+            "--log-format",
+            "json",
+            "--duration",
+            seconds,
+        ])
+        .args(extra)
+        .arg("--state-dir")
+        .arg(&b.state)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let logs = err
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .collect();
+    (String::from_utf8_lossy(&o.stdout).into_owned(), logs)
+}
+
+/// `iolearn tune readahead --device DEV ARGS...` must fail with `why` in its error.
+fn refused(b: &Bed, args: &[&str], why: &str) {
+    let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+        .args(["tune", "readahead", "--device", &b.fs.device])
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains(why), "{args:?}: {err}");
+}
+
 #[test]
 fn the_guardrail_reverts_a_value_that_slows_the_watched_process() {
     if skip("the_guardrail_reverts_a_value_that_slows_the_watched_process") {
@@ -534,35 +574,12 @@ fn the_guardrail_reverts_a_value_that_slows_the_watched_process() {
     let reader = sequential_reader(&b.data);
     let pid = reader.0.id().to_string();
     // 16 KiB of readahead for a sequential reader: a wait every four pages instead of none.
-    let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
-        .args(["tune", "readahead", "--device", &b.fs.device, "--interval", "0.5"])
-        .args([
-            "--hold",
-            "1",
-            "--min-gap",
-            "0",
-            "--log-format",
-            "json",
-            "--duration",
-            "15",
-        ])
-        .args(["--pid", &pid, "--controller", "static:16"])
-        .arg("--state-dir")
-        .arg(&b.state)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{err}");
-    let verdicts: Vec<serde_json::Value> = err
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["event"] == "guard")
-        .collect();
+    let (out, logs) = tune_for(&b, "15", "0.5", &["--pid", &pid, "--controller", "static:16"]);
+    let verdicts: Vec<&serde_json::Value> = logs.iter().filter(|v| v["event"] == "guard").collect();
     let reverted = verdicts
         .iter()
         .find(|v| v["verdict"] == "reverted")
-        .unwrap_or_else(|| panic!("no revert in {verdicts:?}\n{err}"));
+        .unwrap_or_else(|| panic!("no revert in {verdicts:?}"));
     let reason = reverted["reason"].as_str().unwrap();
     assert!(
         reason.contains("vanilla") && reason.contains("demand misses per page used"),
@@ -578,63 +595,36 @@ fn the_online_learner_runs_on_the_kernel_and_restores() {
         return;
     }
     let b = bed("online");
-    for (extra, why) in [
-        (&[][..], "--pid or --cgroup"),
-        (&["--pid", "1", "--per-file"][..], "drop --per-file"),
-    ] {
-        let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
-            .args(["tune", "readahead", "--device", &b.fs.device, "--controller", "online"])
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(!o.status.success(), "{extra:?}");
-        assert!(String::from_utf8_lossy(&o.stderr).contains(why), "{extra:?}");
-    }
+    refused(&b, &["--controller", "online"], "--pid or --cgroup");
+    refused(
+        &b,
+        &["--controller", "online", "--pid", "1", "--per-file"],
+        "drop --per-file",
+    );
     let model = b.model.to_str().unwrap();
-    for (extra, why) in [
-        (&["--model", model][..], "--pid or --cgroup"),
-        (&["--model", model, "--pid", "1", "--per-file"][..], "drop --per-file"),
-        (&["--controller", "static:64", "--pid", "1"][..], "applies to a model"),
-    ] {
-        let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
-            .args(["tune", "readahead", "--device", &b.fs.device, "--fallback-online"])
-            .args(extra)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success() && err.contains(why), "{extra:?}: {err}");
-    }
+    refused(&b, &["--fallback-online", "--model", model], "--pid or --cgroup");
+    refused(
+        &b,
+        &["--fallback-online", "--model", model, "--pid", "1", "--per-file"],
+        "drop --per-file",
+    );
+    refused(
+        &b,
+        &["--fallback-online", "--controller", "static:64", "--pid", "1"],
+        "applies to a model",
+    );
     assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original);
     let reader = sequential_reader(&b.data);
     let pid = reader.0.id().to_string();
-    let o = Command::new(env!("CARGO_BIN_EXE_iolearn"))
-        .args(["tune", "readahead", "--device", &b.fs.device, "--interval", "0.3"])
-        .args([
-            "--hold",
-            "1",
-            "--min-gap",
-            "0",
-            "--log-format",
-            "json",
-            "--duration",
-            "10",
-        ])
-        .args(["--pid", &pid, "--controller", "online"])
-        .arg("--state-dir")
-        .arg(&b.state)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
+    let (_, logs) = tune_for(&b, "10", "0.3", &["--pid", &pid, "--controller", "online"]);
     // It explores: the neighbours of the kernel's value are tried (the guardrail measures
     // vanilla first, then lets it act).
-    let changes: Vec<u64> = err
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    let changes: Vec<u64> = logs
+        .iter()
         .filter(|v| v["event"] == "change")
         .filter_map(|v| v["read_ahead_kb"].as_u64())
         .collect();
-    assert!(changes.contains(&256), "{changes:?}\n{err}");
+    assert!(changes.contains(&256), "{changes:?}");
     assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original, "restored");
 }
 

@@ -264,15 +264,21 @@ impl Online {
     /// Learn from a window another controller decided (the learner's value was not asked for):
     /// its outcome is credited to the value in force, nothing is set.
     pub fn watch(&mut self, window: &WindowFeatures, knobs: &dyn ReadaheadKnobs) {
-        let in_force = window
+        let in_force = self.in_force(window, knobs);
+        self.observe(&window.outcome, in_force);
+        self.window += 1;
+    }
+
+    /// The device's value during the window that ended (the first one also places home).
+    fn in_force(&mut self, window: &WindowFeatures, knobs: &dyn ReadaheadKnobs) -> u64 {
+        let kb = window
             .outcome
             .read_ahead_kb
             .unwrap_or_else(|| knobs.device_read_ahead_kb());
         if self.home.is_none() {
-            self.home = Some(self.nearest(in_force));
+            self.home = Some(self.nearest(kb));
         }
-        self.observe(&window.outcome, in_force);
-        self.window += 1;
+        kb
     }
 }
 
@@ -282,13 +288,7 @@ impl ReadaheadController for Online {
     }
 
     fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
-        let in_force = window
-            .outcome
-            .read_ahead_kb
-            .unwrap_or_else(|| knobs.device_read_ahead_kb());
-        if self.home.is_none() {
-            self.home = Some(self.nearest(in_force));
-        }
+        let in_force = self.in_force(window, knobs);
         let before = self.target_kb();
         self.observe(&window.outcome, in_force);
         let Some(kb) = self.target_kb() else { return };
