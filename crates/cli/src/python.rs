@@ -6,7 +6,8 @@ use std::process::Command;
 
 /// The interpreter with the `iolearn` package: `$IOLEARN_PYTHON`, else the repository's
 /// `.venv` (made by `make setup`) beside the `target/` directory this executable was built in
-/// (`REPO/target/{release,debug}/iolearn`), when [`trusted`]; else `python3` on the PATH.
+/// (`REPO/target/{release,debug}/iolearn`), when it and the code it loads are [`trusted`]
+/// ([`trusted_code`]); else `python3` on the PATH.
 fn interpreter() -> PathBuf {
     if let Some(p) = std::env::var_os("IOLEARN_PYTHON") {
         return p.into();
@@ -19,7 +20,7 @@ fn interpreter() -> PathBuf {
             .map(Path::to_path_buf)
     }) {
         let candidate = repo.join(".venv/bin/python");
-        if candidate.exists() && trusted(&candidate) {
+        if candidate.exists() && trusted(&candidate) && trusted_code(&repo) {
             return candidate;
         }
     }
@@ -45,6 +46,45 @@ fn trusted(path: &Path) -> bool {
     };
     let chain_ok = |p: &Path| p.ancestors().all(safe);
     chain_ok(path) && std::fs::canonicalize(path).is_ok_and(|real| chain_ok(&real))
+}
+
+/// Whether the code that interpreter would load is as safe as the interpreter: every file and
+/// directory under the venv's `site-packages` (a `.pth` file there runs at start-up) and under
+/// the repository's `python/iolearn` (the package, installed editable) is owned by root or us
+/// and writable by nobody else. A few thousand `lstat`s, once per command.
+fn trusted_code(repo: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    fn walk(p: &Path, me: u32, budget: &mut u32) -> bool {
+        let Ok(m) = std::fs::symlink_metadata(p) else {
+            return false;
+        };
+        if *budget == 0 {
+            return false; // a tree too large to check is not trusted
+        }
+        *budget -= 1;
+        let ok = (m.uid() == 0 || m.uid() == me) && (m.mode() & 0o022 == 0 || m.file_type().is_symlink());
+        if !ok {
+            return false;
+        }
+        if !m.is_dir() {
+            return true;
+        }
+        match std::fs::read_dir(p) {
+            Ok(entries) => entries.flatten().all(|e| walk(&e.path(), me, budget)),
+            Err(_) => false,
+        }
+    }
+    let mut budget = 200_000;
+    let mut roots = vec![repo.join("python/iolearn")];
+    if let Ok(libs) = std::fs::read_dir(repo.join(".venv/lib")) {
+        roots.extend(libs.flatten().map(|e| e.path().join("site-packages")));
+    }
+    roots
+        .iter()
+        .filter(|r| std::fs::symlink_metadata(r).is_ok())
+        .all(|r| trusted(r) && walk(r, me, &mut budget))
 }
 
 /// Run `python -m module args...`; returns its exit code.

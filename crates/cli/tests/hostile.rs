@@ -660,6 +660,26 @@ fn a_planted_interpreter_is_not_run() {
     // Owned by us, writable only by us: the repository's interpreter is the one that runs.
     std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
     assert!(run(), "the trusted interpreter did not run");
+    // The code it would load counts too: a `.pth` file in site-packages runs at start-up, and
+    // the package is the repository's python/iolearn.
+    let site = repo.join(".venv/lib/python3.11/site-packages");
+    let package = repo.join("python/iolearn");
+    for dir in [&site, &package] {
+        std::fs::create_dir_all(dir).unwrap();
+        let f = dir.join("x.pth");
+        std::fs::write(&f, "").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(
+            !run(),
+            "{}: a world-writable file, and the interpreter ran",
+            f.display()
+        );
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o775)).unwrap();
+        assert!(!run(), "{}: group-writable, and the interpreter ran", dir.display());
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(run(), "{}: safe again, and the interpreter did not run", dir.display());
+    }
     std::fs::remove_dir_all(&root).unwrap();
 }
 
