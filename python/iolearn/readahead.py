@@ -524,7 +524,7 @@ def plot_online(trace, rows: list[dict], seconds: float, path: Path) -> None:
     ax.set_yscale("log", base=2)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("read_ahead_kb")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     _plot.save(fig, path)
 
