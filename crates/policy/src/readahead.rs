@@ -205,6 +205,9 @@ pub struct WindowFeatures {
     pub file_trends: BTreeMap<u64, Option<i64>>,
     /// The process that last touched each file in the window (0: unknown).
     pub file_owners: BTreeMap<u64, u32>,
+    /// Each (process, file) stream's features: one process's open file descriptions of the
+    /// file (Linux keeps readahead state per description), with the file's readahead.
+    pub descriptions: BTreeMap<(u32, u64), [f64; 5]>,
     /// What the workload got in the window (filled in by the caller, who can see it).
     pub outcome: Outcome,
 }
@@ -217,6 +220,7 @@ pub struct KmlFeatures {
     device: WindowStats,
     files: BTreeMap<u64, WindowStats>,
     owners: BTreeMap<u64, u32>,
+    descriptions: BTreeMap<(u32, u64), WindowStats>,
 }
 
 impl KmlFeatures {
@@ -228,6 +232,7 @@ impl KmlFeatures {
             device: WindowStats::default(),
             files: BTreeMap::new(),
             owners: BTreeMap::new(),
+            descriptions: BTreeMap::new(),
         }
     }
 
@@ -246,6 +251,7 @@ impl KmlFeatures {
         self.files.entry(ev.inode).or_default().push(ev.index);
         if ev.pid != 0 {
             self.owners.insert(ev.inode, ev.pid);
+            self.descriptions.entry((ev.pid, ev.inode)).or_default().push(ev.index);
         }
         true
     }
@@ -264,8 +270,14 @@ impl KmlFeatures {
             device_trend: self.device.trend(),
             file_trends: self.files.iter().map(|(&ino, w)| (ino, w.trend())).collect(),
             file_owners: std::mem::take(&mut self.owners),
+            descriptions: self
+                .descriptions
+                .iter()
+                .map(|(&(pid, ino), w)| ((pid, ino), w.features(file_ra_sectors(ino))))
+                .collect(),
             outcome: Outcome::default(),
         };
+        self.descriptions.clear();
         self.device = WindowStats::default();
         self.files.clear();
         self.start_ns += self.window_ns;

@@ -69,7 +69,7 @@ fn window(files: &[(u64, u32, f64, f64)]) -> WindowFeatures {
         device_trend: None,
         file_trends: files.iter().map(|&(ino, ..)| (ino, None)).collect(),
         file_owners: files.iter().map(|&(ino, pid, ..)| (ino, pid)).collect(),
-        outcome: Default::default(),
+        ..Default::default()
     }
 }
 

@@ -136,3 +136,38 @@ fn features_from_sums_equal_features_from_events() {
     }
     assert_eq!(WindowStats::from_sums(0, 0, 0, 0, 0, 0).features(8)[0], 0.0);
 }
+
+#[test]
+fn a_file_read_by_two_processes_has_a_stream_per_process() {
+    // A scanner (pid 1) and a random reader (pid 2) on one file: per file the two interleave
+    // into something neither is; per (process, file) each keeps its own pattern.
+    let mut k = KmlFeatures::new(1_000_000_000, 0);
+    let mut t = 0;
+    for i in 0..200u64 {
+        for (pid, index) in [(1, i), (2, (i * 7919) % 100_000)] {
+            t += 1;
+            k.observe(PageObservation {
+                time_ns: t,
+                inode: 5,
+                index,
+                pid,
+            });
+        }
+    }
+    let w = k.close(256, |_| 256);
+    let scan = w.descriptions[&(1, 5)];
+    let random = w.descriptions[&(2, 5)];
+    let both = w.files[&5];
+    assert_eq!((scan[0], random[0], both[0]), (200.0, 200.0, 400.0));
+    assert_eq!(scan[3], 1.0, "the scanner's mean |delta| is one page");
+    assert!(random[3] > 1000.0 && both[3] > 1000.0, "{random:?} {both:?}");
+    // Observations without a process (pid 0) count for the file only.
+    k.observe(PageObservation {
+        time_ns: 2_000_000_000,
+        inode: 6,
+        index: 1,
+        pid: 0,
+    });
+    let w = k.close(256, |_| 256);
+    assert!(w.files.contains_key(&6) && w.descriptions.is_empty());
+}

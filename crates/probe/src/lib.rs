@@ -220,8 +220,12 @@ const N_COUNTERS: usize = 16;
 pub struct Window {
     /// The device's stream.
     pub device: PageSums,
-    /// Each file's stream.
+    /// Each file's stream: its processes' streams merged, the process that read it most as
+    /// `sums.tgid`.
     pub files: Vec<FileSums>,
+    /// Each (file, process) stream, the process in `sums.tgid`: what one process's open file
+    /// descriptions of the file did (Linux keeps readahead state per description).
+    pub descriptions: Vec<FileSums>,
     /// Counters since the start.
     pub counters: Counters,
     /// Block latency histogram since the start ([`LATENCY_BUCKETS`] log2 buckets of us).

@@ -141,7 +141,8 @@ impl Probe {
                     s.merge(&decode_sums(c));
                 }
                 if s.n > 0 {
-                    w.files.push(FileSums {
+                    s.tgid = u32::from_ne_bytes(k[12..16].try_into().unwrap());
+                    w.descriptions.push(FileSums {
                         ino: u64::from_ne_bytes(k[0..8].try_into().unwrap()),
                         dev: u32::from_ne_bytes(k[8..12].try_into().unwrap()),
                         sums: s,
@@ -150,7 +151,8 @@ impl Probe {
             }
             let _ = files.delete(k); // gone already is fine
         }
-        w.files.sort_by_key(|f| (f.dev, f.ino));
+        w.descriptions.sort_by_key(|f| (f.dev, f.ino, f.sums.tgid));
+        w.files = merge_processes(&w.descriptions);
         w.counters = self.counters()?;
         w.latency_histogram = self.latency_histogram()?;
         Ok(w)
@@ -290,6 +292,28 @@ fn sum_percpu_u64(map: &libbpf_rs::MapMut<'_>, key: u32) -> Result<u64, ProbeErr
         .iter()
         .map(|c| u64::from_ne_bytes(c[0..8].try_into().unwrap()))
         .sum())
+}
+
+/// Per-file sums from per-(file, process) sums sorted by file: the processes' streams merged
+/// (as per-CPU sums are), owned by the process with the most pages.
+fn merge_processes(descriptions: &[FileSums]) -> Vec<FileSums> {
+    let mut out: Vec<FileSums> = Vec::new();
+    let mut busiest = 0u64;
+    for d in descriptions {
+        match out.last_mut() {
+            Some(f) if (f.dev, f.ino) == (d.dev, d.ino) => {
+                let owner = if d.sums.n > busiest { d.sums.tgid } else { f.sums.tgid };
+                busiest = busiest.max(d.sums.n);
+                f.sums.merge(&d.sums);
+                f.sums.tgid = owner;
+            }
+            _ => {
+                busiest = d.sums.n;
+                out.push(*d);
+            }
+        }
+    }
+    out
 }
 
 fn decode_sums(b: &[u8]) -> PageSums {

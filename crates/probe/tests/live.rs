@@ -317,3 +317,49 @@ fn the_open_file_iterator_shows_fadvise_random_and_the_readahead_of_each_descrip
     assert!(!ma.random());
     assert_eq!(ma.ra_pages, 2 * mb.ra_pages, "{ma:?} {mb:?}");
 }
+
+#[test]
+fn a_file_read_by_two_processes_is_two_streams_and_one_file() {
+    if skip("a_file_read_by_two_processes_is_two_streams_and_one_file") {
+        return;
+    }
+    let (path, ino, dev) = cold_file("probe-shared.bin", 512);
+    let mut p = Probe::start(&ProbeConfig {
+        device: Some(dev),
+        pids: vec![],
+        filter_pids: false,
+        raw_events: false,
+    })
+    .unwrap();
+    p.window().unwrap();
+    // This process reads pages 0..256 in order; a child reads 32 pages from the end, backwards.
+    let mut f = File::open(&path).unwrap();
+    let mut buf = vec![0u8; 256 * 4096];
+    f.read_exact(&mut buf).unwrap();
+    let script = "import os, sys\n\
+                  fd = os.open(sys.argv[1], os.O_RDONLY)\n\
+                  for i in range(511, 479, -1):\n\
+                  \x20   os.pread(fd, 4096, i * 4096)\n";
+    let child = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(child.success());
+    let w = p.window().unwrap();
+    let streams: Vec<_> = w.descriptions.iter().filter(|d| d.ino == ino).collect();
+    let mine = streams
+        .iter()
+        .find(|d| d.sums.tgid == me())
+        .expect("this process's stream");
+    let other = streams
+        .iter()
+        .find(|d| d.sums.tgid != me())
+        .expect("the child's stream");
+    assert!(mine.sums.min == 0 && mine.sums.max >= 255, "{mine:?}");
+    assert!(other.sums.min >= 480 && other.sums.max == 511, "{other:?}");
+    let file = w.files.iter().find(|f| f.ino == ino).expect("the file");
+    assert_eq!(file.sums.n, streams.iter().map(|d| d.sums.n).sum::<u64>());
+    assert_eq!(file.sums.tgid, me(), "owned by the process that read the most");
+    assert_eq!((file.sums.min, file.sums.max), (0, 511));
+}

@@ -611,8 +611,17 @@ pub fn window_features(w: &Window, knobs: &dyn ReadaheadKnobs) -> WindowFeatures
         owners.insert(f.ino, f.sums.tgid);
         trends.insert(f.ino, None);
     }
+    let descriptions = w
+        .descriptions
+        .iter()
+        .map(|d| {
+            let ra = knobs.file_read_ahead_kb(d.ino) * 2;
+            ((d.sums.tgid, d.ino), stats(&d.sums).features(ra))
+        })
+        .collect();
     WindowFeatures {
         start_ns: 0,
+        descriptions,
         device: (w.device.n > 0).then(|| stats(&w.device).features(dev_sectors)),
         files,
         device_trend: None,

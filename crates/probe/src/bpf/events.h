@@ -7,10 +7,12 @@
 
 enum event_kind { EV_ADD = 1, EV_ACCESS = 2 };
 
+/* Sums are kept per file and process: Linux keeps readahead state per open file description,
+ * and a file read by a scanner and a random reader at once is two streams, not one. */
 struct file_key {
 	__u64 ino;
 	__u32 dev;
-	__u32 pad;
+	__u32 tgid;
 };
 
 /* KML's per-window sums over one stream of page indices. */

@@ -161,7 +161,7 @@ static __always_inline void observe(__u8 kind, __u32 dev, __u64 ino, __u64 index
 	if (d)
 		add_run(d, index, n, tgid);
 
-	struct file_key key = { .ino = ino, .dev = dev };
+	struct file_key key = { .ino = ino, .dev = dev, .tgid = tgid };
 	if (slot)
 		add_to_file(&file_sums1, &key, index, n, tgid);
 	else
