@@ -646,6 +646,13 @@ fn a_pushed_value_keeps_the_applications_random_advice() {
         return;
     }
     let b = bed("advice");
+    // With the process named, and device-wide (every process's files on the device).
+    for named in [true, false] {
+        pushed_into_a_random_file(&b, named);
+    }
+}
+
+fn pushed_into_a_random_file(b: &Bed, named: bool) {
     let script = "import os, sys\n\
                   fd = os.open(sys.argv[1], os.O_RDONLY)\n\
                   os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)\n\
@@ -671,15 +678,8 @@ fn a_pushed_value_keeps_the_applications_random_advice() {
     let pid = app.0.id().to_string();
     let mut t = Command::new(env!("CARGO_BIN_EXE_iolearn"))
         .args(["tune", "readahead", "--device", &b.fs.device, "--interval", "0.3"])
-        .args([
-            "--pid",
-            &pid,
-            "--controller",
-            "static:512",
-            "--no-guard",
-            "--log-format",
-            "json",
-        ])
+        .args(if named { vec!["--pid", &pid] } else { vec![] })
+        .args(["--controller", "static:512", "--no-guard", "--log-format", "json"])
         .arg("--state-dir")
         .arg(&b.state)
         .stdout(Stdio::null())
@@ -696,7 +696,7 @@ fn a_pushed_value_keeps_the_applications_random_advice() {
     // Wait for the change that pushes 512 KiB into the open file.
     wait_for("the push", 15.0, || {
         rx.try_iter().any(|l| {
-            l.contains("\"change\"") && l.contains("\"read_ahead_kb\":512") && l.contains("\"pushed_files\":1")
+            l.contains("\"change\"") && l.contains("\"read_ahead_kb\":512") && !l.contains("\"pushed_files\":0")
         })
     });
     let before = device_reads(&b.fs.device);

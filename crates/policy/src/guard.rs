@@ -14,6 +14,11 @@
 //! workload change), and logs the reason ([`GuardEvent`]) with the outcome behind it (pages
 //! read per page used, demand misses per page used).
 //!
+//! A controller that changes its mind faster than a block is judged as a whole on its last
+//! `4 x block` windows, and a loss there backs the controller off as a whole (not one value), so
+//! flipping between two bad values gains nothing. A check of vanilla judges the windows it was
+//! started for, and only if the controller still wants what they measured.
+//!
 //! Exploration is bounded: the controller's requests below `min_kb` are raised to it (see
 //! [`GuardConfig::min_kb`]), a bad setting lasts at most `settle + 1` windows after a fresh
 //! vanilla block, and vanilla costs `settle + block` windows per interval.
@@ -234,9 +239,21 @@ pub struct Guarded {
     window: u64,
     /// The arm in force during the window that just ended, and for how many windows it had been.
     age: u64,
-    /// Measured outcomes of the latest block of each arm.
+    /// Measured outcomes of the latest block of each arm (the controller's: of its current
+    /// decision only, cleared when it changes).
     tuned: Vec<Outcome>,
     vanilla: Vec<Outcome>,
+    /// Every window of the controller's since its current decision was last judged, settling
+    /// ones and earlier decisions included: a controller that changes its mind faster than a
+    /// block is judged on these, as a whole.
+    unjudged: Vec<Outcome>,
+    /// What a vanilla check is for: the windows to judge, whether they are a full block of one
+    /// decision, and the decision.
+    pending: Option<(Vec<Outcome>, bool, Wants)>,
+    /// The controller as a whole is held on vanilla until this window (a churning
+    /// controller's loss is not one value's).
+    all_until: u64,
+    all_backoff: u64,
     /// When the vanilla block was completed.
     vanilla_at: u64,
     /// The decision last judged (and kept), so that it is not judged again every block.
@@ -261,6 +278,7 @@ impl Guarded {
         vanilla_kb: u64,
     ) -> Guarded {
         let interval = guard.as_ref().map_or(1, |g| g.first_interval);
+        let first_backoff = guard.as_ref().map_or(1, |g| g.first_backoff);
         Guarded {
             inner,
             steady,
@@ -273,6 +291,10 @@ impl Guarded {
             age: 0,
             tuned: Vec::new(),
             vanilla: Vec::new(),
+            unjudged: Vec::new(),
+            pending: None,
+            all_until: 0,
+            all_backoff: first_backoff,
             vanilla_at: 0,
             judged: None,
             interval,
@@ -335,8 +357,8 @@ impl Guarded {
 
     /// Judge the controller's latest block against vanilla's and log the verdict; true when it
     /// stays.
-    fn judge(&mut self, cfg: &GuardConfig) -> bool {
-        self.verdict(cfg, &self.tuned.clone())
+    fn judge(&mut self, cfg: &GuardConfig, t: &[Outcome]) -> bool {
+        self.verdict(cfg, t)
     }
 
     /// Judge `tuned` against the vanilla block; log and return whether the controller stays.
@@ -396,70 +418,91 @@ impl Guarded {
                 side.remove(0);
             }
         }
+        if self.arm == Arm::Tuned && self.judged.as_ref() != Some(&self.wants) {
+            self.unjudged.push(*outcome);
+        }
         self.age += 1;
         if self.arm == Arm::Vanilla {
             self.vanilla_windows += 1;
         }
         let w = self.window;
-        let fresh = w.saturating_sub(self.vanilla_at) <= self.interval && self.vanilla.len() >= block;
+        let measured = self.vanilla.len() >= block;
+        let fresh = measured && w.saturating_sub(self.vanilla_at) <= self.interval;
+        // Vanilla measured just before: a verdict against it stands. An older one may come
+        // from another phase of the workload: a pass against it stands (later checks catch a
+        // wrong one), a failure is first checked against vanilla measured now.
+        let adjacent = measured && w.saturating_sub(self.vanilla_at) <= 2 * (cfg.settle as u64 + block as u64) + 1;
         match self.phase {
-            Phase::Baseline if self.vanilla.len() >= block => {
+            Phase::Baseline if measured => {
                 self.vanilla_at = w;
                 self.tuned.clear();
+                self.unjudged.clear();
                 self.judged = None;
                 self.phase = Phase::Tuned;
                 self.switch(Arm::Tuned, knobs);
             }
             Phase::Tuned => {
-                let vanilla = self.wants.is_vanilla(self.vanilla_kb);
-                let settled = self.tuned.len() >= block;
-                // Vanilla measured just before this setting: a verdict against it stands. An
-                // older one may come from another phase of the workload: a pass against it
-                // stands (later checks catch a wrong one), a failure is first checked against
-                // vanilla measured now.
-                let adjacent = self.vanilla.len() >= block
-                    && w.saturating_sub(self.vanilla_at) <= 2 * (cfg.settle as u64 + block as u64) + 1;
-                // A setting far worse than vanilla is not kept for a whole block.
-                let collapsed = fresh && !vanilla && !settled && !self.passes(&cfg, std::slice::from_ref(outcome));
-                if collapsed {
+                if self.wants.is_vanilla(self.vanilla_kb) {
+                    self.unjudged.clear();
+                    return;
+                }
+                let judged = self.judged.as_ref() == Some(&self.wants);
+                let one = std::slice::from_ref(outcome);
+                if fresh && !self.passes(&cfg, one) {
+                    // A window far below vanilla, whenever it comes: not kept for a block.
                     self.tuned = vec![*outcome];
                     if adjacent {
-                        self.judge(&cfg);
-                        self.revert(&cfg, knobs);
+                        self.judge(&cfg, one);
+                        self.revert(&cfg, knobs, true);
                     } else {
-                        self.check(knobs);
+                        self.check(vec![*outcome], false, knobs);
                     }
-                } else if settled && !vanilla && self.judged.as_ref() != Some(&self.wants) {
-                    if fresh && self.passes(&cfg, &self.tuned) {
-                        self.judge(&cfg);
-                        self.judged = Some(self.wants.clone());
-                    } else if adjacent {
-                        self.judge(&cfg);
-                        self.revert(&cfg, knobs);
-                    } else {
-                        self.check(knobs);
-                    }
-                } else if !vanilla && !fresh && w.saturating_sub(self.vanilla_at) > self.interval {
+                } else if self.tuned.len() >= block && !judged {
+                    let t = self.tuned.clone();
+                    self.decide_on(&cfg, t, true, fresh, adjacent, knobs);
+                } else if self.unjudged.len() >= 4 * block && !judged {
+                    // Changing its mind faster than a block: judge the controller as a whole.
+                    let t = std::mem::take(&mut self.unjudged);
+                    self.decide_on(&cfg, t, false, fresh, adjacent, knobs);
+                } else if judged && !fresh && self.tuned.len() >= block {
                     // Kept, but vanilla was measured long ago: measure it again.
-                    self.check(knobs);
+                    let t = self.tuned.clone();
+                    self.check(t, true, knobs);
                 }
             }
-            Phase::Check if self.vanilla.len() >= block => {
+            Phase::Check if measured => {
                 self.vanilla_at = w;
-                if self.judge(&cfg) {
-                    self.judged = Some(self.wants.clone());
-                    self.interval = (self.interval * 2).min(cfg.max_interval);
-                    self.phase = Phase::Tuned;
-                    self.switch(Arm::Tuned, knobs);
+                let Some((t, full, wanted)) = self.pending.take() else {
+                    self.resume(knobs);
+                    return;
+                };
+                if wanted != self.wants {
+                    // The controller moved on during the check: its new decision is measured
+                    // afresh against this vanilla block.
+                    self.resume(knobs);
+                } else if !self.judge(&cfg, &t) {
+                    if !full && t.len() >= block {
+                        self.revert_all(&cfg, knobs);
+                    } else {
+                        self.revert(&cfg, knobs, t.len() < block);
+                    }
                 } else {
-                    self.revert(&cfg, knobs);
+                    if full || t.len() >= block {
+                        self.judged = Some(self.wants.clone());
+                        self.unjudged.clear();
+                        if full {
+                            self.interval = (self.interval * 2).min(cfg.max_interval);
+                        }
+                    }
+                    self.resume(knobs);
                 }
             }
             Phase::Backoff => {
-                let held = self
-                    .backoffs
-                    .get(&self.wants.device)
-                    .is_some_and(|&(until, _)| w < until);
+                let held = w < self.all_until
+                    || self
+                        .backoffs
+                        .get(&self.wants.device)
+                        .is_some_and(|&(until, _)| w < until);
                 if !held {
                     self.vanilla.clear();
                     self.phase = Phase::Baseline;
@@ -467,6 +510,40 @@ impl Guarded {
             }
             _ => {}
         }
+    }
+
+    /// Judge `t` (a full block of the current decision, or the controller's windows as a
+    /// whole) now if vanilla allows, else after measuring vanilla again.
+    fn decide_on(
+        &mut self,
+        cfg: &GuardConfig,
+        t: Vec<Outcome>,
+        full: bool,
+        fresh: bool,
+        adjacent: bool,
+        knobs: &mut dyn ReadaheadKnobs,
+    ) {
+        if fresh && self.passes(cfg, &t) {
+            self.judge(cfg, &t);
+            self.judged = Some(self.wants.clone());
+            self.unjudged.clear();
+        } else if adjacent {
+            self.judge(cfg, &t);
+            if full {
+                self.revert(cfg, knobs, false);
+            } else {
+                self.revert_all(cfg, knobs);
+            }
+        } else {
+            self.check(t, full, knobs);
+        }
+    }
+
+    /// Back to the controller after a check, measuring its decision afresh.
+    fn resume(&mut self, knobs: &mut dyn ReadaheadKnobs) {
+        self.tuned.clear();
+        self.phase = Phase::Tuned;
+        self.switch(Arm::Tuned, knobs);
     }
 
     /// Whether `tuned` passes against the vanilla block (a whole block: within the tolerance;
@@ -489,21 +566,38 @@ impl Guarded {
         }
     }
 
-    /// Measure vanilla again (the controller's block stays to be judged against it).
-    fn check(&mut self, knobs: &mut dyn ReadaheadKnobs) {
+    /// Measure vanilla again, then judge `t` (`full`: a whole block of the current decision)
+    /// against it.
+    fn check(&mut self, t: Vec<Outcome>, full: bool, knobs: &mut dyn ReadaheadKnobs) {
+        self.pending = Some((t, full, self.wants.clone()));
         self.vanilla.clear();
         self.phase = Phase::Check;
         self.switch(Arm::Vanilla, knobs);
     }
 
-    fn revert(&mut self, cfg: &GuardConfig, knobs: &mut dyn ReadaheadKnobs) {
-        // A collapse (judged on fewer windows than a block) is strong evidence: its backoff
-        // grows four times, a plain loss's twice.
-        let growth = if self.tuned.len() < cfg.block as usize { 4 } else { 2 };
+    /// Back to vanilla, this decision's value backed off (four times longer each time after
+    /// a `collapse`, twice after a plain loss).
+    fn revert(&mut self, cfg: &GuardConfig, knobs: &mut dyn ReadaheadKnobs, collapse: bool) {
+        let growth = if collapse { 4 } else { 2 };
         let b = self.backoffs.entry(self.wants.device).or_insert((0, cfg.first_backoff));
         *b = (self.window + b.1, (b.1 * growth).min(cfg.max_backoff));
+        self.back_to_vanilla(cfg, knobs);
+    }
+
+    /// Back to vanilla, the controller as a whole backed off: its decisions came and went
+    /// too fast for one value to be the culprit.
+    fn revert_all(&mut self, cfg: &GuardConfig, knobs: &mut dyn ReadaheadKnobs) {
+        self.all_until = self.window + self.all_backoff;
+        self.all_backoff = (self.all_backoff * 2).min(cfg.max_backoff);
+        self.back_to_vanilla(cfg, knobs);
+    }
+
+    fn back_to_vanilla(&mut self, cfg: &GuardConfig, knobs: &mut dyn ReadaheadKnobs) {
         self.phase = Phase::Backoff;
         self.judged = None;
+        self.tuned.clear();
+        self.unjudged.clear();
+        self.pending = None;
         self.interval = cfg.first_interval;
         self.switch(Arm::Vanilla, knobs);
     }
@@ -544,10 +638,12 @@ impl ReadaheadController for Guarded {
             min_kb: self.cfg.as_ref().map_or(0, |c| c.min_kb),
         };
         self.inner.decide(window, &mut self.steady.wrap(&mut gk));
-        if self.wants != before && self.arm == Arm::Tuned {
-            // A new setting: measured afresh once it has settled.
+        if self.wants != before {
+            // A new decision: measured afresh once it has settled (in force or not).
             self.tuned.clear();
-            self.age = 0;
+            if self.arm == Arm::Tuned {
+                self.age = 0;
+            }
         }
         self.window += 1;
     }

@@ -214,3 +214,96 @@ fn bad_configurations_are_refused_by_name() {
     }
     assert!(GuardConfig::default().check().is_ok());
 }
+
+/// A controller that asks `kb(window)` every window (its own count of windows).
+struct Schedule<F: Fn(u64) -> u64> {
+    kb: F,
+    window: u64,
+}
+
+impl<F: Fn(u64) -> u64 + Send> ReadaheadController for Schedule<F> {
+    fn name(&self) -> String {
+        "schedule".into()
+    }
+    fn decide(&mut self, _: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
+        let kb = (self.kb)(self.window);
+        self.window += 1;
+        if knobs.device_read_ahead_kb() != kb {
+            knobs.set_device_read_ahead_kb(kb);
+        }
+    }
+}
+
+#[test]
+fn a_new_decision_during_or_around_a_check_is_judged_on_its_own_block() {
+    // 512 KiB is better; at window `at` the controller moves to 1024 KiB, 25% worse than
+    // vanilla. Whenever the move falls (near a vanilla check too), 1024 is reverted within a
+    // check's length and never logged as kept.
+    let f = |kb: u64| match kb {
+        512 => 150.0,
+        1024 => 75.0,
+        _ => 100.0,
+    };
+    for at in 40..75 {
+        let mut g = Guarded::new(
+            Box::new(Schedule {
+                kb: move |w| if w < at { 512 } else { 1024 },
+                window: 0,
+            }),
+            Steady::new(1, 0),
+            Some(GuardConfig::default()),
+            128,
+        );
+        let mut dev = Device { kb: 128, sets: 0 };
+        let seen = run(&mut g, &mut dev, 200, f);
+        let bad = seen[at as usize..].iter().take_while(|&&kb| kb != 128).count();
+        assert!(
+            bad <= 12,
+            "switch at {at}: {bad} windows at 1024 before vanilla: {:?}",
+            &seen[..100]
+        );
+        let ev = g.take_events();
+        assert!(
+            !ev.iter().any(|e| e.kind == GuardEventKind::Kept && e.tuned < 100.0),
+            "switch at {at}: a loss was kept: {ev:?}"
+        );
+    }
+}
+
+#[test]
+fn a_kept_value_that_collapses_later_is_reverted_at_once() {
+    let mut g = guarded(Static::new(512));
+    let mut dev = Device { kb: 128, sets: 0 };
+    run(&mut g, &mut dev, 60, |kb| if kb == 512 { 150.0 } else { 100.0 });
+    let after = run(&mut g, &mut dev, 40, |kb| if kb == 512 { 5.0 } else { 100.0 });
+    let bad = after.iter().take_while(|&&kb| kb == 512).count();
+    assert!(bad <= 6, "{bad} windows at 5% of vanilla: {after:?}");
+}
+
+#[test]
+fn a_controller_that_flips_between_two_bad_values_is_held_to_the_tolerance() {
+    // 512 and 1024 both lose to vanilla; the controller changes its mind every 3 windows, less
+    // than a settle and a block, and its values take turns being backed off.
+    let f = |kb: u64| match kb {
+        512 => 80.0,
+        1024 => 75.0,
+        _ => 100.0,
+    };
+    let mut g = Guarded::new(
+        Box::new(Schedule {
+            kb: |w| if (w / 3) % 2 == 0 { 512 } else { 1024 },
+            window: 0,
+        }),
+        Steady::new(1, 0),
+        Some(GuardConfig::default()),
+        128,
+    );
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run(&mut g, &mut dev, 600, f);
+    let kept = mean(&seen, f) / 100.0;
+    assert!(kept >= 0.96, "{kept:.3} of vanilla: {:?}", &seen[..120]);
+    assert!(!g
+        .take_events()
+        .iter()
+        .any(|e| e.kind == GuardEventKind::Kept && e.tuned < 98.0));
+}

@@ -359,11 +359,15 @@ impl LinuxKnobs {
             }
             // Linux copies the device value into a file only at open: push it into the files
             // already open (those without a per-file value of ours).
-            let targets: Vec<OpenFile> = if self.pids.is_empty() {
+            let mut targets: Vec<OpenFile> = if self.pids.is_empty() {
                 open_files_on(self.user_dev, &[])
             } else {
                 self.open.clone()
             };
+            // Every process's files, scanned just now: their advice as the probe last read it.
+            for t in &mut targets {
+                t.advice = self.advice.get(&(t.pid, t.fd, t.ino)).copied().unwrap_or_default();
+            }
             for t in targets.iter().filter(|t| !self.file_kb.contains_key(&t.ino)) {
                 match fadvise_remote(t.pid, t.fd, t.advice.calls()) {
                     Ok(()) => {
