@@ -169,10 +169,16 @@ pub struct Outcome {
 
 impl Outcome {
     /// How fast the workload went: operations per second where the application says, else
-    /// busy seconds per second. `None` when the window measured nothing.
+    /// busy seconds per second. `None` when the window measured nothing (no time, or, without
+    /// the application's count, no page touched).
     pub fn progress(&self) -> Option<f64> {
         // NaN seconds fail this too.
         if self.seconds.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+            return None;
+        }
+        // Without the application's count, a window in which the workload touched no page
+        // measured nothing (it paused): not a collapse of whatever value was in force.
+        if self.ops.is_none() && self.pages_accessed == 0 && self.pages_added == 0 {
             return None;
         }
         let v = self.ops.or(self.busy_s)? / self.seconds;

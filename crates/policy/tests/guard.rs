@@ -307,3 +307,36 @@ fn a_controller_that_flips_between_two_bad_values_is_held_to_the_tolerance() {
         .iter()
         .any(|e| e.kind == GuardEventKind::Kept && e.tuned < 98.0));
 }
+
+#[test]
+fn a_paused_workload_is_no_collapse() {
+    // Without the application's count, an idle window (no page touched, no CPU) says nothing
+    // about the value in force: a pause must not revert a good decision.
+    let idle = Outcome {
+        seconds: 1.0,
+        busy_s: Some(0.0),
+        read_ahead_kb: Some(512),
+        ..Outcome::default()
+    };
+    assert_eq!(idle.progress(), None);
+    let busy = Outcome {
+        pages_accessed: 10,
+        busy_s: Some(0.5),
+        ..idle
+    };
+    assert_eq!(busy.progress(), Some(0.5));
+    let mut g = guarded(Static::new(512));
+    let mut dev = Device { kb: 128, sets: 0 };
+    run(&mut g, &mut dev, 60, |kb| if kb == 512 { 150.0 } else { 100.0 });
+    for _ in 0..20 {
+        let w = WindowFeatures {
+            outcome: Outcome {
+                read_ahead_kb: Some(dev.kb),
+                ..idle
+            },
+            ..WindowFeatures::default()
+        };
+        g.decide(&w, &mut dev);
+    }
+    assert_eq!(dev.kb, 512, "{:?}", g.take_events());
+}
