@@ -422,15 +422,13 @@ impl ControllerSpec {
                 ..Leap::default()
             }),
             ControllerSpec::Static(kb) => Box::new(Static::new(*kb)),
-            ControllerSpec::Online => Box::new(crate::online::Online::new(crate::online::OnlineConfig::default())),
+            ControllerSpec::Online => Box::new(crate::online::Online::default()),
             ControllerSpec::Model(path) => {
                 let file = ModelFile::load(path)?;
                 let mut c = KmlController::new(file, per_file).map_err(|e| e.in_file(path))?;
                 match fallback {
                     Some(Fallback::Kb(kb)) => c.fallback_kb = kb,
-                    Some(Fallback::Online) if !per_file => {
-                        c.learner = Some(crate::online::Online::new(crate::online::OnlineConfig::default()))
-                    }
+                    Some(Fallback::Online) if !per_file => c.learner = Some(crate::online::Online::default()),
                     _ => {}
                 }
                 Box::new(c)

@@ -172,6 +172,15 @@ struct Wants {
 }
 
 impl Wants {
+    /// The same targets, every one at `kb` (the device included).
+    fn all_at(&self, kb: u64) -> Wants {
+        Wants {
+            device: Some(kb),
+            files: self.files.keys().map(|&ino| (ino, kb)).collect(),
+            new_files: self.new_files.keys().map(|&pid| (pid, kb)).collect(),
+        }
+    }
+
     fn is_vanilla(&self, vanilla_kb: u64) -> bool {
         self.device.is_none_or(|kb| kb == vanilla_kb)
             && self.files.values().all(|&kb| kb == vanilla_kb)
@@ -314,62 +323,39 @@ impl Guarded {
         std::mem::take(&mut self.events)
     }
 
-    /// Put `arm` in force on the real knobs.
+    /// Put `arm` in force on the real knobs: vanilla is every target the controller touched
+    /// at the vanilla value, the controller's arm its own requests.
     fn switch(&mut self, arm: Arm, knobs: &mut dyn ReadaheadKnobs) {
         if arm == self.arm {
             return;
         }
         self.arm = arm;
         self.age = 0;
-        let w = &self.wants;
-        match arm {
-            Arm::Vanilla => {
-                let v = self.vanilla_kb;
-                if knobs.device_read_ahead_kb() != v {
-                    knobs.set_device_read_ahead_kb(v);
-                }
-                for &ino in w.files.keys() {
-                    if knobs.file_read_ahead_kb(ino) != v {
-                        knobs.set_file_read_ahead_kb(ino, v);
-                    }
-                }
-                for &pid in w.new_files.keys() {
-                    knobs.set_new_file_read_ahead_kb(pid, v);
-                }
-            }
-            Arm::Tuned => {
-                if let Some(kb) = w.device {
-                    if knobs.device_read_ahead_kb() != kb {
-                        knobs.set_device_read_ahead_kb(kb);
-                    }
-                }
-                for (&ino, &kb) in &w.files {
-                    if knobs.file_read_ahead_kb(ino) != kb {
-                        knobs.set_file_read_ahead_kb(ino, kb);
-                    }
-                }
-                for (&pid, &kb) in &w.new_files {
-                    knobs.set_new_file_read_ahead_kb(pid, kb);
-                }
+        let target = match arm {
+            Arm::Vanilla => self.wants.all_at(self.vanilla_kb),
+            Arm::Tuned => self.wants.clone(),
+        };
+        if let Some(kb) = target.device {
+            if knobs.device_read_ahead_kb() != kb {
+                knobs.set_device_read_ahead_kb(kb);
             }
         }
-    }
-
-    /// Judge the controller's latest block against vanilla's and log the verdict; true when it
-    /// stays.
-    fn judge(&mut self, cfg: &GuardConfig, t: &[Outcome]) -> bool {
-        self.verdict(cfg, t)
+        for (&ino, &kb) in &target.files {
+            if knobs.file_read_ahead_kb(ino) != kb {
+                knobs.set_file_read_ahead_kb(ino, kb);
+            }
+        }
+        for (&pid, &kb) in &target.new_files {
+            knobs.set_new_file_read_ahead_kb(pid, kb);
+        }
     }
 
     /// Judge `tuned` against the vanilla block; log and return whether the controller stays.
     fn verdict(&mut self, cfg: &GuardConfig, tuned: &[Outcome]) -> bool {
-        let t = median(tuned.iter().filter_map(Outcome::progress));
-        let v = median(self.vanilla.iter().filter_map(Outcome::progress));
-        let (Some(t), Some(v)) = (t, v) else {
+        let Some((t, v, keep)) = self.compare(cfg, tuned) else {
             // Nothing measured (an idle workload): nothing to hold against the controller.
             return true;
         };
-        let keep = t >= v * Self::bar(cfg, tuned.len());
         let sum = |o: &[Outcome]| {
             o.iter().fold(Outcome::default(), |a, b| Outcome {
                 pages_accessed: a.pages_accessed + b.pages_accessed,
@@ -452,7 +438,7 @@ impl Guarded {
                     // A window far below vanilla, whenever it comes: not kept for a block.
                     self.tuned = vec![*outcome];
                     if adjacent {
-                        self.judge(&cfg, one);
+                        self.verdict(&cfg, one);
                         self.revert(&cfg, knobs, true);
                     } else {
                         self.check(vec![*outcome], false, knobs);
@@ -480,7 +466,7 @@ impl Guarded {
                     // The controller moved on during the check: its new decision is measured
                     // afresh against this vanilla block.
                     self.resume(knobs);
-                } else if !self.judge(&cfg, &t) {
+                } else if !self.verdict(&cfg, &t) {
                     if !full && t.len() >= block {
                         self.revert_all(&cfg, knobs);
                     } else {
@@ -524,11 +510,11 @@ impl Guarded {
         knobs: &mut dyn ReadaheadKnobs,
     ) {
         if fresh && self.passes(cfg, &t) {
-            self.judge(cfg, &t);
+            self.verdict(cfg, &t);
             self.judged = Some(self.wants.clone());
             self.unjudged.clear();
         } else if adjacent {
-            self.judge(cfg, &t);
+            self.verdict(cfg, &t);
             if full {
                 self.revert(cfg, knobs, false);
             } else {
@@ -549,12 +535,15 @@ impl Guarded {
     /// Whether `tuned` passes against the vanilla block (a whole block: within the tolerance;
     /// fewer windows: above the abort bar), without logging. Nothing measured passes.
     fn passes(&self, cfg: &GuardConfig, tuned: &[Outcome]) -> bool {
-        let t = median(tuned.iter().filter_map(Outcome::progress));
-        let v = median(self.vanilla.iter().filter_map(Outcome::progress));
-        match (t, v) {
-            (Some(t), Some(v)) => t >= v * Self::bar(cfg, tuned.len()),
-            _ => true,
-        }
+        self.compare(cfg, tuned).is_none_or(|(_, _, keep)| keep)
+    }
+
+    /// The median progress of `tuned` and of the vanilla block, and whether `tuned` passes
+    /// ([`Guarded::bar`]); `None` when either measured nothing.
+    fn compare(&self, cfg: &GuardConfig, tuned: &[Outcome]) -> Option<(f64, f64, bool)> {
+        let t = median(tuned.iter().filter_map(Outcome::progress))?;
+        let v = median(self.vanilla.iter().filter_map(Outcome::progress))?;
+        Some((t, v, t >= v * Self::bar(cfg, tuned.len())))
     }
 
     /// The share of vanilla's progress `n` windows of the controller's must reach.

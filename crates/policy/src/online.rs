@@ -107,6 +107,13 @@ pub struct Online {
     pub phase_changes: u64,
 }
 
+impl Default for Online {
+    /// A learner with the default configuration.
+    fn default() -> Online {
+        Online::new(OnlineConfig::default())
+    }
+}
+
 impl Online {
     /// A learner with `cfg` (checked by [`OnlineConfig::check`]).
     pub fn new(cfg: OnlineConfig) -> Online {
@@ -166,12 +173,8 @@ impl Online {
             if self.hold_until.is_some() {
                 if old.is_some_and(|o| o > 0.0 && (m / o - 1.0).abs() > self.cfg.shift) {
                     // A phase change: what the other values did no longer holds.
-                    self.phase_changes += 1;
-                    self.est.iter_mut().for_each(|e| *e = None);
+                    self.restart(home);
                     self.est[home] = Some(m);
-                    self.hold_until = None;
-                    self.hold = self.cfg.first_hold;
-                    self.dir = 0;
                 } else if self.hold_until.is_some_and(|u| self.window >= u) {
                     // Time to look around again.
                     for n in self.neighbours(home) {
@@ -258,9 +261,7 @@ impl Online {
             self.measured(m);
         }
     }
-}
 
-impl Online {
     /// Learn from a window another controller decided (the learner's value was not asked for):
     /// its outcome is credited to the value in force, nothing is set.
     pub fn watch(&mut self, window: &WindowFeatures, knobs: &dyn ReadaheadKnobs) {

@@ -245,15 +245,10 @@ fn a_new_decision_during_or_around_a_check_is_judged_on_its_own_block() {
         _ => 100.0,
     };
     for at in 40..75 {
-        let mut g = Guarded::new(
-            Box::new(Schedule {
-                kb: move |w| if w < at { 512 } else { 1024 },
-                window: 0,
-            }),
-            Steady::new(1, 0),
-            Some(GuardConfig::default()),
-            128,
-        );
+        let mut g = guarded(Schedule {
+            kb: move |w| if w < at { 512 } else { 1024 },
+            window: 0,
+        });
         let mut dev = Device { kb: 128, sets: 0 };
         let seen = run(&mut g, &mut dev, 200, f);
         let bad = seen[at as usize..].iter().take_while(|&&kb| kb != 128).count();
@@ -289,15 +284,10 @@ fn a_controller_that_flips_between_two_bad_values_is_held_to_the_tolerance() {
         1024 => 75.0,
         _ => 100.0,
     };
-    let mut g = Guarded::new(
-        Box::new(Schedule {
-            kb: |w| if (w / 3) % 2 == 0 { 512 } else { 1024 },
-            window: 0,
-        }),
-        Steady::new(1, 0),
-        Some(GuardConfig::default()),
-        128,
-    );
+    let mut g = guarded(Schedule {
+        kb: |w| if (w / 3) % 2 == 0 { 512 } else { 1024 },
+        window: 0,
+    });
     let mut dev = Device { kb: 128, sets: 0 };
     let seen = run(&mut g, &mut dev, 600, f);
     let kept = mean(&seen, f) / 100.0;

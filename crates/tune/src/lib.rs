@@ -264,6 +264,8 @@ impl Drop for Restorer {
 pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     cfg.log.install();
     // Inputs first: a bad model or option fails before anything on the machine is touched.
+    // The guardrail and the learner judge by the watched processes' progress.
+    let watched = !cfg.pids.is_empty() || cfg.cgroup.is_some();
     match cfg.controller {
         ControllerSpec::Files(_) => {
             return Err(format!(
@@ -288,7 +290,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         ControllerSpec::Online if cfg.per_file => {
             return Err("controller online: learns the device's value; drop --per-file".into())
         }
-        ControllerSpec::Online if cfg.pids.is_empty() && cfg.cgroup.is_none() => {
+        ControllerSpec::Online if !watched => {
             return Err(
                 "controller online: learns from the watched processes' progress; name them with --pid or --cgroup"
                     .into(),
@@ -309,7 +311,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         if cfg.per_file {
             return Err("--fallback-online: the learner sets the device's value; drop --per-file".into());
         }
-        if cfg.pids.is_empty() && cfg.cgroup.is_none() {
+        if !watched {
             return Err("--fallback-online: the learner needs the processes' progress: --pid or --cgroup".into());
         }
     }
@@ -325,7 +327,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         )
         .map_err(|e| e.to_string())?;
     let labels = inner.labels();
-    if cfg.per_file && cfg.pids.is_empty() && cfg.cgroup.is_none() {
+    if cfg.per_file && !watched {
         return Err("per-file tuning needs the processes to tune: --pid or --cgroup".into());
     }
     check_pids(&cfg.pids)?;
@@ -395,9 +397,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         pids = ?pids,
         dry_run = cfg.dry_run
     );
-    // The guardrail judges by the watched processes' progress: with none watched it has
-    // nothing to measure.
-    let watched = !cfg.pids.is_empty() || cfg.cgroup.is_some();
+    // With no process watched the guardrail has nothing to measure.
     let guard = cfg.guard.clone().filter(|_| watched);
     if cfg.guard.is_some() && !watched && cfg.controller != ControllerSpec::Vanilla {
         warn!(
@@ -440,16 +440,17 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
                 }
             }
         }
-        // Files opened since the last tick may get their process's value at the flush: their
-        // applications' advice is read first, so that the push keeps it.
-        if knobs.refresh() > 0 {
+        // Files opened since the last tick may get their process's value at the flush, and a
+        // window's decision may push into every open file: the applications' advice is read
+        // first (once a tick at most), so that the push keeps it.
+        let window_due = Instant::now() >= next_window;
+        if knobs.refresh() > 0 || window_due {
             note_modes(&mut probe, &mut knobs, &mut modes_failed);
         }
         knobs.flush();
-        if Instant::now() < next_window {
+        if !window_due {
             continue;
         }
-        note_modes(&mut probe, &mut knobs, &mut modes_failed);
         next_window += cfg.interval;
         window_ix += 1;
         let w = probe.window().map_err(|e| e.to_string())?;
@@ -483,14 +484,12 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         m.guard_vanilla_windows = controller.vanilla_windows;
         for e in controller.take_events() {
             match e.kind {
-                GuardEventKind::Kept => m.guard_kept += 1,
-                GuardEventKind::Reverted => m.guard_reverted += 1,
-            }
-            match e.kind {
                 GuardEventKind::Kept => {
+                    m.guard_kept += 1;
                     info!(event = %"guard", verdict = %"kept", window = window_ix, progress = e.tuned, vanilla = e.vanilla, reason = %e.reason)
                 }
                 GuardEventKind::Reverted => {
+                    m.guard_reverted += 1;
                     warn!(event = %"guard", verdict = %"reverted", window = window_ix, progress = e.tuned, vanilla = e.vanilla, reason = %e.reason)
                 }
             }

@@ -195,9 +195,7 @@ impl LinuxKnobs {
         let before: std::collections::BTreeSet<(u32, i32, u64)> =
             self.open.iter().map(|f| (f.pid, f.fd, f.ino)).collect();
         self.open = open_files_on(self.user_dev, &self.pids);
-        for f in &mut self.open {
-            f.advice = self.advice.get(&(f.pid, f.fd, f.ino)).copied().unwrap_or_default();
-        }
+        mark_advice(&self.advice, &mut self.open);
         let fresh: Vec<OpenFile> = self
             .open
             .iter()
@@ -229,9 +227,7 @@ impl LinuxKnobs {
             };
             self.advice.insert(key, advice);
         }
-        for f in &mut self.open {
-            f.advice = self.advice.get(&(f.pid, f.fd, f.ino)).copied().unwrap_or_default();
-        }
+        mark_advice(&self.advice, &mut self.open);
     }
 
     /// Apply the per-file changes asked since the last flush, grouped by value (one borrow
@@ -365,9 +361,7 @@ impl LinuxKnobs {
                 self.open.clone()
             };
             // Every process's files, scanned just now: their advice as the probe last read it.
-            for t in &mut targets {
-                t.advice = self.advice.get(&(t.pid, t.fd, t.ino)).copied().unwrap_or_default();
-            }
+            mark_advice(&self.advice, &mut targets);
             for t in targets.iter().filter(|t| !self.file_kb.contains_key(&t.ino)) {
                 match fadvise_remote(t.pid, t.fd, t.advice.calls()) {
                     Ok(()) => {
@@ -384,6 +378,13 @@ impl LinuxKnobs {
             to_kb: kb,
             pushed,
         });
+    }
+}
+
+/// Give `files` their advice as the probe last read it (normal when never seen).
+fn mark_advice(advice: &BTreeMap<(u32, i32, u64), Advice>, files: &mut [OpenFile]) {
+    for f in files {
+        f.advice = advice.get(&(f.pid, f.fd, f.ino)).copied().unwrap_or_default();
     }
 }
 
@@ -425,26 +426,25 @@ pub fn open_files_on(user_dev: u64, pids: &[u32]) -> Vec<OpenFile> {
 /// `posix_fadvise` with each of `advice` in turn on descriptor `fd` of process `pid`, through
 /// one `pidfd_getfd`.
 pub fn fadvise_remote(pid: u32, fd: i32, advice: &[i32]) -> std::io::Result<()> {
-    // SAFETY: plain syscalls; every descriptor opened here is closed here.
-    unsafe {
-        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) as i32;
-        if pidfd < 0 {
-            return Err(std::io::Error::last_os_error());
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // Each descriptor opened here is owned (closed on every return path).
+    let owned = |rc: libc::c_long| {
+        if rc < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            // SAFETY: a descriptor the syscall just returned, owned by nobody else.
+            Ok(unsafe { OwnedFd::from_raw_fd(rc as i32) })
         }
-        let local = libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) as i32;
-        let err = std::io::Error::last_os_error();
-        libc::close(pidfd);
-        if local < 0 {
-            return Err(err);
+    };
+    // SAFETY: plain syscalls on valid arguments.
+    let pidfd = owned(unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) })?;
+    let local = owned(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) })?;
+    for &a in advice {
+        // SAFETY: a valid descriptor.
+        let rc = unsafe { libc::posix_fadvise(local.as_raw_fd(), 0, 0, a) };
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
         }
-        for &a in advice {
-            let rc = libc::posix_fadvise(local, 0, 0, a);
-            if rc != 0 {
-                libc::close(local);
-                return Err(std::io::Error::from_raw_os_error(rc));
-            }
-        }
-        libc::close(local);
     }
     Ok(())
 }
