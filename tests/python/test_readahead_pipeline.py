@@ -42,6 +42,23 @@ def test_closed_loop_refuses_bad_input(tmp_path):
         _native.sim_closed_loop(["readseq"], str(bad))
     with pytest.raises(OSError):
         _native.sim_closed_loop(["readseq"], str(tmp_path / "missing.iolm"))
+    with pytest.raises(ValueError, match="scope"):
+        _native.sim_closed_loop(["readseq"], "vanilla", scope="per-thread")
+    with pytest.raises(ValueError, match="disagree"):
+        _native.sim_closed_loop(["readseq"], "vanilla", scope="description", per_file=True)
+    with pytest.raises(ValueError, match="shared_db"):
+        _native.sim_closed_loop(["readseq", "readrandom"], "vanilla", shared_db=True, back_to_back=True)
+
+
+def test_a_shared_database_gives_each_process_its_own_descriptions():
+    # Each process's own static value on a shared database (the per-description oracle)
+    # serves both: the scan gains from 512 KiB, the random reader keeps 16 KiB.
+    w = ["readseq", "readrandom"]
+    own, _, _ = _native.sim_closed_loop(w, "files:512,16", seconds=3.0, shared_db=True)
+    one, _, _ = _native.sim_closed_loop(w, "files:512,512", seconds=3.0, shared_db=True)
+    assert own[1] > 1.5 * one[1] and own[0] > 0.9 * one[0]
+    _, _, f = _native.sim_closed_loop(w, "vanilla", seconds=1.0, shared_db=True, file_features=True)
+    assert set(f[:, 1]) == {0.0, 1.0}
 
 
 def test_controller_refuses_a_model_of_another_schema(tmp_path):

@@ -8,7 +8,7 @@ use iolearn_tune::journal::Journal;
 use iolearn_tune::linux::read_ahead_path;
 use iolearn_tune::report::Logger;
 use iolearn_tune::{
-    check_device_name, install_signal_handlers, lock_device, restore_left_over, run, ControllerSpec, TuneConfig,
+    check_device_name, install_signal_handlers, lock_device, restore_left_over, run, ControllerSpec, Scope, TuneConfig,
 };
 use std::path::PathBuf;
 use std::time::Duration;
@@ -38,8 +38,13 @@ pub struct ReadaheadArgs {
     #[arg(long, value_parser = controller_spec)]
     controller: Option<ControllerSpec>,
     /// Decide per file (needs --pid or --cgroup) instead of per device.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "per_description")]
     per_file: bool,
+    /// Decide per open file description: each watched process's value for each file, from
+    /// its own reads of it (needs --pid or --cgroup). A file shared by a scanner and a random
+    /// reader then serves both.
+    #[arg(long)]
+    per_description: bool,
     /// Process to watch (repeatable); default: every process using the device.
     #[arg(long = "pid", allow_negative_numbers = true)]
     pids: Vec<u32>,
@@ -134,7 +139,13 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
         _ => unreachable!("clap requires exactly one of --model and --controller"),
     };
     let mut cfg = TuneConfig::new(&device, controller);
-    cfg.per_file = a.per_file;
+    cfg.scope = if a.per_description {
+        Scope::Description
+    } else if a.per_file {
+        Scope::File
+    } else {
+        Scope::Device
+    };
     cfg.pids = a.pids;
     cfg.cgroup = a.cgroup;
     cfg.interval = Duration::from_secs_f64(a.interval);

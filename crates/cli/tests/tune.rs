@@ -714,3 +714,71 @@ fn pushed_into_a_random_file(b: &Bed, named: bool) {
     );
     assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original, "restored");
 }
+
+#[test]
+fn per_description_the_tuner_gives_a_scanner_and_a_random_reader_of_one_file_their_own_values() {
+    if skip("per_description_the_tuner_gives_a_scanner_and_a_random_reader_of_one_file_their_own_values") {
+        return;
+    }
+    let b = bed("descriptions");
+    refused(
+        &b,
+        &["--model", b.model.to_str().unwrap(), "--per-description"],
+        "--pid or --cgroup",
+    );
+    refused(
+        &b,
+        &[
+            "--model",
+            b.model.to_str().unwrap(),
+            "--per-description",
+            "--per-file",
+            "--pid",
+            "1",
+        ],
+        "--per-file",
+    );
+    let scan = sequential_reader(&b.data);
+    let random = random_reader(&b.data);
+    let (s, r) = (scan.0.id(), random.0.id());
+    let model = b.model.to_str().unwrap();
+    let targets = |scope: &str| {
+        let (_, logs) = tune_for(
+            &b,
+            "6",
+            "0.3",
+            &[
+                "--no-guard",
+                "--model",
+                model,
+                scope,
+                "--pid",
+                &s.to_string(),
+                "--pid",
+                &r.to_string(),
+            ],
+        );
+        logs.iter()
+            .filter(|v| v["event"] == "change")
+            .filter_map(|v| Some((v["target"].as_str()?.to_string(), v["read_ahead_kb"].as_u64()?)))
+            .collect::<Vec<_>>()
+    };
+    let ino = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&b.data).unwrap().ino()
+    };
+    let changes = targets("--per-description");
+    let last = |pid: u32| {
+        changes
+            .iter()
+            .rev()
+            .find(|(t, _)| *t == format!("pid:{pid}:inode:{ino}"))
+            .map(|c| c.1)
+    };
+    assert_eq!(last(s), Some(512), "the scanner's description: {changes:?}");
+    assert_eq!(last(r), Some(16), "the random reader's description: {changes:?}");
+    assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original, "restored");
+    // Per file the two share one value (whichever the merged stream looks like).
+    let changes = targets("--per-file");
+    assert!(changes.iter().all(|(t, _)| !t.starts_with("pid:")), "{changes:?}");
+}

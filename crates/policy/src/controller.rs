@@ -17,11 +17,61 @@ pub trait ReadaheadKnobs {
     fn file_read_ahead_kb(&self, inode: u64) -> u64;
     /// Set one file's readahead.
     fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64);
+    /// Process `pid`'s readahead for a file (its open file descriptions). Default: the file's.
+    fn description_read_ahead_kb(&self, pid: u32, inode: u64) -> u64 {
+        let _ = pid;
+        self.file_read_ahead_kb(inode)
+    }
+    /// Set process `pid`'s readahead for a file, leaving other processes' descriptions of it
+    /// as they are (a file shared by a scanner and a random reader serves both). Default:
+    /// knobs that cannot tell processes apart set the file's.
+    fn set_description_read_ahead_kb(&mut self, pid: u32, inode: u64, kb: u64) {
+        let _ = pid;
+        self.set_file_read_ahead_kb(inode, kb)
+    }
     /// Files that process `pid` opens from now on start with `kb` (per-file mode: a scan
     /// opens its next file sooner than the next decision). Default: not supported, new files
     /// get the device's value.
     fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
         let _ = (pid, kb);
+    }
+}
+
+/// What a controller's decisions are for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scope {
+    /// The device's `read_ahead_kb` (and every open file without a value of its own).
+    #[default]
+    Device,
+    /// Each file (inode): every process's descriptions of it get one value.
+    File,
+    /// Each open file description, as (process, file): Linux keeps readahead state per
+    /// description, so a process scanning a file and another reading it at random each get
+    /// their own value.
+    Description,
+}
+
+impl Scope {
+    /// `per-device`, `per-file` or `per-description` (logs and names).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Scope::Device => "per-device",
+            Scope::File => "per-file",
+            Scope::Description => "per-description",
+        }
+    }
+
+    /// From `device`, `file` or `description` (the `per-` prefix allowed).
+    pub fn parse(text: &str) -> Result<Scope, String> {
+        match text.trim().trim_start_matches("per-") {
+            "device" => Ok(Scope::Device),
+            "file" => Ok(Scope::File),
+            "description" => Ok(Scope::Description),
+            _ => Err(format!(
+                "scope: {} is not one of device, file, description",
+                iolearn_safeio::excerpt(text, 40)
+            )),
+        }
     }
 }
 
@@ -89,13 +139,13 @@ impl ReadaheadController for Static {
 pub struct KmlController {
     model: ModelFile,
     ws: Option<Workspace>,
-    per_file: bool,
+    scope: Scope,
     /// The training data's range per feature (model metadata `feature_min`/`feature_max`).
     range: Option<(Vec<f64>, Vec<f64>)>,
     /// Readahead set when a feature vector is out of the training range.
     pub fallback_kb: u64,
-    /// Decisions taken: class per window (device mode) or per file; `usize::MAX` for a
-    /// fallback.
+    /// Decisions taken: class per window (device mode) or per file or description (by
+    /// inode); `usize::MAX` for a fallback.
     pub decisions: Vec<(u64, usize)>,
     /// Decisions that fell back to `fallback_kb`.
     pub fallbacks: u64,
@@ -125,7 +175,7 @@ fn meta_numbers(model: &ModelFile, key: &str) -> Option<Vec<f64>> {
 impl KmlController {
     /// A controller for `model`; error unless the model speaks KML's readahead schema and maps
     /// classes to read_ahead_kb.
-    pub fn new(model: ModelFile, per_file: bool) -> iolearn_ml::Result<Self> {
+    pub fn new(model: ModelFile, scope: Scope) -> iolearn_ml::Result<Self> {
         model.expect_schema(READAHEAD_SCHEMA)?;
         // A model file is validated on load; one built in memory may not have been, and a
         // wrong width would panic at the first decision (after the tuner changed the device).
@@ -147,7 +197,7 @@ impl KmlController {
         Ok(KmlController {
             model,
             ws,
-            per_file,
+            scope,
             range,
             fallback_kb: 128,
             decisions: Vec::new(),
@@ -209,15 +259,32 @@ impl ReadaheadController for KmlController {
         self.model.classes.iter().map(|c| c.label.clone()).collect()
     }
     fn name(&self) -> String {
-        format!(
-            "kml-{}-{}",
-            self.model.kind.name(),
-            if self.per_file { "per-file" } else { "per-device" }
-        )
+        format!("kml-{}-{}", self.model.kind.name(), self.scope.name())
     }
 
     fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
-        if self.per_file {
+        if self.scope == Scope::Description {
+            // Each process's stream of each file decides that process's value for the file;
+            // its busiest stream also goes to the files it opens next.
+            let mut busiest: BTreeMap<u32, (f64, u64)> = BTreeMap::new();
+            for (&(pid, inode), f) in &window.descriptions {
+                let mut f = *f;
+                let now = knobs.description_read_ahead_kb(pid, inode);
+                f[4] = now as f64 * 2.0 / 1024.0;
+                let (class, kb) = self.decide_one(&f);
+                self.decisions.push((inode, class));
+                if kb != now {
+                    knobs.set_description_read_ahead_kb(pid, inode, kb);
+                }
+                let b = busiest.entry(pid).or_insert((f64::MIN, kb));
+                if f[0] > b.0 {
+                    *b = (f[0], kb);
+                }
+            }
+            for (pid, (_, kb)) in busiest {
+                knobs.set_new_file_read_ahead_kb(pid, kb);
+            }
+        } else if self.scope == Scope::File {
             // Per process: the decision on its busiest file (the most events, the surest
             // reading) also goes to the files it opens next.
             let mut busiest: BTreeMap<u32, (f64, u64)> = BTreeMap::new();
@@ -402,14 +469,15 @@ impl ControllerSpec {
         }
     }
 
-    /// Build the controller (`per_file` applies to LEAP and models; `fallback`, when given, is
+    /// Build the controller (`scope` applies to LEAP and models; LEAP has no per-description
+    /// trends and decides per file for [`Scope::Description`]; `fallback`, when given, is
     /// what a model does with inputs outside its training range; `Fallback::Online` is per
     /// device only). `Files` builds [`Vanilla`]:
     /// its values are set on the files before the run, not decided. A model that cannot be
     /// read or used is an error naming its file.
     pub fn build(
         &self,
-        per_file: bool,
+        scope: Scope,
         fallback: Option<Fallback>,
     ) -> iolearn_ml::Result<Box<dyn ReadaheadController + Send>> {
         Ok(match self {
@@ -418,17 +486,19 @@ impl ControllerSpec {
             | ControllerSpec::LeapPrefetch
             | ControllerSpec::LeapPrefetchUnmarked => Box::new(Vanilla),
             ControllerSpec::Leap => Box::new(Leap {
-                per_file,
+                per_file: scope != Scope::Device,
                 ..Leap::default()
             }),
             ControllerSpec::Static(kb) => Box::new(Static::new(*kb)),
             ControllerSpec::Online => Box::new(crate::online::Online::default()),
             ControllerSpec::Model(path) => {
                 let file = ModelFile::load(path)?;
-                let mut c = KmlController::new(file, per_file).map_err(|e| e.in_file(path))?;
+                let mut c = KmlController::new(file, scope).map_err(|e| e.in_file(path))?;
                 match fallback {
                     Some(Fallback::Kb(kb)) => c.fallback_kb = kb,
-                    Some(Fallback::Online) if !per_file => c.learner = Some(crate::online::Online::default()),
+                    Some(Fallback::Online) if scope == Scope::Device => {
+                        c.learner = Some(crate::online::Online::default())
+                    }
                     _ => {}
                 }
                 Box::new(c)

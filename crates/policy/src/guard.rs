@@ -168,6 +168,7 @@ enum Phase {
 struct Wants {
     device: Option<u64>,
     files: BTreeMap<u64, u64>,
+    descriptions: BTreeMap<(u32, u64), u64>,
     new_files: BTreeMap<u32, u64>,
 }
 
@@ -177,6 +178,7 @@ impl Wants {
         Wants {
             device: Some(kb),
             files: self.files.keys().map(|&ino| (ino, kb)).collect(),
+            descriptions: self.descriptions.keys().map(|&d| (d, kb)).collect(),
             new_files: self.new_files.keys().map(|&pid| (pid, kb)).collect(),
         }
     }
@@ -184,6 +186,7 @@ impl Wants {
     fn is_vanilla(&self, vanilla_kb: u64) -> bool {
         self.device.is_none_or(|kb| kb == vanilla_kb)
             && self.files.values().all(|&kb| kb == vanilla_kb)
+            && self.descriptions.values().all(|&kb| kb == vanilla_kb)
             && self.new_files.values().all(|&kb| kb == vanilla_kb)
     }
 }
@@ -222,6 +225,19 @@ impl ReadaheadKnobs for GuardKnobs<'_> {
         self.wants.files.insert(inode, kb);
         if self.apply {
             self.inner.set_file_read_ahead_kb(inode, kb);
+        }
+    }
+    fn description_read_ahead_kb(&self, pid: u32, inode: u64) -> u64 {
+        match self.wants.descriptions.get(&(pid, inode)) {
+            Some(&kb) if !self.apply => kb,
+            _ => self.inner.description_read_ahead_kb(pid, inode),
+        }
+    }
+    fn set_description_read_ahead_kb(&mut self, pid: u32, inode: u64, kb: u64) {
+        let kb = kb.max(self.min_kb);
+        self.wants.descriptions.insert((pid, inode), kb);
+        if self.apply {
+            self.inner.set_description_read_ahead_kb(pid, inode, kb);
         }
     }
     fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
@@ -343,6 +359,11 @@ impl Guarded {
         for (&ino, &kb) in &target.files {
             if knobs.file_read_ahead_kb(ino) != kb {
                 knobs.set_file_read_ahead_kb(ino, kb);
+            }
+        }
+        for (&(pid, ino), &kb) in &target.descriptions {
+            if knobs.description_read_ahead_kb(pid, ino) != kb {
+                knobs.set_description_read_ahead_kb(pid, ino, kb);
             }
         }
         for (&pid, &kb) in &target.new_files {

@@ -15,6 +15,8 @@ pub enum Target {
     Device,
     /// One file (inode).
     File(u64),
+    /// One process's descriptions of one file: (pid, inode).
+    Description(u32, u64),
     /// The files a process opens next.
     NewFiles(u32),
 }
@@ -109,6 +111,14 @@ impl ReadaheadKnobs for SteadyKnobs<'_> {
     fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {
         if self.steady.admit(Target::File(inode), kb) {
             self.inner.set_file_read_ahead_kb(inode, kb);
+        }
+    }
+    fn description_read_ahead_kb(&self, pid: u32, inode: u64) -> u64 {
+        self.inner.description_read_ahead_kb(pid, inode)
+    }
+    fn set_description_read_ahead_kb(&mut self, pid: u32, inode: u64, kb: u64) {
+        if self.steady.admit(Target::Description(pid, inode), kb) {
+            self.inner.set_description_read_ahead_kb(pid, inode, kb);
         }
     }
     fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {

@@ -2,7 +2,7 @@
 
 use iolearn_ml::kml::READAHEAD_SCHEMA;
 use iolearn_ml::{ClassAction, DecisionTree, ModelFile, ModelKind, TreeConfig};
-use iolearn_policy::controller::{KmlController, ReadaheadController, ReadaheadKnobs};
+use iolearn_policy::controller::{KmlController, ReadaheadController, ReadaheadKnobs, Scope};
 use iolearn_policy::readahead::WindowFeatures;
 use std::collections::BTreeMap;
 
@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 struct Recorder {
     device_kb: u64,
     files: BTreeMap<u64, u64>,
+    descriptions: BTreeMap<(u32, u64), u64>,
     new_files: BTreeMap<u32, u64>,
 }
 
@@ -26,6 +27,15 @@ impl ReadaheadKnobs for Recorder {
     }
     fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {
         self.files.insert(inode, kb);
+    }
+    fn description_read_ahead_kb(&self, pid: u32, inode: u64) -> u64 {
+        self.descriptions
+            .get(&(pid, inode))
+            .copied()
+            .unwrap_or_else(|| self.file_read_ahead_kb(inode))
+    }
+    fn set_description_read_ahead_kb(&mut self, pid: u32, inode: u64, kb: u64) {
+        self.descriptions.insert((pid, inode), kb);
     }
     fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
         self.new_files.insert(pid, kb);
@@ -75,7 +85,7 @@ fn window(files: &[(u64, u32, f64, f64)]) -> WindowFeatures {
 
 #[test]
 fn per_file_mode_sets_each_file_and_each_process_new_files_from_its_busiest_file() {
-    let mut c = KmlController::new(model(), true).unwrap();
+    let mut c = KmlController::new(model(), Scope::File).unwrap();
     let mut k = Recorder {
         device_kb: 128,
         ..Default::default()
@@ -91,9 +101,94 @@ fn per_file_mode_sets_each_file_and_each_process_new_files_from_its_busiest_file
     assert_eq!(k.device_kb, 128, "per-file mode leaves the device alone");
 }
 
+/// One file read by a scanner (process 7) and a random reader (process 8): its merged stream
+/// looks random, each process's own stream does not.
+fn shared_file_window() -> WindowFeatures {
+    WindowFeatures {
+        descriptions: BTreeMap::from([
+            ((7, 1), [5000.0, 10.0, 10.0, 1.0, 0.25]),
+            ((8, 1), [300.0, 10.0, 10.0, 700.0, 0.25]),
+        ]),
+        ..window(&[(1, 7, 5300.0, 650.0)])
+    }
+}
+
+#[test]
+fn per_description_mode_gives_each_process_its_own_value_for_a_shared_file() {
+    let mut c = KmlController::new(model(), Scope::Description).unwrap();
+    assert_eq!(c.name(), "kml-tree-per-description");
+    let mut k = Recorder {
+        device_kb: 128,
+        ..Default::default()
+    };
+    c.decide(&shared_file_window(), &mut k);
+    assert_eq!(k.descriptions, BTreeMap::from([((7, 1), 512), ((8, 1), 16)]));
+    assert!(k.files.is_empty(), "the file's own value is left alone");
+    assert_eq!(k.new_files, BTreeMap::from([(7, 512), (8, 16)]));
+    assert_eq!(k.device_kb, 128);
+    // Per file, the same window gives the shared file one value: the merged stream's.
+    let mut per_file = KmlController::new(model(), Scope::File).unwrap();
+    let mut k = Recorder {
+        device_kb: 128,
+        ..Default::default()
+    };
+    per_file.decide(&shared_file_window(), &mut k);
+    assert_eq!(k.files, BTreeMap::from([(1, 16)]));
+}
+
+#[test]
+fn per_description_values_go_through_hysteresis_and_the_guardrail() {
+    use iolearn_policy::guard::{GuardConfig, Guarded};
+    use iolearn_policy::steady::Steady;
+    // Hold 2: the first window asks, the second applies.
+    let mut g = Guarded::new(
+        Box::new(KmlController::new(model(), Scope::Description).unwrap()),
+        Steady::new(2, 0),
+        None,
+        128,
+    );
+    let mut k = Recorder {
+        device_kb: 128,
+        ..Default::default()
+    };
+    g.decide(&shared_file_window(), &mut k);
+    assert!(k.descriptions.is_empty(), "held back one window");
+    g.decide(&shared_file_window(), &mut k);
+    assert_eq!(k.descriptions, BTreeMap::from([((7, 1), 512), ((8, 1), 16)]));
+    // Behind the guardrail: vanilla first (nothing applied), and vanilla puts every
+    // description the controller touched back at the vanilla value.
+    let mut g = Guarded::new(
+        Box::new(KmlController::new(model(), Scope::Description).unwrap()),
+        Steady::new(1, 0),
+        Some(GuardConfig::default()),
+        128,
+    );
+    let mut k = Recorder {
+        device_kb: 128,
+        ..Default::default()
+    };
+    let mut w = shared_file_window();
+    w.outcome = iolearn_policy::readahead::Outcome {
+        seconds: 1.0,
+        busy_s: Some(1.0),
+        pages_accessed: 100,
+        ..Default::default()
+    };
+    g.decide(&w, &mut k);
+    assert!(k.descriptions.is_empty(), "the guardrail measures vanilla first");
+    for _ in 0..4 {
+        g.decide(&w, &mut k);
+    }
+    assert_eq!(k.descriptions, BTreeMap::from([((7, 1), 512), ((8, 1), 16)]));
+    // A collapse of progress reverts both descriptions to vanilla.
+    w.outcome.busy_s = Some(0.1);
+    g.decide(&w, &mut k);
+    assert_eq!(k.descriptions, BTreeMap::from([((7, 1), 128), ((8, 1), 128)]));
+}
+
 #[test]
 fn per_device_mode_sets_the_device_only() {
-    let mut c = KmlController::new(model(), false).unwrap();
+    let mut c = KmlController::new(model(), Scope::Device).unwrap();
     let mut k = Recorder {
         device_kb: 128,
         ..Default::default()
@@ -107,10 +202,10 @@ fn per_device_mode_sets_the_device_only() {
 fn a_model_without_the_readahead_schema_is_refused() {
     let mut m = model();
     m.schema = "something-else".into();
-    assert!(KmlController::new(m, true).is_err());
+    assert!(KmlController::new(m, Scope::File).is_err());
     let mut m = model();
     m.action_unit = "rsize".into();
-    assert!(KmlController::new(m, false).is_err());
+    assert!(KmlController::new(m, Scope::Device).is_err());
 }
 
 #[test]
@@ -176,7 +271,7 @@ fn steady_knobs_hold_changes_until_repeated_and_space_them() {
 #[test]
 fn a_flapping_per_file_model_changes_nothing_through_steady_knobs() {
     use iolearn_policy::steady::Steady;
-    let mut c = KmlController::new(model(), true).unwrap();
+    let mut c = KmlController::new(model(), Scope::File).unwrap();
     let mut k = Recorder {
         device_kb: 128,
         ..Default::default()
@@ -197,7 +292,7 @@ fn inputs_outside_the_training_range_fall_back_to_the_default() {
     let mut m = model();
     m.meta.push(("feature_min".into(), "10,0,0,1,0.0".into()));
     m.meta.push(("feature_max".into(), "10000,20,20,1000,1.0".into()));
-    let mut c = KmlController::new(m, false).unwrap();
+    let mut c = KmlController::new(m, Scope::Device).unwrap();
     c.fallback_kb = 128;
     let mut k = Recorder {
         device_kb: 512,

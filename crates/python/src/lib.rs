@@ -708,9 +708,12 @@ type ClosedLoop<'py> = (Vec<f64>, Vec<(f64, u64)>, Bound<'py, PyArray2<f64>>);
 
 /// Run workloads in the simulator under a readahead controller, deciding once per `window_s`
 /// (`iolearn_readahead::run`): `controller` is "vanilla", "leap", "static:KB",
-/// "files:KB0,KB1,..." (each workload's files held at its own value), or a model file path
-/// (`per_file` applies to leap and models). Workloads run concurrently (one database each)
-/// for `seconds`, or with `back_to_back` one after the other on one database, `seconds` each.
+/// "files:KB0,KB1,..." (each workload's files held at its own value; on a shared database its
+/// process's descriptions), or a model file path. `scope` ("device", "file" or "description")
+/// is what leap and models decide for; `per_file=True` is `scope="file"`. Workloads run
+/// concurrently (one process and database each; with `shared_db` one process each on one
+/// database) for `seconds`, or with `back_to_back` one after the other on one database,
+/// `seconds` each.
 /// Returns (ops/s per workload, list of (time_s, device read_ahead_kb), windows of device
 /// features as an (n, 6) array `[window, f0..f4]`, or with `file_features` every file's,
 /// (n, 7) `[window, workload index, f0..f4]`). With `guard` the controller runs behind the
@@ -718,7 +721,7 @@ type ClosedLoop<'py> = (Vec<f64>, Vec<(f64, u64)>, Bound<'py, PyArray2<f64>>);
 /// kernel tuner sees); with `fallback_online` a model out of its training range lets the
 /// online learner decide.
 #[pyfunction]
-#[pyo3(signature = (workloads, controller="vanilla", device="nvme", read_ahead_kb=128, seconds=10.0, per_file=false, db_mb=2355, cache_mb=850, window_s=1.0, seed=1, back_to_back=false, file_features=false, guard=false, app_signal=false, fallback_online=false))]
+#[pyo3(signature = (workloads, controller="vanilla", device="nvme", read_ahead_kb=128, seconds=10.0, per_file=false, db_mb=2355, cache_mb=850, window_s=1.0, seed=1, back_to_back=false, file_features=false, guard=false, app_signal=false, fallback_online=false, scope=None, shared_db=false))]
 #[allow(clippy::too_many_arguments)] // mirrors the Python keyword arguments one to one
 fn sim_closed_loop<'py>(
     py: Python<'py>,
@@ -737,8 +740,23 @@ fn sim_closed_loop<'py>(
     guard: bool,
     app_signal: bool,
     fallback_online: bool,
+    scope: Option<&str>,
+    shared_db: bool,
 ) -> PyResult<ClosedLoop<'py>> {
-    use iolearn_readahead::{ControllerSpec, LoopConfig, RunError};
+    use iolearn_readahead::{ControllerSpec, LoopConfig, RunError, Scope};
+    let scope = match (scope, per_file) {
+        (None, false) => Scope::Device,
+        (None, true) => Scope::File,
+        (Some(s), _) => {
+            let scope = Scope::parse(s).map_err(PyValueError::new_err)?;
+            if per_file && scope != Scope::File {
+                return Err(PyValueError::new_err(format!(
+                    "per_file=True and scope={s:?} disagree; give one"
+                )));
+            }
+            scope
+        }
+    };
     let device = iolearn_sim::device::DevicePreset::by_name(device)
         .ok_or_else(|| PyValueError::new_err(format!("unknown device preset {device:?} (nvme, sata, hdd, loop)")))?;
     let workloads = workloads
@@ -753,7 +771,8 @@ fn sim_closed_loop<'py>(
         device,
         read_ahead_kb,
         seconds,
-        per_file,
+        scope,
+        shared_db,
         db_mb,
         cache_mb,
         window_s,

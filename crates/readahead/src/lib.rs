@@ -11,7 +11,7 @@
 //! Depends on `ml`, `sim` and `policy`; nothing of the real machine (that is `tune`).
 #![deny(missing_docs)]
 
-pub use iolearn_policy::controller::ControllerSpec;
+pub use iolearn_policy::controller::{ControllerSpec, Scope};
 use iolearn_policy::controller::{ReadaheadController, ReadaheadKnobs};
 use iolearn_policy::guard::Guarded;
 pub use iolearn_policy::guard::{GuardConfig, GuardEvent};
@@ -38,10 +38,21 @@ impl ReadaheadKnobs for SimKnobs<'_> {
     fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {
         self.0.set_file_ra_pages(inode as u32, Some(kb / 4))
     }
+    fn description_read_ahead_kb(&self, pid: u32, inode: u64) -> u64 {
+        match pid.checked_sub(1) {
+            Some(process) if process < self.0.n_processes() => self.0.description_ra_pages(process, inode as u32) * 4,
+            _ => self.file_read_ahead_kb(inode),
+        }
+    }
+    fn set_description_read_ahead_kb(&mut self, pid: u32, inode: u64, kb: u64) {
+        if let Some(process) = pid.checked_sub(1) {
+            self.0.set_description_ra_pages(process, inode as u32, Some(kb / 4))
+        }
+    }
     fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
-        // Processes are database instances, pid = instance + 1 (0 means unknown).
-        if let Some(instance) = pid.checked_sub(1) {
-            self.0.set_new_file_ra_pages(instance, Some(kb / 4))
+        // pid = the simulator's process + 1 (0 means unknown).
+        if let Some(process) = pid.checked_sub(1) {
+            self.0.set_new_file_ra_pages(process, Some(kb / 4))
         }
     }
 }
@@ -78,8 +89,9 @@ pub fn check_run(seconds: f64, read_ahead_kb: u64, db_mb: u64, cache_mb: u64) ->
 /// One closed-loop run.
 #[derive(Debug, Clone)]
 pub struct LoopConfig {
-    /// The workloads: run concurrently (one database each), or with `back_to_back` one after
-    /// the other on one database, `seconds` each.
+    /// The workloads: run concurrently (one process and database each; with `shared_db` one
+    /// process each on one database), or with `back_to_back` one after the other on one
+    /// database, `seconds` each.
     pub workloads: Vec<WorkloadKind>,
     /// The controller.
     pub controller: ControllerSpec,
@@ -89,8 +101,12 @@ pub struct LoopConfig {
     pub read_ahead_kb: u64,
     /// Length of the run (of each phase when back to back), seconds.
     pub seconds: f64,
-    /// LEAP and models decide per file.
-    pub per_file: bool,
+    /// What LEAP and models decide for: the device, each file, or each process's descriptions
+    /// of each file.
+    pub scope: Scope,
+    /// Concurrent workloads share one database (each its own process, with its own open
+    /// file descriptions of the same files).
+    pub shared_db: bool,
     /// Database size, MiB.
     pub db_mb: u64,
     /// Page cache, MiB.
@@ -124,7 +140,8 @@ impl LoopConfig {
             device: DevicePreset::nvme(),
             read_ahead_kb: 128,
             seconds: 10.0,
-            per_file: false,
+            scope: Scope::Device,
+            shared_db: false,
             db_mb: 2355,
             cache_mb: 850,
             window_s: 1.0,
@@ -146,8 +163,12 @@ impl LoopConfig {
         if let Some(g) = &self.guard {
             g.check()?;
         }
-        if self.fallback_online && (self.per_file || !matches!(self.controller, ControllerSpec::Model(_))) {
+        if self.fallback_online && (self.scope != Scope::Device || !matches!(self.controller, ControllerSpec::Model(_)))
+        {
             return Err("fallback_online: applies to a model deciding per device".into());
+        }
+        if self.shared_db && self.back_to_back {
+            return Err("shared_db: the workloads run concurrently; drop back_to_back".into());
         }
         if !(1e-3..=3600.0).contains(&self.window_s) {
             return Err(format!("window_s must be 0.001 to 3600, got {:?}", self.window_s));
@@ -205,7 +226,8 @@ pub struct LoopResult {
     /// The device's `read_ahead_kb` after each window's decision: (end of window, s; KiB).
     pub device_kb: Vec<(f64, u64)>,
     /// Features per window, row-major: `[window, f0..f4]` for the device (6 wide), or
-    /// `[window, workload index, f0..f4]` per file with `file_features` (7 wide).
+    /// `[window, workload index, f0..f4]` per file with `file_features` (7 wide; on a shared
+    /// database, per process and file).
     pub features: Vec<f64>,
     /// Width of a `features` row.
     pub width: usize,
@@ -227,7 +249,7 @@ pub fn run(cfg: &LoopConfig) -> Result<LoopResult, RunError> {
         .then_some(iolearn_policy::controller::Fallback::Online);
     let ctl = cfg
         .controller
-        .build(cfg.per_file, fallback)
+        .build(cfg.scope, fallback)
         .map_err(RunError::Controller)?;
     Ok(run_checked(cfg, ctl))
 }
@@ -271,6 +293,7 @@ fn run_checked(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> Lo
             kind: kinds[0],
             mode,
             db_instance: 0,
+            process: 0,
             max_ops: None,
         }]
     } else {
@@ -280,7 +303,8 @@ fn run_checked(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> Lo
             .map(|(i, &kind)| ThreadSpec {
                 kind,
                 mode,
-                db_instance: i as u32,
+                db_instance: if cfg.shared_db { 0 } else { i as u32 },
+                process: i as u32,
                 max_ops: None,
             })
             .collect()
@@ -317,9 +341,17 @@ fn run_checked(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> Lo
         _ => {}
     }
     if let ControllerSpec::Files(kbs) = &cfg.controller {
+        // Each workload's own value: on its files, or on a shared database its process's
+        // descriptions of every file (the per-description oracle).
         for f in 0..sim.n_files() {
-            let kb = kbs[sim.instance_of(f) as usize];
-            sim.set_file_ra_pages(f, Some(kb / 4));
+            if cfg.shared_db {
+                for (p, &kb) in kbs.iter().enumerate() {
+                    sim.set_description_ra_pages(p as u32, f, Some(kb / 4));
+                }
+            } else {
+                let kb = kbs[sim.instance_of(f) as usize];
+                sim.set_file_ra_pages(f, Some(kb / 4));
+            }
         }
     }
     let mut k = KmlFeatures::new(window_ns, 0);
@@ -364,7 +396,7 @@ fn run_checked(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> Lo
                 time_ns: e.time_ns,
                 inode: e.file as u64,
                 index: e.index,
-                pid: sim.instance_of(e.file) + 1,
+                pid: e.process + 1,
             });
         }
         let dev_ra = sim.device_read_ahead_kb() * 2; // sectors
@@ -378,7 +410,14 @@ fn run_checked(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> Lo
             ops: Some(ops as f64),
             ..outcome
         });
-        if cfg.file_features {
+        if cfg.file_features && cfg.shared_db {
+            // Both workloads read every file: a row per process's stream of each file.
+            for (&(pid, _), f) in &win.descriptions {
+                out.features.push(w as f64);
+                out.features.push(pid.saturating_sub(1) as f64);
+                out.features.extend(f);
+            }
+        } else if cfg.file_features {
             for (&ino, f) in &win.files {
                 out.features.push(w as f64);
                 out.features.push(sim.instance_of(ino as u32) as f64);

@@ -1,6 +1,6 @@
 //! The closed loop as the Python API and the CLI's pipeline drive it.
 
-use iolearn_readahead::{check_run, run, ControllerSpec, LoopConfig, RunError};
+use iolearn_readahead::{check_run, run, ControllerSpec, LoopConfig, RunError, Scope};
 use iolearn_sim::workload::WorkloadKind::{ReadRandom, ReadReverse, ReadSeq};
 
 fn short(workloads: Vec<iolearn_sim::workload::WorkloadKind>, spec: &str) -> LoopConfig {
@@ -349,5 +349,86 @@ fn a_model_out_of_its_range_hands_over_to_the_online_learner() {
     let mut bad = LoopConfig::new(vec![ReadRandom], ControllerSpec::Static(64));
     bad.fallback_online = true;
     assert!(run(&bad).unwrap_err().to_string().contains("fallback_online"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A tree trained on each file's windows of a scan and of random reads run side by side, each
+/// on its own database (seed 1), at 16, 128 and 512 KiB: class 1 (scan) reads ahead 512 KiB, class 0 (random) 16 KiB.
+fn scan_or_random_model(dir: &std::path::Path) -> std::path::PathBuf {
+    use iolearn_ml::{ClassAction, DecisionTree, ModelFile, ModelKind, TreeConfig};
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for kb in [16, 128, 512] {
+        let mut c = LoopConfig::new(vec![ReadSeq, ReadRandom], ControllerSpec::Static(kb));
+        c.seconds = 5.0;
+        c.db_mb = 1024;
+        c.cache_mb = 384;
+        c.file_features = true;
+        for row in run(&c).unwrap().features.chunks(7) {
+            x.extend(row[2..].iter().map(|&v| v as f32));
+            y.push(if row[1] == 0.0 { 1.0 } else { 0.0 });
+        }
+    }
+    let tree = DecisionTree::fit(&x, &y, 5, &TreeConfig::default()).unwrap();
+    let mut m = ModelFile::new(ModelKind::Tree(tree), iolearn_ml::kml::READAHEAD_SCHEMA);
+    m.features = (0..5).map(|i| format!("f{i}")).collect();
+    m.classes = vec![
+        ClassAction {
+            label: "random".into(),
+            action: 16,
+        },
+        ClassAction {
+            label: "sequential".into(),
+            action: 512,
+        },
+    ];
+    m.action_unit = "read_ahead_kb".into();
+    let p = dir.join("scan-or-random.iolm");
+    m.save(&p).unwrap();
+    p
+}
+
+#[test]
+fn per_description_decisions_serve_a_scanner_and_a_random_reader_on_one_database() {
+    // Two processes on one database: a scan wants a large readahead, the random reader a
+    // small one, on the same files. Per device or per file one value serves one of them; per
+    // description each process's stream decides its own.
+    let dir = std::env::temp_dir().join(format!("iolearn-shared-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = scan_or_random_model(&dir);
+    let run_as = |spec: ControllerSpec, scope: Scope| {
+        let mut c = LoopConfig::new(vec![ReadSeq, ReadRandom], spec);
+        c.seconds = 20.0;
+        c.db_mb = 1024;
+        c.cache_mb = 384;
+        c.seed = 11;
+        c.shared_db = true;
+        c.scope = scope;
+        run(&c).unwrap().ops_per_s
+    };
+    let van = run_as(ControllerSpec::Vanilla, Scope::Device);
+    // Weighted speedup over vanilla (each process's ops/s relative to its own vanilla).
+    let ws = |o: &[f64]| o.iter().zip(&van).map(|(a, b)| a / b).sum::<f64>() / 2.0;
+    let m = || ControllerSpec::Model(model.clone());
+    let device = ws(&run_as(m(), Scope::Device));
+    let file = ws(&run_as(m(), Scope::File));
+    let desc = ws(&run_as(m(), Scope::Description));
+    let oracle = ws(&run_as(ControllerSpec::Files(vec![512, 16]), Scope::Device));
+    assert!(
+        desc > 1.15 * file && desc > 1.15 * device,
+        "per description {desc:.3} vs per file {file:.3} and per device {device:.3}"
+    );
+    assert!(
+        desc > 0.9 * oracle,
+        "near each process's own static value: {desc:.3} vs {oracle:.3}"
+    );
+    // The per-process rows of a shared database: both processes read the same files.
+    let mut c = short(vec![ReadSeq, ReadRandom], "vanilla");
+    c.shared_db = true;
+    c.file_features = true;
+    let r = run(&c).unwrap();
+    let procs: std::collections::BTreeSet<u64> = r.features.chunks(7).map(|f| f[1] as u64).collect();
+    assert_eq!(procs, [0, 1].into());
+    c.back_to_back = true;
+    assert!(run(&c).unwrap_err().to_string().contains("shared_db"));
     std::fs::remove_dir_all(&dir).unwrap();
 }

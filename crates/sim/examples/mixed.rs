@@ -25,6 +25,7 @@ fn main() {
                     kind,
                     mode: AccessMode::Mmap,
                     db_instance: i as u32,
+                    process: i as u32,
                     max_ops: None,
                 })
                 .collect();

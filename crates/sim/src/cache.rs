@@ -55,9 +55,10 @@ struct Node {
     referenced: bool,
     dirty: bool,
     marker: bool,
-    /// Mapped into a process by a fault or fault-around: further loads do not enter the
-    /// kernel (no fault, no readahead check) until the page is reclaimed.
-    mapped: bool,
+    /// The processes that mapped it by a fault or fault-around, a bit each ([`process_bit`]):
+    /// their further loads do not enter the kernel (no fault, no readahead check) until the
+    /// page is reclaimed; another process's first load still faults.
+    mapped: u64,
     ready_at_ns: u64,
 }
 
@@ -83,7 +84,8 @@ pub struct Cached {
     pub ready_at_ns: u64,
     /// Whether the page carried the readahead marker (cleared by a lookup the kernel sees).
     pub marker: bool,
-    /// Whether the page was already mapped (an mmap load then never reaches the kernel).
+    /// Whether the page was already mapped into the accessing process (an mmap load then
+    /// never reaches the kernel).
     pub mapped: bool,
 }
 
@@ -109,6 +111,12 @@ pub struct CacheStats {
     pub evicted: u64,
     /// Dirty pages reclaimed (written back).
     pub written_back: u64,
+}
+
+/// A process's bit in a page's `mapped` set. Processes beyond 64 share bits (a load then
+/// may be taken for mapped where it would fault: the simulations run a few processes).
+fn process_bit(process: u32) -> u64 {
+    1 << (process % 64)
 }
 
 /// The page cache.
@@ -173,24 +181,28 @@ impl PageCache {
     /// Look a page up as an access: counts a hit or miss and marks it accessed (promoting an
     /// inactive page that was already referenced). For a `read()` or a fault on an unmapped
     /// page (`mmap` false, or the page not yet mapped) the readahead marker is cleared and
-    /// returned; an mmap load maps the page.
-    pub fn access(&mut self, key: PageKey, mmap: bool) -> Option<Cached> {
+    /// returned; an mmap load maps the page into `process`.
+    pub fn access(&mut self, key: PageKey, mmap: bool, process: u32) -> Option<Cached> {
         let Some(slot) = self.map.get(key) else {
             self.stats.misses += 1;
             return None;
         };
         self.stats.hits += 1;
         let n = &mut self.nodes[slot as usize];
-        let kernel_sees = !(mmap && n.mapped);
+        let bit = process_bit(process);
+        let mapped = n.mapped & bit != 0;
+        let kernel_sees = !(mmap && mapped);
         let found = Cached {
             ready_at_ns: n.ready_at_ns,
             marker: kernel_sees && n.marker,
-            mapped: n.mapped,
+            mapped,
         };
         if kernel_sees {
             n.marker = false;
         }
-        n.mapped |= mmap;
+        if mmap {
+            n.mapped |= bit;
+        }
         if n.active {
             n.referenced = true;
         } else if n.referenced {
@@ -206,27 +218,30 @@ impl PageCache {
     }
 
     /// The access that caused a page's read, after the read was issued: the page counts as
-    /// referenced (and mapped, for a fault) without counting a second lookup. Returns when
-    /// the page's read completes.
-    pub fn settle(&mut self, key: PageKey, mmap: bool) -> Option<u64> {
+    /// referenced (and mapped into `process`, for a fault) without counting a second lookup.
+    /// Returns when the page's read completes.
+    pub fn settle(&mut self, key: PageKey, mmap: bool, process: u32) -> Option<u64> {
         let slot = self.map.get(key)?;
         let n = &mut self.nodes[slot as usize];
         n.referenced = true;
-        n.mapped |= mmap;
+        if mmap {
+            n.mapped |= process_bit(process);
+        }
         Some(n.ready_at_ns)
     }
 
-    /// Fault-around (`filemap_map_pages`): map page `key` if it is cached, up to date at
-    /// `now_ns`, unmapped and not a readahead marker (those must fault to trigger readahead).
-    /// Returns whether it was mapped.
-    pub fn map_around(&mut self, key: PageKey, now_ns: u64) -> bool {
+    /// Fault-around (`filemap_map_pages`): map page `key` into `process` if it is cached, up
+    /// to date at `now_ns`, not mapped there yet and not a readahead marker (those must fault
+    /// to trigger readahead). Returns whether it was mapped.
+    pub fn map_around(&mut self, key: PageKey, now_ns: u64, process: u32) -> bool {
         match self.map.get(key) {
             Some(slot) => {
                 let n = &mut self.nodes[slot as usize];
-                if n.mapped || n.marker || n.ready_at_ns > now_ns {
+                let bit = process_bit(process);
+                if n.mapped & bit != 0 || n.marker || n.ready_at_ns > now_ns {
                     return false;
                 }
-                n.mapped = true;
+                n.mapped |= bit;
                 true
             }
             None => false,
@@ -279,7 +294,7 @@ impl PageCache {
             referenced: false,
             dirty,
             marker,
-            mapped: false,
+            mapped: 0,
             ready_at_ns,
         };
         let slot = match self.free.pop() {

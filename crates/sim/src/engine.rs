@@ -23,6 +23,12 @@ pub struct ThreadSpec {
     pub mode: AccessMode,
     /// Which database instance (threads of one instance share its files).
     pub db_instance: u32,
+    /// The process it belongs to. Threads of one process share its open file descriptions
+    /// (Linux keeps readahead state per description); each process opens the files itself, so
+    /// a scanner and a random reader in two processes on one database each have their own
+    /// readahead state, mappings and tuning. One process per database instance is the usual
+    /// setup (`db_instance`).
+    pub process: u32,
     /// Stop after this many operations (`None`: run until the end of the simulation).
     pub max_ops: Option<u64>,
 }
@@ -64,6 +70,7 @@ impl SimConfig {
                 kind,
                 mode: AccessMode::Mmap,
                 db_instance: 0,
+                process: 0,
                 max_ops: None,
             }],
             seed: 1,
@@ -90,6 +97,8 @@ pub struct PageEvent {
     pub time_ns: u64,
     /// File (the inode, for the real probes).
     pub file: u32,
+    /// The process whose access caused it (the task the real probes see).
+    pub process: u32,
     /// Page index in the file.
     pub index: u64,
     /// What happened.
@@ -111,13 +120,18 @@ pub struct ThreadStats {
 
 #[derive(Debug, Clone)]
 struct FileState {
-    ra: RaState,
-    /// A per-file readahead set by a controller (KML's per-file mode) overrides the device's.
-    pinned: bool,
-    /// Accessed at least once (a file is "opened" at its first access).
-    opened: bool,
     /// LEAP prefetches this file instead of Linux's readahead ([`Sim::set_leap`]).
     leap: Option<LeapState>,
+}
+
+/// One process's open file description of a file: its readahead state.
+#[derive(Debug, Clone)]
+struct Description {
+    ra: RaState,
+    /// A readahead set by a controller (per file or per description) overrides the device's.
+    pinned: bool,
+    /// Accessed at least once (a process opens a file at its first access).
+    opened: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -144,6 +158,8 @@ pub struct Sim {
     cache: PageCache,
     device: Device,
     files: Vec<FileState>,
+    /// Per process, per file: `process * files.len() + file`.
+    descriptions: Vec<Description>,
     files_per_instance: u32,
     threads: Vec<Thread>,
     queue: BinaryHeap<Reverse<(u64, u32)>>,
@@ -152,8 +168,10 @@ pub struct Sim {
     events: Vec<PageEvent>,
     evicted: Vec<Evicted>,
     page_accesses: u64,
-    /// Per instance: the readahead its newly opened files start with (`None`: the device's).
+    /// Per process: the readahead its newly opened files start with (`None`: the device's).
     new_file_ra: Vec<Option<u64>>,
+    /// The process whose access is being played: the page events it causes are its own.
+    acting: u32,
 }
 
 impl Sim {
@@ -161,13 +179,15 @@ impl Sim {
     pub fn new(cfg: SimConfig) -> Self {
         let files_per_instance = cfg.db.files() + 1; // SSTs + the WAL
         let instances = cfg.threads.iter().map(|t| t.db_instance + 1).max().unwrap_or(1);
+        let processes = cfg.threads.iter().map(|t| t.process + 1).max().unwrap_or(1);
         let device_ra_pages = cfg.read_ahead_kb / 4;
-        let files = (0..instances * files_per_instance)
-            .map(|_| FileState {
+        let n_files = instances * files_per_instance;
+        let files = (0..n_files).map(|_| FileState { leap: None }).collect();
+        let descriptions = (0..processes * n_files)
+            .map(|_| Description {
                 ra: RaState::new(device_ra_pages),
                 pinned: false,
                 opened: false,
-                leap: None,
             })
             .collect();
         let threads = cfg
@@ -199,6 +219,7 @@ impl Sim {
             cache: PageCache::new(cfg.cache_bytes / PAGE_BYTES),
             device: Device::new(cfg.device.clone()),
             files,
+            descriptions,
             files_per_instance,
             threads,
             queue,
@@ -207,7 +228,8 @@ impl Sim {
             events: Vec::new(),
             evicted: Vec::new(),
             page_accesses: 0,
-            new_file_ra: vec![None; instances as usize],
+            new_file_ra: vec![None; processes as usize],
+            acting: 0,
             cfg,
         }
     }
@@ -257,9 +279,32 @@ impl Sim {
         self.device_ra_pages * 4
     }
 
-    /// A file's current readahead in pages.
+    /// Number of processes.
+    pub fn n_processes(&self) -> u32 {
+        self.new_file_ra.len() as u32
+    }
+
+    fn description(&self, process: u32, file: u32) -> &Description {
+        &self.descriptions[process as usize * self.files.len() + file as usize]
+    }
+
+    fn description_mut(&mut self, process: u32, file: u32) -> &mut Description {
+        let n = self.files.len();
+        &mut self.descriptions[process as usize * n + file as usize]
+    }
+
+    /// A file's current readahead in pages: that of the first process that opened it (of
+    /// process 0 before anyone did).
     pub fn file_ra_pages(&self, file: u32) -> u64 {
-        self.files[file as usize].ra.ra_pages
+        let p = (0..self.n_processes())
+            .find(|&p| self.description(p, file).opened)
+            .unwrap_or(0);
+        self.description(p, file).ra.ra_pages
+    }
+
+    /// Process `process`'s readahead for `file`, pages.
+    pub fn description_ra_pages(&self, process: u32, file: u32) -> u64 {
+        self.description(process, file).ra.ra_pages
     }
 
     /// Set the device's `read_ahead_kb` and push it to every open file that has no per-file
@@ -267,7 +312,7 @@ impl Sim {
     /// it, the real tuner uses fadvise on the open descriptions).
     pub fn set_device_read_ahead_kb(&mut self, kb: u64) {
         self.device_ra_pages = kb / 4;
-        for f in &mut self.files {
+        for f in &mut self.descriptions {
             if !f.pinned {
                 f.ra.ra_pages = match f.ra.advice {
                     Advice::Sequential => 2 * self.device_ra_pages,
@@ -277,20 +322,32 @@ impl Sim {
         }
     }
 
-    /// Set one file's readahead (KML's per-file mode); `None` returns it to the device value.
+    /// Set one file's readahead in every process (KML's per-file mode); `None` returns it to
+    /// the device value.
     pub fn set_file_ra_pages(&mut self, file: u32, pages: Option<u64>) {
-        let dev = self.device_ra_pages;
-        let f = &mut self.files[file as usize];
-        f.pinned = pages.is_some();
-        f.ra.ra_pages = pages.unwrap_or(dev);
+        for p in 0..self.n_processes() {
+            self.set_description_ra_pages(p, file, pages);
+        }
     }
 
-    /// Files that database `instance` (one process) opens from now on start with `pages` of
-    /// readahead instead of the device's (`None`: the device's again). Per-file tuning needs
-    /// it: a scan moves from one SST file to the next faster than one decision window, so a
-    /// decision taken on the files a process has read must also cover the ones it opens next.
-    pub fn set_new_file_ra_pages(&mut self, instance: u32, pages: Option<u64>) {
-        if let Some(slot) = self.new_file_ra.get_mut(instance as usize) {
+    /// Set one process's readahead for one file (its open description); `None` returns it
+    /// to the device value. Out-of-range processes are ignored.
+    pub fn set_description_ra_pages(&mut self, process: u32, file: u32, pages: Option<u64>) {
+        if process >= self.n_processes() {
+            return;
+        }
+        let dev = self.device_ra_pages;
+        let d = self.description_mut(process, file);
+        d.pinned = pages.is_some();
+        d.ra.ra_pages = pages.unwrap_or(dev);
+    }
+
+    /// Files that `process` opens from now on start with `pages` of readahead instead of the
+    /// device's (`None`: the device's again). Per-file tuning needs it: a scan moves from one
+    /// SST file to the next faster than one decision window, so a decision taken on the files
+    /// a process has read must also cover the ones it opens next.
+    pub fn set_new_file_ra_pages(&mut self, process: u32, pages: Option<u64>) {
+        if let Some(slot) = self.new_file_ra.get_mut(process as usize) {
             *slot = pages;
         }
     }
@@ -311,10 +368,12 @@ impl Sim {
         }
     }
 
-    /// `posix_fadvise` on a file.
+    /// `posix_fadvise` on a file, by every process.
     pub fn fadvise(&mut self, file: u32, advice: Advice) {
         let dev = self.device_ra_pages;
-        self.files[file as usize].ra.fadvise(advice, dev);
+        for p in 0..self.n_processes() {
+            self.description_mut(p, file).ra.fadvise(advice, dev);
+        }
     }
 
     /// Take the page events recorded since the last call.
@@ -362,13 +421,13 @@ impl Sim {
             .max(until_ns.min(self.queue.peek().map_or(until_ns, |r| r.0 .0)));
     }
 
-    fn open_file(&mut self, file: u32, instance: u32) {
-        let preset = self.new_file_ra.get(instance as usize).copied().flatten();
-        let f = &mut self.files[file as usize];
-        f.opened = true;
-        if let (Some(pages), false) = (preset, f.pinned) {
-            f.ra.ra_pages = pages;
-            f.pinned = true;
+    fn open_file(&mut self, process: u32, file: u32) {
+        let preset = self.new_file_ra.get(process as usize).copied().flatten();
+        let d = self.description_mut(process, file);
+        d.opened = true;
+        if let (Some(pages), false) = (preset, d.pinned) {
+            d.ra.ra_pages = pages;
+            d.pinned = true;
         }
     }
 
@@ -436,7 +495,8 @@ impl Sim {
         self.write_back(clock);
     }
 
-    /// Ask `file`'s readahead state for a decision, giving it the page cache's view of the file.
+    /// Ask the acting process's readahead state of `file` for a decision, giving it the page
+    /// cache's view of the file.
     fn readahead(
         &mut self,
         file: u32,
@@ -444,7 +504,8 @@ impl Sim {
     ) -> Option<RaWindow> {
         let cache = &self.cache;
         let cached = |i: u64| cache.contains(PageKey { file, index: i });
-        decide(&mut self.files[file as usize].ra, &cached)
+        let at = self.acting as usize * self.files.len() + file as usize;
+        decide(&mut self.descriptions[at].ra, &cached)
     }
 
     fn record(&mut self, time_ns: u64, file: u32, index: u64, kind: PageEventKind) {
@@ -452,6 +513,7 @@ impl Sim {
             self.events.push(PageEvent {
                 time_ns,
                 file,
+                process: self.acting,
                 index,
                 kind,
             });
@@ -484,6 +546,8 @@ impl Sim {
     /// finishes (`None`).
     fn step(&mut self, id: usize, until_ns: u64, yield_after_ns: u64) -> Option<u64> {
         let mut clock = self.now_ns.max(self.threads[id].clock_ns);
+        let process = self.threads[id].spec.process;
+        self.acting = process;
         loop {
             if !self.threads[id].in_op {
                 let t = &mut self.threads[id];
@@ -516,14 +580,14 @@ impl Sim {
                 }
                 let index = a.index + t.page as u64;
                 let file = self.file_id(instance, a.file);
-                if !self.files[file as usize].opened {
-                    self.open_file(file, instance);
+                if !self.description(process, file).opened {
+                    self.open_file(process, file);
                 }
                 self.threads[id].page += 1;
                 self.page_accesses += 1;
                 let key = PageKey { file, index };
                 if a.write {
-                    if self.cache.access(key, false).is_some() {
+                    if self.cache.access(key, false, process).is_some() {
                         self.cache.mark_dirty(key);
                     } else {
                         self.cache.insert(key, clock, false, true, &mut self.evicted);
@@ -533,7 +597,7 @@ impl Sim {
                     continue;
                 }
                 let mmap = a.mode == AccessMode::Mmap;
-                match self.cache.access(key, mmap) {
+                match self.cache.access(key, mmap, process) {
                     Some(c) => {
                         if mmap && c.mapped {
                             // A plain load from a mapped page: the kernel sees nothing.
@@ -612,7 +676,7 @@ impl Sim {
                                 clock,
                             );
                         }
-                        let ready = self.cache.settle(key, mmap).unwrap_or(clock).max(clock);
+                        let ready = self.cache.settle(key, mmap, process).unwrap_or(clock).max(clock);
                         if mmap {
                             self.fault_around(file, index, clock);
                         }
@@ -639,11 +703,11 @@ impl Sim {
         let start = index & !(FAULT_AROUND_PAGES - 1);
         let mut mapped = 0u32;
         for i in start..start + FAULT_AROUND_PAGES {
-            if i != index && self.cache.map_around(PageKey { file, index: i }, clock) {
+            if i != index && self.cache.map_around(PageKey { file, index: i }, clock, self.acting) {
                 mapped += 1;
             }
         }
-        let ra = &mut self.files[file as usize].ra;
+        let ra = &mut self.description_mut(self.acting, file).ra;
         ra.mmap_miss = ra.mmap_miss.saturating_sub(mapped);
     }
 }

@@ -18,8 +18,8 @@ fn lru_evicts_the_oldest_inactive_page_and_keeps_twice_used_ones() {
         c.insert(k(i), 0, false, false, &mut ev);
     }
     // Page 0 used twice: promoted to the active list (folio_mark_accessed).
-    c.access(k(0), false);
-    c.access(k(0), false);
+    c.access(k(0), false, 0);
+    c.access(k(0), false, 0);
     assert_eq!(c.is_active(k(0)), Some(true));
     c.insert(k(4), 0, false, false, &mut ev);
     assert_eq!(ev.len(), 1);
@@ -45,9 +45,9 @@ fn marker_is_seen_once_and_mapped_pages_are_invisible_to_the_kernel() {
     let mut c = PageCache::new(8);
     let mut ev = Vec::new();
     c.insert(k(3), 0, true, false, &mut ev);
-    let first = c.access(k(3), true).unwrap();
+    let first = c.access(k(3), true, 0).unwrap();
     assert!(first.marker && !first.mapped);
-    let second = c.access(k(3), true).unwrap();
+    let second = c.access(k(3), true, 0).unwrap();
     assert!(!second.marker && second.mapped);
 }
 
@@ -189,6 +189,7 @@ fn two_instances_run_concurrently_on_one_device() {
         kind: WorkloadKind::ReadSeq,
         mode: AccessMode::Mmap,
         db_instance: 1,
+        process: 1,
         max_ops: None,
     });
     let r = run(cfg, 500_000_000);
@@ -208,6 +209,7 @@ fn a_scan_does_not_run_ahead_of_a_concurrent_reader() {
             kind: WorkloadKind::ReadSeq,
             mode: AccessMode::Mmap,
             db_instance: 1,
+            process: 1,
             max_ops: None,
         });
         let mut sim = Sim::new(cfg);
@@ -279,4 +281,19 @@ fn files_a_process_opens_next_start_with_its_new_file_setting() {
         32,
         "files not yet opened keep the device value"
     );
+}
+
+#[test]
+fn a_page_mapped_by_one_process_still_faults_in_another() {
+    // Page tables are per process: a scanner's mapping does not hide a second process's first
+    // load from the kernel (nor its readahead marker).
+    let mut c = PageCache::new(8);
+    let mut ev = Vec::new();
+    c.insert(k(3), 0, true, false, &mut ev);
+    assert!(c.access(k(3), true, 0).unwrap().marker);
+    assert!(c.access(k(3), true, 0).unwrap().mapped);
+    let other = c.access(k(3), true, 1).unwrap();
+    assert!(!other.mapped, "process 1 has not mapped it");
+    assert!(c.access(k(3), true, 1).unwrap().mapped);
+    assert!(c.map_around(k(4), 0, 0) == c.contains(k(4)));
 }

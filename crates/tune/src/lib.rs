@@ -15,7 +15,7 @@ pub mod outcome;
 pub mod report;
 pub mod testbed;
 
-pub use iolearn_policy::controller::ControllerSpec;
+pub use iolearn_policy::controller::{ControllerSpec, Scope};
 use iolearn_policy::controller::{Fallback, ReadaheadController, ReadaheadKnobs};
 pub use iolearn_policy::guard::GuardConfig;
 use iolearn_policy::guard::{GuardEventKind, Guarded};
@@ -41,8 +41,9 @@ pub struct TuneConfig {
     /// The controller: a model file (schema `kml-readahead-v1`), `leap`, `static:KB` or
     /// `vanilla` (parsed by [`ControllerSpec::parse`], as in the simulator).
     pub controller: ControllerSpec,
-    /// Decide per file instead of per device.
-    pub per_file: bool,
+    /// What a model decides for: the device, each file, or each watched process's
+    /// descriptions of each file.
+    pub scope: Scope,
     /// Processes to watch.
     pub pids: Vec<u32>,
     /// Also watch every process of this cgroup (its `cgroup.procs`, re-read every tick).
@@ -82,7 +83,7 @@ impl TuneConfig {
         TuneConfig {
             device: device.strip_prefix("/dev/").unwrap_or(device).to_string(),
             controller,
-            per_file: false,
+            scope: Scope::Device,
             pids: Vec::new(),
             cgroup: None,
             interval: Duration::from_secs(1),
@@ -287,8 +288,11 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
                     .into(),
             )
         }
-        ControllerSpec::Online if cfg.per_file => {
-            return Err("controller online: learns the device's value; drop --per-file".into())
+        ControllerSpec::Online if cfg.scope != Scope::Device => {
+            return Err(format!(
+                "controller online: learns the device's value; drop --{}",
+                cfg.scope.name()
+            ))
         }
         ControllerSpec::Online if !watched => {
             return Err(
@@ -308,8 +312,11 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
                 cfg.controller
             ));
         }
-        if cfg.per_file {
-            return Err("--fallback-online: the learner sets the device's value; drop --per-file".into());
+        if cfg.scope != Scope::Device {
+            return Err(format!(
+                "--fallback-online: the learner sets the device's value; drop --{}",
+                cfg.scope.name()
+            ));
         }
         if !watched {
             return Err("--fallback-online: the learner needs the processes' progress: --pid or --cgroup".into());
@@ -318,7 +325,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     let inner = cfg
         .controller
         .build(
-            cfg.per_file,
+            cfg.scope,
             Some(if cfg.fallback_online {
                 Fallback::Online
             } else {
@@ -327,8 +334,11 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         )
         .map_err(|e| e.to_string())?;
     let labels = inner.labels();
-    if cfg.per_file && !watched {
-        return Err("per-file tuning needs the processes to tune: --pid or --cgroup".into());
+    if cfg.scope != Scope::Device && !watched {
+        return Err(format!(
+            "{} tuning needs the processes to tune: --pid or --cgroup",
+            cfg.scope.name()
+        ));
     }
     check_pids(&cfg.pids)?;
     check_device_name(&cfg.device)?;
@@ -392,7 +402,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         event = %"start",
         device = %cfg.device,
         controller = %cfg.controller,
-        mode = %if cfg.per_file { "per-file" } else { "per-device" },
+        mode = %cfg.scope.name(),
         read_ahead_kb = original_kb,
         pids = ?pids,
         dry_run = cfg.dry_run
@@ -535,8 +545,16 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
                     );
                     ("device".to_string(), to_kb)
                 }
-                Action::File { ino, kb, descriptions } => {
-                    let target = format!("inode:{ino}");
+                Action::File {
+                    ino,
+                    pid,
+                    kb,
+                    descriptions,
+                } => {
+                    let target = match pid {
+                        Some(pid) => format!("pid:{pid}:inode:{ino}"),
+                        None => format!("inode:{ino}"),
+                    };
                     info!(
                         event = %"change",
                         window = window_ix,

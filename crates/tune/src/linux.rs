@@ -96,10 +96,14 @@ pub enum Action {
         /// Open files given the new value.
         pushed: usize,
     },
-    /// Files of one inode got a value.
+    /// Files of one inode got a value: every watched process's descriptions of it (`pid`
+    /// `None`), or one process's (a decision per description, or the value the process's
+    /// next files get).
     File {
         /// Inode.
         ino: u64,
+        /// The process, for one process's descriptions.
+        pid: Option<u32>,
         /// KiB.
         kb: u64,
         /// Descriptions changed.
@@ -117,11 +121,16 @@ pub struct LinuxKnobs {
     /// Watched processes (empty: every process, scanned only when a device change is pushed).
     pub pids: Vec<u32>,
     open: Vec<OpenFile>,
+    /// Values per file (every watched process's descriptions of it) ...
     file_kb: BTreeMap<u64, u64>,
-    /// Files whose value came from their process's default, not a decision of their own.
-    default_files: std::collections::BTreeSet<u64>,
+    /// ... and per process and file (one process's descriptions); these win over the file's.
+    desc_kb: BTreeMap<(u32, u64), u64>,
+    /// The (process, file) values that came from the process's default for its next files,
+    /// not from a decision of their own.
+    default_descs: std::collections::BTreeSet<(u32, u64)>,
     new_file_kb: BTreeMap<u32, u64>,
     pending_files: BTreeMap<u64, u64>,
+    pending_descs: BTreeMap<(u32, u64), u64>,
     /// Descriptions changed so far (restored at exit).
     pub touched: Vec<OpenFile>,
     /// What happened since the last [`LinuxKnobs::take_actions`].
@@ -168,8 +177,10 @@ impl LinuxKnobs {
             pids: Vec::new(),
             open: Vec::new(),
             file_kb: BTreeMap::new(),
-            default_files: Default::default(),
+            desc_kb: BTreeMap::new(),
+            default_descs: Default::default(),
             new_file_kb: BTreeMap::new(),
+            pending_descs: BTreeMap::new(),
             pending_files: BTreeMap::new(),
             touched: Vec::new(),
             actions: Vec::new(),
@@ -203,8 +214,11 @@ impl LinuxKnobs {
             .copied()
             .collect();
         for f in &fresh {
-            if let (Some(&kb), false) = (self.new_file_kb.get(&f.pid), self.file_kb.contains_key(&f.ino)) {
-                self.pending_files.insert(f.ino, kb);
+            let key = (f.pid, f.ino);
+            let decided = self.file_kb.contains_key(&f.ino) || self.desc_kb.contains_key(&key);
+            if let (Some(&kb), false) = (self.new_file_kb.get(&f.pid), decided) {
+                self.pending_descs.insert(key, kb);
+                self.default_descs.insert(key);
             }
         }
         fresh.len()
@@ -239,42 +253,67 @@ impl LinuxKnobs {
     }
 
     fn flush_now(&mut self) {
-        let pending = std::mem::take(&mut self.pending_files);
-        let mut by_kb: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-        for (ino, kb) in pending {
-            by_kb.entry(kb).or_default().push(ino);
+        let files = std::mem::take(&mut self.pending_files);
+        let descs = std::mem::take(&mut self.pending_descs);
+        // A file's new value replaces its descriptions' own (as in the simulator); a
+        // description's new value wins over its file's.
+        self.desc_kb.retain(|(_, ino), _| !files.contains_key(ino));
+        self.default_descs.retain(|(_, ino)| !files.contains_key(ino));
+        let mut by_kb: BTreeMap<u64, Vec<OpenFile>> = BTreeMap::new();
+        for f in &self.open {
+            if let Some(&kb) = descs.get(&(f.pid, f.ino)).or(files.get(&f.ino)) {
+                by_kb.entry(kb).or_default().push(*f);
+            }
         }
-        for (kb, inos) in by_kb {
-            let targets: Vec<OpenFile> = self.open.iter().filter(|f| inos.contains(&f.ino)).copied().collect();
-            if !self.dry_run && !targets.is_empty() {
-                let borrowed = kb != self.device_kb;
-                if borrowed {
-                    if let Err(e) = write_device_kb(&self.sysfs, kb) {
-                        self.errors.push(e);
-                        continue;
-                    }
-                }
-                for t in &targets {
-                    match fadvise_remote(t.pid, t.fd, t.advice.calls()) {
-                        Ok(()) => self.touched.push(*t),
-                        Err(e) => self.errors.push(format!("pid {} fd {}: {e}", t.pid, t.fd)),
-                    }
-                }
-                if borrowed {
-                    if let Err(e) = write_device_kb(&self.sysfs, self.device_kb) {
-                        self.errors.push(e);
-                    }
+        for (kb, targets) in &by_kb {
+            if self.dry_run {
+                break;
+            }
+            let borrowed = *kb != self.device_kb;
+            if borrowed {
+                if let Err(e) = write_device_kb(&self.sysfs, *kb) {
+                    self.errors.push(e);
+                    continue;
                 }
             }
-            for ino in inos {
-                let n = targets.iter().filter(|t| t.ino == ino).count();
-                self.file_kb.insert(ino, kb);
-                self.actions.push(Action::File {
-                    ino,
-                    kb,
-                    descriptions: n,
-                });
+            for t in targets {
+                match fadvise_remote(t.pid, t.fd, t.advice.calls()) {
+                    Ok(()) => self.touched.push(*t),
+                    Err(e) => self.errors.push(format!("pid {} fd {}: {e}", t.pid, t.fd)),
+                }
             }
+            if borrowed {
+                if let Err(e) = write_device_kb(&self.sysfs, self.device_kb) {
+                    self.errors.push(e);
+                }
+            }
+        }
+        let reached = |pid: Option<u32>, ino: u64, kb: u64| {
+            by_kb.get(&kb).map_or(0, |t| {
+                t.iter()
+                    .filter(|t| t.ino == ino && pid.is_none_or(|p| p == t.pid))
+                    .count()
+            })
+        };
+        for (&ino, &kb) in &files {
+            self.file_kb.insert(ino, kb);
+            let descriptions = reached(None, ino, kb);
+            self.actions.push(Action::File {
+                ino,
+                pid: None,
+                kb,
+                descriptions,
+            });
+        }
+        for (&(pid, ino), &kb) in &descs {
+            self.desc_kb.insert((pid, ino), kb);
+            let descriptions = reached(Some(pid), ino, kb);
+            self.actions.push(Action::File {
+                ino,
+                pid: Some(pid),
+                kb,
+                descriptions,
+            });
         }
     }
 
@@ -305,38 +344,64 @@ impl ReadaheadKnobs for LinuxKnobs {
         self.act_ns += t0.elapsed().as_nanos() as u64;
     }
 
+    /// The file's own value, else the default its process gave it, else the device's.
     fn file_read_ahead_kb(&self, inode: u64) -> u64 {
-        self.pending_files
-            .get(&inode)
+        let own = self.pending_files.get(&inode).or(self.file_kb.get(&inode));
+        let default = || {
+            self.default_descs
+                .iter()
+                .filter(|(_, ino)| *ino == inode)
+                .find_map(|key| self.pending_descs.get(key).or(self.desc_kb.get(key)))
+        };
+        own.or_else(default).copied().unwrap_or(self.device_kb)
+    }
+
+    fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {
+        self.pending_files.insert(inode, kb);
+        // The file's value replaces its descriptions' own at the next flush.
+        self.pending_descs.retain(|(_, ino), _| *ino != inode);
+    }
+
+    fn description_read_ahead_kb(&self, pid: u32, inode: u64) -> u64 {
+        let key = (pid, inode);
+        self.pending_descs
+            .get(&key)
+            .or(self.pending_files.get(&inode))
+            .or(self.desc_kb.get(&key))
             .or(self.file_kb.get(&inode))
             .copied()
             .unwrap_or(self.device_kb)
     }
 
-    fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {
-        self.pending_files.insert(inode, kb);
-        self.default_files.remove(&inode);
+    fn set_description_read_ahead_kb(&mut self, pid: u32, inode: u64, kb: u64) {
+        self.pending_descs.insert((pid, inode), kb);
+        self.default_descs.remove(&(pid, inode));
     }
 
     fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
         self.new_file_kb.insert(pid, kb);
         // The files this process has open but has not read yet (no decision of their own):
         // a database opens its files up front, so "next" files are already open here, where
-        // the simulator opens them at first access.
+        // the simulator opens them at first access. Only this process's descriptions: another
+        // process may read the same file another way.
         let waiting: Vec<u64> = self
             .open
             .iter()
             .filter(|f| f.pid == pid)
             .filter(|f| {
-                let undecided = !self.file_kb.contains_key(&f.ino) && !self.pending_files.contains_key(&f.ino);
-                undecided || self.default_files.contains(&f.ino)
+                let key = (pid, f.ino);
+                let undecided = !self.file_kb.contains_key(&f.ino)
+                    && !self.pending_files.contains_key(&f.ino)
+                    && !self.desc_kb.contains_key(&key)
+                    && !self.pending_descs.contains_key(&key);
+                undecided || self.default_descs.contains(&key)
             })
             .map(|f| f.ino)
-            .filter(|ino| self.file_read_ahead_kb(*ino) != kb)
+            .filter(|&ino| self.description_read_ahead_kb(pid, ino) != kb)
             .collect();
         for ino in waiting {
-            self.pending_files.insert(ino, kb);
-            self.default_files.insert(ino);
+            self.pending_descs.insert((pid, ino), kb);
+            self.default_descs.insert((pid, ino));
         }
     }
 }
@@ -362,7 +427,8 @@ impl LinuxKnobs {
             };
             // Every process's files, scanned just now: their advice as the probe last read it.
             mark_advice(&self.advice, &mut targets);
-            for t in targets.iter().filter(|t| !self.file_kb.contains_key(&t.ino)) {
+            let own = |t: &OpenFile| self.file_kb.contains_key(&t.ino) || self.desc_kb.contains_key(&(t.pid, t.ino));
+            for t in targets.iter().filter(|t| !own(t)) {
                 match fadvise_remote(t.pid, t.fd, t.advice.calls()) {
                     Ok(()) => {
                         pushed += 1;

@@ -114,6 +114,111 @@ fn per_file_values_reach_other_descriptions_through_pidfd_getfd() {
     iolearn_tune::linux::write_device_kb(&sysfs, original).unwrap();
 }
 
+/// A child process holding `path` open as its standard input, killed when dropped.
+struct Holder(std::process::Child);
+
+impl Holder {
+    fn spawn(path: &std::path::Path) -> Holder {
+        let child = std::process::Command::new("sleep")
+            .arg("120")
+            .stdin(File::open(path).unwrap())
+            .spawn()
+            .unwrap();
+        Holder(child)
+    }
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+    /// Its description of the file (fd 0), duplicated into this process.
+    fn description(&self) -> File {
+        use std::os::fd::FromRawFd;
+        // SAFETY: plain syscalls; the returned descriptor is owned by the File.
+        unsafe {
+            let pidfd = libc::syscall(libc::SYS_pidfd_open, self.pid() as libc::pid_t, 0);
+            assert!(pidfd >= 0, "pidfd_open");
+            let fd = libc::syscall(libc::SYS_pidfd_getfd, pidfd as i32, 0, 0);
+            libc::close(pidfd as i32);
+            assert!(fd >= 0, "pidfd_getfd");
+            File::from_raw_fd(fd as i32)
+        }
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_per_description_value_reaches_only_that_processs_descriptions() {
+    if skip("a_per_description_value_reaches_only_that_processs_descriptions") {
+        return;
+    }
+    let fs = LoopFs::create(&scratch(), "descriptions", 96).unwrap();
+    let path = fs.mountpoint.join("shared");
+    let mut w = File::create(&path).unwrap();
+    w.write_all(&vec![1u8; 16 << 20]).unwrap();
+    w.sync_all().unwrap();
+    let ours = File::open(&path).unwrap();
+    let holder = Holder::spawn(&path);
+    let theirs = holder.description();
+    let sysfs = iolearn_tune::linux::read_ahead_path(&fs.device);
+    let original = read_device_kb(&sysfs).unwrap();
+    let me = std::process::id();
+    let mut knobs = LinuxKnobs::new(&fs.device, false).unwrap();
+    knobs.pids = vec![me, holder.pid()];
+    // The child has just been spawned: wait until its descriptor shows.
+    let mut ino = None;
+    for _ in 0..100 {
+        knobs.refresh();
+        let of = |pid| {
+            knobs
+                .open_files()
+                .iter()
+                .find(|o| o.pid == pid && o.ino == ours_ino(&ours))
+                .map(|o| o.ino)
+        };
+        if let (Some(a), Some(_)) = (of(me), of(holder.pid())) {
+            ino = Some(a);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let ino = ino.expect("both processes' descriptions of the file");
+    let window = |f: &File| read_around_pages(f, 4096, 2048);
+    let near = |pages: usize, kb: u64| pages >= (kb / 4) as usize && pages <= (kb / 4) as usize + 16;
+    // A scanner's value and a random reader's value on one file.
+    knobs.set_description_read_ahead_kb(holder.pid(), ino, 512);
+    knobs.set_description_read_ahead_kb(me, ino, 16);
+    assert_eq!(knobs.description_read_ahead_kb(me, ino), 16);
+    knobs.flush();
+    assert!(knobs.take_errors().is_empty());
+    assert_eq!(read_device_kb(&sysfs).unwrap(), original, "device setting restored");
+    let (a, b) = (window(&ours), window(&theirs));
+    assert!(near(a, 16) && near(b, 512), "ours {a} pages, theirs {b}");
+    // A device change leaves descriptions with values of their own alone.
+    knobs.set_device_read_ahead_kb(64);
+    let (a, b) = (window(&ours), window(&theirs));
+    assert!(
+        near(a, 16) && near(b, 512),
+        "after a device change: ours {a}, theirs {b}"
+    );
+    // A file's value replaces both descriptions' own.
+    knobs.set_file_read_ahead_kb(ino, 32);
+    knobs.flush();
+    let (a, b) = (window(&ours), window(&theirs));
+    assert!(near(a, 32) && near(b, 32), "per file: ours {a}, theirs {b}");
+    assert_eq!(knobs.description_read_ahead_kb(holder.pid(), ino), 32);
+    iolearn_tune::linux::write_device_kb(&sysfs, original).unwrap();
+}
+
+fn ours_ino(f: &File) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    f.metadata().unwrap().ino()
+}
+
 #[test]
 fn the_journal_restores_the_device_and_files() {
     if skip("the_journal_restores_the_device_and_files") {
