@@ -13,7 +13,8 @@ file system, a RocksDB database (Debian ``rocksdb-tools``), a cgroup v1 memory g
    train`` does on simulated ones);
 3. evaluate: vanilla (128 KiB), the loop device's default, the tuner (``iolearn tune
    readahead``) per device and per file, and the oracle (best static value), repeated; back
-   to back; two concurrent db_bench instances; overheads (probe and tuner CPU, inference and
+   to back; two concurrent db_bench instances; two processes on one database (decisions per
+   device, per file and per open file description); overheads (probe and tuner CPU, inference and
    actuation time, events/s, lost events, throughput with probes attached but no tuning).
 
 Tables, plots and raw CSV go to ``--out`` (default ``docs/benchmarks/<date>-readahead-real``).
@@ -332,7 +333,8 @@ def probe_helper(tb: Testbed, out: Path, per_file: bool) -> tuple[list[str], Pat
     return argv, out.with_suffix(".log")
 
 
-def tuner_helper(tb: Testbed, model: Path, per_file: bool, log: Path, state: Path, dry_run=False):
+def tuner_helper(tb: Testbed, model: Path, scope: str, log: Path, state: Path, dry_run=False):
+    """The tuner deciding per ``scope`` (``device``, ``file`` or ``description``)."""
     argv = iolearn_cmd() + [
         "tune",
         "readahead",
@@ -347,8 +349,8 @@ def tuner_helper(tb: Testbed, model: Path, per_file: bool, log: Path, state: Pat
         "--log-format",
         "json",
     ]
-    if per_file:
-        argv.append("--per-file")
+    if scope != "device":
+        argv.append(f"--per-{scope}")
     if dry_run:
         argv.append("--dry-run")
     return argv, log
@@ -403,7 +405,8 @@ def evaluate(s: Settings, tb: Testbed, db: Path, out: Path, oracle: dict[str, in
         helper = None
         if per_file is not None:
             model = out / ("readahead_nn_file.iolm" if per_file else "readahead_nn.iolm")
-            helper = tuner_helper(tb, model, per_file, out / "raw" / f"tuner-{w}-{name}-{i}.log", state)
+            scope = "file" if per_file else "device"
+            helper = tuner_helper(tb, model, scope, out / "raw" / f"tuner-{w}-{name}-{i}.log", state)
         ops, summary, cpu, wall = run_one(s, tb, db, w, kb=kb, helper=helper)
         rows.append(
             {
@@ -441,7 +444,7 @@ def back_to_back(s: Settings, tb: Testbed, db: Path, out: Path) -> list[dict]:
             helper = None
             if name == "nn":
                 log = out / "raw" / f"tuner-b2b-{i}.log"
-                helper = tuner_helper(tb, out / "readahead_nn.iolm", False, log, out / "raw" / "state")
+                helper = tuner_helper(tb, out / "readahead_nn.iolm", "device", log, out / "raw" / "state")
             tb.set_readahead(VANILLA_KB)
             drop_caches()
             bg = Background(*helper) if helper else None
@@ -475,7 +478,8 @@ def pairs(s: Settings, tb: Testbed, db: Path, out: Path) -> list[dict]:
                 if per_file is not None:
                     model = out / ("readahead_nn_file.iolm" if per_file else "readahead_nn.iolm")
                     log = out / "raw" / f"tuner-pair-{a}-{b}-{name}-{i}.log"
-                    bg = Background(*tuner_helper(tb, model, per_file, log, out / "raw" / "state"))
+                    scope = "file" if per_file else "device"
+                    bg = Background(*tuner_helper(tb, model, scope, log, out / "raw" / "state"))
                     time.sleep(0.5)
                 try:
                     procs = [
@@ -505,6 +509,93 @@ def pairs(s: Settings, tb: Testbed, db: Path, out: Path) -> list[dict]:
                 )
     ra._write(out / "pairs-runs", rows)
     return rows
+
+
+#: Two db_bench processes on one database: a scan beside random reads.
+SHARED_PAIRS = (("readseq", "readrandom"), ("readreverse", "readrandom"))
+
+
+def shared(s: Settings, tb: Testbed, db: Path, out: Path, oracle: dict) -> list[dict]:
+    """Two db_bench processes on one database (read-only), each reading every file its own
+    way: vanilla, each member's best static value held on the device, and the tuner per
+    device, per file and per open file description (process and file), configurations
+    interleaved within each repeat. Each member's ops/s."""
+    rows = []
+    chosen = [p for p in SHARED_PAIRS if all(w in s.workloads for w in p)] or [("readseq", "readrandom")]
+    for i in range(s.repeats):
+        for a, b in chosen:
+            statics = sorted({oracle.get(a, VANILLA_KB), oracle.get(b, VANILLA_KB)} - {VANILLA_KB})
+            configs = [("vanilla", VANILLA_KB, None, None)]
+            configs += [(f"static_{kb}", kb, None, None) for kb in statics]
+            configs += [
+                ("nn", VANILLA_KB, "readahead_nn.iolm", "device"),
+                ("nn_file", VANILLA_KB, "readahead_nn_file.iolm", "file"),
+                ("nn_description", VANILLA_KB, "readahead_nn_file.iolm", "description"),
+            ]
+            for name, kb, model, scope in configs:
+                tb.set_readahead(kb)
+                drop_caches()
+                bg = None
+                if model:
+                    log = out / "raw" / f"tuner-shared-{a}-{b}-{name}-{i}.log"
+                    bg = Background(*tuner_helper(tb, out / model, scope, log, out / "raw" / "state"))
+                    time.sleep(0.5)
+                try:
+                    procs = [
+                        subprocess.Popen(
+                            tb.in_cgroup(db_args(s, db, w, s.seconds) + ["--readonly=1"]),
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE,
+                            text=True,
+                        )
+                        for w in (a, b)
+                    ]
+                    outs = [p.communicate()[0] for p in procs]
+                finally:
+                    if bg:
+                        bg.stop()
+                for w, p in zip((a, b), procs):
+                    if p.returncode != 0:
+                        raise RuntimeError(f"db_bench {w} (shared) exited {p.returncode}")
+                rows.append(
+                    {
+                        "pair": f"{a}+{b}",
+                        "config": name,
+                        "repeat": i,
+                        "ops_s_0": parse_ops(outs[0], a),
+                        "ops_s_1": parse_ops(outs[1], b),
+                    }
+                )
+                ra._write(out / "shared-runs", rows)
+    tb.set_readahead(VANILLA_KB)
+    return rows
+
+
+def summarize_shared(runs: list[dict]) -> list[dict]:
+    """Per pair and configuration: the median of each member's ops/s and of the weighted
+    speedup (each member relative to its vanilla run of the same repeat, averaged), with the
+    weighted speedup's range over repeats."""
+    table = []
+    for pair in dict.fromkeys(r["pair"] for r in runs):
+        vanilla = {r["repeat"]: r for r in runs if r["pair"] == pair and r["config"] == "vanilla"}
+        for c in dict.fromkeys(r["config"] for r in runs if r["pair"] == pair):
+            sel = [r for r in runs if r["pair"] == pair and r["config"] == c and r["repeat"] in vanilla]
+            ws = sorted(
+                (r["ops_s_0"] / vanilla[r["repeat"]]["ops_s_0"] + r["ops_s_1"] / vanilla[r["repeat"]]["ops_s_1"]) / 2
+                for r in sel
+            )
+            if ws:
+                table.append(
+                    {
+                        "pair": pair,
+                        "config": c,
+                        "ops_s": [statistics.median(r[f"ops_s_{k}"] for r in sel) for k in (0, 1)],
+                        "weighted_speedup": statistics.median(ws),
+                        "range": [ws[0], ws[-1]],
+                        "repeats": len(ws),
+                    }
+                )
+    return table
 
 
 def summarize(runs: list[dict]) -> list[dict]:
@@ -573,7 +664,7 @@ def overheads(s: Settings, tb: Testbed, db: Path, out: Path) -> dict:
     for i in range(s.repeats):
         log = out / "raw" / f"overhead-dry-{i}.log"
         ops, _, c, wl = run_one(
-            s, tb, db, w, helper=tuner_helper(tb, out / "readahead_nn.iolm", False, log, state, True)
+            s, tb, db, w, helper=tuner_helper(tb, out / "readahead_nn.iolm", "device", log, state, True)
         )
         dry.append(ops)
         cpu += c
@@ -612,7 +703,7 @@ def overheads(s: Settings, tb: Testbed, db: Path, out: Path) -> dict:
     return res
 
 
-STEPS = ("sweep", "train", "evaluate", "b2b", "pairs", "overheads")
+STEPS = ("sweep", "train", "evaluate", "b2b", "pairs", "shared", "overheads")
 
 
 def main(argv=None) -> int:
@@ -622,7 +713,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", type=Path, default=Path("/var/tmp/iolearn-bench"))
     ap.add_argument(
         "--steps",
-        default="sweep,train,evaluate,b2b,pairs,overheads",
+        default="sweep,train,evaluate,b2b,pairs,shared,overheads",
         help="comma-separated steps to run (with --reuse, sweep and train are read from --out)",
     )
     ap.add_argument("--reuse", action="store_true", help="use the sweep, models and report already in --out")
@@ -655,6 +746,7 @@ def main(argv=None) -> int:
     out = a.out or Path("docs/benchmarks") / f"{date}-readahead-real"
     try:
         output_dir(out)
+        output_dir(out / "raw")  # logs of every step (a --reuse run may start without them)
         private_dir(a.workdir)
     except OutputError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -700,6 +792,8 @@ def main(argv=None) -> int:
             report["back_to_back"] = summarize(back_to_back(s, tb, db, out))
         if "pairs" in steps:
             report["pairs"] = summarize_pairs(pairs(s, tb, db, out))
+        if "shared" in steps:
+            report["shared"] = summarize_shared(shared(s, tb, db, out, oracle))
         if "overheads" in steps:
             report["overheads"] = overheads(s, tb, db, out)
         write_text(out / "report.json", json.dumps(report, indent=2, default=str))
@@ -729,6 +823,12 @@ def print_report(rep: dict):
         print(
             f"{r['workload']:<24}{v:>10.0f}{r['device_default'] / v:>10.2f}{r['nn'] / v:>7.2f}"
             f"{r['nn_file'] / v:>8.2f}{r['oracle'] / v:>8.2f}"
+        )
+    for r in rep.get("shared", []):
+        lo, hi = r["range"]
+        print(
+            f"shared {r['pair']:<24}{r['config']:<16} weighted speedup {r['weighted_speedup']:.2f} "
+            f"[{lo:.2f}, {hi:.2f}] over {r['repeats']} repeats"
         )
     o = rep["overheads"]
     print(

@@ -6,6 +6,7 @@ with a controller from ``crates/policy`` deciding once per simulated second).
     iolearn readahead sweep    --out results/readahead   (or python -m iolearn.readahead ...)
     iolearn readahead train    --out results/readahead
     iolearn readahead evaluate --out results/readahead
+    iolearn readahead shared   --out results/readahead   (two processes on one database)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 from . import _native, _plot
 from ._cli import Parser
 from ._cli import run as run_cli
-from ._validate import float_arg, seed_arg
+from ._validate import float_arg, int_arg, seed_arg
 from .model_selection import cross_val_predict, permutation_importance
 from .models import MLP, DecisionTree
 from .safeio import atomic_open, output_dir, read_text, write_text
@@ -392,8 +393,10 @@ def main(argv=None) -> int:
     ap = Parser(prog="iolearn readahead", description=__doc__.splitlines()[0])
     ap.add_argument(
         "command",
-        choices=["sweep", "train", "evaluate", "all", "online"],
-        help="online: the online learner through phase changes (no model, no sweep of its own)",
+        choices=["sweep", "train", "evaluate", "all", "online", "shared"],
+        help="online: the online learner through phase changes (no model, no sweep of its own); "
+        "shared: two processes on one database, decisions per device, file and description "
+        "(needs train's models in --out)",
     )
     ap.add_argument("--out", type=Path, default=Path("results/readahead"))
     ap.add_argument("--device", default="nvme", choices=["nvme", "sata"], help="the simulated device of the sweep")
@@ -409,15 +412,29 @@ def main(argv=None) -> int:
     ap.add_argument("--full-grid", action="store_true", help="KML's 20-value grid instead of 6 values")
     ap.add_argument("--seed", type=seed_arg(), default=1)
     ap.add_argument(
+        "--seeds",
+        type=int_arg(1, 100),
+        default=3,
+        help="shared: seeds run per pair, from --seed (1 to 100)",
+    )
+    ap.add_argument(
         "--phase-seconds",
         type=float_arg(1.0, 3600.0),
         default=120.0,
         help="online: simulated seconds per phase (1 to 3600)",
     )
     a = ap.parse_args(argv)
+    if a.command == "shared":
+        # Checked before anything is created under --out.
+        for name in ("readahead_nn.iolm", "readahead_nn_file.iolm"):
+            if not (a.out / name).is_file():
+                ap.error(f"shared: {a.out / name} is missing; run 'iolearn readahead train --out {a.out}' first")
     output_dir(a.out)
     if a.command == "online":
         online_phases(a.out, PHASES, a.device, a.phase_seconds, a.seed)
+        return 0
+    if a.command == "shared":
+        shared(a.out, SHARED_PAIRS, a.device, a.eval_seconds, range(a.seed, a.seed + a.seeds))
         return 0
     grid = FULL_GRID_KB if a.full_grid else REDUCED_GRID_KB
     if a.command in ("sweep", "all"):
@@ -452,6 +469,88 @@ def main(argv=None) -> int:
 
 
 SEQUENTIAL = ("readseq", "readreverse")
+
+#: Two processes on one database: a scan beside random reads (the case one value per file
+#: cannot serve), and a scan beside a mix.
+SHARED_PAIRS = (
+    ("readseq", "readrandom"),
+    ("readreverse", "readrandom"),
+    ("readseq", "mixgraph"),
+    ("readseq", "readrandomwriterandom"),
+)
+#: Values the oracles of a shared run are chosen among (per device, and per process: every
+#: combination).
+SHARED_GRID_KB = (16, 32, 64, 128, 256, 512, 1024)
+
+
+def shared(out: Path, pairs=SHARED_PAIRS, device="nvme", seconds=30.0, seeds=range(1, 4)) -> list[dict]:
+    """Two processes on one database, each reading every file its own way: the models of
+    `out` deciding per device, per file and per open file description (process and file),
+    against vanilla, the best static value per device and the per-description oracle (each
+    process's own static value). The oracles are chosen by sweeps with another seed than the
+    runs they are compared with. Prints the weighted speedups (each process's throughput
+    relative to its own under vanilla, averaged: 1.0 = vanilla), medians over `seeds` with
+    the range, and writes `shared.csv`."""
+    nn, nn_file = str(out / "readahead_nn.iolm"), str(out / "readahead_nn_file.iolm")
+    configs = {
+        "per_device": (nn, {}),
+        "per_file": (nn_file, {"scope": "file"}),
+        "per_description": (nn_file, {"scope": "description"}),
+        "per_description_guard": (nn_file, {"scope": "description", "guard": True}),
+    }
+    seeds = list(seeds)
+    grid_runs = 1 + len(SHARED_GRID_KB) * (1 + len(SHARED_GRID_KB))  # vanilla, statics, pairs
+    bar = _bar(len(pairs) * (grid_runs + len(seeds) * (len(configs) + 3)), "shared")
+
+    def go(pair, spec, seed, secs, **kw):
+        ops = run(list(pair), spec, device, secs, seed=seed, shared_db=True, **kw)[0]
+        if bar is not None:
+            bar.update(1)
+        return ops
+
+    def ws(ops, van):
+        return sum(o / v for o, v in zip(ops, van)) / len(van)
+
+    rows = []
+    for pair in pairs:
+        # The oracles: chosen on another seed, shorter runs.
+        tune_seed, tune_secs = seeds[0] + 1000, min(seconds, 10.0)
+        van = go(pair, "vanilla", tune_seed, tune_secs)
+        device_kb = max(SHARED_GRID_KB, key=lambda kb: ws(go(pair, f"static:{kb}", tune_seed, tune_secs), van))
+        desc_kb = max(
+            ((a, b) for a in SHARED_GRID_KB for b in SHARED_GRID_KB),
+            key=lambda ab: ws(go(pair, f"files:{ab[0]},{ab[1]}", tune_seed, tune_secs), van),
+        )
+        for seed in seeds:
+            van = go(pair, "vanilla", seed, seconds)
+            row = {
+                "pair": "+".join(pair),
+                "seed": seed,
+                "device_oracle_kb": device_kb,
+                "oracle_kb": "/".join(map(str, desc_kb)),
+            }
+            row["device_oracle"] = ws(go(pair, f"static:{device_kb}", seed, seconds), van)
+            row["oracle"] = ws(go(pair, f"files:{desc_kb[0]},{desc_kb[1]}", seed, seconds), van)
+            for name, (spec, kw) in configs.items():
+                row[name] = ws(go(pair, spec, seed, seconds, **kw), van)
+            row["vanilla_ops_0"], row["vanilla_ops_1"] = van
+            rows.append(row)
+    if bar is not None:
+        bar.close()
+    cols = ("per_device", "per_file", "per_description", "per_description_guard", "device_oracle", "oracle")
+    print(f"\nTwo processes on one database ({device}, {seconds:g} simulated s, seeds {seeds[0]}..{seeds[-1]}):")
+    print("weighted speedup over vanilla (1.00 = vanilla), median [min, max] over seeds")
+    print(f"{'pair':<34}" + "".join(f"{c:>22}" for c in cols))
+    for pair in dict.fromkeys(r["pair"] for r in rows):
+        sel = [r for r in rows if r["pair"] == pair]
+        cells = []
+        for c in cols:
+            v = sorted(r[c] for r in sel)
+            cells.append(f"{v[len(v) // 2]:.2f} [{v[0]:.2f}, {v[-1]:.2f}]")
+        print(f"{pair:<34}" + "".join(f"{x:>22}" for x in cells))
+    _write(out / "shared", rows)
+    return rows
+
 
 #: The online learner's phase-change run: a workload it gains on, one where vanilla is nearly
 #: right, one that wants the most readahead, and the first again.

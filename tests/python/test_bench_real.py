@@ -56,6 +56,13 @@ def test_quick_real_benchmark_runs_and_cleans_up(tmp_path):
         for c in ("vanilla", "device_default", "nn", "nn_file", "oracle"):
             assert table[w][c] > 0, (w, c)
     assert rep["overheads"]["lost_events"] == 0
+    # Two processes on one database: every configuration ran, and per description the tuner
+    # gave a process's descriptions values of their own.
+    configs = {r["config"] for r in rep["shared"]}
+    assert {"vanilla", "nn", "nn_file", "nn_description"} <= configs, configs
+    assert all(r["weighted_speedup"] > 0 for r in rep["shared"])
+    desc_logs = list((out / "raw").glob("tuner-shared-*-nn_description-*.log"))
+    assert desc_logs and any('"target":"pid:' in p.read_text() for p in desc_logs)
     for name in ("sweep.csv", "features.csv", "features-per-file.csv", "evaluate-runs.csv", "readahead_nn.iolm"):
         assert (out / name).exists(), name
     # The tuner acted during the evaluation (per device), and restored the device after.

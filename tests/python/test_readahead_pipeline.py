@@ -7,7 +7,7 @@ from iolearn import _native
 from iolearn import readahead as ra
 
 
-def test_sweep_train_evaluate_small(tmp_path):
+def test_sweep_train_evaluate_small(tmp_path, monkeypatch):
     rows, feats = ra.sweep(ra.TRAIN_WORKLOADS, (4, 16, 256, 1024), "nvme", seconds=2.0, out=tmp_path)
     assert (tmp_path / "sweep.csv").exists() and (tmp_path / "features.csv").exists()
     best = ra.best_per_workload(rows)
@@ -23,6 +23,12 @@ def test_sweep_train_evaluate_small(tmp_path):
     assert r["dt"] > r["vanilla"] and r["oracle"] > r["vanilla"]
     # Two seconds: the guarded learner is still measuring vanilla, and must not lose.
     assert r["kml"] > 0 and r["online"] >= 0.98 * r["vanilla"]
+    # Two processes on one database: the per-description oracle is each process's own value.
+    (tmp_path / "readahead_nn_file.iolm").write_bytes((tmp_path / "readahead_nn.iolm").read_bytes())
+    monkeypatch.setattr(ra, "SHARED_GRID_KB", (16, 512))
+    shared = ra.shared(tmp_path, [("readseq", "readrandom")], seconds=2.0, seeds=[1])
+    assert shared[0]["oracle_kb"] == "512/16" and shared[0]["oracle"] > 1.0
+    assert (tmp_path / "shared.csv").exists()
 
 
 def test_closed_loop_controls_the_device():

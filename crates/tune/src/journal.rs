@@ -207,16 +207,29 @@ impl Journal {
         })
     }
 
-    /// Record descriptions touched since the last save (saved only when the set grew).
+    /// Record descriptions touched since the last save, each with the application's advice
+    /// as last seen (an application may change its advice while tuned; its latest is the one
+    /// to give back). Saved only when something changed.
     pub fn note_files(&mut self, touched: &[OpenFile]) -> Result<(), String> {
-        let before = self.files.len();
+        let mut changed = false;
         for t in touched {
-            // The first sight's advice is the one to restore.
-            if !self.files.iter().any(|f| (f.pid, f.fd, f.ino) == (t.pid, t.fd, t.ino)) {
-                self.files.push(*t);
+            match self
+                .files
+                .iter_mut()
+                .find(|f| (f.pid, f.fd, f.ino) == (t.pid, t.fd, t.ino))
+            {
+                Some(f) if f.advice != t.advice => {
+                    f.advice = t.advice;
+                    changed = true;
+                }
+                Some(_) => {}
+                None => {
+                    self.files.push(*t);
+                    changed = true;
+                }
             }
         }
-        if self.files.len() > before {
+        if changed {
             self.save()?;
         }
         Ok(())

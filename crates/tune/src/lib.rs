@@ -482,7 +482,8 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         let decide_ns = (t0.elapsed().as_nanos() as u64).saturating_sub(knobs.act_ns - act_before);
         knobs.flush();
         if let Some(j) = restorer.journal.as_mut() {
-            j.note_files(&knobs.touched)?;
+            // Drained: the journal keeps each description once, with its latest advice.
+            j.note_files(&std::mem::take(&mut knobs.touched))?;
         }
         // Metrics and logs.
         m.windows += 1;

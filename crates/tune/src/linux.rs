@@ -131,7 +131,8 @@ pub struct LinuxKnobs {
     new_file_kb: BTreeMap<u32, u64>,
     pending_files: BTreeMap<u64, u64>,
     pending_descs: BTreeMap<(u32, u64), u64>,
-    /// Descriptions changed so far (restored at exit).
+    /// Descriptions changed since the caller last took them (for the journal, which restores
+    /// them at exit).
     pub touched: Vec<OpenFile>,
     /// What happened since the last [`LinuxKnobs::take_actions`].
     actions: Vec<Action>,
@@ -142,6 +143,9 @@ pub struct LinuxKnobs {
     pub act_ns: u64,
     /// Each description's advice, by (pid, fd, inode) ([`LinuxKnobs::note_modes`]).
     advice: BTreeMap<(u32, i32, u64), Advice>,
+    /// The device values in force since the last [`LinuxKnobs::note_modes`]: a description
+    /// first seen then may have copied any of them at open.
+    recent_device_kb: Vec<u64>,
 }
 
 /// The sysfs file of a block device's readahead.
@@ -181,6 +185,7 @@ impl LinuxKnobs {
             default_descs: Default::default(),
             new_file_kb: BTreeMap::new(),
             pending_descs: BTreeMap::new(),
+            recent_device_kb: Vec::new(),
             pending_files: BTreeMap::new(),
             touched: Vec::new(),
             actions: Vec::new(),
@@ -207,6 +212,16 @@ impl LinuxKnobs {
             self.open.iter().map(|f| (f.pid, f.fd, f.ino)).collect();
         self.open = open_files_on(self.user_dev, &self.pids);
         mark_advice(&self.advice, &mut self.open);
+        // Values of files and descriptions no longer open are gone from the kernel too (a file
+        // opened again copies the device's value): forget them, so the maps stay the size of
+        // what is open and a reopened file is not taken for one that has its value.
+        if !self.pids.is_empty() {
+            let open_inos: std::collections::BTreeSet<u64> = self.open.iter().map(|f| f.ino).collect();
+            let open_descs: std::collections::BTreeSet<(u32, u64)> = self.open.iter().map(|f| (f.pid, f.ino)).collect();
+            self.file_kb.retain(|ino, _| open_inos.contains(ino));
+            self.desc_kb.retain(|key, _| open_descs.contains(key));
+            self.default_descs.retain(|key| open_descs.contains(key));
+        }
         let fresh: Vec<OpenFile> = self
             .open
             .iter()
@@ -229,18 +244,28 @@ impl LinuxKnobs {
     /// only on a description's first sight (twice the device's readahead), before any push.
     pub fn note_modes(&mut self, modes: &[iolearn_probe::OpenFileMode]) {
         let device_pages = self.device_kb / 4;
+        // A description opened while another device value was in force copied that one: twice
+        // today's value is only SEQUENTIAL if it was not simply the device's value then (the
+        // tuner halved the device after the file was opened).
+        let copied = |pages: u64| self.recent_device_kb.iter().any(|&kb| kb / 4 == pages);
+        let mut seen = std::collections::BTreeSet::new();
         for m in modes {
             let key = (m.tgid, m.fd as i32, m.ino);
+            seen.insert(key);
+            let pages = m.ra_pages as u64;
             let advice = match (m.random(), self.advice.get(&key)) {
                 (true, _) => Advice::Random,
                 // No longer random: the application changed its mind.
                 (false, Some(Advice::Random)) => Advice::Normal,
                 (false, Some(&a)) => a,
-                (false, None) if device_pages > 0 && m.ra_pages as u64 == 2 * device_pages => Advice::Sequential,
+                (false, None) if device_pages > 0 && pages == 2 * device_pages && !copied(pages) => Advice::Sequential,
                 (false, None) => Advice::Normal,
             };
             self.advice.insert(key, advice);
         }
+        // Descriptions closed since: forget them (the map would grow with every file seen).
+        self.advice.retain(|key, _| seen.contains(key));
+        self.recent_device_kb = vec![self.device_kb];
         mark_advice(&self.advice, &mut self.open);
     }
 
@@ -277,9 +302,11 @@ impl LinuxKnobs {
                 }
             }
             for t in targets {
-                match fadvise_remote(t.pid, t.fd, t.advice.calls()) {
-                    Ok(()) => self.touched.push(*t),
-                    Err(e) => self.errors.push(format!("pid {} fd {}: {e}", t.pid, t.fd)),
+                // Journalled before the calls: one may succeed and the next fail, and a
+                // restore of a description left as it was is harmless.
+                self.touched.push(*t);
+                if let Err(e) = fadvise_remote(t.pid, t.fd, t.advice.calls()) {
+                    self.errors.push(format!("pid {} fd {}: {e}", t.pid, t.fd));
                 }
             }
             if borrowed {
@@ -429,16 +456,16 @@ impl LinuxKnobs {
             mark_advice(&self.advice, &mut targets);
             let own = |t: &OpenFile| self.file_kb.contains_key(&t.ino) || self.desc_kb.contains_key(&(t.pid, t.ino));
             for t in targets.iter().filter(|t| !own(t)) {
+                // Journalled before the calls (see `flush_now`).
+                self.touched.push(*t);
                 match fadvise_remote(t.pid, t.fd, t.advice.calls()) {
-                    Ok(()) => {
-                        pushed += 1;
-                        self.touched.push(*t);
-                    }
+                    Ok(()) => pushed += 1,
                     Err(e) => self.errors.push(format!("pid {} fd {}: {e}", t.pid, t.fd)),
                 }
             }
         }
         self.device_kb = kb;
+        self.recent_device_kb.push(kb);
         self.actions.push(Action::Device {
             from_kb: from,
             to_kb: kb,

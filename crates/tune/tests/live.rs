@@ -237,13 +237,19 @@ fn the_journal_restores_the_device_and_files() {
     // SAFETY: a valid descriptor.
     unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
     use std::os::unix::fs::MetadataExt;
-    j.note_files(&[iolearn_tune::linux::OpenFile {
+    let seen = |advice| iolearn_tune::linux::OpenFile {
         pid: std::process::id(),
         fd: f.as_raw_fd(),
         ino: f.metadata().unwrap().ino(),
-        advice: iolearn_tune::linux::Advice::Random,
-    }])
-    .unwrap();
+        advice,
+    };
+    // First seen as normal, then the application advised random: the latest is restored.
+    j.note_files(&[seen(iolearn_tune::linux::Advice::Normal)]).unwrap();
+    j.note_files(&[seen(iolearn_tune::linux::Advice::Random)]).unwrap();
+    assert_eq!(
+        Journal::load(&j.path).unwrap().files,
+        vec![seen(iolearn_tune::linux::Advice::Random)]
+    );
     // A crash here: the next start finds the journal.
     let loaded = Journal::load(&j.path).unwrap();
     assert_eq!(loaded, j);
@@ -322,4 +328,43 @@ fn bad_journals_name_the_file_and_line() {
         let e = Journal::load(&p).unwrap_err().to_string();
         assert!(e.contains("readahead-loop9.journal") && e.contains(want), "{e}");
     }
+}
+
+#[test]
+fn a_description_opened_before_the_device_was_halved_is_not_taken_for_sequential() {
+    if skip("a_description_opened_before_the_device_was_halved_is_not_taken_for_sequential") {
+        return;
+    }
+    use iolearn_tune::linux::Advice;
+    let fs = LoopFs::create(&scratch(), "advice", 64).unwrap();
+    let path = fs.mountpoint.join("f");
+    std::fs::write(&path, vec![0u8; 1 << 20]).unwrap();
+    let f = File::open(&path).unwrap();
+    let me = std::process::id();
+    let mode = |ra_pages: u32| iolearn_probe::OpenFileMode {
+        tgid: me,
+        fd: f.as_raw_fd() as u32,
+        ino: ours_ino(&f),
+        dev: 0,
+        f_mode: 0,
+        ra_pages,
+        mmap_miss: 0,
+    };
+    let advice = |k: &LinuxKnobs| k.open_files().iter().find(|o| o.fd == f.as_raw_fd()).map(|o| o.advice);
+    // Dry: the device value is only noted, nothing is written.
+    let mut knobs = LinuxKnobs::new(&fs.device, true).unwrap();
+    knobs.pids = vec![me];
+    knobs.refresh();
+    knobs.set_device_read_ahead_kb(128);
+    knobs.note_modes(&[]);
+    // Opened at 128 KiB (32 pages), seen after the device went to 64 KiB: its own value then,
+    // not POSIX_FADV_SEQUENTIAL.
+    knobs.set_device_read_ahead_kb(64);
+    knobs.note_modes(&[mode(32)]);
+    assert_eq!(advice(&knobs), Some(Advice::Normal));
+    // Closed (gone from the iterator's list): forgotten; seen again at twice a value that was
+    // the device's all along: SEQUENTIAL.
+    knobs.note_modes(&[]);
+    knobs.note_modes(&[mode(32)]);
+    assert_eq!(advice(&knobs), Some(Advice::Sequential));
 }
