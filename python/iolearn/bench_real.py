@@ -326,6 +326,35 @@ def run_one(s: Settings, tb: Testbed, db: Path, workload: str, *, kb: int = VANI
     return parse_ops(p.stdout, workload), out, cpu, wall
 
 
+def run_together(s: Settings, tb: Testbed, members, kb: int, helper=None) -> list[float]:
+    """db_bench processes at once, read-only, in the cgroup after dropping caches, with the
+    device at ``kb`` and an optional helper (``(argv, log)``) alongside. ``members``:
+    ``(workload, database)`` pairs. Returns each member's ops/s."""
+    tb.set_readahead(kb)
+    drop_caches()
+    bg = Background(*helper) if helper else None
+    if bg:
+        time.sleep(0.5)  # attached before the first I/O
+    try:
+        procs = [
+            subprocess.Popen(
+                tb.in_cgroup(db_args(s, db, w, s.seconds) + ["--readonly=1"]),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for w, db in members
+        ]
+        outs = [p.communicate()[0] for p in procs]
+    finally:
+        if bg:
+            bg.stop()
+    for (w, _), p in zip(members, procs):
+        if p.returncode != 0:
+            raise RuntimeError(f"db_bench {w} (run beside another) exited {p.returncode}")
+    return [parse_ops(o, w) for o, (w, _) in zip(outs, members)]
+
+
 def probe_helper(tb: Testbed, out: Path, per_file: bool) -> tuple[list[str], Path]:
     argv = iolearn_cmd() + ["probe", "readahead", "--device", tb.name, "--cgroup", str(tb.cgroup), "--out", str(out)]
     if per_file:
@@ -472,41 +501,13 @@ def pairs(s: Settings, tb: Testbed, db: Path, out: Path) -> list[dict]:
     for i in range(s.repeats):
         for a, b in chosen:
             for name, per_file in (("vanilla", None), ("nn", False), ("nn_file", True)):
-                tb.set_readahead(VANILLA_KB)
-                drop_caches()
-                bg = None
+                helper = None
                 if per_file is not None:
                     model = out / ("readahead_nn_file.iolm" if per_file else "readahead_nn.iolm")
                     log = out / "raw" / f"tuner-pair-{a}-{b}-{name}-{i}.log"
-                    scope = "file" if per_file else "device"
-                    bg = Background(*tuner_helper(tb, model, scope, log, out / "raw" / "state"))
-                    time.sleep(0.5)
-                try:
-                    procs = [
-                        subprocess.Popen(
-                            tb.in_cgroup(db_args(s, d, w, s.seconds) + ["--readonly=1"]),
-                            stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE,
-                            text=True,
-                        )
-                        for w, d in ((a, db), (b, db2))
-                    ]
-                    outs = [p.communicate()[0] for p in procs]
-                finally:
-                    if bg:
-                        bg.stop()
-                for w, p in zip((a, b), procs):
-                    if p.returncode != 0:
-                        raise RuntimeError(f"db_bench {w} (pair) exited {p.returncode}")
-                rows.append(
-                    {
-                        "pair": f"{a}+{b}",
-                        "config": name,
-                        "repeat": i,
-                        "ops_s_0": parse_ops(outs[0], a),
-                        "ops_s_1": parse_ops(outs[1], b),
-                    }
-                )
+                    helper = tuner_helper(tb, model, "file" if per_file else "device", log, out / "raw" / "state")
+                ops = run_together(s, tb, [(a, db), (b, db2)], VANILLA_KB, helper)
+                rows.append({"pair": f"{a}+{b}", "config": name, "repeat": i, "ops_s_0": ops[0], "ops_s_1": ops[1]})
     ra._write(out / "pairs-runs", rows)
     return rows
 
@@ -533,39 +534,12 @@ def shared(s: Settings, tb: Testbed, db: Path, out: Path, oracle: dict) -> list[
                 ("nn_description", VANILLA_KB, "readahead_nn_file.iolm", "description"),
             ]
             for name, kb, model, scope in configs:
-                tb.set_readahead(kb)
-                drop_caches()
-                bg = None
+                helper = None
                 if model:
                     log = out / "raw" / f"tuner-shared-{a}-{b}-{name}-{i}.log"
-                    bg = Background(*tuner_helper(tb, out / model, scope, log, out / "raw" / "state"))
-                    time.sleep(0.5)
-                try:
-                    procs = [
-                        subprocess.Popen(
-                            tb.in_cgroup(db_args(s, db, w, s.seconds) + ["--readonly=1"]),
-                            stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE,
-                            text=True,
-                        )
-                        for w in (a, b)
-                    ]
-                    outs = [p.communicate()[0] for p in procs]
-                finally:
-                    if bg:
-                        bg.stop()
-                for w, p in zip((a, b), procs):
-                    if p.returncode != 0:
-                        raise RuntimeError(f"db_bench {w} (shared) exited {p.returncode}")
-                rows.append(
-                    {
-                        "pair": f"{a}+{b}",
-                        "config": name,
-                        "repeat": i,
-                        "ops_s_0": parse_ops(outs[0], a),
-                        "ops_s_1": parse_ops(outs[1], b),
-                    }
-                )
+                    helper = tuner_helper(tb, out / model, scope, log, out / "raw" / "state")
+                ops = run_together(s, tb, [(a, db), (b, db)], kb, helper)
+                rows.append({"pair": f"{a}+{b}", "config": name, "repeat": i, "ops_s_0": ops[0], "ops_s_1": ops[1]})
                 ra._write(out / "shared-runs", rows)
     tb.set_readahead(VANILLA_KB)
     return rows

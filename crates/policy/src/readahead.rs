@@ -153,9 +153,11 @@ pub struct Outcome {
     /// Operations the application completed, where it reports them (the simulator's threads;
     /// on the kernel only when a signal is wired in).
     pub ops: Option<f64>,
-    /// Seconds the workload's threads spent working rather than waiting for the device, summed
-    /// over threads (simulator: window minus I/O wait; kernel: the watched threads' CPU time
-    /// from `schedstat`). A closed-loop application progresses in proportion to it.
+    /// Seconds the workload's threads spent running their own code (user mode), summed over
+    /// threads (simulator: the operations' CPU time and loads from mapped pages; kernel: the
+    /// watched threads' `utime`). A closed-loop application progresses in proportion to it; the
+    /// kernel's time on its behalf (faults, readahead, reclaim) grows with waste, so it is left
+    /// out.
     pub busy_s: Option<f64>,
     /// Pages the workload asked the page cache for (reads and faults).
     pub pages_accessed: u64,

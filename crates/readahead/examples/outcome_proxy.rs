@@ -1,5 +1,5 @@
-//! Does the signal the kernel tuner can see (the threads' time not spent waiting for the
-//! device) rank readahead values as the application's ops/s do? Prints, per workload and static
+//! Does the signal the kernel tuner can see (the threads' user-mode time) rank readahead values
+//! as the application's ops/s do? Prints, per workload and static
 //! value, ops/s / busy share / page-cache accesses per second over 10 simulated seconds.
 //!
 //! `cargo run --release -p iolearn-readahead --example outcome_proxy`

@@ -380,7 +380,8 @@ fn run_checked(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> Lo
         for (a, b) in before.iter().zip(&now) {
             ops += b.ops - a.ops;
             outcome.misses += b.misses - a.misses;
-            busy += (secs - (b.io_wait_ns - a.io_wait_ns) as f64 / 1e9).max(0.0);
+            // User-mode time, as the tuner measures it on the kernel.
+            busy += (b.user_ns - a.user_ns) as f64 / 1e9;
         }
         before = now;
         outcome.busy_s = Some(busy);

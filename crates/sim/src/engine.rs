@@ -116,6 +116,9 @@ pub struct ThreadStats {
     pub misses: u64,
     /// Time spent waiting for the device: on misses, and on cached pages still being read.
     pub io_wait_ns: u64,
+    /// Time spent in the application's own code (user mode): its operations' CPU time and
+    /// loads from mapped pages, not the kernel's page-cache work on its behalf.
+    pub user_ns: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -602,6 +605,7 @@ impl Sim {
                         if mmap && c.mapped {
                             // A plain load from a mapped page: the kernel sees nothing.
                             clock += 5;
+                            self.threads[id].stats.user_ns += 5;
                         } else {
                             clock += self.cfg.hit_ns;
                             self.record(clock, file, index, PageEventKind::Accessed);
@@ -691,6 +695,7 @@ impl Sim {
             // Operation complete.
             let t = &mut self.threads[id];
             clock += t.op.cpu_ns;
+            t.stats.user_ns += t.op.cpu_ns;
             t.stats.ops += 1;
             t.stats.last_op_ns = clock;
             t.in_op = false;

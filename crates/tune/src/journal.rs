@@ -235,6 +235,28 @@ impl Journal {
         Ok(())
     }
 
+    /// Touched descriptions that no descriptor reaches any more but that live on in a mapping
+    /// of their process, as `(pid, inode)` ([`crate::linux::mapped_inodes`]): they keep the
+    /// tuner's value until the process unmaps the file, and nothing can restore them.
+    pub fn stranded(&self) -> Vec<(u32, u64)> {
+        let Ok(dev) = iolearn_probe::DeviceId::from_name(&self.device) else {
+            return Vec::new();
+        };
+        let user_dev = libc::makedev(dev.major, dev.minor);
+        let mut mapped: std::collections::BTreeMap<u32, std::collections::BTreeSet<u64>> = Default::default();
+        let mut out: Vec<(u32, u64)> = Vec::new();
+        for f in &self.files {
+            let open = std::fs::metadata(format!("/proc/{}/fd/{}", f.pid, f.fd)).is_ok_and(|m| m.ino() == f.ino);
+            let maps = mapped
+                .entry(f.pid)
+                .or_insert_with(|| crate::linux::mapped_inodes(f.pid, user_dev));
+            if !open && maps.contains(&f.ino) && !out.contains(&(f.pid, f.ino)) {
+                out.push((f.pid, f.ino));
+            }
+        }
+        out
+    }
+
     /// Put everything back: the device's value, then each touched description still open
     /// (same process, same descriptor, same inode) gets it back with `POSIX_FADV_NORMAL`, then
     /// the application's own advice again.

@@ -250,8 +250,19 @@ struct Restorer {
 impl Drop for Restorer {
     fn drop(&mut self) {
         if let Some(j) = self.journal.take() {
+            // Before the restore, which removes the journal: what it will not reach.
+            let stranded = j.stranded();
             let problems = j.restore();
             let (device, kb, files) = (&j.device, j.original_kb, j.files.len());
+            if !stranded.is_empty() {
+                let list: Vec<String> = stranded.iter().map(|(pid, ino)| format!("{pid}:{ino}")).collect();
+                warn!(
+                    event = %"stranded",
+                    descriptions = stranded.len(),
+                    pid_inode = %list.join(","),
+                    effect = %"mapped by a process that closed the descriptor: they keep the tuned readahead until the process unmaps the file; nothing in user space can reach them"
+                );
+            }
             if problems.is_empty() {
                 info!(event = %"restored", device = %device, read_ahead_kb = kb, files);
             } else {
@@ -572,6 +583,15 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         for e in knobs.take_errors() {
             m.errors += 1;
             warn!(event = %"action_failed", error = %e);
+        }
+        for (pid, ino, kb) in knobs.take_stranded() {
+            warn!(
+                event = %"stranded",
+                pid,
+                inode = ino,
+                read_ahead_kb = kb,
+                effect = %"the process closed its descriptor and maps the file: the description keeps this value until unmapped, out of reach of reverts and of the restore"
+            );
         }
         if let Ok(mut p) = page.lock() {
             *p = m.render(&cfg.device);

@@ -146,6 +146,10 @@ pub struct LinuxKnobs {
     /// The device values in force since the last [`LinuxKnobs::note_modes`]: a description
     /// first seen then may have copied any of them at open.
     recent_device_kb: Vec<u64>,
+    /// Descriptions given a value whose descriptor the process closed while it still maps
+    /// the file, as (pid, inode, KiB), since the last [`LinuxKnobs::take_stranded`]
+    /// ([`mapped_inodes`]).
+    stranded: Vec<(u32, u64, u64)>,
 }
 
 /// The sysfs file of a block device's readahead.
@@ -186,6 +190,7 @@ impl LinuxKnobs {
             new_file_kb: BTreeMap::new(),
             pending_descs: BTreeMap::new(),
             recent_device_kb: Vec::new(),
+            stranded: Vec::new(),
             pending_files: BTreeMap::new(),
             touched: Vec::new(),
             actions: Vec::new(),
@@ -218,6 +223,18 @@ impl LinuxKnobs {
         if !self.pids.is_empty() {
             let open_inos: std::collections::BTreeSet<u64> = self.open.iter().map(|f| f.ino).collect();
             let open_descs: std::collections::BTreeSet<(u32, u64)> = self.open.iter().map(|f| (f.pid, f.ino)).collect();
+            // Gone from the descriptors but still mapped: the value stays, out of reach.
+            let mut maps: BTreeMap<u32, std::collections::BTreeSet<u64>> = BTreeMap::new();
+            for (&(pid, ino), &kb) in &self.desc_kb {
+                if !open_descs.contains(&(pid, ino))
+                    && maps
+                        .entry(pid)
+                        .or_insert_with(|| mapped_inodes(pid, self.user_dev))
+                        .contains(&ino)
+                {
+                    self.stranded.push((pid, ino, kb));
+                }
+            }
             self.file_kb.retain(|ino, _| open_inos.contains(ino));
             self.desc_kb.retain(|key, _| open_descs.contains(key));
             self.default_descs.retain(|key| open_descs.contains(key));
@@ -347,6 +364,11 @@ impl LinuxKnobs {
     /// Actions since the last call.
     pub fn take_actions(&mut self) -> Vec<Action> {
         std::mem::take(&mut self.actions)
+    }
+
+    /// Descriptions stranded since the last call (see the field).
+    pub fn take_stranded(&mut self) -> Vec<(u32, u64, u64)> {
+        std::mem::take(&mut self.stranded)
     }
 
     /// Errors since the last call.
@@ -479,6 +501,33 @@ fn mark_advice(advice: &BTreeMap<(u32, i32, u64), Advice>, files: &mut [OpenFile
     for f in files {
         f.advice = advice.get(&(f.pid, f.fd, f.ino)).copied().unwrap_or_default();
     }
+}
+
+/// Inodes of files on device `user_dev` that process `pid` maps (`/proc/PID/maps`: the
+/// device as `major:minor` in hex, then the inode).
+///
+/// Why it matters: a process may map a file and close its descriptor (RocksDB's mmap reads
+/// do, some time after opening its tables). The open file description lives on in the mapping,
+/// with the readahead the tuner gave it, and its faults read ahead by that value; but with no
+/// descriptor, `pidfd_getfd` cannot reach it, so neither a revert nor the restore at exit can
+/// change it back. It ends when the process unmaps the file. The tuner reports these.
+pub fn mapped_inodes(pid: u32, user_dev: u64) -> std::collections::BTreeSet<u64> {
+    let Ok(maps) = iolearn_safeio::read_to_string(Path::new(&format!("/proc/{pid}/maps")), 64 << 20) else {
+        return Default::default();
+    };
+    maps.lines()
+        .filter_map(|line| {
+            let mut f = line.split_whitespace();
+            let (dev, ino) = (f.nth(3)?, f.next()?);
+            let (major, minor) = dev.split_once(':')?;
+            let dev = libc::makedev(
+                u32::from_str_radix(major, 16).ok()?,
+                u32::from_str_radix(minor, 16).ok()?,
+            );
+            (dev == user_dev).then(|| ino.parse().ok()).flatten()
+        })
+        .filter(|&ino| ino != 0)
+        .collect()
 }
 
 /// Regular files on device `user_dev` open in `pids` (all processes when empty).

@@ -1,34 +1,51 @@
 //! What the watched workload got in a window, on the kernel: the guardrail's and the online
 //! learner's signal ([`iolearn_policy::readahead::Outcome`]).
 //!
-//! Progress is the CPU time of the watched processes' threads: a closed-loop application that
-//! waits less for the device runs more. It comes from `/proc/PID/task/TID/schedstat` (its first
-//! field, nanoseconds on the CPU), summed over threads; read by hand because it is one number
-//! per file and the tuner already holds the pids (the `procfs` crate would parse every field of
-//! `stat` to get the same). Its bias, measured in the simulator: a miss costs the kernel CPU
-//! too, so a setting that misses more looks busier than it is (docs/tuning.md).
+//! Progress is the user-mode CPU time of the watched processes' threads: a closed-loop
+//! application that waits less for the device runs more of its own code. User time only: the
+//! kernel's time on the application's behalf (faults, readahead, page allocation and, under a
+//! memory limit, reclaim) grows with the very waste a bad setting causes. Counting it, the
+//! guardrail saw two db_bench processes on one database as 0.23-0.8x "busier" under vanilla's
+//! 21 pages read per page used than under the tuned 3-4, and reverted settings that had raised
+//! both processes' ops/s (docs/benchmarks.md). It comes from `/proc/PID/task/TID/stat` (utime,
+//! clock ticks), summed over threads; read by hand because it is one field per file and the
+//! tuner already holds the pids (the `procfs` crate would parse every field to get the same).
 
 use iolearn_policy::readahead::Outcome;
 use iolearn_probe::Counters;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// CPU time of a set of processes, by thread, across windows.
+/// User-mode CPU time of a set of processes, by thread, across windows.
 #[derive(Debug, Default)]
 pub struct CpuMeter {
-    /// Nanoseconds on the CPU at the last reading, by (pid, tid): threads that come and go
+    /// Clock ticks in user mode at the last reading, by (pid, tid): threads that come and go
     /// count from their first reading.
     last: BTreeMap<(u32, u32), u64>,
 }
 
-/// The first field of a `schedstat` file: nanoseconds on the CPU.
-fn schedstat_ns(path: &Path) -> Option<u64> {
+/// `utime` of a task's `stat` file: clock ticks in user mode. The fields are counted after the
+/// last `)`, since the command name before it may hold spaces and parentheses.
+fn stat_utime(path: &Path) -> Option<u64> {
     let text = iolearn_safeio::read_to_string(path, 4096).ok()?;
-    text.split_whitespace().next()?.parse().ok()
+    let rest = &text[text.rfind(')')? + 1..];
+    // Fields 3 (state) onwards; utime is field 14.
+    rest.split_whitespace().nth(11)?.parse().ok()
+}
+
+/// Clock ticks per second (`USER_HZ`).
+fn ticks_per_s() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
 }
 
 impl CpuMeter {
-    /// CPU seconds the threads of `pids` ran since the last call (0 on the first).
+    /// User-mode CPU seconds the threads of `pids` ran since the last call (0 on the first).
     pub fn take(&mut self, pids: &[u32]) -> f64 {
         let mut now = BTreeMap::new();
         for &pid in pids {
@@ -39,17 +56,17 @@ impl CpuMeter {
                 let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
                     continue;
                 };
-                if let Some(ns) = schedstat_ns(&t.path().join("schedstat")) {
-                    now.insert((pid, tid), ns);
+                if let Some(ticks) = stat_utime(&t.path().join("stat")) {
+                    now.insert((pid, tid), ticks);
                 }
             }
         }
         let ran: u64 = now
             .iter()
-            .filter_map(|(k, &ns)| self.last.get(k).map(|&was| ns.saturating_sub(was)))
+            .filter_map(|(k, &ticks)| self.last.get(k).map(|&was| ticks.saturating_sub(was)))
             .sum();
         self.last = now;
-        ran as f64 / 1e9
+        ran as f64 / ticks_per_s()
     }
 }
 
@@ -86,5 +103,35 @@ mod tests {
         let ran = m.take(&[me]);
         assert!((0.1..2.0).contains(&ran), "{ran} s");
         assert_eq!(m.take(&[u32::MAX]), 0.0, "a pid that does not exist counts nothing");
+    }
+
+    #[test]
+    fn time_in_the_kernel_is_not_progress() {
+        // Copying from /dev/zero is the kernel's work: it must not count as the application's.
+        // This thread's own file (other tests run beside it in this process).
+        use std::io::Read;
+        // SAFETY: gettid has no preconditions.
+        let stat = std::path::PathBuf::from(format!("/proc/self/task/{}/stat", unsafe { libc::gettid() }));
+        let before = stat_utime(&stat).unwrap();
+        let mut zero = std::fs::File::open("/dev/zero").unwrap();
+        let mut buf = vec![0u8; 1 << 20];
+        let t = std::time::Instant::now();
+        while t.elapsed() < std::time::Duration::from_millis(300) {
+            zero.read_exact(&mut buf).unwrap();
+        }
+        let user = (stat_utime(&stat).unwrap() - before) as f64 / ticks_per_s();
+        assert!(user < 0.1, "{user} s of user time for 0.3 s of copying in the kernel");
+    }
+
+    #[test]
+    fn a_command_name_with_spaces_and_parentheses_is_skipped() {
+        let dir = std::env::temp_dir().join(format!("iolearn-stat-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("stat");
+        std::fs::write(&p, "42 (a) b (c) R 1 42 42 0 -1 4194304 10 0 0 0 250 7 0 0 20 0 1 0\n").unwrap();
+        assert_eq!(stat_utime(&p), Some(250));
+        std::fs::write(&p, "42 (truncated").unwrap();
+        assert_eq!(stat_utime(&p), None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

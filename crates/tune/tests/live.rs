@@ -368,3 +368,69 @@ fn a_description_opened_before_the_device_was_halved_is_not_taken_for_sequential
     knobs.note_modes(&[mode(32)]);
     assert_eq!(advice(&knobs), Some(Advice::Sequential));
 }
+
+#[test]
+fn a_description_left_only_in_a_mapping_is_reported_as_stranded() {
+    if skip("a_description_left_only_in_a_mapping_is_reported_as_stranded") {
+        return;
+    }
+    use std::io::BufRead;
+    let fs = LoopFs::create(&scratch(), "stranded", 64).unwrap();
+    let path = fs.mountpoint.join("mapped");
+    std::fs::write(&path, vec![1u8; 1 << 20]).unwrap();
+    let kept = fs.mountpoint.join("kept");
+    std::fs::write(&kept, vec![2u8; 1 << 20]).unwrap();
+    // A process that maps the file, closes its descriptor (as RocksDB's mmap reads do) and
+    // keeps the mapping.
+    let script = "import mmap, os, sys\n\
+                  fd = os.open(sys.argv[1], os.O_RDONLY)\n\
+                  m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)\n\
+                  print(fd, flush=True)\n\
+                  os.close(fd)\n\
+                  sys.stdin.readline()\n";
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(&path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let fd: i32 = line.trim().parse().unwrap();
+    let pid = child.id();
+    let f = File::open(&kept).unwrap();
+    let dev = iolearn_probe::DeviceId::from_name(&fs.device).unwrap();
+    let user_dev = libc::makedev(dev.major, dev.minor);
+    let ino = std::fs::metadata(&path)
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .unwrap();
+    assert!(iolearn_tune::linux::mapped_inodes(pid, user_dev).contains(&ino));
+    assert!(
+        iolearn_tune::linux::mapped_inodes(pid, user_dev + 1).is_empty(),
+        "another device"
+    );
+    let state = scratch().join("state-stranded");
+    let mut j = Journal::begin(&state, &fs.device).unwrap();
+    let advice = iolearn_tune::linux::Advice::Normal;
+    j.note_files(&[
+        iolearn_tune::linux::OpenFile { pid, fd, ino, advice },
+        iolearn_tune::linux::OpenFile {
+            pid: std::process::id(),
+            fd: f.as_raw_fd(),
+            ino: ours_ino(&f),
+            advice,
+        },
+    ])
+    .unwrap();
+    assert_eq!(
+        j.stranded(),
+        vec![(pid, ino)],
+        "only the mapped one without a descriptor"
+    );
+    assert!(j.restore().is_empty());
+    let _ = child.kill();
+    let _ = child.wait();
+}
