@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -509,7 +510,8 @@ def shared(out: Path, pairs=SHARED_PAIRS, device="nvme", seconds=30.0, seeds=ran
         return ops
 
     def ws(ops, van):
-        return sum(o / v for o, v in zip(ops, van)) / len(van)
+        # A member that did nothing under vanilla has no ratio: NaN, not a crash.
+        return sum(o / v if v > 0 else float("nan") for o, v in zip(ops, van)) / len(van)
 
     rows = []
     for pair in pairs:
@@ -546,7 +548,7 @@ def shared(out: Path, pairs=SHARED_PAIRS, device="nvme", seconds=30.0, seeds=ran
         cells = []
         for c in cols:
             v = sorted(r[c] for r in sel)
-            cells.append(f"{v[len(v) // 2]:.2f} [{v[0]:.2f}, {v[-1]:.2f}]")
+            cells.append(f"{statistics.median(v):.2f} [{v[0]:.2f}, {v[-1]:.2f}]")
         print(f"{pair:<34}" + "".join(f"{x:>22}" for x in cells))
     _write(out / "shared", rows)
     return rows

@@ -288,6 +288,8 @@ pub struct Guarded {
     /// and the length of the next one. Per value, so that a controller that moves on (the
     /// workload changed) is tried again without waiting out the old value's backoff.
     backoffs: BTreeMap<Option<u64>, (u64, u64)>,
+    /// The watched processes' fingerprint ([`Outcome::population`]) of the last window.
+    population: Option<u64>,
     events: Vec<GuardEvent>,
     /// Windows spent on vanilla by the guardrail (checks and backoffs).
     pub vanilla_windows: u64,
@@ -324,6 +326,7 @@ impl Guarded {
             judged: None,
             interval,
             backoffs: BTreeMap::new(),
+            population: None,
             events: Vec::new(),
             vanilla_windows: 0,
         }
@@ -415,6 +418,28 @@ impl Guarded {
     fn step(&mut self, outcome: &Outcome, knobs: &mut dyn ReadaheadKnobs) {
         let Some(cfg) = self.cfg.clone() else { return };
         let block = cfg.block as usize;
+        if let Some(p) = outcome.population {
+            if self.population.replace(p).is_some_and(|was| was != p) {
+                // The watched processes changed: nothing measured before compares with what
+                // comes, and this window straddles both. Vanilla is measured afresh, then the
+                // controller's decision again; a decision is never left in force unjudged, so
+                // processes that keep coming and going keep the device on vanilla.
+                self.vanilla.clear();
+                self.tuned.clear();
+                self.unjudged.clear();
+                self.pending = None;
+                self.judged = None;
+                self.age += 1;
+                if self.arm == Arm::Vanilla {
+                    self.vanilla_windows += 1;
+                }
+                if self.phase != Phase::Backoff {
+                    self.phase = Phase::Baseline;
+                    self.switch(Arm::Vanilla, knobs);
+                }
+                return;
+            }
+        }
         if self.age >= cfg.settle as u64 {
             let side = match self.arm {
                 Arm::Vanilla => &mut self.vanilla,

@@ -167,6 +167,10 @@ pub struct Outcome {
     pub misses: u64,
     /// The device's readahead during the window, KiB (what the outcome is credited to).
     pub read_ahead_kb: Option<u64>,
+    /// Which processes were watched, as a fingerprint of the set (`None`: a fixed set). When it
+    /// changes (a process exited or started), progress before and after does not compare: the
+    /// exit of a busy process is not a collapse of the value in force.
+    pub population: Option<u64>,
 }
 
 impl Outcome {

@@ -330,3 +330,77 @@ fn a_paused_workload_is_no_collapse() {
     }
     assert_eq!(dev.kb, 512, "{:?}", g.take_events());
 }
+
+#[test]
+fn a_process_leaving_the_watched_set_is_no_collapse() {
+    // Two processes, then one exits: progress halves whatever the value. The guardrail must
+    // not take that for the value's collapse; it measures vanilla again and judges by it.
+    let f = |kb: u64| if kb == 512 { 120.0 } else { 100.0 };
+    let mut g = guarded(Static::new(512));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let mut seen = Vec::new();
+    for w in 0..60u64 {
+        seen.push(dev.kb);
+        let (share, population) = if w < 12 { (1.0, 1) } else { (0.5, 2) };
+        let win = WindowFeatures {
+            outcome: Outcome {
+                seconds: 1.0,
+                busy_s: Some(f(dev.kb) * share / 100.0),
+                pages_accessed: 100,
+                population: Some(population),
+                ..Outcome::default()
+            },
+            ..WindowFeatures::default()
+        };
+        g.decide(&win, &mut dev);
+    }
+    let ev = g.take_events();
+    assert!(ev.iter().all(|e| e.kind == GuardEventKind::Kept), "no revert: {ev:?}");
+    assert!(
+        ev.iter().any(|e| e.window > 12),
+        "judged again after the change: {ev:?}"
+    );
+    assert_eq!(*seen.last().unwrap(), 512);
+    // Without the fingerprint the same drop reads as a collapse.
+    let mut g = guarded(Static::new(512));
+    let mut dev = Device { kb: 128, sets: 0 };
+    for w in 0..20u64 {
+        let share = if w < 12 { 1.0 } else { 0.5 };
+        let win = WindowFeatures {
+            outcome: Outcome {
+                seconds: 1.0,
+                busy_s: Some(f(dev.kb) * share / 100.0),
+                pages_accessed: 100,
+                ..Outcome::default()
+            },
+            ..WindowFeatures::default()
+        };
+        g.decide(&win, &mut dev);
+    }
+    assert!(g.take_events().iter().any(|e| e.kind == GuardEventKind::Reverted));
+}
+
+#[test]
+fn processes_that_keep_changing_keep_the_device_on_vanilla() {
+    // A new process every third window: no decision can be judged, so none stays in force.
+    let f = |kb: u64| if kb == 1024 { 50.0 } else { 100.0 };
+    let mut g = guarded(Static::new(1024));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let mut seen = Vec::new();
+    for w in 0..90u64 {
+        seen.push(dev.kb);
+        let win = WindowFeatures {
+            outcome: Outcome {
+                seconds: 1.0,
+                busy_s: Some(f(dev.kb) / 100.0),
+                pages_accessed: 100,
+                population: Some(w / 3),
+                ..Outcome::default()
+            },
+            ..WindowFeatures::default()
+        };
+        g.decide(&win, &mut dev);
+    }
+    let bad = seen.iter().filter(|&&kb| kb == 1024).count();
+    assert!(bad <= 3, "{bad} windows at the bad value: {seen:?}");
+}

@@ -476,7 +476,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         window_ix += 1;
         let w = probe.window().map_err(|e| e.to_string())?;
         let mut features = window_features(&w, &knobs);
-        let busy = watched.then(|| cpu.take(&knobs.pids));
+        let busy = watched.then(|| (cpu.take(&knobs.pids), cpu.population()));
         features.outcome = outcome::outcome(
             &counters_before,
             &w.counters,

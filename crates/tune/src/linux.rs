@@ -247,8 +247,11 @@ impl LinuxKnobs {
             .collect();
         for f in &fresh {
             let key = (f.pid, f.ino);
-            let decided = self.file_kb.contains_key(&f.ino) || self.desc_kb.contains_key(&key);
-            if let (Some(&kb), false) = (self.new_file_kb.get(&f.pid), decided) {
+            if let Some(&kb) = self.desc_kb.get(&key).or(self.file_kb.get(&f.ino)) {
+                // Opened (or reopened) since: it copied the device's value; give it the value
+                // its process or its file has.
+                self.pending_descs.entry(key).or_insert(kb);
+            } else if let Some(&kb) = self.new_file_kb.get(&f.pid) {
                 self.pending_descs.insert(key, kb);
                 self.default_descs.insert(key);
             }
@@ -297,16 +300,15 @@ impl LinuxKnobs {
     fn flush_now(&mut self) {
         let files = std::mem::take(&mut self.pending_files);
         let descs = std::mem::take(&mut self.pending_descs);
-        // A file's new value replaces its descriptions' own (as in the simulator); a
-        // description's new value wins over its file's.
-        self.desc_kb.retain(|(_, ino), _| !files.contains_key(ino));
-        self.default_descs.retain(|(_, ino)| !files.contains_key(ino));
         let mut by_kb: BTreeMap<u64, Vec<OpenFile>> = BTreeMap::new();
         for f in &self.open {
             if let Some(&kb) = descs.get(&(f.pid, f.ino)).or(files.get(&f.ino)) {
                 by_kb.entry(kb).or_default().push(*f);
             }
         }
+        // Values whose device borrow failed reached nobody: not recorded, so the controller
+        // sees the old value and asks again.
+        let mut failed = std::collections::BTreeSet::new();
         for (kb, targets) in &by_kb {
             if self.dry_run {
                 break;
@@ -315,12 +317,15 @@ impl LinuxKnobs {
             if borrowed {
                 if let Err(e) = write_device_kb(&self.sysfs, *kb) {
                     self.errors.push(e);
+                    failed.insert(*kb);
                     continue;
                 }
+                // Files opened during the borrow copy it: not an application's SEQUENTIAL.
+                self.recent_device_kb.push(*kb);
             }
             for t in targets {
-                // Journalled before the calls: one may succeed and the next fail, and a
-                // restore of a description left as it was is harmless.
+                // Noted for the journal before the calls: one may succeed and the next fail,
+                // and restoring a description left as it was is harmless.
                 self.touched.push(*t);
                 if let Err(e) = fadvise_remote(t.pid, t.fd, t.advice.calls()) {
                     self.errors.push(format!("pid {} fd {}: {e}", t.pid, t.fd));
@@ -339,7 +344,14 @@ impl LinuxKnobs {
                     .count()
             })
         };
-        for (&ino, &kb) in &files {
+        // A file's new value replaces its descriptions' own (as in the simulator); a
+        // description's new value wins over its file's.
+        let applied = |kb: &u64| !failed.contains(kb);
+        self.desc_kb
+            .retain(|(_, ino), _| files.get(ino).is_none_or(|kb| !applied(kb)));
+        self.default_descs
+            .retain(|(_, ino)| files.get(ino).is_none_or(|kb| !applied(kb)));
+        for (&ino, &kb) in files.iter().filter(|(_, kb)| applied(kb)) {
             self.file_kb.insert(ino, kb);
             let descriptions = reached(None, ino, kb);
             self.actions.push(Action::File {
@@ -349,7 +361,7 @@ impl LinuxKnobs {
                 descriptions,
             });
         }
-        for (&(pid, ino), &kb) in &descs {
+        for (&(pid, ino), &kb) in descs.iter().filter(|(_, kb)| applied(kb)) {
             self.desc_kb.insert((pid, ino), kb);
             let descriptions = reached(Some(pid), ino, kb);
             self.actions.push(Action::File {
@@ -393,16 +405,22 @@ impl ReadaheadKnobs for LinuxKnobs {
         self.act_ns += t0.elapsed().as_nanos() as u64;
     }
 
-    /// The file's own value, else the default its process gave it, else the device's.
+    /// The file's own value; without one, the value its open descriptions have when they all
+    /// agree (a file one process opened, with that process's default); else the device's (so a
+    /// per-file decision is pushed when the descriptions disagree).
     fn file_read_ahead_kb(&self, inode: u64) -> u64 {
-        let own = self.pending_files.get(&inode).or(self.file_kb.get(&inode));
-        let default = || {
-            self.default_descs
-                .iter()
-                .filter(|(_, ino)| *ino == inode)
-                .find_map(|key| self.pending_descs.get(key).or(self.desc_kb.get(key)))
-        };
-        own.or_else(default).copied().unwrap_or(self.device_kb)
+        if let Some(&kb) = self.pending_files.get(&inode).or(self.file_kb.get(&inode)) {
+            return kb;
+        }
+        let mut common = None;
+        for f in self.open.iter().filter(|f| f.ino == inode) {
+            let kb = self.description_read_ahead_kb(f.pid, inode);
+            match common {
+                Some(c) if c != kb => return self.device_kb,
+                _ => common = Some(kb),
+            }
+        }
+        common.unwrap_or(self.device_kb)
     }
 
     fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {

@@ -68,13 +68,33 @@ impl CpuMeter {
         self.last = now;
         ran as f64 / ticks_per_s()
     }
+
+    /// A fingerprint of the processes seen at the last [`CpuMeter::take`] (the guardrail's
+    /// [`Outcome::population`]): it changes when one exits or starts.
+    pub fn population(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut pids: Vec<u32> = self.last.keys().map(|&(pid, _)| pid).collect();
+        pids.dedup(); // sorted by the map's order
+                      // SipHash with fixed keys: the same set gives the same fingerprint.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        pids.hash(&mut h);
+        h.finish()
+    }
 }
 
 /// The outcome of a probe window of `seconds` (the probes' counters before and after it), with
-/// `busy_s` CPU seconds of the watched processes (`None`: none watched) and the device at
-/// `read_ahead_kb`. Demand misses are the kernel's synchronous readahead calls.
-pub fn outcome(before: &Counters, after: &Counters, seconds: f64, busy_s: Option<f64>, read_ahead_kb: u64) -> Outcome {
+/// `cpu` the watched processes' user seconds and their fingerprint (`None`: none watched) and
+/// the device at `read_ahead_kb`. Demand misses are the kernel's synchronous readahead calls.
+pub fn outcome(
+    before: &Counters,
+    after: &Counters,
+    seconds: f64,
+    cpu: Option<(f64, u64)>,
+    read_ahead_kb: u64,
+) -> Outcome {
+    let (busy_s, population) = (cpu.map(|c| c.0), cpu.map(|c| c.1));
     Outcome {
+        population,
         seconds,
         ops: None,
         busy_s,
@@ -102,7 +122,11 @@ mod tests {
         std::hint::black_box(x);
         let ran = m.take(&[me]);
         assert!((0.1..2.0).contains(&ran), "{ran} s");
+        let alone = m.population();
         assert_eq!(m.take(&[u32::MAX]), 0.0, "a pid that does not exist counts nothing");
+        assert_ne!(m.population(), alone, "the process left the set");
+        m.take(&[me, u32::MAX]);
+        assert_eq!(m.population(), alone, "the same set, the same fingerprint");
     }
 
     #[test]

@@ -205,6 +205,15 @@ fn a_per_description_value_reaches_only_that_processs_descriptions() {
         near(a, 16) && near(b, 512),
         "after a device change: ours {a}, theirs {b}"
     );
+    // A description opened since by the same process copies the device's value; the next scan
+    // gives it the process's value for the file.
+    let again = File::open(&path).unwrap();
+    knobs.refresh();
+    knobs.flush();
+    let c = window(&again);
+    assert!(near(c, 16), "a second descriptor of ours: {c} pages");
+    // The two processes disagree: the file as a whole has no value but the device's.
+    assert_eq!(knobs.file_read_ahead_kb(ino), 64);
     // A file's value replaces both descriptions' own.
     knobs.set_file_read_ahead_kb(ino, 32);
     knobs.flush();
