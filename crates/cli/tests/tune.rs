@@ -2,8 +2,7 @@
 //! restores on SIGTERM, is undone after a crash, changes nothing when dry, and explains bad
 //! input. Needs root and eBPF; elsewhere each test prints why it skips.
 
-use iolearn_ml::kml::READAHEAD_SCHEMA;
-use iolearn_ml::{ClassAction, DecisionTree, ModelFile, ModelKind, TreeConfig};
+use iolearn_ml::{DecisionTree, ModelKind, TreeConfig};
 use iolearn_tune::linux::{read_ahead_path, read_device_kb, write_device_kb};
 use iolearn_tune::testbed::LoopFs;
 use std::io::{BufRead, BufReader, Write};
@@ -29,19 +28,7 @@ fn model(dir: &Path) -> PathBuf {
         y.push(class);
     }
     let tree = DecisionTree::fit(&x, &y, 5, &TreeConfig::default()).unwrap();
-    let mut m = ModelFile::new(ModelKind::Tree(tree), READAHEAD_SCHEMA);
-    m.features = (0..5).map(|i| format!("f{i}")).collect();
-    m.classes = vec![
-        ClassAction {
-            label: "random".into(),
-            action: 16,
-        },
-        ClassAction {
-            label: "sequential".into(),
-            action: 512,
-        },
-    ];
-    m.action_unit = "read_ahead_kb".into();
+    let m = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &[("random", 16), ("sequential", 512)]);
     let p = dir.join("model.iolm");
     m.save(&p).unwrap();
     p

@@ -164,10 +164,18 @@ pub fn import_tree_text(dt: &str, norm: ZScore) -> Result<ModelFile> {
 }
 
 fn readahead_file(kind: ModelKind, norm: ZScore, source: &str) -> ModelFile {
+    let mut f = readahead_model(kind, &READAHEAD_CLASSES);
+    f.normaliser = Some(norm);
+    f.meta = alloc::vec![("source".to_string(), source.to_string())];
+    f
+}
+
+/// A readahead model file for `kind` (schema `kml-readahead-v1`, KML's five features, no
+/// normaliser): class `i` is `classes[i]`, a label and the `read_ahead_kb` it sets.
+pub fn readahead_model(kind: ModelKind, classes: &[(&str, i64)]) -> ModelFile {
     let mut f = ModelFile::new(kind, READAHEAD_SCHEMA);
     f.features = READAHEAD_FEATURES.iter().map(|s| s.to_string()).collect();
-    f.normaliser = Some(norm);
-    f.classes = READAHEAD_CLASSES
+    f.classes = classes
         .iter()
         .map(|&(l, a)| ClassAction {
             label: l.to_string(),
@@ -175,7 +183,6 @@ fn readahead_file(kind: ModelKind, norm: ZScore, source: &str) -> ModelFile {
         })
         .collect();
     f.action_unit = "read_ahead_kb".to_string();
-    f.meta = alloc::vec![("source".to_string(), source.to_string())];
     f
 }
 

@@ -1,7 +1,6 @@
 //! The readahead controllers act through `ReadaheadKnobs` as documented.
 
-use iolearn_ml::kml::READAHEAD_SCHEMA;
-use iolearn_ml::{ClassAction, DecisionTree, ModelFile, ModelKind, TreeConfig};
+use iolearn_ml::{DecisionTree, ModelFile, ModelKind, TreeConfig};
 use iolearn_policy::controller::{KmlController, ReadaheadController, ReadaheadKnobs, Scope};
 use iolearn_policy::readahead::WindowFeatures;
 use std::collections::BTreeMap;
@@ -52,20 +51,7 @@ fn model() -> ModelFile {
         y.push(class);
     }
     let tree = DecisionTree::fit(&x, &y, 5, &TreeConfig::default()).unwrap();
-    let mut m = ModelFile::new(ModelKind::Tree(tree), READAHEAD_SCHEMA);
-    m.features = (0..5).map(|i| format!("f{i}")).collect();
-    m.classes = vec![
-        ClassAction {
-            label: "random".into(),
-            action: 16,
-        },
-        ClassAction {
-            label: "sequential".into(),
-            action: 512,
-        },
-    ];
-    m.action_unit = "read_ahead_kb".into();
-    m
+    iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &[("random", 16), ("sequential", 512)])
 }
 
 fn window(files: &[(u64, u32, f64, f64)]) -> WindowFeatures {

@@ -297,22 +297,10 @@ fn the_online_learner_follows_a_phase_change() {
 /// A per-device tree whose recorded training range no window of these runs falls in (every
 /// decision falls back): what a model trained on other workloads sees on a new one.
 fn model_of_other_workloads(dir: &std::path::Path) -> std::path::PathBuf {
-    use iolearn_ml::{ClassAction, DecisionTree, ModelFile, ModelKind, TreeConfig};
+    use iolearn_ml::{DecisionTree, ModelKind, TreeConfig};
     let x = [1.0, 1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0];
     let tree = DecisionTree::fit(&x, &[0.0, 1.0], 5, &TreeConfig::default()).unwrap();
-    let mut m = ModelFile::new(ModelKind::Tree(tree), iolearn_ml::kml::READAHEAD_SCHEMA);
-    m.features = (0..5).map(|i| format!("f{i}")).collect();
-    m.classes = vec![
-        ClassAction {
-            label: "a".into(),
-            action: 128,
-        },
-        ClassAction {
-            label: "b".into(),
-            action: 128,
-        },
-    ];
-    m.action_unit = "read_ahead_kb".into();
+    let mut m = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &[("a", 128), ("b", 128)]);
     m.meta = vec![
         ("feature_min".into(), "1,1,1,1,1".into()),
         ("feature_max".into(), "2,2,2,2,2".into()),
@@ -355,7 +343,7 @@ fn a_model_out_of_its_range_hands_over_to_the_online_learner() {
 /// A tree trained on each file's windows of a scan and of random reads run side by side, each
 /// on its own database (seed 1), at 16, 128 and 512 KiB: class 1 (scan) reads ahead 512 KiB, class 0 (random) 16 KiB.
 fn scan_or_random_model(dir: &std::path::Path) -> std::path::PathBuf {
-    use iolearn_ml::{ClassAction, DecisionTree, ModelFile, ModelKind, TreeConfig};
+    use iolearn_ml::{DecisionTree, ModelKind, TreeConfig};
     let (mut x, mut y) = (Vec::new(), Vec::new());
     for kb in [16, 128, 512] {
         let mut c = LoopConfig::new(vec![ReadSeq, ReadRandom], ControllerSpec::Static(kb));
@@ -369,19 +357,7 @@ fn scan_or_random_model(dir: &std::path::Path) -> std::path::PathBuf {
         }
     }
     let tree = DecisionTree::fit(&x, &y, 5, &TreeConfig::default()).unwrap();
-    let mut m = ModelFile::new(ModelKind::Tree(tree), iolearn_ml::kml::READAHEAD_SCHEMA);
-    m.features = (0..5).map(|i| format!("f{i}")).collect();
-    m.classes = vec![
-        ClassAction {
-            label: "random".into(),
-            action: 16,
-        },
-        ClassAction {
-            label: "sequential".into(),
-            action: 512,
-        },
-    ];
-    m.action_unit = "read_ahead_kb".into();
+    let m = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &[("random", 16), ("sequential", 512)]);
     let p = dir.join("scan-or-random.iolm");
     m.save(&p).unwrap();
     p
