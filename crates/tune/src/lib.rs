@@ -469,6 +469,11 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             note_modes(&mut probe, &mut knobs, &mut modes_failed);
         }
         knobs.flush();
+        // Journalled at once: a crash before the window's end must not lose what this tick's
+        // pushes (files opened since the last scan) changed.
+        if let Some(j) = restorer.journal.as_mut() {
+            j.note_files(&std::mem::take(&mut knobs.touched))?;
+        }
         if !window_due {
             continue;
         }

@@ -324,8 +324,9 @@ impl LinuxKnobs {
                 self.recent_device_kb.push(*kb);
             }
             for t in targets {
-                // Noted for the journal before the calls: one may succeed and the next fail,
-                // and restoring a description left as it was is harmless.
+                // Noted for the journal (which the tuner saves right after the flush) whatever
+                // the calls do: one may succeed and the next fail, and restoring a description
+                // left as it was is harmless.
                 self.touched.push(*t);
                 if let Err(e) = fadvise_remote(t.pid, t.fd, t.advice.calls()) {
                     self.errors.push(format!("pid {} fd {}: {e}", t.pid, t.fd));
@@ -496,7 +497,7 @@ impl LinuxKnobs {
             mark_advice(&self.advice, &mut targets);
             let own = |t: &OpenFile| self.file_kb.contains_key(&t.ino) || self.desc_kb.contains_key(&(t.pid, t.ino));
             for t in targets.iter().filter(|t| !own(t)) {
-                // Journalled before the calls (see `flush_now`).
+                // Noted for the journal whatever the calls do (see `flush_now`).
                 self.touched.push(*t);
                 match fadvise_remote(t.pid, t.fd, t.advice.calls()) {
                     Ok(()) => pushed += 1,
