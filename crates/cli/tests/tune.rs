@@ -769,3 +769,94 @@ fn per_description_the_tuner_gives_a_scanner_and_a_random_reader_of_one_file_the
     let changes = targets("--per-file");
     assert!(changes.iter().all(|(t, _)| !t.starts_with("pid:")), "{changes:?}");
 }
+
+#[test]
+fn a_file_opened_between_windows_is_journalled_before_the_next_window() {
+    if skip("a_file_opened_between_windows_is_journalled_before_the_next_window") {
+        return;
+    }
+    let b = bed("between");
+    let other = b.fs.mountpoint.join("other");
+    std::fs::write(&other, vec![5u8; 4 << 20]).unwrap();
+    // Scans `data` until told to open `other`, then keeps both open.
+    let script = "import os, sys, threading\n\
+                  a = os.open(sys.argv[1], os.O_RDONLY)\n\
+                  n = os.fstat(a).st_size\n\
+                  def scan():\n\
+                  \x20   while True:\n\
+                  \x20       os.posix_fadvise(a, 0, 0, os.POSIX_FADV_DONTNEED)\n\
+                  \x20       for off in range(0, n, 4096):\n\
+                  \x20           os.pread(a, 4096, off)\n\
+                  threading.Thread(target=scan, daemon=True).start()\n\
+                  sys.stdin.readline()\n\
+                  print(os.open(sys.argv[2], os.O_RDONLY), flush=True)\n\
+                  sys.stdin.readline()\n";
+    let mut app = Proc(
+        Command::new("python3")
+            .args(["-c", script])
+            .arg(&b.data)
+            .arg(&other)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = app.0.id();
+    // Windows of 4 s: the first decision gives the scanner's next files its value; the file it
+    // opens after that gets the value at the next tick, and the tuner is killed before the
+    // second window.
+    let mut t = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+        .args(["tune", "readahead", "--device", &b.fs.device, "--interval", "4"])
+        .args([
+            "--hold",
+            "1",
+            "--min-gap",
+            "0",
+            "--no-guard",
+            "--per-file",
+            "--log-format",
+            "json",
+        ])
+        .args(["--pid", &pid.to_string(), "--model"])
+        .arg(&b.model)
+        .arg("--state-dir")
+        .arg(&b.state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = t.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    wait_for("the first decision", 15.0, || {
+        rx.try_iter()
+            .any(|l| l.contains("\"change\"") && l.contains("\"window\":1"))
+    });
+    writeln!(app.0.stdin.as_mut().unwrap()).unwrap();
+    let mut line = String::new();
+    BufReader::new(app.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let fd: i32 = line.trim().parse().unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    t.kill().unwrap(); // SIGKILL, before the second window
+    t.wait().unwrap();
+    let ino = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&other).unwrap().ino()
+    };
+    let j = iolearn_tune::journal::Journal::load(&iolearn_tune::journal::Journal::path_for(&b.state, &b.fs.device))
+        .unwrap();
+    assert!(
+        j.files.iter().any(|f| f.pid == pid && f.fd == fd && f.ino == ino),
+        "the file opened between windows is in the journal: {:?}",
+        j.files
+    );
+    let o = restore(&b.fs.device, &b.state);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original);
+}
