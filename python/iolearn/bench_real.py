@@ -320,15 +320,23 @@ class Background:
         return out, cpu, wall
 
 
-def run_one(s: Settings, tb: Testbed, db: Path, workload: str, *, kb: int = VANILLA_KB, helper=None, seconds=None):
-    """One db_bench run in the cgroup after dropping caches, with the device at ``kb`` and an
-    optional helper (``(argv, log)``) running alongside. Returns (ops/s, helper stdout, helper
-    CPU seconds, wall seconds)."""
+def prepare(tb: Testbed, kb: int, helper):
+    """Before a measured run: the device at ``kb``, caches dropped, and the helper
+    (``(argv, log)``, if any) started and attached before the first I/O. Returns its
+    ``Background`` or None."""
     tb.set_readahead(kb)
     drop_caches()
     bg = Background(*helper) if helper else None
     if bg:
-        time.sleep(0.5)  # attached before the first I/O
+        time.sleep(0.5)
+    return bg
+
+
+def run_one(s: Settings, tb: Testbed, db: Path, workload: str, *, kb: int = VANILLA_KB, helper=None, seconds=None):
+    """One db_bench run in the cgroup after dropping caches, with the device at ``kb`` and an
+    optional helper (``(argv, log)``) running alongside. Returns (ops/s, helper stdout, helper
+    CPU seconds, wall seconds)."""
+    bg = prepare(tb, kb, helper)
     try:
         t0 = time.time()
         p = sh(*tb.in_cgroup(db_args(s, db, workload, seconds or s.seconds)))
@@ -342,11 +350,7 @@ def run_together(s: Settings, tb: Testbed, members, kb: int, helper=None) -> lis
     """db_bench processes at once, read-only, in the cgroup after dropping caches, with the
     device at ``kb`` and an optional helper (``(argv, log)``) alongside. ``members``:
     ``(workload, database)`` pairs. Returns each member's ops/s."""
-    tb.set_readahead(kb)
-    drop_caches()
-    bg = Background(*helper) if helper else None
-    if bg:
-        time.sleep(0.5)  # attached before the first I/O
+    bg = prepare(tb, kb, helper)
     try:
         procs = [
             subprocess.Popen(

@@ -110,6 +110,13 @@ fn tuner(b: &Bed, extra: &[&str]) -> (Proc, mpsc::Receiver<String>) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let rx = stderr_lines(&mut c);
+    (Proc(c), rx)
+}
+
+/// The lines of a child's stderr (piped), as they come, on a channel; each is also echoed to
+/// the test's stderr, shown when the test fails.
+fn stderr_lines(c: &mut std::process::Child) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
     let err = c.stderr.take().unwrap();
     std::thread::spawn(move || {
@@ -118,7 +125,7 @@ fn tuner(b: &Bed, extra: &[&str]) -> (Proc, mpsc::Receiver<String>) {
             let _ = tx.send(line);
         }
     });
-    (Proc(c), rx)
+    rx
 }
 
 /// `iolearn tune readahead --device DEVICE --restore --state-dir STATE`.
@@ -673,13 +680,7 @@ fn pushed_into_a_random_file(b: &Bed, named: bool) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let err = t.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
+    let rx = stderr_lines(&mut t);
     // Wait for the change that pushes 512 KiB into the open file.
     wait_for("the push", 15.0, || {
         rx.try_iter().any(|l| {
@@ -825,13 +826,7 @@ fn a_file_opened_between_windows_is_journalled_before_the_next_window() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let err = t.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
+    let rx = stderr_lines(&mut t);
     wait_for("the first decision", 15.0, || {
         rx.try_iter()
             .any(|l| l.contains("\"change\"") && l.contains("\"window\":1"))
