@@ -349,10 +349,16 @@ def run_one(s: Settings, tb: Testbed, db: Path, workload: str, *, kb: int = VANI
 def run_together(s: Settings, tb: Testbed, members, kb: int, helper=None) -> list[float]:
     """db_bench processes at once, read-only, in the cgroup after dropping caches, with the
     device at ``kb`` and an optional helper (``(argv, log)``) alongside. ``members``:
-    ``(workload, database)`` pairs. Returns each member's ops/s."""
-    bg = prepare(tb, kb, helper)
+    ``(workload, database)`` pairs. Returns each member's ops/s.
+
+    ``helper`` may also be a function of the members' pids giving ``(argv, log)`` (a
+    controller that names them, ``pids:PID=KB,...``): it starts right after them, and the
+    files they open in its first half second start at the device's value."""
+    late = helper if callable(helper) else None
+    bg = prepare(tb, kb, None if late else helper)
+    procs = []
     try:
-        procs = [
+        procs += [
             subprocess.Popen(
                 tb.in_cgroup(db_args(s, db, w, s.seconds) + ["--readonly=1"]),
                 stdout=subprocess.PIPE,
@@ -361,8 +367,14 @@ def run_together(s: Settings, tb: Testbed, members, kb: int, helper=None) -> lis
             )
             for w, db in members
         ]
+        if late:
+            bg = Background(*late([p.pid for p in procs]))
         outs = [p.communicate()[0] for p in procs]
     finally:
+        for p in procs:
+            if p.poll() is None:  # the helper failed to start: no db_bench left behind
+                p.kill()
+                p.wait()
         if bg:
             bg.stop()
     for (w, _), p in zip(members, procs):
@@ -399,6 +411,19 @@ def tuner_helper(tb: Testbed, model: Path, scope: str, log: Path, state: Path, d
     if dry_run:
         argv.append("--dry-run")
     return argv, log
+
+
+def per_process_helper(tb: Testbed, kbs: list[int], log: Path, state: Path):
+    """The tuner holding each member process's files at its own value, ``kbs`` in member
+    order (controller ``pids:PID=KB,...``, no guardrail): the per-description oracle. A
+    function of the members' pids, for ``run_together``."""
+
+    def start(pids: list[int]):
+        spec = ",".join(f"{pid}={kb}" for pid, kb in zip(pids, kbs))
+        argv = iolearn_cmd() + ["tune", "readahead", "--device", tb.name, "--controller", f"pids:{spec}"]
+        return argv + ["--no-guard", "--state-dir", str(state), "--log-format", "json"], log
+
+    return start
 
 
 # ---------------------------------------------------------------------------------------------
@@ -536,7 +561,8 @@ SHARED_PAIRS = (("rangescan", "readrandom"), ("readseq", "readrandom"), ("readre
 def shared(s: Settings, tb: Testbed, db: Path, out: Path, oracle: dict) -> list[dict]:
     """Two db_bench processes on one database (read-only), each reading every file its own
     way: vanilla, each member's best static value held on the device, and the tuner per
-    device, per file and per open file description (process and file), configurations
+    device, per file and per open file description (process and file), and each process at
+    its own best static value (``pids_S_R``: the per-description oracle), configurations
     interleaved within each repeat. Each member's ops/s."""
     rows = []
     chosen = [p for p in SHARED_PAIRS if all(w in s.workloads + ("rangescan",) for w in p)] or [
@@ -554,10 +580,17 @@ def shared(s: Settings, tb: Testbed, db: Path, out: Path, oracle: dict) -> list[
                 ("nn_file", VANILLA_KB, "readahead_nn_file.iolm", "file"),
                 ("nn_description", VANILLA_KB, "readahead_nn_file.iolm", "description"),
             ]
+            # The per-description oracle: each process at its own best static value (a scan
+            # without a sweep of its own also at vanilla's).
+            random_kb = oracle.get(b, VANILLA_KB)
+            for scan in sorted({scan_kb} | ({VANILLA_KB} if a not in oracle else set())):
+                configs.append((f"pids_{scan}_{random_kb}", VANILLA_KB, [scan, random_kb], "pids"))
             for name, kb, model, scope in configs:
                 helper = None
-                if model:
-                    log = out / "raw" / f"tuner-shared-{a}-{b}-{name}-{i}.log"
+                log = out / "raw" / f"tuner-shared-{a}-{b}-{name}-{i}.log"
+                if scope == "pids":
+                    helper = per_process_helper(tb, model, log, out / "raw" / "state")
+                elif model:
                     helper = tuner_helper(tb, out / model, scope, log, out / "raw" / "state")
                 ops = run_together(s, tb, [(a, db), (b, db)], kb, helper)
                 rows.append({"pair": f"{a}+{b}", "config": name, "repeat": i, "ops_s_0": ops[0], "ops_s_1": ops[1]})

@@ -63,6 +63,14 @@ def test_quick_real_benchmark_runs_and_cleans_up(tmp_path):
     assert all(r["weighted_speedup"] > 0 for r in rep["shared"])
     desc_logs = list((out / "raw").glob("tuner-shared-*-nn_description-*.log"))
     assert desc_logs and any('"target":"pid:' in p.read_text() for p in desc_logs)
+    # The per-description oracle ran, naming the two db_bench processes.
+    assert any(c.startswith("pids_") for c in configs), configs
+    pid_logs = list((out / "raw").glob("tuner-shared-*-pids_*.log"))
+    assert pid_logs
+    for log in pid_logs:
+        values = log.stem.split("-pids_")[1].rsplit("-", 1)[0].split("_")
+        if values != ["128", "128"]:  # vanilla's own value is no change
+            assert '"target":"pid:' in log.read_text(), log
     for name in ("sweep.csv", "features.csv", "features-per-file.csv", "evaluate-runs.csv", "readahead_nn.iolm"):
         assert (out / name).exists(), name
     # The tuner acted during the evaluation (per device), and restored the device after.

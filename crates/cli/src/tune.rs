@@ -32,8 +32,10 @@ pub struct ReadaheadArgs {
     #[arg(long, required_unless_present_any = ["restore", "controller"], conflicts_with = "controller")]
     model: Option<PathBuf>,
     /// Another controller instead of a model: `online` (learns the device's value from the
-    /// watched processes' progress, no model; needs --pid or --cgroup), `static:KB` or
-    /// `vanilla` (the names `iolearn readahead` and the Python API use; a model file's path
+    /// watched processes' progress, no model; needs --pid or --cgroup), `static:KB`,
+    /// `pids:PID=KB,...` (each process's open files at its own value through its own file
+    /// descriptions, other readers of the same files left alone; the processes are watched)
+    /// or `vanilla` (the names `iolearn readahead` and the Python API use; a model file's path
     /// works too).
     #[arg(long, value_parser = controller_spec)]
     controller: Option<ControllerSpec>,

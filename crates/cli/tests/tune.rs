@@ -769,6 +769,32 @@ fn per_description_the_tuner_gives_a_scanner_and_a_random_reader_of_one_file_the
     // Per file the two share one value (whichever the merged stream looks like).
     let changes = targets("--per-file");
     assert!(changes.iter().all(|(t, _)| !t.starts_with("pid:")), "{changes:?}");
+    // The per-description oracle: each process held at a value named for it (no --pid: the
+    // processes it names are the ones watched).
+    let (_, logs) = tune_for(
+        &b,
+        "3",
+        "0.3",
+        &["--no-guard", "--controller", &format!("pids:{s}=1024,{r}=32")],
+    );
+    let changes: Vec<(String, u64)> = logs
+        .iter()
+        .filter(|v| v["event"] == "change")
+        .filter_map(|v| Some((v["target"].as_str()?.to_string(), v["read_ahead_kb"].as_u64()?)))
+        .collect();
+    for (pid, kb) in [(s, 1024), (r, 32)] {
+        let target = format!("pid:{pid}:inode:{ino}");
+        assert_eq!(
+            changes.iter().rev().find(|c| c.0 == target).map(|c| c.1),
+            Some(kb),
+            "{target}: {changes:?}"
+        );
+    }
+    assert!(
+        changes.iter().all(|(t, _)| t.starts_with("pid:")),
+        "only descriptions: {changes:?}"
+    );
+    assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original, "restored");
 }
 
 #[test]

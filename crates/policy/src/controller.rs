@@ -134,6 +134,38 @@ impl ReadaheadController for Static {
     }
 }
 
+/// Each named process's open files held at its own value (`pids:PID=KB,...`): the files it
+/// has open, reads or opens later, each through its own open file descriptions, so another
+/// process reading the same file keeps its own value. With the best static value of each
+/// process, this is the oracle of per-description decisions. Processes not named are left
+/// alone.
+#[derive(Debug, Clone)]
+pub struct PerProcess {
+    /// The value of each process, KiB, by pid.
+    pub kb: BTreeMap<u32, u64>,
+}
+
+impl ReadaheadController for PerProcess {
+    fn name(&self) -> String {
+        let each: Vec<String> = self.kb.iter().map(|(pid, kb)| format!("{pid}={kb}")).collect();
+        format!("pids-{}", each.join(","))
+    }
+    fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
+        // Asked every window, like `Static`: hysteresis lets a repeated request through, and
+        // a request for the value in force is no change.
+        for (&pid, &kb) in &self.kb {
+            knobs.set_new_file_read_ahead_kb(pid, kb);
+        }
+        for &(pid, ino) in window.descriptions.keys() {
+            if let Some(&kb) = self.kb.get(&pid) {
+                if knobs.description_read_ahead_kb(pid, ino) != kb {
+                    knobs.set_description_read_ahead_kb(pid, ino, kb);
+                }
+            }
+        }
+    }
+}
+
 /// KML: classify the workload from the window's features with a model file (network or tree,
 /// schema `kml-readahead-v1`), and set the class's readahead, for the device or per file.
 pub struct KmlController {
@@ -400,7 +432,9 @@ impl ReadaheadController for Leap {
 /// value), `leap-prefetch` (LEAP itself as a page-cache prefetcher, KML's baseline; the
 /// simulator's `iolearn_sim::leap`), `static:KB`, `files:KB0,KB1,...` (each workload's files
 /// held at its own value: the per-file oracle of a mixed run; only the simulator can tell
-/// workloads apart this way), or a model file's path.
+/// workloads apart this way), `pids:PID=KB,...` (each process's open files at its own value,
+/// through its own descriptions: the per-description oracle; in the simulator a process is
+/// pid `process + 1`), or a model file's path.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ControllerSpec {
     /// The kernel's own readahead, untouched.
@@ -417,6 +451,8 @@ pub enum ControllerSpec {
     Static(u64),
     /// One static value per concurrent workload, KiB.
     Files(Vec<u64>),
+    /// [`PerProcess`]: a static value per process, KiB by pid (`pids:PID=KB,...`).
+    Processes(BTreeMap<u32, u64>),
     /// A [`KmlController`] with this model file.
     Model(std::path::PathBuf),
     /// The online learner ([`crate::online::Online`]): no model, no sweep; the device's value.
@@ -451,8 +487,28 @@ impl ControllerSpec {
                     ControllerSpec::Static(kb("static", v)?)
                 } else if let Some(list) = text.strip_prefix("files:") {
                     ControllerSpec::Files(list.split(',').map(|v| kb("files", v)).collect::<Result<Vec<_>, _>>()?)
+                } else if let Some(list) = text.strip_prefix("pids:") {
+                    let mut each = BTreeMap::new();
+                    for item in list.split(',') {
+                        let (pid, v) = item
+                            .split_once('=')
+                            .ok_or_else(|| format!("pids: {} is not PID=KB", iolearn_safeio::excerpt(item, 40)))?;
+                        let pid = match pid.trim().parse::<u32>() {
+                            Ok(p) if p > 0 => p,
+                            _ => {
+                                return Err(format!(
+                                    "pids: {} is not a process id",
+                                    iolearn_safeio::excerpt(pid, 40)
+                                ))
+                            }
+                        };
+                        if each.insert(pid, kb("pids", v)?).is_some() {
+                            return Err(format!("pids: process {pid} is named twice"));
+                        }
+                    }
+                    ControllerSpec::Processes(each)
                 } else if text.is_empty() {
-                    return Err("controller: empty (vanilla, leap, leap-prefetch, online, static:KB, files:KB,..., or a model file)".into());
+                    return Err("controller: empty (vanilla, leap, leap-prefetch, online, static:KB, files:KB,..., pids:PID=KB,..., or a model file)".into());
                 } else {
                     ControllerSpec::Model(text.into())
                 }
@@ -490,6 +546,7 @@ impl ControllerSpec {
                 ..Leap::default()
             }),
             ControllerSpec::Static(kb) => Box::new(Static::new(*kb)),
+            ControllerSpec::Processes(kb) => Box::new(PerProcess { kb: kb.clone() }),
             ControllerSpec::Online => Box::new(crate::online::Online::default()),
             ControllerSpec::Model(path) => {
                 let file = ModelFile::load(path)?;
@@ -519,6 +576,10 @@ impl std::fmt::Display for ControllerSpec {
             ControllerSpec::Files(kbs) => {
                 let kbs: Vec<String> = kbs.iter().map(u64::to_string).collect();
                 write!(f, "files:{}", kbs.join(","))
+            }
+            ControllerSpec::Processes(kb) => {
+                let each: Vec<String> = kb.iter().map(|(pid, kb)| format!("{pid}={kb}")).collect();
+                write!(f, "pids:{}", each.join(","))
             }
             ControllerSpec::Model(p) => write!(f, "{}", p.display()),
         }

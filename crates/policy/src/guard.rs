@@ -6,7 +6,8 @@
 //! windows; then the controller acts. Each new decision of the controller, once it has settled
 //! (`settle` windows: the cache still holds what the other setting read) and been measured for
 //! `block` windows, is judged against the latest vanilla block: kept when its median progress
-//! is within `tolerance` of vanilla's, reverted otherwise. A vanilla block older than the
+//! is within `tolerance` of vanilla's, reverted otherwise (several watched processes: each
+//! against its own vanilla, with equal weights, [`Outcome::relative_progress`]). A vanilla block older than the
 //! current interval is measured again before judging (the interval doubles after every passed
 //! check, up to `max_interval`). A single window below `abort` times vanilla reverts at once.
 //! A revert holds vanilla for a backoff of that value that doubles on each failure (four times
@@ -24,7 +25,7 @@
 //! vanilla block, and vanilla costs `settle + block` windows per interval.
 
 use crate::controller::{ReadaheadController, ReadaheadKnobs};
-use crate::readahead::{Outcome, WindowFeatures};
+use crate::readahead::{Outcome, RelativeProgress, WindowFeatures};
 use crate::steady::Steady;
 use std::collections::BTreeMap;
 
@@ -376,7 +377,13 @@ impl Guarded {
 
     /// Judge `tuned` against the vanilla block; log and return whether the controller stays.
     fn verdict(&mut self, cfg: &GuardConfig, tuned: &[Outcome]) -> bool {
-        let Some((t, v, keep)) = self.compare(cfg, tuned) else {
+        let Some(Comparison {
+            tuned: t,
+            vanilla: v,
+            keep,
+            by_process,
+        }) = self.compare(cfg, tuned)
+        else {
             // Nothing measured (an idle workload): nothing to hold against the controller.
             return true;
         };
@@ -389,9 +396,21 @@ impl Guarded {
             })
         };
         let (st, sv) = (sum(tuned), sum(&self.vanilla));
+        let per_process = by_process.map_or(String::new(), |r| {
+            let each: Vec<String> = r
+                .ratios
+                .iter()
+                .map(|(pid, x)| format!("pid {pid} {:+.1}%", (x - 1.0) * 100.0))
+                .collect();
+            format!(
+                "progress per process {:+.1}% ({}); summed ",
+                (r.mean - 1.0) * 100.0,
+                each.join(", ")
+            )
+        });
         let reason = format!(
-            "progress {:.3} vs vanilla {:.3} ({:+.1}%); pages read per page used {:.2} vs {:.2}; \
-             demand misses per page used {:.3} vs {:.3}",
+            "{per_process}progress {:.3} vs vanilla {:.3} ({:+.1}%); pages read per page used \
+             {:.2} vs {:.2}; demand misses per page used {:.3} vs {:.3}",
             t,
             v,
             (t / v - 1.0) * 100.0,
@@ -445,13 +464,13 @@ impl Guarded {
                 Arm::Vanilla => &mut self.vanilla,
                 Arm::Tuned => &mut self.tuned,
             };
-            side.push(*outcome);
+            side.push(outcome.clone());
             if side.len() > block {
                 side.remove(0);
             }
         }
         if self.arm == Arm::Tuned && self.judged.as_ref() != Some(&self.wants) {
-            self.unjudged.push(*outcome);
+            self.unjudged.push(outcome.clone());
         }
         self.age += 1;
         if self.arm == Arm::Vanilla {
@@ -482,12 +501,12 @@ impl Guarded {
                 let one = std::slice::from_ref(outcome);
                 if fresh && !self.passes(&cfg, one) {
                     // A window far below vanilla, whenever it comes: not kept for a block.
-                    self.tuned = vec![*outcome];
+                    self.tuned = vec![outcome.clone()];
                     if adjacent {
                         self.verdict(&cfg, one);
                         self.revert(&cfg, knobs, true);
                     } else {
-                        self.check(vec![*outcome], false, knobs);
+                        self.check(vec![outcome.clone()], false, knobs);
                     }
                 } else if self.tuned.len() >= block && !judged {
                     let t = self.tuned.clone();
@@ -581,15 +600,26 @@ impl Guarded {
     /// Whether `tuned` passes against the vanilla block (a whole block: within the tolerance;
     /// fewer windows: above the abort bar), without logging. Nothing measured passes.
     fn passes(&self, cfg: &GuardConfig, tuned: &[Outcome]) -> bool {
-        self.compare(cfg, tuned).is_none_or(|(_, _, keep)| keep)
+        self.compare(cfg, tuned).is_none_or(|c| c.keep)
     }
 
-    /// The median progress of `tuned` and of the vanilla block, and whether `tuned` passes
-    /// ([`Guarded::bar`]); `None` when either measured nothing.
-    fn compare(&self, cfg: &GuardConfig, tuned: &[Outcome]) -> Option<(f64, f64, bool)> {
+    /// `tuned` against the vanilla block: whether it passes ([`Guarded::bar`]) by its progress
+    /// relative to vanilla's, process by process where the outcomes are split by process
+    /// ([`Outcome::relative_progress`]), else by the median progress of each side. `None`
+    /// when either side measured nothing.
+    fn compare(&self, cfg: &GuardConfig, tuned: &[Outcome]) -> Option<Comparison> {
         let t = median(tuned.iter().filter_map(Outcome::progress))?;
         let v = median(self.vanilla.iter().filter_map(Outcome::progress))?;
-        Some((t, v, t >= v * Self::bar(cfg, tuned.len())))
+        let by_process = Outcome::relative_progress(tuned, &self.vanilla);
+        // Vanilla at no progress: nothing to fall below.
+        let summed = if v > 0.0 { t / v } else { f64::INFINITY };
+        let relative = by_process.as_ref().map_or(summed, |r| r.mean);
+        Some(Comparison {
+            tuned: t,
+            vanilla: v,
+            keep: relative >= Self::bar(cfg, tuned.len()),
+            by_process,
+        })
     }
 
     /// The share of vanilla's progress `n` windows of the controller's must reach.
@@ -636,6 +666,17 @@ impl Guarded {
         self.interval = cfg.first_interval;
         self.switch(Arm::Vanilla, knobs);
     }
+}
+
+/// A judgement of the controller's windows against vanilla's ([`Guarded::compare`]).
+struct Comparison {
+    /// Median progress of each side.
+    tuned: f64,
+    vanilla: f64,
+    /// Whether the controller passes.
+    keep: bool,
+    /// The comparison process by process, where it was made that way.
+    by_process: Option<RelativeProgress>,
 }
 
 fn median(values: impl Iterator<Item = f64>) -> Option<f64> {

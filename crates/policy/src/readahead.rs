@@ -146,7 +146,7 @@ impl WindowStats {
 /// What the workload got in one window: the signal the guardrail ([`crate::guard`]) and the
 /// online learner ([`crate::online`]) judge a readahead value by. Every field has a source on
 /// both worlds; see each.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Outcome {
     /// Length of the window, seconds (0: no outcome measured).
     pub seconds: f64,
@@ -171,6 +171,11 @@ pub struct Outcome {
     /// changes (a process exited or started), progress before and after does not compare: the
     /// exit of a busy process is not a collapse of the value in force.
     pub population: Option<u64>,
+    /// The same progress (`ops` where the application reports them, else `busy_s`) split by
+    /// watched process (empty: not split). Processes sharing a device are compared each
+    /// against its own vanilla: summed, a CPU-heavy scanner's time drowns a random reader's
+    /// doubling ([`Outcome::relative_progress`]).
+    pub by_process: BTreeMap<u32, f64>,
 }
 
 impl Outcome {
@@ -191,6 +196,44 @@ impl Outcome {
         v.is_finite().then_some(v)
     }
 
+    /// How the watched processes went in `tuned` relative to `vanilla`, each against its own:
+    /// the mean over processes of (its progress per second in `tuned`) / (in `vanilla`),
+    /// progress summed over each side's measured windows. `None` unless at least two processes
+    /// progressed under vanilla (one process, or none split out, is [`Outcome::progress`]'s
+    /// case). Equal weights, like the weighted speedup the benchmarks report: summed, a
+    /// CPU-heavy range scan's user time hid a random reader's doubling, and the guardrail
+    /// reverted a decision worth 1.4x. Sums rather than medians: a random reader's user time
+    /// is a few clock ticks per window, and a median of three such windows is as coarse as one.
+    pub fn relative_progress(tuned: &[Outcome], vanilla: &[Outcome]) -> Option<RelativeProgress> {
+        let rates = |side: &[Outcome]| {
+            let mut amount: BTreeMap<u32, f64> = BTreeMap::new();
+            let mut seconds = 0.0;
+            for o in side.iter().filter(|o| o.progress().is_some()) {
+                seconds += o.seconds;
+                for (&pid, &a) in &o.by_process {
+                    *amount.entry(pid).or_default() += a;
+                }
+            }
+            (seconds > 0.0).then(|| {
+                amount
+                    .into_iter()
+                    .map(|(pid, a)| (pid, a / seconds))
+                    .collect::<BTreeMap<_, _>>()
+            })
+        };
+        let (t, v) = (rates(tuned)?, rates(vanilla)?);
+        let ratios: Vec<(u32, f64)> = v
+            .iter()
+            .filter(|(_, &rate)| rate > 0.0 && rate.is_finite())
+            .map(|(&pid, &rate)| (pid, t.get(&pid).copied().unwrap_or(0.0) / rate))
+            .collect();
+        if ratios.len() < 2 {
+            return None;
+        }
+        let mean = ratios.iter().map(|r| r.1).sum::<f64>() / ratios.len() as f64;
+        mean.is_finite().then_some(RelativeProgress { mean, ratios })
+    }
+
     /// Pages read per page used (readahead waste when well above 1).
     pub fn read_per_used(&self) -> f64 {
         self.pages_added as f64 / self.pages_accessed.max(1) as f64
@@ -200,6 +243,15 @@ impl Outcome {
     pub fn misses_per_used(&self) -> f64 {
         self.misses as f64 / self.pages_accessed.max(1) as f64
     }
+}
+
+/// Progress relative to vanilla, process by process ([`Outcome::relative_progress`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelativeProgress {
+    /// The mean of the ratios (1: as fast as vanilla).
+    pub mean: f64,
+    /// Each process's progress over its progress under vanilla, by pid.
+    pub ratios: Vec<(u32, f64)>,
 }
 
 /// Features of one closed window.

@@ -312,7 +312,7 @@ fn a_paused_workload_is_no_collapse() {
     let busy = Outcome {
         pages_accessed: 10,
         busy_s: Some(0.5),
-        ..idle
+        ..idle.clone()
     };
     assert_eq!(busy.progress(), Some(0.5));
     let mut g = guarded(Static::new(512));
@@ -322,7 +322,7 @@ fn a_paused_workload_is_no_collapse() {
         let w = WindowFeatures {
             outcome: Outcome {
                 read_ahead_kb: Some(dev.kb),
-                ..idle
+                ..idle.clone()
             },
             ..WindowFeatures::default()
         };
@@ -403,4 +403,66 @@ fn processes_that_keep_changing_keep_the_device_on_vanilla() {
     }
     let bad = seen.iter().filter(|&&kb| kb == 1024).count();
     assert!(bad <= 3, "{bad} windows at the bad value: {seen:?}");
+}
+
+/// Run `ctl` for `windows` on a device shared by processes whose progress (user seconds per
+/// second, no application count: what the tuner sees on the kernel) is `f(kb)`, by process.
+fn run_processes(ctl: &mut Guarded, dev: &mut Device, windows: usize, f: impl Fn(u64) -> Vec<f64>) -> Vec<u64> {
+    let mut seen = Vec::new();
+    for _ in 0..windows {
+        seen.push(dev.kb);
+        let each = f(dev.kb);
+        let w = WindowFeatures {
+            outcome: Outcome {
+                seconds: 1.0,
+                busy_s: Some(each.iter().sum()),
+                by_process: each.iter().enumerate().map(|(i, &p)| (100 + i as u32, p)).collect(),
+                read_ahead_kb: Some(dev.kb),
+                pages_accessed: 100,
+                pages_added: dev.kb,
+                ..Outcome::default()
+            },
+            ..WindowFeatures::default()
+        };
+        ctl.decide(&w, dev);
+    }
+    seen
+}
+
+#[test]
+fn processes_are_judged_each_against_its_own_vanilla() {
+    // A CPU-heavy range scan (0.30 s of user time a second) beside a random reader (0.02):
+    // 16 KiB costs the scan 10% and doubles the reader. Summed, that is 0.31 against 0.32, a
+    // 3% loss; each against its own vanilla it is a 45% gain.
+    let f = |kb: u64| if kb == 16 { vec![0.27, 0.04] } else { vec![0.30, 0.02] };
+    let mut g = guarded(Static::new(16));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run_processes(&mut g, &mut dev, 100, f);
+    let ev = g.take_events();
+    assert!(ev.iter().all(|e| e.kind == GuardEventKind::Kept), "{ev:?}");
+    assert!(ev[0].reason.contains("per process +45.0%"), "{}", ev[0].reason);
+    assert!(ev[0].reason.contains("pid 101 +100.0%"), "{}", ev[0].reason);
+    assert!(seen[20..].iter().filter(|&&kb| kb == 16).count() >= 70, "{seen:?}");
+
+    // The other way round: a light process loses 40% for a heavy one's 20% (0.02 -> 0.012,
+    // 0.30 -> 0.36). Summed that is a 16% gain; each against its own, a 10% loss.
+    let f = |kb: u64| if kb == 16 { vec![0.012, 0.36] } else { vec![0.02, 0.30] };
+    let mut g = guarded(Static::new(16));
+    let mut dev = Device { kb: 128, sets: 0 };
+    run_processes(&mut g, &mut dev, 20, f);
+    let ev = g.take_events();
+    assert_eq!(ev.first().map(|e| e.kind), Some(GuardEventKind::Reverted), "{ev:?}");
+    assert!(ev[0].reason.contains("per process -10.0%"), "{}", ev[0].reason);
+}
+
+#[test]
+fn one_watched_process_is_judged_as_before() {
+    // A single process split out is the summed comparison: a 10% loss is reverted.
+    let f = |kb: u64| if kb == 1024 { vec![0.9] } else { vec![1.0] };
+    let mut g = guarded(Static::new(1024));
+    let mut dev = Device { kb: 128, sets: 0 };
+    run_processes(&mut g, &mut dev, 20, f);
+    let ev = g.take_events();
+    assert_eq!(ev.first().map(|e| e.kind), Some(GuardEventKind::Reverted), "{ev:?}");
+    assert!(!ev[0].reason.contains("per process"), "{}", ev[0].reason);
 }

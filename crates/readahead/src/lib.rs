@@ -203,6 +203,24 @@ impl LoopConfig {
             ControllerSpec::Files(kbs) if kbs.iter().any(|&kb| kb > max) => {
                 return Err(format!("controller files: values at most {max} KiB"));
             }
+            ControllerSpec::Processes(kbs) if kbs.values().any(|&kb| kb > max) => {
+                return Err(format!("controller pids: values at most {max} KiB"));
+            }
+            ControllerSpec::Processes(kbs) => {
+                // One process per concurrent workload, pids 1, 2, ... (process + 1); back to
+                // back, one.
+                let n = if self.back_to_back {
+                    1
+                } else {
+                    self.workloads.len() as u32
+                };
+                if let Some(pid) = kbs.keys().find(|&&pid| pid == 0 || pid > n) {
+                    return Err(format!(
+                        "controller {}: pid {pid}: the simulator's processes are 1 to {n} (one per concurrent workload)",
+                        self.controller
+                    ));
+                }
+            }
             _ => {}
         }
         if let ControllerSpec::Files(kbs) = &self.controller {
@@ -377,11 +395,17 @@ fn run_checked(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> Lo
             ..Outcome::default()
         };
         let (mut ops, mut busy) = (0u64, 0.0);
+        // Each process's progress, in the unit the guardrail judges by (pids as the probes
+        // see them: process + 1).
+        let mut by_process = std::collections::BTreeMap::new();
         for (a, b) in before.iter().zip(&now) {
             ops += b.ops - a.ops;
             outcome.misses += b.misses - a.misses;
             // User-mode time, as the tuner measures it on the kernel.
-            busy += (b.user_ns - a.user_ns) as f64 / 1e9;
+            let user_s = (b.user_ns - a.user_ns) as f64 / 1e9;
+            busy += user_s;
+            let amount = if cfg.app_signal { (b.ops - a.ops) as f64 } else { user_s };
+            *by_process.entry(b.process + 1).or_insert(0.0) += amount;
         }
         before = now;
         outcome.busy_s = Some(busy);
@@ -403,14 +427,15 @@ fn run_checked(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> Lo
         let dev_ra = sim.device_read_ahead_kb() * 2; // sectors
         let files: Vec<u64> = (0..sim.n_files()).map(|f| sim.file_ra_pages(f) * 8).collect();
         let mut win = k.close(dev_ra, |ino| files.get(ino as usize).copied().unwrap_or(dev_ra));
-        win.outcome = Outcome {
-            ops: cfg.app_signal.then_some(ops as f64),
-            ..outcome
-        };
         out.outcomes.push(Outcome {
             ops: Some(ops as f64),
-            ..outcome
+            ..outcome.clone()
         });
+        win.outcome = Outcome {
+            ops: cfg.app_signal.then_some(ops as f64),
+            by_process,
+            ..outcome
+        };
         if cfg.file_features && cfg.shared_db {
             // Both workloads read every file: a row per process's stream of each file.
             for (&(pid, _), f) in &win.descriptions {

@@ -24,6 +24,10 @@ fn specs_parse_in_one_place() {
         ControllerSpec::parse("files:16, 256"),
         Ok(ControllerSpec::Files(vec![16, 256]))
     );
+    let pids = ControllerSpec::parse("pids:42=16, 7=1024").unwrap();
+    assert_eq!(pids, ControllerSpec::Processes([(7, 1024), (42, 16)].into()));
+    assert_eq!(pids.to_string(), "pids:7=1024,42=16");
+    assert_eq!(ControllerSpec::parse(&pids.to_string()), Ok(pids));
     assert_eq!(
         ControllerSpec::parse("models/x.iolm"),
         Ok(ControllerSpec::Model("models/x.iolm".into()))
@@ -33,6 +37,11 @@ fn specs_parse_in_one_place() {
         ("static:-1", "static"),
         ("static:2000000", "0 to 1048576"),
         ("files:1,", "files: \"\""),
+        ("pids:7", "pids: \"7\" is not PID=KB"),
+        ("pids:0=16", "pids: \"0\" is not a process id"),
+        ("pids:x=16", "pids: \"x\" is not a process id"),
+        ("pids:7=16,7=32", "process 7 is named twice"),
+        ("pids:7=2000000", "0 to 1048576"),
         ("", "empty"),
     ] {
         let e = ControllerSpec::parse(bad).unwrap_err();
@@ -96,6 +105,10 @@ fn back_to_back_reports_each_phase() {
 fn bad_configurations_name_the_field() {
     let cases: Vec<(LoopConfig, &str)> = vec![
         (short(vec![], "vanilla"), "workloads"),
+        (
+            short(vec![ReadSeq, ReadRandom], "pids:3=16"),
+            "pid 3: the simulator's processes are 1 to 2",
+        ),
         (
             LoopConfig {
                 seconds: f64::NAN,
@@ -389,6 +402,16 @@ fn per_description_decisions_serve_a_scanner_and_a_random_reader_on_one_database
     let file = ws(&run_as(m(), Scope::File));
     let desc = ws(&run_as(m(), Scope::Description));
     let oracle = ws(&run_as(ControllerSpec::Files(vec![512, 16]), Scope::Device));
+    // The same oracle decided window by window (what the tuner runs on the kernel): each
+    // process's descriptions at its own value, from its first window.
+    let pids = ws(&run_as(
+        ControllerSpec::parse("pids:1=512,2=16").unwrap(),
+        Scope::Device,
+    ));
+    assert!(
+        (pids / oracle - 1.0).abs() < 0.05,
+        "pids:1=512,2=16 {pids:.3} vs files:512,16 {oracle:.3}"
+    );
     assert!(
         desc > 1.15 * file && desc > 1.15 * device,
         "per description {desc:.3} vs per file {file:.3} and per device {device:.3}"

@@ -119,6 +119,8 @@ pub struct ThreadStats {
     /// Time spent in the application's own code (user mode): its operations' CPU time and
     /// loads from mapped pages, not the kernel's page-cache work on its behalf.
     pub user_ns: u64,
+    /// The process the thread belongs to ([`ThreadSpec::process`]).
+    pub process: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -210,7 +212,10 @@ impl Sim {
                 page: 0,
                 in_op: false,
                 clock_ns: 0,
-                stats: ThreadStats::default(),
+                stats: ThreadStats {
+                    process: spec.process,
+                    ..ThreadStats::default()
+                },
                 done: false,
             })
             .collect::<Vec<_>>();

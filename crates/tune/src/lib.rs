@@ -275,6 +275,17 @@ impl Drop for Restorer {
 /// Tune until `stop` is set or the duration passes.
 pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     cfg.log.install();
+    // The processes a `pids:` controller names are watched: their files are what it sets.
+    let named;
+    let cfg = match &cfg.controller {
+        ControllerSpec::Processes(kb) if kb.keys().any(|p| !cfg.pids.contains(p)) => {
+            let mut c = cfg.clone();
+            c.pids.extend(kb.keys().filter(|p| !cfg.pids.contains(p)));
+            named = c;
+            &named
+        }
+        _ => cfg,
+    };
     // Inputs first: a bad model or option fails before anything on the machine is touched.
     // The guardrail and the learner judge by the watched processes' progress.
     let watched = !cfg.pids.is_empty() || cfg.cgroup.is_some();
@@ -481,7 +492,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         window_ix += 1;
         let w = probe.window().map_err(|e| e.to_string())?;
         let mut features = window_features(&w, &knobs);
-        let busy = watched.then(|| (cpu.take(&knobs.pids), cpu.population()));
+        let busy = watched.then(|| (cpu.take_by_process(&knobs.pids), cpu.population()));
         features.outcome = outcome::outcome(
             &counters_before,
             &w.counters,

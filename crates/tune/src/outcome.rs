@@ -47,6 +47,12 @@ fn ticks_per_s() -> f64 {
 impl CpuMeter {
     /// User-mode CPU seconds the threads of `pids` ran since the last call (0 on the first).
     pub fn take(&mut self, pids: &[u32]) -> f64 {
+        self.take_by_process(pids).values().sum()
+    }
+
+    /// [`CpuMeter::take`] by process: every pid with a thread to read, threads summed (0 for
+    /// a process seen for the first time).
+    pub fn take_by_process(&mut self, pids: &[u32]) -> BTreeMap<u32, f64> {
         let mut now = BTreeMap::new();
         for &pid in pids {
             let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -61,12 +67,14 @@ impl CpuMeter {
                 }
             }
         }
-        let ran: u64 = now
-            .iter()
-            .filter_map(|(k, &ticks)| self.last.get(k).map(|&was| ticks.saturating_sub(was)))
-            .sum();
+        let mut ran: BTreeMap<u32, u64> = BTreeMap::new();
+        for (&(pid, tid), &ticks) in &now {
+            let was = self.last.get(&(pid, tid)).copied().unwrap_or(ticks);
+            *ran.entry(pid).or_default() += ticks.saturating_sub(was);
+        }
         self.last = now;
-        ran as f64 / ticks_per_s()
+        let hz = ticks_per_s();
+        ran.into_iter().map(|(pid, t)| (pid, t as f64 / hz)).collect()
     }
 
     /// A fingerprint of the processes seen at the last [`CpuMeter::take`] (the guardrail's
@@ -83,17 +91,20 @@ impl CpuMeter {
 }
 
 /// The outcome of a probe window of `seconds` (the probes' counters before and after it), with
-/// `cpu` the watched processes' user seconds and their fingerprint (`None`: none watched) and
+/// `cpu` the watched processes' user seconds by pid and their fingerprint (`None`: none
+/// watched) and
 /// the device at `read_ahead_kb`. Demand misses are the kernel's synchronous readahead calls.
 pub fn outcome(
     before: &Counters,
     after: &Counters,
     seconds: f64,
-    cpu: Option<(f64, u64)>,
+    cpu: Option<(BTreeMap<u32, f64>, u64)>,
     read_ahead_kb: u64,
 ) -> Outcome {
-    let (busy_s, population) = (cpu.map(|c| c.0), cpu.map(|c| c.1));
+    let busy_s = cpu.as_ref().map(|c| c.0.values().sum());
+    let population = cpu.as_ref().map(|c| c.1);
     Outcome {
+        by_process: cpu.map(|c| c.0).unwrap_or_default(),
         population,
         seconds,
         ops: None,
@@ -120,8 +131,13 @@ mod tests {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
         }
         std::hint::black_box(x);
-        let ran = m.take(&[me]);
+        // By process: this one, and pid 1 (alive, idle here) at its own time.
+        let by = m.take_by_process(&[me, 1]);
+        let ran = by[&me];
         assert!((0.1..2.0).contains(&ran), "{ran} s");
+        assert_eq!(by.get(&1), Some(&0.0), "first seen: counts from now");
+        assert!(m.take_by_process(&[1])[&1] < 0.1);
+        m.take(&[me]);
         let alone = m.population();
         assert_eq!(m.take(&[u32::MAX]), 0.0, "a pid that does not exist counts nothing");
         assert_ne!(m.population(), alone, "the process left the set");
