@@ -352,8 +352,9 @@ def run_together(s: Settings, tb: Testbed, members, kb: int, helper=None) -> lis
     ``(workload, database)`` pairs. Returns each member's ops/s.
 
     ``helper`` may also be a function of the members' pids giving ``(argv, log)`` (a
-    controller that names them, ``pids:PID=KB,...``): it starts right after them, and the
-    files they open in its first half second start at the device's value."""
+    controller that names them, ``pids:PID=KB,...``): it starts right after them, so what
+    they read before it has attached and set their files (its first window) is read at the
+    device's value."""
     late = helper if callable(helper) else None
     bg = prepare(tb, kb, None if late else helper)
     procs = []
@@ -421,7 +422,10 @@ def per_process_helper(tb: Testbed, kbs: list[int], log: Path, state: Path):
     def start(pids: list[int]):
         spec = ",".join(f"{pid}={kb}" for pid, kb in zip(pids, kbs))
         argv = iolearn_cmd() + ["tune", "readahead", "--device", tb.name, "--controller", f"pids:{spec}"]
-        return argv + ["--no-guard", "--state-dir", str(state), "--log-format", "json"], log
+        # An oracle applies its values at once: no hysteresis to wait out (with the default
+        # --hold 2, a one-pass scan of a few seconds would spend two of them at vanilla).
+        argv += ["--no-guard", "--hold", "1", "--min-gap", "0"]
+        return argv + ["--state-dir", str(state), "--log-format", "json"], log
 
     return start
 

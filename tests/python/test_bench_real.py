@@ -69,7 +69,7 @@ def test_quick_real_benchmark_runs_and_cleans_up(tmp_path):
     assert pid_logs
     for log in pid_logs:
         values = log.stem.split("-pids_")[1].rsplit("-", 1)[0].split("_")
-        if values != ["128", "128"]:  # vanilla's own value is no change
+        if values != [str(bench_real.VANILLA_KB)] * 2:  # vanilla's own value is no change
             assert '"target":"pid:' in log.read_text(), log
     for name in ("sweep.csv", "features.csv", "features-per-file.csv", "evaluate-runs.csv", "readahead_nn.iolm"):
         assert (out / name).exists(), name

@@ -136,10 +136,7 @@ fn main() -> ExitCode {
         Command::Trace(cmd) => trace::run(cmd),
         Command::Replay(cmd) => replay::run(cmd),
         Command::Sim { args } => match args.split_first() {
-            Some((what, rest)) if what == "ssd" => match python::run_module("iolearn.sim_ssd", rest) {
-                Ok(code) => return ExitCode::from(code),
-                Err(e) => Err(e),
-            },
+            Some((what, rest)) if what == "ssd" => Err(python::run_module("iolearn.sim_ssd", rest)),
             Some((what, _)) if what != "--help" && what != "-h" => {
                 Err(anyhow::anyhow!("unknown simulation {what:?} (available: ssd)"))
             }
@@ -148,26 +145,17 @@ fn main() -> ExitCode {
             )),
         },
         Command::Eval { args } => match args.split_first() {
-            Some((what, rest)) if what == "admission" => match python::run_module("iolearn.admission", rest) {
-                Ok(code) => return ExitCode::from(code),
-                Err(e) => Err(e),
-            },
+            Some((what, rest)) if what == "admission" => Err(python::run_module("iolearn.admission", rest)),
             Some((what, _)) if what != "--help" && what != "-h" => {
                 Err(anyhow::anyhow!("unknown evaluation {what:?} (available: admission)"))
             }
             _ => Err(anyhow::anyhow!("usage: iolearn eval admission [options] (see --help)")),
         },
         Command::Bench { args } => match bench_args(&args) {
-            Ok((module, rest)) => match python::run_module(module, &rest) {
-                Ok(code) => return ExitCode::from(code),
-                Err(e) => Err(e),
-            },
+            Ok((module, rest)) => Err(python::run_module(module, &rest)),
             Err(e) => Err(e),
         },
-        Command::Readahead { args } => match python::run_module("iolearn.readahead", &args) {
-            Ok(code) => return ExitCode::from(code),
-            Err(e) => Err(e),
-        },
+        Command::Readahead { args } => Err(python::run_module("iolearn.readahead", &args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

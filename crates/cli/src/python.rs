@@ -1,6 +1,5 @@
 //! Hand a command to the Python side (the lab: sweeps, training, reports).
 
-use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -87,28 +86,35 @@ fn trusted_code(repo: &Path) -> bool {
         .all(|r| trusted(r) && walk(r, me, &mut budget))
 }
 
-/// Run `python -m module args...`; returns its exit code.
-pub fn run_module(module: &str, args: &[String]) -> Result<u8> {
+/// Become `python -m module args...` (exec); returns only if that fails.
+pub fn run_module(module: &str, args: &[String]) -> anyhow::Error {
     let py = interpreter();
     // PYTHONSAFEPATH: the working directory (maybe /tmp) is not put first on sys.path, where
     // a planted iolearn.py or numpy.py would be imported as root.
-    let probe = Command::new(&py)
+    let probe = match Command::new(&py)
         .env("PYTHONSAFEPATH", "1")
         .args(["-c", "import iolearn"])
         .output()
-        .with_context(|| format!("cannot run {}", py.display()))?;
+    {
+        Ok(p) => p,
+        Err(e) => return anyhow::Error::new(e).context(format!("cannot run {}", py.display())),
+    };
     if !probe.status.success() {
-        bail!(
+        return anyhow::anyhow!(
             "{} cannot import the iolearn Python package: run `make setup` (or set IOLEARN_PYTHON)",
             py.display()
         );
     }
-    let status = Command::new(&py)
+    // Exec, not a child: a signal to this process (systemd's stop, a user's kill) must reach
+    // the Python code, which removes its test bed and restores what it changed. A parent
+    // waiting on a child dies of SIGTERM and leaves the child running (a benchmark's db_bench
+    // processes and loop device stayed up).
+    use std::os::unix::process::CommandExt;
+    let err = Command::new(&py)
         .env("PYTHONSAFEPATH", "1")
         .arg("-m")
         .arg(module)
         .args(args)
-        .status()
-        .with_context(|| format!("cannot run {}", py.display()))?;
-    Ok(status.code().unwrap_or(1).clamp(0, 255) as u8)
+        .exec();
+    anyhow::Error::new(err).context(format!("cannot run {}", py.display()))
 }

@@ -223,3 +223,41 @@ fn readahead_needs_the_python_package_and_says_so() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("make setup"));
 }
+
+#[test]
+fn the_python_commands_become_the_interpreter_so_signals_reach_it() {
+    // A stand-in interpreter that records its pid and waits. `iolearn` must exec it: a child
+    // would leave SIGTERM (systemd's stop, a user's kill) at a parent that dies of it, and the
+    // benchmark behind it running with its loop device and db_bench processes.
+    let d = std::env::temp_dir().join(format!("iolearn-exec-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let (py, pidfile) = (d.join("python"), d.join("pid"));
+    std::fs::write(
+        &py,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = -c ] && exit 0\necho $$ > {}\nexec sleep 60\n",
+            pidfile.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+        .args(["readahead", "all"])
+        .env("IOLEARN_PYTHON", &py)
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while !pidfile.exists() && t.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100)); // the pid written out
+    let pid: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    assert_eq!(pid, child.id(), "the interpreter runs as iolearn's own process");
+    // SAFETY: kill has no memory preconditions; the pid is our child's.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGTERM));
+    std::fs::remove_dir_all(d).unwrap();
+}

@@ -726,6 +726,12 @@ fn per_description_the_tuner_gives_a_scanner_and_a_random_reader_of_one_file_the
         ],
         "--per-file",
     );
+    refused(
+        &b,
+        &["--controller", "pids:999999999=16"],
+        "controller pids:999999999=16: process 999999999: no such process",
+    );
+    refused(&b, &["--controller", "pids:1=16", "--per-file"], "drop --per-file");
     let scan = sequential_reader(&b.data);
     let random = random_reader(&b.data);
     let (s, r) = (scan.0.id(), random.0.id());

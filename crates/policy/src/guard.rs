@@ -34,7 +34,8 @@ use std::collections::BTreeMap;
 pub struct GuardConfig {
     /// Windows after a switch that are not measured.
     pub settle: u32,
-    /// Windows measured per side of a comparison (their median is compared).
+    /// Windows measured per side of a comparison (their median progress is compared, or
+    /// each process's progress summed over them, [`Outcome::relative_progress`]).
     pub block: u32,
     /// The controller is reverted when its progress is below vanilla's by more than this share.
     pub tolerance: f64,
@@ -129,6 +130,10 @@ pub struct GuardEvent {
     pub tuned: f64,
     /// See `tuned`.
     pub vanilla: f64,
+    /// The controller's progress relative to vanilla's, as judged: the ratio of the two
+    /// medians, or with several processes the mean of each one's ratio (which `tuned` and
+    /// `vanilla`, sums over processes, may contradict).
+    pub relative: f64,
     /// The outcome behind the verdict, for the log.
     pub reason: String,
 }
@@ -201,6 +206,9 @@ struct GuardKnobs<'a> {
     min_kb: u64,
 }
 
+/// A request the floor raised to the value already in force is not passed on: the controller,
+/// reading back the floor rather than its own value, asks again every window, and each ask
+/// would rewrite the same value (on the kernel, into every open file).
 impl ReadaheadKnobs for GuardKnobs<'_> {
     fn device_read_ahead_kb(&self) -> u64 {
         match self.wants.device {
@@ -209,9 +217,10 @@ impl ReadaheadKnobs for GuardKnobs<'_> {
         }
     }
     fn set_device_read_ahead_kb(&mut self, kb: u64) {
+        let raised = kb < self.min_kb;
         let kb = kb.max(self.min_kb);
         self.wants.device = Some(kb);
-        if self.apply {
+        if self.apply && !(raised && self.inner.device_read_ahead_kb() == kb) {
             self.inner.set_device_read_ahead_kb(kb);
         }
     }
@@ -222,9 +231,10 @@ impl ReadaheadKnobs for GuardKnobs<'_> {
         }
     }
     fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {
+        let raised = kb < self.min_kb;
         let kb = kb.max(self.min_kb);
         self.wants.files.insert(inode, kb);
-        if self.apply {
+        if self.apply && !(raised && self.inner.file_read_ahead_kb(inode) == kb) {
             self.inner.set_file_read_ahead_kb(inode, kb);
         }
     }
@@ -235,9 +245,10 @@ impl ReadaheadKnobs for GuardKnobs<'_> {
         }
     }
     fn set_description_read_ahead_kb(&mut self, pid: u32, inode: u64, kb: u64) {
+        let raised = kb < self.min_kb;
         let kb = kb.max(self.min_kb);
         self.wants.descriptions.insert((pid, inode), kb);
-        if self.apply {
+        if self.apply && !(raised && self.inner.description_read_ahead_kb(pid, inode) == kb) {
             self.inner.set_description_read_ahead_kb(pid, inode, kb);
         }
     }
@@ -380,6 +391,7 @@ impl Guarded {
         let Some(Comparison {
             tuned: t,
             vanilla: v,
+            relative,
             keep,
             by_process,
         }) = self.compare(cfg, tuned)
@@ -400,7 +412,7 @@ impl Guarded {
             let each: Vec<String> = r
                 .ratios
                 .iter()
-                .map(|(pid, x)| format!("pid {pid} {:+.1}%", (x - 1.0) * 100.0))
+                .map(|(pid, x, v)| format!("pid {pid} {:+.1}% of {v:.3}/s", (x - 1.0) * 100.0))
                 .collect();
             format!(
                 "progress per process {:+.1}% ({}); summed ",
@@ -428,6 +440,7 @@ impl Guarded {
             },
             tuned: t,
             vanilla: v,
+            relative,
             reason,
         });
         keep
@@ -605,18 +618,23 @@ impl Guarded {
 
     /// `tuned` against the vanilla block: whether it passes ([`Guarded::bar`]) by its progress
     /// relative to vanilla's, process by process where the outcomes are split by process
-    /// ([`Outcome::relative_progress`]), else by the median progress of each side. `None`
-    /// when either side measured nothing.
+    /// ([`Outcome::relative_progress`]) and `tuned` is a whole block, else by the median
+    /// progress of each side. `None` when either side measured nothing. A collapse (fewer
+    /// windows) is judged on the sum: one window holds a few clock ticks of a random reader's
+    /// user time, and a window in which it got none would read as a collapse of its progress.
     fn compare(&self, cfg: &GuardConfig, tuned: &[Outcome]) -> Option<Comparison> {
         let t = median(tuned.iter().filter_map(Outcome::progress))?;
         let v = median(self.vanilla.iter().filter_map(Outcome::progress))?;
-        let by_process = Outcome::relative_progress(tuned, &self.vanilla);
+        let by_process = (tuned.len() >= cfg.block as usize)
+            .then(|| Outcome::relative_progress(tuned, &self.vanilla))
+            .flatten();
         // Vanilla at no progress: nothing to fall below.
         let summed = if v > 0.0 { t / v } else { f64::INFINITY };
         let relative = by_process.as_ref().map_or(summed, |r| r.mean);
         Some(Comparison {
             tuned: t,
             vanilla: v,
+            relative,
             keep: relative >= Self::bar(cfg, tuned.len()),
             by_process,
         })
@@ -673,6 +691,8 @@ struct Comparison {
     /// Median progress of each side.
     tuned: f64,
     vanilla: f64,
+    /// What was held to the bar ([`GuardEvent::relative`]).
+    relative: f64,
     /// Whether the controller passes.
     keep: bool,
     /// The comparison process by process, where it was made that way.

@@ -176,7 +176,17 @@ pub struct Outcome {
     /// against its own vanilla: summed, a CPU-heavy scanner's time drowns a random reader's
     /// doubling ([`Outcome::relative_progress`]).
     pub by_process: BTreeMap<u32, f64>,
+    /// The smallest amount `by_process` tells apart (kernel: one clock tick of user time,
+    /// 0.01 s; simulator: 0). A process counts in [`Outcome::relative_progress`] only with
+    /// [`MIN_RESOLUTION_UNITS`] of these under vanilla: its ratio would be noise.
+    pub resolution: f64,
 }
+
+/// How many units of [`Outcome::resolution`] a process must have run under vanilla to be
+/// judged on its own: ten ticks, so one tick either way moves its ratio by 10% at most, and a
+/// shell or an idle helper in the watched cgroup (a tick now and then) does not outvote a
+/// database.
+pub const MIN_RESOLUTION_UNITS: f64 = 10.0;
 
 impl Outcome {
     /// How fast the workload went: operations per second where the application says, else
@@ -198,14 +208,16 @@ impl Outcome {
 
     /// How the watched processes went in `tuned` relative to `vanilla`, each against its own:
     /// the mean over processes of (its progress per second in `tuned`) / (in `vanilla`),
-    /// progress summed over each side's measured windows. `None` unless at least two processes
-    /// progressed under vanilla (one process, or none split out, is [`Outcome::progress`]'s
-    /// case). Equal weights, like the weighted speedup the benchmarks report: summed, a
+    /// progress summed over each side's measured windows. Only processes that progressed under
+    /// vanilla by [`MIN_RESOLUTION_UNITS`] of the outcomes' resolution count (the others' ratios
+    /// are noise, and summed they would still weigh). `None` with fewer than two processes
+    /// split out (one process is [`Outcome::progress`]'s case) or none that counts. Equal weights, like the weighted speedup the benchmarks report: summed, a
     /// CPU-heavy range scan's user time hid a random reader's doubling, and the guardrail
     /// reverted a decision worth 1.4x. Sums rather than medians: a random reader's user time
     /// is a few clock ticks per window, and a median of three such windows is as coarse as one.
     pub fn relative_progress(tuned: &[Outcome], vanilla: &[Outcome]) -> Option<RelativeProgress> {
-        let rates = |side: &[Outcome]| {
+        // Each process's amount and the seconds measured.
+        let sums = |side: &[Outcome]| {
             let mut amount: BTreeMap<u32, f64> = BTreeMap::new();
             let mut seconds = 0.0;
             for o in side.iter().filter(|o| o.progress().is_some()) {
@@ -214,20 +226,19 @@ impl Outcome {
                     *amount.entry(pid).or_default() += a;
                 }
             }
-            (seconds > 0.0).then(|| {
-                amount
-                    .into_iter()
-                    .map(|(pid, a)| (pid, a / seconds))
-                    .collect::<BTreeMap<_, _>>()
-            })
+            (seconds > 0.0).then_some((amount, seconds))
         };
-        let (t, v) = (rates(tuned)?, rates(vanilla)?);
-        let ratios: Vec<(u32, f64)> = v
+        let ((t, ts), (v, vs)) = (sums(tuned)?, sums(vanilla)?);
+        if v.len() < 2 {
+            return None; // one process: the median of its windows
+        }
+        let least = MIN_RESOLUTION_UNITS * vanilla.iter().map(|o| o.resolution).fold(0.0, f64::max);
+        let ratios: Vec<(u32, f64, f64)> = v
             .iter()
-            .filter(|(_, &rate)| rate > 0.0 && rate.is_finite())
-            .map(|(&pid, &rate)| (pid, t.get(&pid).copied().unwrap_or(0.0) / rate))
+            .filter(|(_, &a)| a > 0.0 && a >= least && a.is_finite())
+            .map(|(&pid, &a)| (pid, t.get(&pid).copied().unwrap_or(0.0) / ts / (a / vs), a / vs))
             .collect();
-        if ratios.len() < 2 {
+        if ratios.is_empty() {
             return None;
         }
         let mean = ratios.iter().map(|r| r.1).sum::<f64>() / ratios.len() as f64;
@@ -250,8 +261,9 @@ impl Outcome {
 pub struct RelativeProgress {
     /// The mean of the ratios (1: as fast as vanilla).
     pub mean: f64,
-    /// Each process's progress over its progress under vanilla, by pid.
-    pub ratios: Vec<(u32, f64)>,
+    /// Each process: pid, its progress over its progress under vanilla, and its progress per
+    /// second under vanilla.
+    pub ratios: Vec<(u32, f64, f64)>,
 }
 
 /// Features of one closed window.

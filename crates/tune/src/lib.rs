@@ -38,8 +38,9 @@ use tracing::{debug, error, info, warn};
 pub struct TuneConfig {
     /// Block device name (`loop0`).
     pub device: String,
-    /// The controller: a model file (schema `kml-readahead-v1`), `leap`, `static:KB` or
-    /// `vanilla` (parsed by [`ControllerSpec::parse`], as in the simulator).
+    /// The controller: a model file (schema `kml-readahead-v1`), `online`, `static:KB`,
+    /// `pids:PID=KB,...` or `vanilla` (parsed by [`ControllerSpec::parse`], as in the
+    /// simulator).
     pub controller: ControllerSpec,
     /// What a model decides for: the device, each file, or each watched process's
     /// descriptions of each file.
@@ -276,6 +277,22 @@ impl Drop for Restorer {
 pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     cfg.log.install();
     // The processes a `pids:` controller names are watched: their files are what it sets.
+    if let ControllerSpec::Processes(kb) = &cfg.controller {
+        if let Err(e) = check_pids(&kb.keys().copied().collect::<Vec<_>>()) {
+            return Err(format!(
+                "controller {}: {}",
+                cfg.controller,
+                e.replace("--pid ", "process ")
+            ));
+        }
+        if cfg.scope != Scope::Device {
+            return Err(format!(
+                "controller {}: sets each process's own value; drop --{}",
+                cfg.controller,
+                cfg.scope.name()
+            ));
+        }
+    }
     let named;
     let cfg = match &cfg.controller {
         ControllerSpec::Processes(kb) if kb.keys().any(|p| !cfg.pids.contains(p)) => {
@@ -524,11 +541,11 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             match e.kind {
                 GuardEventKind::Kept => {
                     m.guard_kept += 1;
-                    info!(event = %"guard", verdict = %"kept", window = window_ix, progress = e.tuned, vanilla = e.vanilla, reason = %e.reason)
+                    info!(event = %"guard", verdict = %"kept", window = window_ix, progress = e.tuned, vanilla = e.vanilla, relative = e.relative, reason = %e.reason)
                 }
                 GuardEventKind::Reverted => {
                     m.guard_reverted += 1;
-                    warn!(event = %"guard", verdict = %"reverted", window = window_ix, progress = e.tuned, vanilla = e.vanilla, reason = %e.reason)
+                    warn!(event = %"guard", verdict = %"reverted", window = window_ix, progress = e.tuned, vanilla = e.vanilla, relative = e.relative, reason = %e.reason)
                 }
             }
             summary

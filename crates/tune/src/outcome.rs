@@ -105,6 +105,7 @@ pub fn outcome(
     let population = cpu.as_ref().map(|c| c.1);
     Outcome {
         by_process: cpu.map(|c| c.0).unwrap_or_default(),
+        resolution: 1.0 / ticks_per_s(),
         population,
         seconds,
         ops: None,
@@ -131,12 +132,14 @@ mod tests {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
         }
         std::hint::black_box(x);
-        // By process: this one, and pid 1 (alive, idle here) at its own time.
-        let by = m.take_by_process(&[me, 1]);
+        // By process: this one, and the parent (the test runner, waiting on this one), first
+        // seen now.
+        let parent = std::os::unix::process::parent_id();
+        let by = m.take_by_process(&[me, parent]);
         let ran = by[&me];
         assert!((0.1..2.0).contains(&ran), "{ran} s");
-        assert_eq!(by.get(&1), Some(&0.0), "first seen: counts from now");
-        assert!(m.take_by_process(&[1])[&1] < 0.1);
+        assert_eq!(by.get(&parent), Some(&0.0), "first seen: counts from now");
+        assert!(m.take_by_process(&[parent]).get(&parent).is_some_and(|&s| s < 0.1));
         m.take(&[me]);
         let alone = m.population();
         assert_eq!(m.take(&[u32::MAX]), 0.0, "a pid that does not exist counts nothing");
