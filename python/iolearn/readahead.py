@@ -57,6 +57,11 @@ FEATURES = (
     "mean_abs_page_delta",
     "ra_sectors_over_1024",
 )
+#: KML's five and two beyond them (schema ``iolearn-readahead-v2``): the window's direction
+#: (net over total page movement, -1 to 1) and regularity (share of jumps equal to the one
+#: before, 0 to 1). KML's five see readseq and readreverse alike (the same spread and mean
+#: |delta|), and a strided read as a random one.
+FEATURES_V2 = FEATURES + ("direction", "regularity")
 
 #: Features the network takes through ``sign(x) ln(1 + |x|)`` before the Z-score: all but the
 #: readahead. Z-scored as is, mean |page delta| is 2.7 for readreverse and 4.2 for readseq but
@@ -101,7 +106,7 @@ def sweep(
             rows.append({"workload": w, "device": device, "ra_kb": kb, "ops_s": ops[0], "seed": seed})
             first = 2 if file_features else 1  # per-file rows carry the workload index too
             for r in f:
-                feats.append({"workload": w, "ra_kb": kb, **{n: float(v) for n, v in zip(FEATURES, r[first:])}})
+                feats.append({"workload": w, "ra_kb": kb, **{n: float(v) for n, v in zip(FEATURES_V2, r[first:])}})
             if bar is not None:
                 bar.update(1)
     if bar is not None:
@@ -245,11 +250,15 @@ def least_regret_actions(rows, y_true, y_pred, workloads=TRAIN_WORKLOADS) -> lis
     return actions
 
 
-def train(rows, feats, out: Path, seed=0, epochs=100, suffix="", jitter=True, workloads=TRAIN_WORKLOADS):
+def train(
+    rows, feats, out: Path, seed=0, epochs=100, suffix="", jitter=True, workloads=TRAIN_WORKLOADS, features=FEATURES
+):
     """Train KML's 5-15-5-4 network and a tree on the sweep's feature windows; label = the
     workload; action = the readahead of least expected regret given the 10-fold CV confusion
     ([`least_regret_actions`]; each class's best value when the model never errs). The
-    network trains with [`CountJitter`] unless `jitter` is false. Returns a report dict."""
+    network trains with [`CountJitter`] unless `jitter` is false. ``features``: KML's five
+    (``FEATURES``, schema ``kml-readahead-v1``; then KML's own recipe is trained too) or
+    ``FEATURES_V2`` (``iolearn-readahead-v2``; input width 7). Returns a report dict."""
     best = best_per_workload(rows)
     missing = [w for w in workloads if w not in best]
     if missing:
@@ -257,7 +266,10 @@ def train(rows, feats, out: Path, seed=0, epochs=100, suffix="", jitter=True, wo
     unknown = sorted({f["workload"] for f in feats} - set(workloads))
     if unknown:
         raise ValueError(f"the feature windows name unknown workloads: {', '.join(map(str, unknown))}")
-    X = np.array([[f[n] for n in FEATURES] for f in feats], dtype=np.float32)
+    if tuple(features) not in (FEATURES, FEATURES_V2):
+        raise ValueError(f"features: KML's five or those and direction, regularity, got {features}")
+    features = tuple(features)
+    X = np.array([[f[n] for n in features] for f in feats], dtype=np.float32)
     y = np.array([workloads.index(f["workload"]) for f in feats])
     # KML's features are counts and page distances spanning orders of magnitude: the network
     # sees them through log1p before the Z-score (see `LOG_FEATURES`).
@@ -278,6 +290,7 @@ def train(rows, feats, out: Path, seed=0, epochs=100, suffix="", jitter=True, wo
         "nn_confusion": _confusion(y, oof["nn"], len(workloads)),
         "dt_confusion": _confusion(y, oof["dt"], len(workloads)),
         "count_jitter": bool(jitter),
+        "features": list(features),
     }
     output_dir(out)
     # KML's own recipe, as its release trains it (`shared/spec/kml.md` section 3), for the
@@ -285,7 +298,7 @@ def train(rows, feats, out: Path, seed=0, epochs=100, suffix="", jitter=True, wo
     # no count jitter, and each class mapped to its workload's best static value.
     # Per device only (the per-file model is iolearn's).
     models = [(nn, "nn"), (dt, "dt")]
-    if not suffix:
+    if not suffix and features == FEATURES:
         kml = MLP(hidden=(15, 5), lr=0.01, momentum=0.99, batch_size=1, epochs=epochs, seed=seed)
         report["kml_recipe_cv"] = float((cross_val_predict(kml, X, y, cv=10, seed=seed) == y).mean())
         classes["kml"] = [(w, best[w]) for w in workloads]
@@ -296,11 +309,11 @@ def train(rows, feats, out: Path, seed=0, epochs=100, suffix="", jitter=True, wo
         if est is nn:
             imp = permutation_importance(getattr(nn, "estimator", nn), X, y, n_repeats=5, seed=seed)
             report["nn_baseline_accuracy"] = imp["baseline"]
-            report["nn_shuffled_accuracy"] = dict(zip(FEATURES, map(float, imp["shuffled"])))
+            report["nn_shuffled_accuracy"] = dict(zip(features, map(float, imp["shuffled"])))
         est.save(
             out / name,
-            schema=_native.READAHEAD_SCHEMA,
-            features=FEATURES,
+            schema=_native.READAHEAD_SCHEMA if features == FEATURES else _native.READAHEAD_SCHEMA_V2,
+            features=features,
             classes=classes[key],
             action_unit="read_ahead_kb",
             # The controller falls back to the default readahead outside this range.
@@ -308,6 +321,14 @@ def train(rows, feats, out: Path, seed=0, epochs=100, suffix="", jitter=True, wo
         )
     write_text(out / f"train{suffix}.json", json.dumps(report, indent=2))
     return report
+
+
+def _scan_confusion(rep: dict) -> int:
+    """Windows of readseq the network took for readreverse and of readreverse for readseq
+    (10-fold CV)."""
+    m, w = rep["nn_confusion"], list(TRAIN_WORKLOADS)
+    s, r = w.index("readseq"), w.index("readreverse")
+    return m[s][r] + m[r][s]
 
 
 def training_range(X) -> dict[str, str]:
@@ -451,7 +472,9 @@ def main(argv=None) -> int:
     if a.command in ("train", "all"):
         rows = _read(a.out / "sweep.csv")
         rep = train(rows, _read(a.out / "features.csv", ("workload", *FEATURES)), a.out, seed=a.seed)
-        train(rows, _read(a.out / "features-per-file.csv", ("workload", *FEATURES)), a.out, seed=a.seed, suffix="_file")
+        rep_file = train(
+            rows, _read(a.out / "features-per-file.csv", ("workload", *FEATURES)), a.out, seed=a.seed, suffix="_file"
+        )
         print(
             f"10-fold CV: network {rep['nn_cv'] * 100:.1f}%, KML's recipe {rep['kml_recipe_cv'] * 100:.1f}% "
             f"(KML 95.5%), tree {rep['dt_cv'] * 100:.1f}% (KML 75.4%)"
@@ -464,6 +487,30 @@ def main(argv=None) -> int:
         )
         for name, acc in rep["nn_shuffled_accuracy"].items():
             print(f"  {name:<36}{acc:>7.3f}   KML {KML_SHUFFLED[name]:.3f}")
+        # The two features beyond KML's, next to KML's five: the same data, the same recipe.
+        v2 = train(
+            rows,
+            _read(a.out / "features.csv", ("workload", *FEATURES_V2)),
+            a.out,
+            seed=a.seed,
+            suffix="_v2",
+            features=FEATURES_V2,
+        )
+        v2f = train(
+            rows,
+            _read(a.out / "features-per-file.csv", ("workload", *FEATURES_V2)),
+            a.out,
+            seed=a.seed,
+            suffix="_file_v2",
+            features=FEATURES_V2,
+        )
+        print("with direction and regularity (iolearn-readahead-v2), 10-fold CV:")
+        for label, r in (("per device", (rep, v2)), ("per file", (rep_file, v2f))):
+            print(
+                f"  {label:<11} network {r[0]['nn_cv'] * 100:.1f}% -> {r[1]['nn_cv'] * 100:.1f}%, "
+                f"tree {r[0]['dt_cv'] * 100:.1f}% -> {r[1]['dt_cv'] * 100:.1f}%; readseq taken for readreverse "
+                f"or back: {_scan_confusion(r[0])} -> {_scan_confusion(r[1])} windows"
+            )
     if a.command in ("evaluate", "all"):
         return 0 if report(a.out, a.eval_seconds, a.seed) else 3
     return 0

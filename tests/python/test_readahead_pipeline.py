@@ -16,6 +16,16 @@ def test_sweep_train_evaluate_small(tmp_path, monkeypatch):
     assert (tmp_path / "readahead_nn.iolm").exists() and (tmp_path / "readahead_kml.iolm").exists()
     # KML's recipe maps each class to its workload's best static value.
     assert dict(rep["best_per_class"])["readrandom"] == best["readrandom"]
+    # The same windows with direction and regularity (schema iolearn-readahead-v2): the scans'
+    # windows differ in direction, and the model drives the simulator like KML's.
+    direction = {w: np.median([f["direction"] for f in feats if f["workload"] == w]) for w in ra.SEQUENTIAL}
+    assert direction["readseq"] > direction["readreverse"] + 0.2, direction
+    rep2 = ra.train(rows, feats, tmp_path, epochs=30, suffix="_v2", features=ra.FEATURES_V2)
+    assert rep2["features"] == list(ra.FEATURES_V2) and "kml_recipe_cv" not in rep2
+    ops, _, _ = _native.sim_closed_loop(["readseq"], str(tmp_path / "readahead_nn_v2.iolm"), seconds=1.0)
+    assert ops[0] > 0
+    with pytest.raises(ValueError, match="features"):
+        ra.train(rows, feats, tmp_path, features=("n_transactions",))
     table = ra.evaluate(tmp_path, ["readrandom"], "nvme", seconds=2.0, oracle=best)
     r = table[0]
     # The controller acts after the first simulated second; it must then match the oracle's
@@ -34,7 +44,9 @@ def test_sweep_train_evaluate_small(tmp_path, monkeypatch):
 def test_closed_loop_controls_the_device():
     ops, trace, feats = _native.sim_closed_loop(["readrandom"], "static:16", "nvme", seconds=2.0)
     assert ops[0] > 0 and all(kb == 16 for _, kb in trace)
-    assert feats.shape[1] == 6 and (feats[:, 5] == 32 / 1024).all()
+    # [window, KML's five, direction, regularity]: the readahead feature is the static value.
+    assert feats.shape[1] == 8 and (feats[:, 5] == 32 / 1024).all()
+    assert (np.abs(feats[:, 6]) <= 1).all() and ((feats[:, 7] >= 0) & (feats[:, 7] <= 1)).all()
 
 
 def test_closed_loop_refuses_bad_input(tmp_path):
@@ -79,7 +91,7 @@ def test_controller_refuses_a_model_of_another_schema(tmp_path):
 
 def test_per_file_features_name_their_workload():
     _, _, f = _native.sim_closed_loop(["readrandom", "readseq"], "static:64", "nvme", seconds=1.0, file_features=True)
-    assert f.shape[1] == 7
+    assert f.shape[1] == 9
     assert set(np.unique(f[:, 1])) == {0.0, 1.0}
     # Sequential files show a mean |page delta| far below random ones.
     rnd, seq = f[f[:, 1] == 0], f[f[:, 1] == 1]

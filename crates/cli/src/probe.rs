@@ -4,7 +4,7 @@
 use crate::args;
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use iolearn_policy::readahead::WindowStats;
+use iolearn_policy::readahead::RaFeatures;
 use iolearn_probe::{DeviceId, Probe, ProbeConfig};
 use iolearn_tune::linux::{read_ahead_path, read_device_kb};
 use std::io::Write;
@@ -103,6 +103,8 @@ fn record(a: &RecordArgs, name: &str, probe: &mut Probe, mut pids: Vec<u32>, out
         "page_offset_var_sample_over_range",
         "mean_abs_page_delta",
         "ra_sectors_over_1024",
+        "direction",
+        "regularity",
         "lost_events",
     ])?;
     let stop = iolearn_tune::install_signal_handlers();
@@ -130,9 +132,8 @@ fn record(a: &RecordArgs, name: &str, probe: &mut Probe, mut pids: Vec<u32>, out
         let kb = read_device_kb(&sysfs).map_err(anyhow::Error::msg)?;
         let t = start.elapsed().as_secs_f64();
         let lost = w.counters.lost();
-        let stats =
-            |s: &iolearn_probe::PageSums| WindowStats::from_sums(s.n, s.sum, s.sum_sq, s.min, s.max, s.sum_abs_delta);
-        let mut row = |scope: &str, ino: String, pid: String, f: [f64; 5]| {
+        let stats = iolearn_tune::sums_stats;
+        let mut row = |scope: &str, ino: String, pid: String, f: RaFeatures| {
             let mut r = vec![
                 w_ix.to_string(),
                 format!("{t:.3}"),
@@ -150,7 +151,7 @@ fn record(a: &RecordArgs, name: &str, probe: &mut Probe, mut pids: Vec<u32>, out
                 "device",
                 String::new(),
                 String::new(),
-                stats(&w.device).features(kb * 2),
+                stats(&w.device).features_v2(kb * 2),
             )?;
         }
         if a.per_file {
@@ -159,7 +160,7 @@ fn record(a: &RecordArgs, name: &str, probe: &mut Probe, mut pids: Vec<u32>, out
                     "file",
                     f.ino.to_string(),
                     f.sums.tgid.to_string(),
-                    stats(&f.sums).features(kb * 2),
+                    stats(&f.sums).features_v2(kb * 2),
                 )?;
             }
         }

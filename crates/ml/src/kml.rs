@@ -27,6 +27,23 @@ pub const READAHEAD_FEATURES: [&str; 5] = [
     "ra_sectors_over_1024",
 ];
 
+/// Feature-schema name of iolearn's readahead features: KML's five, then the window's
+/// direction (net over total page movement, -1..=1) and regularity (share of jumps equal to
+/// the one before, 0..=1), which tell readseq from readreverse and a strided read from a
+/// random one where KML's cannot.
+pub const READAHEAD_SCHEMA_V2: &str = "iolearn-readahead-v2";
+
+/// [`READAHEAD_SCHEMA_V2`]'s feature vector, in order.
+pub const READAHEAD_FEATURES_V2: [&str; 7] = [
+    "n_transactions",
+    "page_offset_var_pop_over_range",
+    "page_offset_var_sample_over_range",
+    "mean_abs_page_delta",
+    "ra_sectors_over_1024",
+    "direction",
+    "regularity",
+];
+
 /// KML's classes (code release ids) and their readahead in KiB (KML's sectors / 2):
 /// readrandom 16, readrandomwriterandom 16, readseq 640, readreverse 960 sectors.
 pub const READAHEAD_CLASSES: [(&str, i64); 4] = [
@@ -170,11 +187,18 @@ fn readahead_file(kind: ModelKind, norm: ZScore, source: &str) -> ModelFile {
     f
 }
 
-/// A readahead model file for `kind` (schema `kml-readahead-v1`, KML's five features, no
-/// normaliser): class `i` is `classes[i]`, a label and the `read_ahead_kb` it sets.
+/// A readahead model file for `kind` (schema `kml-readahead-v1`, KML's five features, or for
+/// a model of seven inputs `iolearn-readahead-v2`; no normaliser): class `i` is `classes[i]`,
+/// a label and the `read_ahead_kb` it sets.
 pub fn readahead_model(kind: ModelKind, classes: &[(&str, i64)]) -> ModelFile {
-    let mut f = ModelFile::new(kind, READAHEAD_SCHEMA);
-    f.features = READAHEAD_FEATURES.iter().map(|s| s.to_string()).collect();
+    // Seven inputs: iolearn's schema (KML's five, direction, regularity).
+    let (schema, names): (&str, &[&str]) = if kind.in_dim() == READAHEAD_FEATURES_V2.len() {
+        (READAHEAD_SCHEMA_V2, &READAHEAD_FEATURES_V2)
+    } else {
+        (READAHEAD_SCHEMA, &READAHEAD_FEATURES)
+    };
+    let mut f = ModelFile::new(kind, schema);
+    f.features = names.iter().map(|s| s.to_string()).collect();
     f.classes = classes
         .iter()
         .map(|&(l, a)| ClassAction {

@@ -2,8 +2,8 @@
 //! the device or per file. The same controllers drive the simulator and (issue 4) the real
 //! kernel through [`ReadaheadKnobs`].
 
-use crate::readahead::WindowFeatures;
-use iolearn_ml::kml::READAHEAD_SCHEMA;
+use crate::readahead::{RaFeatures, WindowFeatures};
+use iolearn_ml::kml::{READAHEAD_SCHEMA, READAHEAD_SCHEMA_V2};
 use iolearn_ml::{ModelFile, ModelKind, Workspace};
 use std::collections::BTreeMap;
 
@@ -171,6 +171,8 @@ impl ReadaheadController for PerProcess {
 pub struct KmlController {
     model: ModelFile,
     ws: Option<Workspace>,
+    /// Features the model reads: the first 5 of a window's (KML's) or all 7.
+    width: usize,
     scope: Scope,
     /// The training data's range per feature (model metadata `feature_min`/`feature_max`).
     range: Option<(Vec<f64>, Vec<f64>)>,
@@ -205,10 +207,15 @@ fn meta_numbers(model: &ModelFile, key: &str) -> Option<Vec<f64>> {
 }
 
 impl KmlController {
-    /// A controller for `model`; error unless the model speaks KML's readahead schema and maps
-    /// classes to read_ahead_kb.
+    /// A controller for `model`; error unless the model speaks KML's readahead schema (or
+    /// iolearn's, KML's five features and two more) and maps classes to read_ahead_kb.
     pub fn new(model: ModelFile, scope: Scope) -> iolearn_ml::Result<Self> {
-        model.expect_schema(READAHEAD_SCHEMA)?;
+        let width = if model.schema == READAHEAD_SCHEMA_V2 {
+            7
+        } else {
+            model.expect_schema(READAHEAD_SCHEMA)?;
+            5
+        };
         // A model file is validated on load; one built in memory may not have been, and a
         // wrong width would panic at the first decision (after the tuner changed the device).
         model.validate()?;
@@ -223,12 +230,13 @@ impl KmlController {
             ModelKind::Tree(_) => None,
         };
         let range = match (meta_numbers(&model, "feature_min"), meta_numbers(&model, "feature_max")) {
-            (Some(lo), Some(hi)) if lo.len() == 5 && hi.len() == 5 => Some((lo, hi)),
+            (Some(lo), Some(hi)) if lo.len() == width && hi.len() == width => Some((lo, hi)),
             _ => None,
         };
         Ok(KmlController {
             model,
             ws,
+            width,
             scope,
             range,
             fallback_kb: 128,
@@ -240,9 +248,9 @@ impl KmlController {
 
     /// Whether `raw` lies within the training range (with [`RANGE_MARGIN`]); true when the
     /// model does not record its range.
-    pub fn in_training_range(&self, raw: &[f64; 5]) -> bool {
+    pub fn in_training_range(&self, raw: &RaFeatures) -> bool {
         let Some((lo, hi)) = &self.range else { return true };
-        raw.iter().zip(lo.iter().zip(hi)).all(|(&v, (&l, &h))| {
+        raw[..self.width].iter().zip(lo.iter().zip(hi)).all(|(&v, (&l, &h))| {
             let m = RANGE_MARGIN * (h - l).abs();
             v >= l - m && v <= h + m
         })
@@ -250,7 +258,7 @@ impl KmlController {
 
     /// The readahead for one feature vector: the class's action, or the fallback when the
     /// input is out of the training range. Returns (class or `usize::MAX`, KiB).
-    fn decide_one(&mut self, raw: &[f64; 5]) -> (usize, u64) {
+    fn decide_one(&mut self, raw: &RaFeatures) -> (usize, u64) {
         if !self.in_training_range(raw) {
             self.fallbacks += 1;
             return (usize::MAX, self.fallback_kb);
@@ -259,18 +267,19 @@ impl KmlController {
         (class, self.action_kb(class))
     }
 
-    /// Class of one raw feature vector.
-    pub fn classify(&mut self, raw: &[f64; 5]) -> usize {
-        let mut x = [0f32; 5];
+    /// Class of one raw feature vector (the model reads as many features as its schema has).
+    pub fn classify(&mut self, raw: &RaFeatures) -> usize {
+        let mut buf = [0f32; 7];
+        let x = &mut buf[..self.width];
         for (d, &v) in x.iter_mut().zip(raw) {
             *d = v as f32;
         }
         if let Some(z) = &self.model.normaliser {
-            z.transform(&mut x);
+            z.transform(x);
         }
         match (&self.model.kind, self.ws.as_mut()) {
-            (ModelKind::Mlp(n), Some(ws)) => n.predict_class(&x, ws),
-            (ModelKind::Tree(t), _) => t.predict_class(&x),
+            (ModelKind::Mlp(n), Some(ws)) => n.predict_class(x, ws),
+            (ModelKind::Tree(t), _) => t.predict_class(x),
             _ => 0,
         }
     }

@@ -26,6 +26,13 @@ pub struct WindowStats {
     max: u64,
     last: Option<u64>,
     sum_abs_delta: f64,
+    /// Beyond KML ([`WindowStats::shape`]): the first index, the last jump (a delta other
+    /// than 0 and +1), and of the jumps after the first, how many there were and how many
+    /// equalled the one before.
+    first: u64,
+    prev_jump: Option<i64>,
+    jump_pairs: u64,
+    jump_same: u64,
     /// The last `HISTORY` page-index deltas, for LEAP's trend detection.
     recent: [i64; HISTORY],
     recent_len: usize,
@@ -45,16 +52,44 @@ impl WindowStats {
         if self.n == 1 {
             self.min = index;
             self.max = index;
+            self.first = index;
         } else {
             self.min = self.min.min(index);
             self.max = self.max.max(index);
         }
         if let Some(prev) = self.last {
             self.sum_abs_delta += index.abs_diff(prev) as f64;
+            self.step(index as i64 - prev as i64);
             self.recent[self.recent_len % HISTORY] = index as i64 - prev as i64;
             self.recent_len += 1;
         }
         self.last = Some(index);
+    }
+
+    /// The regularity statistics of one delta (what the probes' `add_run` does in the kernel).
+    fn step(&mut self, d: i64) {
+        // 0 (a page added, then accessed) and +1 (inside a run) are not jumps: a readahead
+        // run's +1 steps would make any stream look regular.
+        if d != 0 && d != 1 {
+            if let Some(prev) = self.prev_jump {
+                self.jump_pairs += 1;
+                self.jump_same += u64::from(prev == d);
+            }
+            self.prev_jump = Some(d);
+        }
+    }
+
+    /// [`WindowStats::from_sums`] with what [`WindowStats::shape`] needs (the probes keep it
+    /// too): the window's first and last index, the jumps after the first and how many of them
+    /// equalled the one before.
+    pub fn with_shape(mut self, first: u64, last: u64, jump_pairs: u64, jump_same: u64) -> WindowStats {
+        if self.n > 0 {
+            self.first = first.clamp(self.min, self.max);
+            self.last = Some(last.clamp(self.min, self.max));
+        }
+        self.jump_pairs = jump_pairs;
+        self.jump_same = jump_same.min(jump_pairs);
+        self
     }
 
     /// The same statistics from sums kept elsewhere (the in-kernel aggregation of
@@ -74,10 +109,13 @@ impl WindowStats {
             m2: m2_times_n as f64 / n as f64,
             min,
             max,
+            // Without `with_shape`, no direction: first = last.
+            first: max,
             last: Some(max),
             sum_abs_delta: sum_abs_delta as f64,
             recent: [0; HISTORY],
             recent_len: 0,
+            ..WindowStats::default()
         }
     }
 
@@ -120,6 +158,42 @@ impl WindowStats {
     /// Whether the window saw nothing.
     pub fn is_empty(&self) -> bool {
         self.n == 0
+    }
+
+    /// Two features beyond KML's, for what its five cannot separate:
+    ///
+    /// - direction: where the window ended relative to where it began, over its range,
+    ///   `(last - first) / (max - min)`, in -1..=1: a forward scan near 1, a reverse scan near
+    ///   -1, random reads anywhere (KML's features see readseq and readreverse alike: the same
+    ///   spread, the same mean |delta|). Not the mean delta: readahead's batches ahead of a
+    ///   scan and the jumps back to it cancel, and both scans showed a net movement near 0;
+    /// - regularity: the share of jumps (deltas other than 0 and +1) equal to the jump before,
+    ///   in 0..=1: a strided read near 1 (every jump the same), a random one near 0 (KML's see
+    ///   both as a wide spread with large deltas).
+    ///
+    /// Regularity counts over successive pairs, so the kernel's per-CPU counts add up to it, and
+    /// a run of pages added at once counts as the same pages added one by one; the kernel keeps
+    /// each CPU's first and last index with their times and takes the earliest and latest.
+    pub fn shape(&self) -> [f64; 2] {
+        let direction = match self.last {
+            Some(last) if self.max > self.min => (last as f64 - self.first as f64) / (self.max - self.min) as f64,
+            _ => 0.0,
+        };
+        let regularity = if self.jump_pairs > 0 {
+            self.jump_same as f64 / self.jump_pairs as f64
+        } else {
+            0.0
+        };
+        [direction.clamp(-1.0, 1.0), regularity]
+    }
+
+    /// KML's five features ([`WindowStats::features`]) followed by the two of
+    /// [`WindowStats::shape`]: what a window gives a controller, each model taking the first
+    /// five (schema `kml-readahead-v1`) or all seven (`iolearn-readahead-v2`).
+    pub fn features_v2(&self, ra_sectors: u64) -> RaFeatures {
+        let [a, b, c, d, e] = self.features(ra_sectors);
+        let [dir, reg] = self.shape();
+        [a, b, c, d, e, dir, reg]
     }
 
     /// KML's feature vector for this window with the current readahead `ra_sectors`.
@@ -266,15 +340,19 @@ pub struct RelativeProgress {
     pub ratios: Vec<(u32, f64, f64)>,
 }
 
+/// A stream's features in a window: KML's five, then direction and regularity
+/// ([`WindowStats::features_v2`]). Index 4 is the readahead in force.
+pub type RaFeatures = [f64; 7];
+
 /// Features of one closed window.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WindowFeatures {
     /// Window start (inclusive), ns.
     pub start_ns: u64,
     /// The device's features (`None` when no event arrived).
-    pub device: Option<[f64; 5]>,
+    pub device: Option<RaFeatures>,
     /// Each file's features, by inode.
-    pub files: BTreeMap<u64, [f64; 5]>,
+    pub files: BTreeMap<u64, RaFeatures>,
     /// The device's access trend (LEAP), if any.
     pub device_trend: Option<i64>,
     /// Each file's access trend (LEAP), if any.
@@ -283,7 +361,7 @@ pub struct WindowFeatures {
     pub file_owners: BTreeMap<u64, u32>,
     /// Each (process, file) stream's features: one process's open file descriptions of the
     /// file (Linux keeps readahead state per description), with the file's readahead.
-    pub descriptions: BTreeMap<(u32, u64), [f64; 5]>,
+    pub descriptions: BTreeMap<(u32, u64), RaFeatures>,
     /// What the workload got in the window (filled in by the caller, who can see it).
     pub outcome: Outcome,
 }
@@ -337,11 +415,11 @@ impl KmlFeatures {
     pub fn close(&mut self, ra_sectors: u64, file_ra_sectors: impl Fn(u64) -> u64) -> WindowFeatures {
         let out = WindowFeatures {
             start_ns: self.start_ns,
-            device: (!self.device.is_empty()).then(|| self.device.features(ra_sectors)),
+            device: (!self.device.is_empty()).then(|| self.device.features_v2(ra_sectors)),
             files: self
                 .files
                 .iter()
-                .map(|(&ino, w)| (ino, w.features(file_ra_sectors(ino))))
+                .map(|(&ino, w)| (ino, w.features_v2(file_ra_sectors(ino))))
                 .collect(),
             device_trend: self.device.trend(),
             file_trends: self.files.iter().map(|(&ino, w)| (ino, w.trend())).collect(),
@@ -349,7 +427,7 @@ impl KmlFeatures {
             descriptions: self
                 .descriptions
                 .iter()
-                .map(|(&(pid, ino), w)| ((pid, ino), w.features(file_ra_sectors(ino))))
+                .map(|(&(pid, ino), w)| ((pid, ino), w.features_v2(file_ra_sectors(ino))))
                 .collect(),
             outcome: Outcome::default(),
         };

@@ -216,4 +216,8 @@ fn the_model_files_schema_widths_match_the_feature_extractors() {
         assert!(SCHEMA_WIDTHS.contains(&(f.schema(), f.dim())), "{}", f.schema());
     }
     assert!(SCHEMA_WIDTHS.contains(&(iolearn_ml::kml::READAHEAD_SCHEMA, 5)));
+    assert!(SCHEMA_WIDTHS.contains(&(
+        iolearn_ml::kml::READAHEAD_SCHEMA_V2,
+        iolearn_policy::readahead::WindowStats::default().features_v2(0).len()
+    )));
 }

@@ -57,10 +57,10 @@ fn model() -> ModelFile {
 fn window(files: &[(u64, u32, f64, f64)]) -> WindowFeatures {
     WindowFeatures {
         start_ns: 0,
-        device: Some([1000.0, 10.0, 10.0, 500.0, 0.25]),
+        device: Some([1000.0, 10.0, 10.0, 500.0, 0.25, 0.0, 0.0]),
         files: files
             .iter()
-            .map(|&(ino, _, n, d)| (ino, [n, 10.0, 10.0, d, 0.25]))
+            .map(|&(ino, _, n, d)| (ino, [n, 10.0, 10.0, d, 0.25, 0.0, 0.0]))
             .collect(),
         device_trend: None,
         file_trends: files.iter().map(|&(ino, ..)| (ino, None)).collect(),
@@ -92,8 +92,8 @@ fn per_file_mode_sets_each_file_and_each_process_new_files_from_its_busiest_file
 fn shared_file_window() -> WindowFeatures {
     WindowFeatures {
         descriptions: BTreeMap::from([
-            ((7, 1), [5000.0, 10.0, 10.0, 1.0, 0.25]),
-            ((8, 1), [300.0, 10.0, 10.0, 700.0, 0.25]),
+            ((7, 1), [5000.0, 10.0, 10.0, 1.0, 0.25, 0.0, 0.0]),
+            ((8, 1), [300.0, 10.0, 10.0, 700.0, 0.25, 0.0, 0.0]),
         ]),
         ..window(&[(1, 7, 5300.0, 650.0)])
     }
@@ -289,12 +289,40 @@ fn inputs_outside_the_training_range_fall_back_to_the_default() {
     assert_eq!((k.device_kb, c.fallbacks), (16, 0));
     // 100x more transactions than ever seen in training: back to the default.
     let mut w = window(&[]);
-    w.device = Some([1_000_000.0, 10.0, 10.0, 500.0, 0.25]);
+    w.device = Some([1_000_000.0, 10.0, 10.0, 500.0, 0.25, 0.0, 0.0]);
     c.decide(&w, &mut k);
     assert_eq!((k.device_kb, c.fallbacks), (128, 1));
     assert_eq!(c.decisions.last().unwrap().1, usize::MAX);
     // Just past the edge but within the margin: still the model's call.
-    w.device = Some([12_000.0, 10.0, 10.0, 500.0, 0.25]);
+    w.device = Some([12_000.0, 10.0, 10.0, 500.0, 0.25, 0.0, 0.0]);
     c.decide(&w, &mut k);
     assert_eq!((k.device_kb, c.fallbacks), (16, 1));
+}
+
+#[test]
+fn a_model_with_the_direction_feature_tells_a_reverse_scan_from_a_forward_one() {
+    // Two windows KML's five features cannot tell apart (the same count, spread and mean
+    // |delta|): one scanning forward (direction 1), one backward (-1). A v2 tree trained on the
+    // direction gives them different values; a KML model reads only its five and cannot.
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for (direction, class) in [(1.0, 0.0), (0.9, 0.0), (-1.0, 1.0), (-0.9, 1.0)] {
+        x.extend([5000.0, 10.0, 10.0, 3.0, 0.25, direction, 0.0]);
+        y.push(class);
+    }
+    let tree = DecisionTree::fit(&x, &y, 7, &TreeConfig::default()).unwrap();
+    let v2 = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &[("readseq", 256), ("readreverse", 1024)]);
+    assert_eq!(v2.schema, iolearn_ml::kml::READAHEAD_SCHEMA_V2);
+    let decide = |m: ModelFile, direction: f64| {
+        let mut c = KmlController::new(m, Scope::Device).unwrap();
+        let mut k = Recorder::default();
+        let w = WindowFeatures {
+            device: Some([5000.0, 10.0, 10.0, 3.0, 0.25, direction, 0.0]),
+            ..WindowFeatures::default()
+        };
+        c.decide(&w, &mut k);
+        k.device_kb
+    };
+    assert_eq!((decide(v2.clone(), 1.0), decide(v2, -1.0)), (256, 1024));
+    let v1 = model();
+    assert_eq!(decide(v1.clone(), 1.0), decide(v1, -1.0));
 }

@@ -171,3 +171,74 @@ fn a_file_read_by_two_processes_has_a_stream_per_process() {
     let w = k.close(256, |_| 256);
     assert!(w.files.contains_key(&6) && w.descriptions.is_empty());
 }
+
+#[test]
+fn the_shape_features_tell_direction_and_stride() {
+    let shape = |idx: &mut dyn Iterator<Item = u64>| {
+        let mut w = WindowStats::default();
+        idx.for_each(|i| w.push(i));
+        w.shape()
+    };
+    assert_eq!(shape(&mut (0..100)), [1.0, 0.0], "forward: no jumps");
+    assert_eq!(shape(&mut (0..100).rev()), [-1.0, 1.0], "reverse: every jump -1");
+    assert_eq!(shape(&mut (0..100).map(|i| 16 * i)), [1.0, 1.0], "strided");
+    // Runs of 4 pages every 16, each page added then accessed (delta 0): the jumps are all 13.
+    let runs: Vec<u64> = (0..50u64)
+        .flat_map(|r| (0..4).flat_map(move |p| [16 * r + p; 2]))
+        .collect();
+    assert_eq!(shape(&mut runs.iter().copied()), [1.0, 1.0]);
+    let mut rng = iolearn_ml::Rng::new(7);
+    let random: Vec<u64> = (0..2000).map(|_| rng.below(1 << 20) as u64).collect();
+    // Random: no regularity; its direction is wherever the last read fell.
+    let [dir, reg] = shape(&mut random.iter().copied());
+    assert!(dir.abs() <= 1.0 && reg < 0.01, "random: {dir} {reg}");
+    assert_eq!(WindowStats::default().shape(), [0.0, 0.0]);
+    // From sums: what the probes keep (a count of equal jumps above the pairs is clamped).
+    let s = WindowStats::from_sums(3, 0, 0, 0, 32, 64).with_shape(32, 0, 1, 1);
+    assert_eq!(s.shape(), [-1.0, 1.0]);
+    assert_eq!(
+        WindowStats::from_sums(3, 0, 0, 0, 32, 64)
+            .with_shape(0, 32, 1, 5)
+            .shape(),
+        [1.0, 1.0]
+    );
+    assert_eq!(
+        WindowStats::from_sums(3, 0, 0, 0, 32, 64).shape(),
+        [0.0, 0.0],
+        "no shape sums, no shape"
+    );
+}
+
+#[test]
+fn the_shape_features_separate_what_kmls_cannot_in_the_simulator() {
+    use iolearn_sim::device::DevicePreset;
+    use iolearn_sim::engine::{Sim, SimConfig};
+    use iolearn_sim::workload::{DbShape, WorkloadKind};
+    // Each workload's busiest file over a second, at vanilla's 128 KiB, readahead's pages in
+    // the stream as the probes see them (the device's stream interleaves files, whose page
+    // indices are their own).
+    let of = |kind| {
+        let mut cfg = SimConfig::calibration(kind, DevicePreset::nvme(), 128);
+        cfg.db = DbShape::of_size(256 << 20);
+        cfg.cache_bytes = 96 << 20;
+        cfg.record_events = true;
+        let mut sim = Sim::new(cfg);
+        sim.run_until(1_000_000_000);
+        let mut files: std::collections::BTreeMap<u32, WindowStats> = Default::default();
+        for e in sim.drain_events() {
+            files.entry(e.file).or_default().push(e.index);
+        }
+        files.values().max_by_key(|w| w.len()).unwrap().shape()
+    };
+    let (seq, rev) = (of(WorkloadKind::ReadSeq), of(WorkloadKind::ReadReverse));
+    assert!(
+        seq[0] > 0.5 && rev[0] < -0.5,
+        "direction: readseq {seq:?}, readreverse {rev:?}"
+    );
+    let strided = of(WorkloadKind::FioStrided { pages: 1, stride: 16 });
+    let random = of(WorkloadKind::FioRandom { pages: 1 });
+    assert!(
+        strided[1] > 0.5 && random[1] < 0.1,
+        "regularity: strided {strided:?}, random {random:?}"
+    );
+}

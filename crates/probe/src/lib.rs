@@ -112,6 +112,20 @@ pub struct PageSums {
     pub last: u64,
     /// Last process seen.
     pub tgid: u32,
+    /// First index seen, and when (ns, monotonic): per-CPU copies are joined by time.
+    pub first: u64,
+    /// See `first`.
+    pub first_ns: u64,
+    /// When the last index was seen.
+    pub last_ns: u64,
+    /// The last jump (a delta other than 0 and +1).
+    pub prev_jump: i64,
+    /// Jumps seen.
+    pub jumps: u64,
+    /// Jumps after the first, and how many of them equalled the jump before.
+    pub jump_pairs: u64,
+    /// See `jump_pairs`.
+    pub jump_same: u64,
 }
 
 impl PageSums {
@@ -130,8 +144,16 @@ impl PageSums {
         self.min = self.min.min(o.min);
         self.max = self.max.max(o.max);
         self.sum_abs_delta += o.sum_abs_delta;
-        self.last = o.last;
-        self.tgid = o.tgid;
+        // The stream's first and last pages are the earliest and latest of any CPU's.
+        if o.first_ns < self.first_ns {
+            (self.first, self.first_ns) = (o.first, o.first_ns);
+        }
+        if o.last_ns >= self.last_ns {
+            (self.last, self.last_ns, self.tgid, self.prev_jump) = (o.last, o.last_ns, o.tgid, o.prev_jump);
+        }
+        self.jumps += o.jumps;
+        self.jump_pairs += o.jump_pairs;
+        self.jump_same += o.jump_same;
     }
 }
 

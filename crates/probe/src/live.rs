@@ -327,5 +327,12 @@ fn decode_sums(b: &[u8]) -> PageSums {
         sum_abs_delta: u(5),
         last: u(6),
         tgid: u32::from_ne_bytes(b[56..60].try_into().unwrap()),
+        first: u(8),
+        first_ns: u(9),
+        last_ns: u(10),
+        prev_jump: u(11) as i64,
+        jumps: u(12),
+        jump_pairs: u(13),
+        jump_same: u(14),
     }
 }

@@ -170,12 +170,20 @@ fn mmap_faults_are_accesses_and_raw_events_give_the_same_features() {
         }
     }
     let s = mine.sums;
-    let from_sums = WindowStats::from_sums(s.n, s.sum, s.sum_sq, s.min, s.max, s.sum_abs_delta);
+    let from_sums = WindowStats::from_sums(s.n, s.sum, s.sum_sq, s.min, s.max, s.sum_abs_delta).with_shape(
+        s.first,
+        s.last,
+        s.jump_pairs,
+        s.jump_same,
+    );
     assert_eq!(from_events.len(), s.n, "{s:?}");
     let (a, b) = (from_events.features(256), from_sums.features(256));
     for (x, y) in a.iter().zip(&b) {
         assert!((x - y).abs() <= 1e-9 * x.abs().max(1.0), "events {a:?} vs sums {b:?}");
     }
+    // And the features beyond KML's: the kernel's closed form for a run of pages is the same
+    // as the pages one by one.
+    assert_eq!(from_events.shape(), from_sums.shape(), "{s:?}");
     assert_eq!(w.counters.lost(), 0);
 }
 
@@ -362,4 +370,59 @@ fn a_file_read_by_two_processes_is_two_streams_and_one_file() {
     assert_eq!(file.sums.n, streams.iter().map(|d| d.sums.n).sum::<u64>());
     assert_eq!(file.sums.tgid, me(), "owned by the process that read the most");
     assert_eq!((file.sums.min, file.sums.max), (0, 511));
+}
+
+#[test]
+fn the_kernels_sums_tell_a_strided_read_from_a_random_one_and_a_scan_from_a_reverse_one() {
+    if skip("the_kernels_sums_tell_a_strided_read_from_a_random_one_and_a_scan_from_a_reverse_one") {
+        return;
+    }
+    // SAFETY: plain libc calls on our own thread (one CPU: one sequence of events).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+    // One page per pread of a cold file, in the order given; the file's shape features.
+    let shape_of = |name: &str, order: &[u64]| {
+        let (path, ino, dev) = cold_file(name, 4096);
+        let mut p = Probe::start(&ProbeConfig {
+            device: Some(dev),
+            pids: vec![me()],
+            ..Default::default()
+        })
+        .unwrap();
+        p.window().unwrap();
+        let f = File::open(&path).unwrap();
+        let mut buf = [0u8; 4096];
+        for &page in order {
+            use std::os::unix::fs::FileExt;
+            f.read_exact_at(&mut buf, page * 4096).unwrap();
+        }
+        let w = p.window().unwrap();
+        let s = w.files.iter().find(|f| f.ino == ino).expect("our file").sums;
+        WindowStats::from_sums(s.n, s.sum, s.sum_sq, s.min, s.max, s.sum_abs_delta)
+            .with_shape(s.first, s.last, s.jump_pairs, s.jump_same)
+            .shape()
+    };
+    let strided: Vec<u64> = (0..256).map(|i| i * 16).collect();
+    let mut random = strided.clone();
+    let mut rng = iolearn_ml::Rng::new(3);
+    for i in (1..random.len()).rev() {
+        random.swap(i, rng.below(i + 1));
+    }
+    let (s, r) = (
+        shape_of("probe-strided.bin", &strided),
+        shape_of("probe-random.bin", &random),
+    );
+    assert!(s[1] > 0.5 && r[1] < 0.2, "regularity: strided {s:?}, random {r:?}");
+    // A forward scan ends behind the readahead it triggered (the range reaches past the last
+    // page read), a reverse one at its lowest page.
+    let forward: Vec<u64> = (0..1024).collect();
+    let backward: Vec<u64> = (0..1024).rev().collect();
+    let (f, b) = (
+        shape_of("probe-forward.bin", &forward),
+        shape_of("probe-backward.bin", &backward),
+    );
+    assert!(f[0] > 0.5 && b[0] < -0.5, "direction: forward {f:?}, backward {b:?}");
 }

@@ -685,14 +685,16 @@ fn kml_features<'py>(
     if !obs.is_empty() {
         windows.push(k.close(ra_sectors, |_| ra_sectors));
     }
+    // KML's five of the seven features a window has.
+    let kml = |f: &iolearn_policy::readahead::RaFeatures| [f[0], f[1], f[2], f[3], f[4]];
     let mut dev = Vec::with_capacity(windows.len() * 5);
     let mut files = Vec::new();
     for (i, w) in windows.iter().enumerate() {
-        dev.extend(w.device.unwrap_or([f64::NAN; 5]));
+        dev.extend(w.device.as_ref().map_or([f64::NAN; 5], kml));
         for (ino, f) in &w.files {
             files.push(i as f64);
             files.push(*ino as f64);
-            files.extend(f);
+            files.extend(kml(f));
         }
     }
     let n = windows.len();
@@ -715,8 +717,9 @@ type ClosedLoop<'py> = (Vec<f64>, Vec<(f64, u64)>, Bound<'py, PyArray2<f64>>);
 /// database) for `seconds`, or with `back_to_back` one after the other on one database,
 /// `seconds` each.
 /// Returns (ops/s per workload, list of (time_s, device read_ahead_kb), windows of device
-/// features as an (n, 6) array `[window, f0..f4]`, or with `file_features` every file's,
-/// (n, 7) `[window, workload index, f0..f4]`). With `guard` the controller runs behind the
+/// features as an (n, 8) array `[window, f0..f6]`, or with `file_features` every file's,
+/// (n, 9) `[window, workload index, f0..f6]`; `f0..f4` are KML's, `f5`, `f6` direction and
+/// regularity). With `guard` the controller runs behind the
 /// guardrail; with `app_signal` it sees the workloads' ops per window (else only what the
 /// kernel tuner sees); with `fallback_online` a model out of its training range lets the
 /// online learner decide.
@@ -953,5 +956,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tail::best_threshold, m)?)?;
     m.add_function(wrap_pyfunction!(tail::golden_threshold, m)?)?;
     m.add("READAHEAD_SCHEMA", kml::READAHEAD_SCHEMA)?;
+    m.add("READAHEAD_SCHEMA_V2", kml::READAHEAD_SCHEMA_V2)?;
     Ok(())
 }

@@ -243,9 +243,10 @@ pub struct LoopResult {
     pub ops_per_s: Vec<f64>,
     /// The device's `read_ahead_kb` after each window's decision: (end of window, s; KiB).
     pub device_kb: Vec<(f64, u64)>,
-    /// Features per window, row-major: `[window, f0..f4]` for the device (6 wide), or
-    /// `[window, workload index, f0..f4]` per file with `file_features` (7 wide; on a shared
-    /// database, per process and file).
+    /// Features per window, row-major: `[window, f0..f6]` for the device (8 wide), or
+    /// `[window, workload index, f0..f6]` per file with `file_features` (9 wide; on a shared
+    /// database, per process and file). `f0..f4` are KML's, `f5`, `f6` direction and
+    /// regularity ([`iolearn_policy::readahead::RaFeatures`]).
     pub features: Vec<f64>,
     /// Width of a `features` row.
     pub width: usize,
@@ -374,7 +375,7 @@ fn run_checked(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> Lo
     }
     let mut k = KmlFeatures::new(window_ns, 0);
     let mut out = LoopResult {
-        width: if cfg.file_features { 7 } else { 6 },
+        width: if cfg.file_features { 9 } else { 8 },
         ..LoopResult::default()
     };
     let mut t = 0;

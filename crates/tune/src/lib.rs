@@ -557,7 +557,11 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         m.pages_accessed = w.counters.pages_accessed;
         m.device_read_ahead_kb = knobs.device_read_ahead_kb();
         m.files = features.files.len() as u64;
-        m.features = features.device.unwrap_or_default();
+        if let Some(f) = features.device {
+            m.features.copy_from_slice(&f[..5]);
+        } else {
+            m.features = [0.0; 5];
+        }
         for &(_, class) in &controller.decisions()[decisions_before..] {
             let label = labels.get(class).cloned().unwrap_or_else(|| "fallback".into());
             *m.decisions.entry(label).or_default() += 1;
@@ -668,17 +672,26 @@ fn note_modes(probe: &mut Probe, knobs: &mut LinuxKnobs, failed: &mut bool) {
     }
 }
 
+/// A stream's statistics from the probes' in-kernel sums (KML's and the shape sums).
+pub fn sums_stats(s: &iolearn_probe::PageSums) -> WindowStats {
+    WindowStats::from_sums(s.n, s.sum, s.sum_sq, s.min, s.max, s.sum_abs_delta).with_shape(
+        s.first,
+        s.last,
+        s.jump_pairs,
+        s.jump_same,
+    )
+}
+
 /// KML's features of one probe window: the device's stream and each file's, with the
 /// readahead currently in force for each.
 pub fn window_features(w: &Window, knobs: &dyn ReadaheadKnobs) -> WindowFeatures {
-    let stats =
-        |s: &iolearn_probe::PageSums| WindowStats::from_sums(s.n, s.sum, s.sum_sq, s.min, s.max, s.sum_abs_delta);
+    let stats = |s: &iolearn_probe::PageSums| crate::sums_stats(s);
     let dev_sectors = knobs.device_read_ahead_kb() * 2;
     let mut files = BTreeMap::new();
     let mut owners = BTreeMap::new();
     let mut trends = BTreeMap::new();
     for f in &w.files {
-        files.insert(f.ino, stats(&f.sums).features(knobs.file_read_ahead_kb(f.ino) * 2));
+        files.insert(f.ino, stats(&f.sums).features_v2(knobs.file_read_ahead_kb(f.ino) * 2));
         owners.insert(f.ino, f.sums.tgid);
         trends.insert(f.ino, None);
     }
@@ -687,13 +700,13 @@ pub fn window_features(w: &Window, knobs: &dyn ReadaheadKnobs) -> WindowFeatures
         .iter()
         .map(|d| {
             let ra = knobs.file_read_ahead_kb(d.ino) * 2;
-            ((d.sums.tgid, d.ino), stats(&d.sums).features(ra))
+            ((d.sums.tgid, d.ino), stats(&d.sums).features_v2(ra))
         })
         .collect();
     WindowFeatures {
         start_ns: 0,
         descriptions,
-        device: (w.device.n > 0).then(|| stats(&w.device).features(dev_sectors)),
+        device: (w.device.n > 0).then(|| stats(&w.device).features_v2(dev_sectors)),
         files,
         device_trend: None,
         file_trends: trends,

@@ -26,6 +26,17 @@ struct page_sums {
 	__u64 last;
 	__u32 tgid;
 	__u32 pad;
+	/* Beyond KML (policy's WindowStats::shape): the first index, and when the first and last
+	 * were seen (per-CPU copies are joined by time); the last jump (a delta other than 0 and
+	 * +1) and how many jumps; of the jumps after the first, how many and how many equalled the
+	 * one before. */
+	__u64 first;
+	__u64 first_ns;
+	__u64 last_ns;
+	__s64 prev_jump;
+	__u64 jumps;
+	__u64 jump_pairs;
+	__u64 jump_same;
 };
 
 /* One open file description of a watched process on the device (the open-file iterator). */

@@ -107,29 +107,44 @@ static __always_inline bool wanted(__u32 dev)
 
 /* Add pages first..first+n-1, in that order, to one stream's sums: the same arithmetic as
  * adding them one by one (sums of an arithmetic run in closed form). */
-static __always_inline void add_run(struct page_sums *s, __u64 first, __u64 n, __u32 tgid)
+static __always_inline void add_run(struct page_sums *s, __u64 first, __u64 n, __u32 tgid, __u64 now)
 {
 	__u64 last = first + n - 1;
 	if (s->n == 0) {
 		s->min = first;
 		s->max = last;
+		s->first = first;
+		s->first_ns = now;
 	} else {
 		if (first < s->min)
 			s->min = first;
 		if (last > s->max)
 			s->max = last;
 		s->sum_abs_delta += first > s->last ? first - s->last : s->last - first;
+		__s64 d = (__s64)first - (__s64)s->last;
+		if (d != 0 && d != 1) {
+			if (s->jumps) {
+				s->jump_pairs++;
+				if (d == s->prev_jump)
+					s->jump_same++;
+			}
+			s->prev_jump = d;
+			s->jumps++;
+		}
 	}
+	/* The run's own steps are +1: no jumps. */
 	s->sum_abs_delta += n - 1;
 	s->n += n;
 	/* sum of first..last and of their squares */
 	s->sum += n * first + n * (n - 1) / 2;
 	s->sum_sq += n * first * first + first * n * (n - 1) + (n - 1) * n * (2 * n - 1) / 6;
 	s->last = last;
+	s->last_ns = now;
 	s->tgid = tgid;
 }
 
-static __always_inline void add_to_file(void *map, struct file_key *key, __u64 index, __u64 n, __u32 tgid)
+static __always_inline void add_to_file(void *map, struct file_key *key, __u64 index, __u64 n, __u32 tgid,
+					__u64 now)
 {
 	struct page_sums *f = bpf_map_lookup_elem(map, key);
 	if (!f) {
@@ -138,7 +153,7 @@ static __always_inline void add_to_file(void *map, struct file_key *key, __u64 i
 		f = bpf_map_lookup_elem(map, key);
 	}
 	if (f)
-		add_run(f, index, n, tgid);
+		add_run(f, index, n, tgid, now);
 	else
 		count(C_LOST_FILE_TABLE_FULL, n);
 }
@@ -154,18 +169,19 @@ static __always_inline void observe(__u8 kind, __u32 dev, __u64 ino, __u64 index
 	if (index + n - 1 > max_index)
 		n = max_index - index + 1;
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 now = bpf_ktime_get_ns();
 	count(kind == EV_ADD ? C_PAGES_ADDED : C_PAGES_ACCESSED, n);
 
 	__u32 slot = window_slot & 1;
 	struct page_sums *d = bpf_map_lookup_elem(&device_sums, &slot);
 	if (d)
-		add_run(d, index, n, tgid);
+		add_run(d, index, n, tgid, now);
 
 	struct file_key key = { .ino = ino, .dev = dev, .tgid = tgid };
 	if (slot)
-		add_to_file(&file_sums1, &key, index, n, tgid);
+		add_to_file(&file_sums1, &key, index, n, tgid, now);
 	else
-		add_to_file(&file_sums0, &key, index, n, tgid);
+		add_to_file(&file_sums0, &key, index, n, tgid, now);
 
 	if (raw_events) {
 		struct page_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
