@@ -27,7 +27,7 @@
 use crate::controller::{ReadaheadController, ReadaheadKnobs};
 use crate::readahead::{Outcome, RelativeProgress, WindowFeatures};
 use crate::steady::Steady;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How the guardrail measures and backs off. Windows are the controller's decision windows.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,6 +56,12 @@ pub struct GuardConfig {
     /// `MMAP_LOTSAMISS`, after which the kernel leaves read-around off for that open file for
     /// dozens of windows, whatever the value goes back to: a revert could not undo it.
     pub min_kb: u64,
+    /// A process that loses more than this share of its own vanilla progress while the mean
+    /// over processes passes has its own values (its open file descriptions and next files)
+    /// put back to vanilla for a backoff, the others keeping theirs: the mean alone let a
+    /// range scan lose 30% for a random reader's doubling. Only decisions made per process
+    /// can be taken back one process at a time.
+    pub harm: f64,
 }
 
 impl Default for GuardConfig {
@@ -70,6 +76,7 @@ impl Default for GuardConfig {
             first_backoff: 16,
             max_backoff: 256,
             min_kb: 16,
+            harm: 0.15,
         }
     }
 }
@@ -92,6 +99,9 @@ impl GuardConfig {
                 iolearn_ml::format::MAX_READ_AHEAD_KB,
                 self.min_kb
             ));
+        }
+        if !(0.0..=1.0).contains(&self.harm) {
+            return Err(format!("guard harm must be 0 to 1, got {}", self.harm));
         }
         if !(0.0..=1.0).contains(&self.abort) {
             return Err(format!("guard abort must be 0 to 1, got {}", self.abort));
@@ -134,6 +144,8 @@ pub struct GuardEvent {
     /// medians, or with several processes the mean of each one's ratio (which `tuned` and
     /// `vanilla`, sums over processes, may contradict).
     pub relative: f64,
+    /// The process a [`GuardEventKind::ProcessReverted`] is about.
+    pub pid: Option<u32>,
     /// The outcome behind the verdict, for the log.
     pub reason: String,
 }
@@ -145,6 +157,9 @@ pub enum GuardEventKind {
     Kept,
     /// The controller did worse: vanilla is back for a backoff.
     Reverted,
+    /// The controller passed, but one process lost more than [`GuardConfig::harm`]: that
+    /// process's values are back to vanilla for a backoff.
+    ProcessReverted,
 }
 
 impl GuardEventKind {
@@ -153,6 +168,7 @@ impl GuardEventKind {
         match self {
             GuardEventKind::Kept => "kept",
             GuardEventKind::Reverted => "reverted",
+            GuardEventKind::ProcessReverted => "reverted_process",
         }
     }
 }
@@ -189,6 +205,27 @@ impl Wants {
         }
     }
 
+    /// Whether a target belongs to `pid` alone (its descriptions or its next files).
+    fn has_process(&self, pid: u32) -> bool {
+        self.new_files.contains_key(&pid) || self.descriptions.keys().any(|&(p, _)| p == pid)
+    }
+
+    /// These wants with `pids`' own targets at `kb` (processes reverted alone).
+    fn with_processes_at(&self, pids: &BTreeSet<u32>, kb: u64) -> Wants {
+        let mut w = self.clone();
+        for (&(pid, _), v) in w.descriptions.iter_mut() {
+            if pids.contains(&pid) {
+                *v = kb;
+            }
+        }
+        for (pid, v) in w.new_files.iter_mut() {
+            if pids.contains(pid) {
+                *v = kb;
+            }
+        }
+        w
+    }
+
     fn is_vanilla(&self, vanilla_kb: u64) -> bool {
         self.device.is_none_or(|kb| kb == vanilla_kb)
             && self.files.values().all(|&kb| kb == vanilla_kb)
@@ -204,6 +241,8 @@ struct GuardKnobs<'a> {
     wants: &'a mut Wants,
     apply: bool,
     min_kb: u64,
+    /// Processes reverted alone: their requests are recorded, not applied.
+    held: &'a BTreeSet<u32>,
 }
 
 /// A request the floor raised to the value already in force is not passed on: the controller,
@@ -240,7 +279,7 @@ impl ReadaheadKnobs for GuardKnobs<'_> {
     }
     fn description_read_ahead_kb(&self, pid: u32, inode: u64) -> u64 {
         match self.wants.descriptions.get(&(pid, inode)) {
-            Some(&kb) if !self.apply => kb,
+            Some(&kb) if !self.apply || self.held.contains(&pid) => kb,
             _ => self.inner.description_read_ahead_kb(pid, inode),
         }
     }
@@ -248,14 +287,17 @@ impl ReadaheadKnobs for GuardKnobs<'_> {
         let raised = kb < self.min_kb;
         let kb = kb.max(self.min_kb);
         self.wants.descriptions.insert((pid, inode), kb);
-        if self.apply && !(raised && self.inner.description_read_ahead_kb(pid, inode) == kb) {
+        if self.apply
+            && !self.held.contains(&pid)
+            && !(raised && self.inner.description_read_ahead_kb(pid, inode) == kb)
+        {
             self.inner.set_description_read_ahead_kb(pid, inode, kb);
         }
     }
     fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
         let kb = kb.max(self.min_kb);
         self.wants.new_files.insert(pid, kb);
-        if self.apply {
+        if self.apply && !self.held.contains(&pid) {
             self.inner.set_new_file_read_ahead_kb(pid, kb);
         }
     }
@@ -302,6 +344,12 @@ pub struct Guarded {
     backoffs: BTreeMap<Option<u64>, (u64, u64)>,
     /// The watched processes' fingerprint ([`Outcome::population`]) of the last window.
     population: Option<u64>,
+    /// Processes reverted alone ([`GuardConfig::harm`]): until which window, and the length of
+    /// the next backoff; `held` lists those still on vanilla, `harmed` those the last verdict
+    /// named (applied in `step`).
+    process_backoffs: BTreeMap<u32, (u64, u64)>,
+    held: BTreeSet<u32>,
+    harmed: Vec<u32>,
     events: Vec<GuardEvent>,
     /// Windows spent on vanilla by the guardrail (checks and backoffs).
     pub vanilla_windows: u64,
@@ -339,6 +387,9 @@ impl Guarded {
             interval,
             backoffs: BTreeMap::new(),
             population: None,
+            process_backoffs: BTreeMap::new(),
+            held: BTreeSet::new(),
+            harmed: Vec::new(),
             events: Vec::new(),
             vanilla_windows: 0,
         }
@@ -364,8 +415,13 @@ impl Guarded {
         self.age = 0;
         let target = match arm {
             Arm::Vanilla => self.wants.all_at(self.vanilla_kb),
-            Arm::Tuned => self.wants.clone(),
+            Arm::Tuned => self.wants.with_processes_at(&self.held, self.vanilla_kb),
         };
+        self.put(&target, knobs);
+    }
+
+    /// Set every target of `target` that differs on the knobs.
+    fn put(&self, target: &Wants, knobs: &mut dyn ReadaheadKnobs) {
         if let Some(kb) = target.device {
             if knobs.device_read_ahead_kb() != kb {
                 knobs.set_device_read_ahead_kb(kb);
@@ -408,7 +464,7 @@ impl Guarded {
             })
         };
         let (st, sv) = (sum(tuned), sum(&self.vanilla));
-        let per_process = by_process.map_or(String::new(), |r| {
+        let per_process = by_process.as_ref().map_or(String::new(), |r| {
             let each: Vec<String> = r
                 .ratios
                 .iter()
@@ -441,14 +497,81 @@ impl Guarded {
             tuned: t,
             vanilla: v,
             relative,
+            pid: None,
             reason,
         });
+        if keep {
+            // The mean passed: a process that lost on its own is taken back alone (applied by
+            // `step`, which holds the knobs).
+            if let (Some(r), Some(cfg)) = (&by_process, &self.cfg) {
+                for &(pid, ratio, rate) in &r.ratios {
+                    if ratio < 1.0 - cfg.harm && self.wants.has_process(pid) {
+                        self.events.push(GuardEvent {
+                            window: self.window,
+                            kind: GuardEventKind::ProcessReverted,
+                            tuned: ratio * rate,
+                            vanilla: rate,
+                            relative: ratio,
+                            pid: Some(pid),
+                            reason: format!(
+                                "pid {pid} {:+.1}% of its vanilla progress while the mean passed",
+                                (ratio - 1.0) * 100.0
+                            ),
+                        });
+                        self.harmed.push(pid);
+                    }
+                }
+            }
+        }
         keep
     }
 
     /// Record the window that ended and move the guardrail on; may switch arms.
     fn step(&mut self, outcome: &Outcome, knobs: &mut dyn ReadaheadKnobs) {
         let Some(cfg) = self.cfg.clone() else { return };
+        self.judge(&cfg, outcome, knobs);
+        self.hold_processes(&cfg, knobs);
+    }
+
+    /// Processes the last verdict named go back to vanilla alone; those whose backoff ended
+    /// get their own values again, and the decision is measured afresh.
+    fn hold_processes(&mut self, cfg: &GuardConfig, knobs: &mut dyn ReadaheadKnobs) {
+        let w = self.window;
+        // A backoff ends only while the controller's decision is in force and being judged:
+        // ended during a check of vanilla, the decision would be passed with the process
+        // still held, and its own values would then go unjudged until the next check.
+        let judging = self.arm == Arm::Tuned && self.phase == Phase::Tuned;
+        let ended: Vec<u32> = self
+            .held
+            .iter()
+            .copied()
+            .filter(|pid| judging && self.process_backoffs.get(pid).is_none_or(|&(until, _)| until <= w))
+            .collect();
+        for pid in &ended {
+            self.held.remove(pid);
+        }
+        let mut changed = !ended.is_empty();
+        for pid in std::mem::take(&mut self.harmed) {
+            let b = self.process_backoffs.entry(pid).or_insert((0, cfg.first_backoff));
+            *b = (w + b.1, (b.1 * 2).min(cfg.max_backoff));
+            changed |= self.held.insert(pid);
+        }
+        if changed && self.arm == Arm::Tuned {
+            let target = self.wants.with_processes_at(&self.held, self.vanilla_kb);
+            self.put(&target, knobs);
+            if !ended.is_empty() {
+                // A process back on its own values: the whole decision is judged again.
+                self.judged = None;
+                self.tuned.clear();
+                self.unjudged.clear();
+                self.age = 0;
+            }
+        }
+    }
+
+    /// The A/B bookkeeping of [`Guarded::step`].
+    fn judge(&mut self, cfg: &GuardConfig, outcome: &Outcome, knobs: &mut dyn ReadaheadKnobs) {
+        let cfg = cfg.clone();
         let block = cfg.block as usize;
         if let Some(p) = outcome.population {
             if self.population.replace(p).is_some_and(|was| was != p) {
@@ -512,7 +635,10 @@ impl Guarded {
                 }
                 let judged = self.judged.as_ref() == Some(&self.wants);
                 let one = std::slice::from_ref(outcome);
-                if fresh && !self.passes(&cfg, one) {
+                if fresh && !self.passes(&cfg, one) && self.hold_collapsed(&cfg, one) {
+                    // One process collapsed, the others did not: it goes back alone.
+                    self.tuned.clear();
+                } else if fresh && !self.passes(&cfg, one) {
                     // A window far below vanilla, whenever it comes: not kept for a block.
                     self.tuned = vec![outcome.clone()];
                     if adjacent {
@@ -574,6 +700,34 @@ impl Guarded {
             }
             _ => {}
         }
+    }
+
+    /// A window whose summed progress collapsed, split by process: when the processes below
+    /// the collapse bar each have values of their own and another process is not below it,
+    /// those processes are named for reverting alone (applied by `step`) and the decision
+    /// stays for the others. A busy scan losing a third under a random reader's value drags
+    /// the sum below the bar by itself.
+    fn hold_collapsed(&mut self, cfg: &GuardConfig, one: &[Outcome]) -> bool {
+        let Some(r) = Outcome::relative_progress(one, &self.vanilla) else {
+            return false;
+        };
+        let (down, up): (Vec<&(u32, f64, f64)>, Vec<_>) = r.ratios.iter().partition(|x| x.1 < cfg.abort);
+        if down.is_empty() || up.is_empty() || !down.iter().all(|x| self.wants.has_process(x.0)) {
+            return false;
+        }
+        for &(pid, ratio, rate) in down {
+            self.events.push(GuardEvent {
+                window: self.window,
+                kind: GuardEventKind::ProcessReverted,
+                tuned: ratio * rate,
+                vanilla: rate,
+                relative: ratio,
+                pid: Some(pid),
+                reason: format!("pid {pid} collapsed to {ratio:.2}x its vanilla progress in one window"),
+            });
+            self.harmed.push(pid);
+        }
+        true
     }
 
     /// Judge `t` (a full block of the current decision, or the controller's windows as a
@@ -732,6 +886,7 @@ impl ReadaheadController for Guarded {
             wants: &mut self.wants,
             apply: self.arm == Arm::Tuned,
             min_kb: self.cfg.as_ref().map_or(0, |c| c.min_kb),
+            held: &self.held,
         };
         self.inner.decide(window, &mut self.steady.wrap(&mut gk));
         if self.wants != before {

@@ -1,6 +1,6 @@
 //! The guardrail on a synthetic device whose progress is a known function of readahead.
 
-use iolearn_policy::controller::{ReadaheadController, ReadaheadKnobs, Static, Vanilla};
+use iolearn_policy::controller::{PerProcess, ReadaheadController, ReadaheadKnobs, Static, Vanilla};
 use iolearn_policy::guard::{Arm, GuardConfig, GuardEventKind, Guarded};
 use iolearn_policy::online::{Online, OnlineConfig};
 use iolearn_policy::readahead::{Outcome, WindowFeatures};
@@ -185,6 +185,13 @@ fn bad_configurations_are_refused_by_name() {
                 ..GuardConfig::default()
             },
             "abort",
+        ),
+        (
+            GuardConfig {
+                harm: f64::NAN,
+                ..GuardConfig::default()
+            },
+            "harm",
         ),
         (
             GuardConfig {
@@ -524,4 +531,101 @@ fn a_request_the_floor_raised_to_the_value_in_force_is_not_rewritten() {
     run(&mut g, &mut dev, 40, |kb| if kb == 16 { 120.0 } else { 100.0 });
     assert_eq!(dev.kb, 16);
     assert!(dev.sets <= 3, "{} sets", dev.sets);
+}
+
+/// Processes' open file descriptions of one file (inode 1), each process's progress a
+/// function of its own value.
+#[derive(Default)]
+struct Processes {
+    descriptions: std::collections::BTreeMap<u32, u64>,
+    sets: u64,
+}
+
+impl ReadaheadKnobs for Processes {
+    fn device_read_ahead_kb(&self) -> u64 {
+        128
+    }
+    fn set_device_read_ahead_kb(&mut self, _: u64) {}
+    fn file_read_ahead_kb(&self, _: u64) -> u64 {
+        128
+    }
+    fn set_file_read_ahead_kb(&mut self, _: u64, _: u64) {}
+    fn description_read_ahead_kb(&self, pid: u32, _: u64) -> u64 {
+        self.descriptions.get(&pid).copied().unwrap_or(128)
+    }
+    fn set_description_read_ahead_kb(&mut self, pid: u32, _: u64, kb: u64) {
+        self.descriptions.insert(pid, kb);
+        self.sets += 1;
+    }
+}
+
+#[test]
+fn a_process_that_loses_alone_is_put_back_alone() {
+    // A range scan (pid 100) and a random reader (101) on one file, both given 16 KiB: the
+    // reader more than doubles, the scan loses a third. The mean passes (+46%); the scan alone
+    // goes back to vanilla and the reader keeps its 16 KiB.
+    process_put_back_alone(0.20);
+}
+
+#[test]
+fn a_process_that_collapses_alone_is_put_back_alone() {
+    // The scan loses 60%: the sum falls below the collapse bar (0.62x) in the first window,
+    // which would revert the reader's gain too; split by process, the scan goes back alone.
+    process_put_back_alone(0.12);
+}
+
+fn process_put_back_alone(scan_at_16_progress: f64) {
+    let progress = |kb: u64, pid: u32| match (pid, kb) {
+        (100, 16) => scan_at_16_progress,
+        (100, _) => 0.30,
+        (_, 16) => 0.09,
+        _ => 0.04,
+    };
+    let ctl = PerProcess {
+        kb: [(100, 16), (101, 16)].into(),
+    };
+    let mut g = guarded(ctl);
+    let mut k = Processes::default();
+    let mut scan_at_16 = 0;
+    for i in 0..120 {
+        let each: Vec<(u32, f64)> = [100, 101]
+            .iter()
+            .map(|&pid| (pid, progress(k.description_read_ahead_kb(pid, 1), pid)))
+            .collect();
+        let w = WindowFeatures {
+            descriptions: [((100, 1), [0.0; 7]), ((101, 1), [0.0; 7])].into(),
+            outcome: Outcome {
+                seconds: 1.0,
+                busy_s: Some(each.iter().map(|e| e.1).sum()),
+                by_process: each.into_iter().collect(),
+                resolution: 0.01,
+                pages_accessed: 100,
+                pages_added: 100,
+                ..Outcome::default()
+            },
+            ..WindowFeatures::default()
+        };
+        g.decide(&w, &mut k);
+        if i >= 20 {
+            scan_at_16 += u32::from(k.description_read_ahead_kb(100, 1) == 16);
+            if g.arm() == Arm::Tuned {
+                assert_eq!(
+                    k.description_read_ahead_kb(101, 1),
+                    16,
+                    "window {i}: the reader keeps its value"
+                );
+            }
+        }
+    }
+    let ev = g.take_events();
+    let alone: Vec<_> = ev
+        .iter()
+        .filter(|e| e.kind == GuardEventKind::ProcessReverted)
+        .collect();
+    assert!(!alone.is_empty() && alone.iter().all(|e| e.pid == Some(100)), "{ev:?}");
+    assert!(ev.iter().all(|e| e.kind != GuardEventKind::Reverted), "{ev:?}");
+    // Tried again after each backoff (16, 32, 64 windows), judged on a block and put back.
+    assert!(alone.len() >= 3, "{alone:?}");
+    assert!(scan_at_16 <= 12, "the scan spent {scan_at_16} of 100 windows at 16 KiB");
+    assert!(k.sets < 40, "{} sets", k.sets);
 }

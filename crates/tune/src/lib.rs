@@ -547,6 +547,10 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
                     m.guard_reverted += 1;
                     warn!(event = %"guard", verdict = %"reverted", window = window_ix, progress = e.tuned, vanilla = e.vanilla, relative = e.relative, reason = %e.reason)
                 }
+                GuardEventKind::ProcessReverted => {
+                    m.guard_reverted += 1;
+                    warn!(event = %"guard", verdict = %"reverted_process", window = window_ix, pid = e.pid.unwrap_or(0), progress = e.tuned, vanilla = e.vanilla, relative = e.relative, reason = %e.reason)
+                }
             }
             summary
                 .guard
