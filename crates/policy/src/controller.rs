@@ -167,7 +167,8 @@ impl ReadaheadController for PerProcess {
 }
 
 /// KML: classify the workload from the window's features with a model file (network or tree,
-/// schema `kml-readahead-v1`), and set the class's readahead, for the device or per file.
+/// schema `kml-readahead-v1`, or `iolearn-readahead-v2`: those five and direction and
+/// regularity), and set the class's readahead, for the device, per file or per description.
 pub struct KmlController {
     model: ModelFile,
     ws: Option<Workspace>,

@@ -15,6 +15,12 @@
 //! workload change), and logs the reason ([`GuardEvent`]) with the outcome behind it (pages
 //! read per page used, demand misses per page used).
 //!
+//! Several watched processes are judged each against its own vanilla (the mean of their
+//! ratios). Where the decision is per process (open file descriptions), a process that loses
+//! more than `harm` while the mean passes, or collapses in one window while another does not,
+//! is put back to vanilla alone for a backoff ([`GuardEventKind::ProcessReverted`]); the
+//! others keep their values.
+//!
 //! A controller that changes its mind faster than a block is judged as a whole on its last
 //! `4 x block` windows, and a loss there backs the controller off as a whole (not one value), so
 //! flipping between two bad values gains nothing. A check of vanilla judges the windows it was
@@ -205,9 +211,11 @@ impl Wants {
         }
     }
 
-    /// Whether a target belongs to `pid` alone (its descriptions or its next files).
+    /// Whether `pid` has values of its own: open file descriptions (a per-file decision
+    /// holds the whole file, other processes' reads included, so it cannot be taken back for
+    /// one process).
     fn has_process(&self, pid: u32) -> bool {
-        self.new_files.contains_key(&pid) || self.descriptions.keys().any(|&(p, _)| p == pid)
+        self.descriptions.keys().any(|&(p, _)| p == pid)
     }
 
     /// These wants with `pids`' own targets at `kb` (processes reverted alone).
@@ -505,7 +513,7 @@ impl Guarded {
             // `step`, which holds the knobs).
             if let (Some(r), Some(cfg)) = (&by_process, &self.cfg) {
                 for &(pid, ratio, rate) in &r.ratios {
-                    if ratio < 1.0 - cfg.harm && self.wants.has_process(pid) {
+                    if ratio < 1.0 - cfg.harm && self.wants.has_process(pid) && !self.held.contains(&pid) {
                         self.events.push(GuardEvent {
                             window: self.window,
                             kind: GuardEventKind::ProcessReverted,
@@ -578,7 +586,13 @@ impl Guarded {
                 // The watched processes changed: nothing measured before compares with what
                 // comes, and this window straddles both. Vanilla is measured afresh, then the
                 // controller's decision again; a decision is never left in force unjudged, so
-                // processes that keep coming and going keep the device on vanilla.
+                // processes that keep coming and going keep the device on vanilla. Processes
+                // gone are forgotten (a reused pid starts without their backoff).
+                if !outcome.by_process.is_empty() {
+                    self.held.retain(|pid| outcome.by_process.contains_key(pid));
+                    self.process_backoffs
+                        .retain(|pid, _| outcome.by_process.contains_key(pid));
+                }
                 self.vanilla.clear();
                 self.tuned.clear();
                 self.unjudged.clear();
@@ -636,8 +650,11 @@ impl Guarded {
                 let judged = self.judged.as_ref() == Some(&self.wants);
                 let one = std::slice::from_ref(outcome);
                 if fresh && !self.passes(&cfg, one) && self.hold_collapsed(&cfg, one) {
-                    // One process collapsed, the others did not: it goes back alone.
+                    // One process collapsed, the others did not: it goes back alone, and what
+                    // follows is measured once it has settled.
                     self.tuned.clear();
+                    self.unjudged.clear();
+                    self.age = 0;
                 } else if fresh && !self.passes(&cfg, one) {
                     // A window far below vanilla, whenever it comes: not kept for a block.
                     self.tuned = vec![outcome.clone()];
@@ -712,7 +729,18 @@ impl Guarded {
             return false;
         };
         let (down, up): (Vec<&(u32, f64, f64)>, Vec<_>) = r.ratios.iter().partition(|x| x.1 < cfg.abort);
-        if down.is_empty() || up.is_empty() || !down.iter().all(|x| self.wants.has_process(x.0)) {
+        // Each process named must be one this window can measure on its own (a random reader's
+        // few ticks a window can read as 0), have values of its own, and not be held already
+        // (then the processes still on theirs are the cause, and the whole decision goes).
+        let seconds: f64 = one.iter().map(|o| o.seconds).sum();
+        let resolution = one.iter().map(|o| o.resolution).fold(0.0, f64::max);
+        let measurable = |rate: f64| rate * seconds >= crate::readahead::MIN_RESOLUTION_UNITS * resolution;
+        if down.is_empty()
+            || up.is_empty()
+            || !down
+                .iter()
+                .all(|x| measurable(x.2) && self.wants.has_process(x.0) && !self.held.contains(&x.0))
+        {
             return false;
         }
         for &(pid, ratio, rate) in down {
@@ -880,7 +908,7 @@ impl ReadaheadController for Guarded {
     fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
         self.steady.next_window();
         self.step(&window.outcome, knobs);
-        let before = self.wants.clone();
+        let before = self.wants.with_processes_at(&self.held, self.vanilla_kb);
         let mut gk = GuardKnobs {
             inner: knobs,
             wants: &mut self.wants,
@@ -889,8 +917,9 @@ impl ReadaheadController for Guarded {
             held: &self.held,
         };
         self.inner.decide(window, &mut self.steady.wrap(&mut gk));
-        if self.wants != before {
-            // A new decision: measured afresh once it has settled (in force or not).
+        if self.wants.with_processes_at(&self.held, self.vanilla_kb) != before {
+            // A new decision: measured afresh once it has settled (in force or not). A held
+            // process's requests change nothing in force.
             self.tuned.clear();
             if self.arm == Arm::Tuned {
                 self.age = 0;

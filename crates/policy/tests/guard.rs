@@ -538,6 +538,7 @@ fn a_request_the_floor_raised_to_the_value_in_force_is_not_rewritten() {
 #[derive(Default)]
 struct Processes {
     descriptions: std::collections::BTreeMap<u32, u64>,
+    file: Option<u64>,
     sets: u64,
 }
 
@@ -547,11 +548,17 @@ impl ReadaheadKnobs for Processes {
     }
     fn set_device_read_ahead_kb(&mut self, _: u64) {}
     fn file_read_ahead_kb(&self, _: u64) -> u64 {
-        128
+        self.file.unwrap_or(128)
     }
-    fn set_file_read_ahead_kb(&mut self, _: u64, _: u64) {}
+    fn set_file_read_ahead_kb(&mut self, _: u64, kb: u64) {
+        self.file = Some(kb);
+        self.descriptions.clear(); // a file's value replaces its descriptions'
+    }
     fn description_read_ahead_kb(&self, pid: u32, _: u64) -> u64 {
-        self.descriptions.get(&pid).copied().unwrap_or(128)
+        self.descriptions
+            .get(&pid)
+            .copied()
+            .unwrap_or(self.file_read_ahead_kb(1))
     }
     fn set_description_read_ahead_kb(&mut self, pid: u32, _: u64, kb: u64) {
         self.descriptions.insert(pid, kb);
@@ -628,4 +635,86 @@ fn process_put_back_alone(scan_at_16_progress: f64) {
     assert!(alone.len() >= 3, "{alone:?}");
     assert!(scan_at_16 <= 12, "the scan spent {scan_at_16} of 100 windows at 16 KiB");
     assert!(k.sets < 40, "{} sets", k.sets);
+}
+
+/// Run `ctl` on [`Processes`] (pids 100 and 101 reading inode 1) for `windows`, progress
+/// `f(knobs, pid)`; returns the guardrail's events.
+fn run_on_processes(
+    ctl: impl ReadaheadController + Send + 'static,
+    windows: usize,
+    f: impl Fn(&Processes, u32) -> f64,
+) -> Vec<iolearn_policy::guard::GuardEvent> {
+    let mut g = guarded(ctl);
+    let mut k = Processes::default();
+    for _ in 0..windows {
+        let each: Vec<(u32, f64)> = [100, 101].iter().map(|&pid| (pid, f(&k, pid))).collect();
+        let w = WindowFeatures {
+            descriptions: [((100, 1), [0.0; 7]), ((101, 1), [0.0; 7])].into(),
+            outcome: Outcome {
+                seconds: 1.0,
+                busy_s: Some(each.iter().map(|e| e.1).sum()),
+                by_process: each.into_iter().collect(),
+                resolution: 0.01,
+                pages_accessed: 100,
+                pages_added: 100,
+                ..Outcome::default()
+            },
+            ..WindowFeatures::default()
+        };
+        g.decide(&w, &mut k);
+    }
+    g.take_events()
+}
+
+#[test]
+fn a_process_still_down_once_held_brings_the_whole_decision_back() {
+    // The scan slows because of the reader's 16 KiB (they share the device), not its own
+    // value: held alone it stays down, so the decision as a whole goes, and the scan is not
+    // held again window after window.
+    let ev = run_on_processes(
+        PerProcess {
+            kb: [(100, 16), (101, 16)].into(),
+        },
+        20,
+        |k, pid| {
+            let reader_at_16 = k.description_read_ahead_kb(101, 1) == 16;
+            match (pid, reader_at_16) {
+                (100, true) => 0.12,
+                (100, false) => 0.30,
+                (_, true) => 0.09,
+                _ => 0.04,
+            }
+        },
+    );
+    let alone = ev.iter().filter(|e| e.kind == GuardEventKind::ProcessReverted).count();
+    assert_eq!(alone, 1, "{ev:?}");
+    assert!(ev.iter().any(|e| e.kind == GuardEventKind::Reverted), "{ev:?}");
+}
+
+/// Per-file decisions: the file's value and each process's next files.
+struct PerFile;
+
+impl ReadaheadController for PerFile {
+    fn name(&self) -> String {
+        "per-file-16".into()
+    }
+    fn decide(&mut self, _: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
+        knobs.set_file_read_ahead_kb(1, 16);
+        knobs.set_new_file_read_ahead_kb(100, 16);
+        knobs.set_new_file_read_ahead_kb(101, 16);
+    }
+}
+
+#[test]
+fn a_per_file_decision_is_not_taken_back_for_one_process() {
+    // A file's value holds for every reader of the file: a process cannot be put back alone,
+    // so a collapse of one reverts the decision.
+    let ev = run_on_processes(PerFile, 20, |k, pid| match (pid, k.file_read_ahead_kb(1) == 16) {
+        (100, true) => 0.12,
+        (100, false) => 0.30,
+        (_, true) => 0.09,
+        _ => 0.04,
+    });
+    assert!(ev.iter().all(|e| e.kind != GuardEventKind::ProcessReverted), "{ev:?}");
+    assert!(ev.iter().any(|e| e.kind == GuardEventKind::Reverted), "{ev:?}");
 }

@@ -38,7 +38,8 @@ use tracing::{debug, error, info, warn};
 pub struct TuneConfig {
     /// Block device name (`loop0`).
     pub device: String,
-    /// The controller: a model file (schema `kml-readahead-v1`), `online`, `static:KB`,
+    /// The controller: a model file (schema `kml-readahead-v1` or `iolearn-readahead-v2`),
+    /// `online`, `static:KB`,
     /// `pids:PID=KB,...` or `vanilla` (parsed by [`ControllerSpec::parse`], as in the
     /// simulator).
     pub controller: ControllerSpec,
