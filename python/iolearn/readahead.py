@@ -331,28 +331,17 @@ def _train_v2(rows, out: Path, seed: int, rep: dict, rep_file: dict):
     if not set(FEATURES_V2) <= set(header):
         print("features.csv has no direction/regularity columns (an older sweep): v2 models not trained")
         return
-    v2 = train(
-        rows,
-        _read(out / "features.csv", ("workload", *FEATURES_V2)),
-        out,
-        seed=seed,
-        suffix="_v2",
-        features=FEATURES_V2,
-    )
-    v2f = train(
-        rows,
-        _read(out / "features-per-file.csv", ("workload", *FEATURES_V2)),
-        out,
-        seed=seed,
-        suffix="_file_v2",
-        features=FEATURES_V2,
-    )
     print("with direction and regularity (iolearn-readahead-v2), 10-fold CV:")
-    for label, r in (("per device", (rep, v2)), ("per file", (rep_file, v2f))):
+    for label, csv_name, suffix, kml in (
+        ("per device", "features.csv", "_v2", rep),
+        ("per file", "features-per-file.csv", "_file_v2", rep_file),
+    ):
+        feats = _read(out / csv_name, ("workload", *FEATURES_V2))
+        v2 = train(rows, feats, out, seed=seed, suffix=suffix, features=FEATURES_V2)
         print(
-            f"  {label:<11} network {r[0]['nn_cv'] * 100:.1f}% -> {r[1]['nn_cv'] * 100:.1f}%, "
-            f"tree {r[0]['dt_cv'] * 100:.1f}% -> {r[1]['dt_cv'] * 100:.1f}%; readseq taken for readreverse "
-            f"or back: {_scan_confusion(r[0])} -> {_scan_confusion(r[1])} windows"
+            f"  {label:<11} network {kml['nn_cv'] * 100:.1f}% -> {v2['nn_cv'] * 100:.1f}%, "
+            f"tree {kml['dt_cv'] * 100:.1f}% -> {v2['dt_cv'] * 100:.1f}%; readseq taken for readreverse "
+            f"or back: {_scan_confusion(kml)} -> {_scan_confusion(v2)} windows"
         )
 
 

@@ -91,22 +91,9 @@ pub fn run(cmd: ProbeCommand) -> Result<()> {
 fn record(a: &RecordArgs, name: &str, probe: &mut Probe, mut pids: Vec<u32>, out: &mut dyn Write) -> Result<()> {
     let sysfs = read_ahead_path(name);
     let mut csv = csv::Writer::from_writer(out);
-    csv.write_record([
-        "window",
-        "time_s",
-        "scope",
-        "inode",
-        "pid",
-        "read_ahead_kb",
-        "n_transactions",
-        "page_offset_var_pop_over_range",
-        "page_offset_var_sample_over_range",
-        "mean_abs_page_delta",
-        "ra_sectors_over_1024",
-        "direction",
-        "regularity",
-        "lost_events",
-    ])?;
+    let head = ["window", "time_s", "scope", "inode", "pid", "read_ahead_kb"];
+    let features = iolearn_ml::kml::READAHEAD_FEATURES_V2;
+    csv.write_record(head.iter().chain(&features).chain(&["lost_events"]))?;
     let stop = iolearn_tune::install_signal_handlers();
     let interval = Duration::from_secs_f64(a.interval);
     let start = Instant::now();

@@ -511,22 +511,15 @@ impl Guarded {
         if keep {
             // The mean passed: a process that lost on its own is taken back alone (applied by
             // `step`, which holds the knobs).
-            if let (Some(r), Some(cfg)) = (&by_process, &self.cfg) {
+            let harm = self.cfg.as_ref().map_or(1.0, |c| c.harm);
+            if let Some(r) = &by_process {
                 for &(pid, ratio, rate) in &r.ratios {
-                    if ratio < 1.0 - cfg.harm && self.wants.has_process(pid) && !self.held.contains(&pid) {
-                        self.events.push(GuardEvent {
-                            window: self.window,
-                            kind: GuardEventKind::ProcessReverted,
-                            tuned: ratio * rate,
-                            vanilla: rate,
-                            relative: ratio,
-                            pid: Some(pid),
-                            reason: format!(
-                                "pid {pid} {:+.1}% of its vanilla progress while the mean passed",
-                                (ratio - 1.0) * 100.0
-                            ),
-                        });
-                        self.harmed.push(pid);
+                    if ratio < 1.0 - harm && self.wants.has_process(pid) && !self.held.contains(&pid) {
+                        let why = format!(
+                            "pid {pid} {:+.1}% of its vanilla progress while the mean passed",
+                            (ratio - 1.0) * 100.0
+                        );
+                        self.take_back(pid, ratio, rate, why);
                     }
                 }
             }
@@ -744,18 +737,24 @@ impl Guarded {
             return false;
         }
         for &(pid, ratio, rate) in down {
-            self.events.push(GuardEvent {
-                window: self.window,
-                kind: GuardEventKind::ProcessReverted,
-                tuned: ratio * rate,
-                vanilla: rate,
-                relative: ratio,
-                pid: Some(pid),
-                reason: format!("pid {pid} collapsed to {ratio:.2}x its vanilla progress in one window"),
-            });
-            self.harmed.push(pid);
+            let why = format!("pid {pid} collapsed to {ratio:.2}x its vanilla progress in one window");
+            self.take_back(pid, ratio, rate, why);
         }
         true
+    }
+
+    /// Name `pid` (at `ratio` of its vanilla progress `rate`) to be put back alone, and log why.
+    fn take_back(&mut self, pid: u32, ratio: f64, rate: f64, reason: String) {
+        self.events.push(GuardEvent {
+            window: self.window,
+            kind: GuardEventKind::ProcessReverted,
+            tuned: ratio * rate,
+            vanilla: rate,
+            relative: ratio,
+            pid: Some(pid),
+            reason,
+        });
+        self.harmed.push(pid);
     }
 
     /// Judge `t` (a full block of the current decision, or the controller's windows as a

@@ -582,37 +582,17 @@ fn a_process_that_collapses_alone_is_put_back_alone() {
 }
 
 fn process_put_back_alone(scan_at_16_progress: f64) {
-    let progress = |kb: u64, pid: u32| match (pid, kb) {
+    let progress = |k: &Processes, pid: u32| match (pid, k.description_read_ahead_kb(pid, 1)) {
         (100, 16) => scan_at_16_progress,
         (100, _) => 0.30,
         (_, 16) => 0.09,
         _ => 0.04,
     };
+    let mut scan_at_16 = 0;
     let ctl = PerProcess {
         kb: [(100, 16), (101, 16)].into(),
     };
-    let mut g = guarded(ctl);
-    let mut k = Processes::default();
-    let mut scan_at_16 = 0;
-    for i in 0..120 {
-        let each: Vec<(u32, f64)> = [100, 101]
-            .iter()
-            .map(|&pid| (pid, progress(k.description_read_ahead_kb(pid, 1), pid)))
-            .collect();
-        let w = WindowFeatures {
-            descriptions: [((100, 1), [0.0; 7]), ((101, 1), [0.0; 7])].into(),
-            outcome: Outcome {
-                seconds: 1.0,
-                busy_s: Some(each.iter().map(|e| e.1).sum()),
-                by_process: each.into_iter().collect(),
-                resolution: 0.01,
-                pages_accessed: 100,
-                pages_added: 100,
-                ..Outcome::default()
-            },
-            ..WindowFeatures::default()
-        };
-        g.decide(&w, &mut k);
+    let (ev, k) = run_on_processes(ctl, 120, progress, |i, g, k| {
         if i >= 20 {
             scan_at_16 += u32::from(k.description_read_ahead_kb(100, 1) == 16);
             if g.arm() == Arm::Tuned {
@@ -623,8 +603,7 @@ fn process_put_back_alone(scan_at_16_progress: f64) {
                 );
             }
         }
-    }
-    let ev = g.take_events();
+    });
     let alone: Vec<_> = ev
         .iter()
         .filter(|e| e.kind == GuardEventKind::ProcessReverted)
@@ -638,22 +617,24 @@ fn process_put_back_alone(scan_at_16_progress: f64) {
 }
 
 /// Run `ctl` on [`Processes`] (pids 100 and 101 reading inode 1) for `windows`, progress
-/// `f(knobs, pid)`; returns the guardrail's events.
+/// `f(knobs, pid)`, calling `each(window, guardrail, knobs)` after each decision; returns the
+/// guardrail's events and the knobs.
 fn run_on_processes(
     ctl: impl ReadaheadController + Send + 'static,
     windows: usize,
     f: impl Fn(&Processes, u32) -> f64,
-) -> Vec<iolearn_policy::guard::GuardEvent> {
+    mut each: impl FnMut(usize, &Guarded, &Processes),
+) -> (Vec<iolearn_policy::guard::GuardEvent>, Processes) {
     let mut g = guarded(ctl);
     let mut k = Processes::default();
-    for _ in 0..windows {
-        let each: Vec<(u32, f64)> = [100, 101].iter().map(|&pid| (pid, f(&k, pid))).collect();
+    for i in 0..windows {
+        let amounts: Vec<(u32, f64)> = [100, 101].iter().map(|&pid| (pid, f(&k, pid))).collect();
         let w = WindowFeatures {
             descriptions: [((100, 1), [0.0; 7]), ((101, 1), [0.0; 7])].into(),
             outcome: Outcome {
                 seconds: 1.0,
-                busy_s: Some(each.iter().map(|e| e.1).sum()),
-                by_process: each.into_iter().collect(),
+                busy_s: Some(amounts.iter().map(|e| e.1).sum()),
+                by_process: amounts.into_iter().collect(),
                 resolution: 0.01,
                 pages_accessed: 100,
                 pages_added: 100,
@@ -662,8 +643,9 @@ fn run_on_processes(
             ..WindowFeatures::default()
         };
         g.decide(&w, &mut k);
+        each(i, &g, &k);
     }
-    g.take_events()
+    (g.take_events(), k)
 }
 
 #[test]
@@ -671,21 +653,16 @@ fn a_process_still_down_once_held_brings_the_whole_decision_back() {
     // The scan slows because of the reader's 16 KiB (they share the device), not its own
     // value: held alone it stays down, so the decision as a whole goes, and the scan is not
     // held again window after window.
-    let ev = run_on_processes(
-        PerProcess {
-            kb: [(100, 16), (101, 16)].into(),
-        },
-        20,
-        |k, pid| {
-            let reader_at_16 = k.description_read_ahead_kb(101, 1) == 16;
-            match (pid, reader_at_16) {
-                (100, true) => 0.12,
-                (100, false) => 0.30,
-                (_, true) => 0.09,
-                _ => 0.04,
-            }
-        },
-    );
+    let ctl = PerProcess {
+        kb: [(100, 16), (101, 16)].into(),
+    };
+    let progress = |k: &Processes, pid: u32| match (pid, k.description_read_ahead_kb(101, 1) == 16) {
+        (100, true) => 0.12,
+        (100, false) => 0.30,
+        (_, true) => 0.09,
+        _ => 0.04,
+    };
+    let (ev, _) = run_on_processes(ctl, 20, progress, |_, _, _| {});
     let alone = ev.iter().filter(|e| e.kind == GuardEventKind::ProcessReverted).count();
     assert_eq!(alone, 1, "{ev:?}");
     assert!(ev.iter().any(|e| e.kind == GuardEventKind::Reverted), "{ev:?}");
@@ -709,12 +686,13 @@ impl ReadaheadController for PerFile {
 fn a_per_file_decision_is_not_taken_back_for_one_process() {
     // A file's value holds for every reader of the file: a process cannot be put back alone,
     // so a collapse of one reverts the decision.
-    let ev = run_on_processes(PerFile, 20, |k, pid| match (pid, k.file_read_ahead_kb(1) == 16) {
+    let progress = |k: &Processes, pid: u32| match (pid, k.file_read_ahead_kb(1) == 16) {
         (100, true) => 0.12,
         (100, false) => 0.30,
         (_, true) => 0.09,
         _ => 0.04,
-    });
+    };
+    let (ev, _) = run_on_processes(PerFile, 20, progress, |_, _, _| {});
     assert!(ev.iter().all(|e| e.kind != GuardEventKind::ProcessReverted), "{ev:?}");
     assert!(ev.iter().any(|e| e.kind == GuardEventKind::Reverted), "{ev:?}");
 }
