@@ -622,6 +622,14 @@ fn the_online_learner_runs_on_the_kernel_and_restores() {
     assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original, "restored");
 }
 
+/// The tuner's applied changes in its JSON log: (target, read_ahead_kb), in order.
+fn changes_logged(logs: &[serde_json::Value]) -> Vec<(String, u64)> {
+    logs.iter()
+        .filter(|v| v["event"] == "change")
+        .filter_map(|v| Some((v["target"].as_str()?.to_string(), v["read_ahead_kb"].as_u64()?)))
+        .collect()
+}
+
 /// Read requests completed by block device `name` so far (`/sys/block/NAME/stat`, field 1).
 fn device_reads(name: &str) -> u64 {
     let s = std::fs::read_to_string(format!("/sys/block/{name}/stat")).unwrap();
@@ -752,25 +760,24 @@ fn per_description_the_tuner_gives_a_scanner_and_a_random_reader_of_one_file_the
                 &r.to_string(),
             ],
         );
-        logs.iter()
-            .filter(|v| v["event"] == "change")
-            .filter_map(|v| Some((v["target"].as_str()?.to_string(), v["read_ahead_kb"].as_u64()?)))
-            .collect::<Vec<_>>()
+        changes_logged(&logs)
     };
     let ino = {
         use std::os::unix::fs::MetadataExt;
         std::fs::metadata(&b.data).unwrap().ino()
     };
-    let changes = targets("--per-description");
-    let last = |pid: u32| {
-        changes
-            .iter()
-            .rev()
-            .find(|(t, _)| *t == format!("pid:{pid}:inode:{ino}"))
-            .map(|c| c.1)
+    // The last value given to a process's description of the file.
+    let last = |changes: &[(String, u64)], pid: u32| {
+        let target = format!("pid:{pid}:inode:{ino}");
+        changes.iter().rev().find(|c| c.0 == target).map(|c| c.1)
     };
-    assert_eq!(last(s), Some(512), "the scanner's description: {changes:?}");
-    assert_eq!(last(r), Some(16), "the random reader's description: {changes:?}");
+    let changes = targets("--per-description");
+    assert_eq!(last(&changes, s), Some(512), "the scanner's description: {changes:?}");
+    assert_eq!(
+        last(&changes, r),
+        Some(16),
+        "the random reader's description: {changes:?}"
+    );
     assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original, "restored");
     // Per file the two share one value (whichever the merged stream looks like).
     let changes = targets("--per-file");
@@ -783,18 +790,9 @@ fn per_description_the_tuner_gives_a_scanner_and_a_random_reader_of_one_file_the
         "0.3",
         &["--no-guard", "--controller", &format!("pids:{s}=1024,{r}=32")],
     );
-    let changes: Vec<(String, u64)> = logs
-        .iter()
-        .filter(|v| v["event"] == "change")
-        .filter_map(|v| Some((v["target"].as_str()?.to_string(), v["read_ahead_kb"].as_u64()?)))
-        .collect();
+    let changes = changes_logged(&logs);
     for (pid, kb) in [(s, 1024), (r, 32)] {
-        let target = format!("pid:{pid}:inode:{ino}");
-        assert_eq!(
-            changes.iter().rev().find(|c| c.0 == target).map(|c| c.1),
-            Some(kb),
-            "{target}: {changes:?}"
-        );
+        assert_eq!(last(&changes, pid), Some(kb), "pid {pid}: {changes:?}");
     }
     assert!(
         changes.iter().all(|(t, _)| t.starts_with("pid:")),

@@ -68,20 +68,26 @@ fn huge_page_indices_are_dropped_as_kml_does() {
     assert_eq!(k.close(8, |_| 8).device.unwrap()[0], 1.0);
 }
 
-#[test]
-fn sequential_and_random_streams_are_told_apart_by_the_features() {
+/// One simulated second of `kind` (a 256 MiB database, 96 MiB of cache, vanilla's 128 KiB):
+/// its page events, readahead's insertions among them as the probes see them.
+fn one_second_of(kind: iolearn_sim::workload::WorkloadKind) -> Vec<iolearn_sim::engine::PageEvent> {
     use iolearn_sim::device::DevicePreset;
     use iolearn_sim::engine::{Sim, SimConfig};
-    use iolearn_sim::workload::{DbShape, WorkloadKind};
+    use iolearn_sim::workload::DbShape;
+    let mut cfg = SimConfig::calibration(kind, DevicePreset::nvme(), 128);
+    cfg.db = DbShape::of_size(256 << 20);
+    cfg.cache_bytes = 96 << 20;
+    cfg.record_events = true;
+    let mut sim = Sim::new(cfg);
+    sim.run_until(1_000_000_000);
+    sim.drain_events()
+}
+
+#[test]
+fn sequential_and_random_streams_are_told_apart_by_the_features() {
+    use iolearn_sim::workload::WorkloadKind;
     let delta_of = |kind| {
-        let mut cfg = SimConfig::calibration(kind, DevicePreset::nvme(), 128);
-        cfg.db = DbShape::of_size(256 << 20);
-        cfg.cache_bytes = 96 << 20;
-        cfg.record_events = true;
-        let mut sim = Sim::new(cfg);
-        sim.run_until(1_000_000_000);
-        let evs: Vec<PageObservation> = sim
-            .drain_events()
+        let evs: Vec<PageObservation> = one_second_of(kind)
             .iter()
             .map(|e| obs(e.time_ns, e.file as u64, e.index))
             .collect();
@@ -211,21 +217,12 @@ fn the_shape_features_tell_direction_and_stride() {
 
 #[test]
 fn the_shape_features_separate_what_kmls_cannot_in_the_simulator() {
-    use iolearn_sim::device::DevicePreset;
-    use iolearn_sim::engine::{Sim, SimConfig};
-    use iolearn_sim::workload::{DbShape, WorkloadKind};
-    // Each workload's busiest file over a second, at vanilla's 128 KiB, readahead's pages in
-    // the stream as the probes see them (the device's stream interleaves files, whose page
-    // indices are their own).
+    use iolearn_sim::workload::WorkloadKind;
+    // Each workload's busiest file over a second (the device's stream interleaves files, whose
+    // page indices are their own).
     let of = |kind| {
-        let mut cfg = SimConfig::calibration(kind, DevicePreset::nvme(), 128);
-        cfg.db = DbShape::of_size(256 << 20);
-        cfg.cache_bytes = 96 << 20;
-        cfg.record_events = true;
-        let mut sim = Sim::new(cfg);
-        sim.run_until(1_000_000_000);
         let mut files: std::collections::BTreeMap<u32, WindowStats> = Default::default();
-        for e in sim.drain_events() {
+        for e in one_second_of(kind) {
             files.entry(e.file).or_default().push(e.index);
         }
         files.values().max_by_key(|w| w.len()).unwrap().shape()
