@@ -572,7 +572,6 @@ impl Guarded {
 
     /// The A/B bookkeeping of [`Guarded::step`].
     fn judge(&mut self, cfg: &GuardConfig, outcome: &Outcome, knobs: &mut dyn ReadaheadKnobs) {
-        let cfg = cfg.clone();
         let block = cfg.block as usize;
         if let Some(p) = outcome.population {
             if self.population.replace(p).is_some_and(|was| was != p) {
@@ -642,28 +641,29 @@ impl Guarded {
                 }
                 let judged = self.judged.as_ref() == Some(&self.wants);
                 let one = std::slice::from_ref(outcome);
-                if fresh && !self.passes(&cfg, one) && self.hold_collapsed(&cfg, one) {
+                let collapsed = fresh && !self.passes(cfg, one);
+                if collapsed && self.hold_collapsed(cfg, one) {
                     // One process collapsed, the others did not: it goes back alone, and what
                     // follows is measured once it has settled.
                     self.tuned.clear();
                     self.unjudged.clear();
                     self.age = 0;
-                } else if fresh && !self.passes(&cfg, one) {
+                } else if collapsed {
                     // A window far below vanilla, whenever it comes: not kept for a block.
                     self.tuned = vec![outcome.clone()];
                     if adjacent {
-                        self.verdict(&cfg, one);
-                        self.revert(&cfg, knobs, true);
+                        self.verdict(cfg, one);
+                        self.revert(cfg, knobs, true);
                     } else {
                         self.check(vec![outcome.clone()], false, knobs);
                     }
                 } else if self.tuned.len() >= block && !judged {
                     let t = self.tuned.clone();
-                    self.decide_on(&cfg, t, true, fresh, adjacent, knobs);
+                    self.decide_on(cfg, t, true, fresh, adjacent, knobs);
                 } else if self.unjudged.len() >= 4 * block && !judged {
                     // Changing its mind faster than a block: judge the controller as a whole.
                     let t = std::mem::take(&mut self.unjudged);
-                    self.decide_on(&cfg, t, false, fresh, adjacent, knobs);
+                    self.decide_on(cfg, t, false, fresh, adjacent, knobs);
                 } else if judged && !fresh && self.tuned.len() >= block {
                     // Kept, but vanilla was measured long ago: measure it again.
                     let t = self.tuned.clone();
@@ -680,11 +680,11 @@ impl Guarded {
                     // The controller moved on during the check: its new decision is measured
                     // afresh against this vanilla block.
                     self.resume(knobs);
-                } else if !self.verdict(&cfg, &t) {
+                } else if !self.verdict(cfg, &t) {
                     if !full && t.len() >= block {
-                        self.revert_all(&cfg, knobs);
+                        self.revert_all(cfg, knobs);
                     } else {
-                        self.revert(&cfg, knobs, t.len() < block);
+                        self.revert(cfg, knobs, t.len() < block);
                     }
                 } else {
                     if full || t.len() >= block {
