@@ -13,10 +13,11 @@ command -v clang >/dev/null || need_apt+=(clang)
 command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 [[ -f /usr/include/libelf.h ]] || need_apt+=(libelf-dev)
 [[ -f /usr/include/zlib.h ]] || need_apt+=(zlib1g-dev)
-# The real readahead benchmark (and its CI smoke test) drives RocksDB's db_bench; only root can
-# run it, so only root installs it.
+# The real readahead benchmark (and its CI smoke test) drives RocksDB's db_bench and, for the
+# test family, fio; only root can run it, so only root installs them.
 if [[ $(id -u) == 0 ]]; then
     command -v db_bench >/dev/null || need_apt+=(rocksdb-tools)
+    command -v fio >/dev/null || need_apt+=(fio)
 fi
 if ((${#need_apt[@]})); then
     if [[ $(id -u) == 0 ]]; then

@@ -14,8 +14,9 @@ file system, a RocksDB database (Debian ``rocksdb-tools``), a cgroup v1 memory g
 3. evaluate: vanilla (128 KiB), the loop device's default, the tuner (``iolearn tune
    readahead``) per device and per file, and the oracle (best static value), repeated; back
    to back; two concurrent db_bench instances; two processes on one database (decisions per
-   device, per file and per open file description); overheads (probe and tuner CPU, inference and
-   actuation time, events/s, lost events, throughput with probes attached but no tuning).
+   device, per file and per open file description); the test family, workloads the models never
+   saw (``bench_family``); overheads (probe and tuner CPU, inference and actuation time,
+   events/s, lost events, throughput with probes attached but no tuning).
 
 Tables, plots and raw CSV go to ``--out`` (default ``docs/benchmarks/<date>-readahead-real``).
 """
@@ -70,7 +71,8 @@ class Settings:
         self.keys = 400_000 if quick else 12_000_000
         self.value_size = 150
         self.memory_mb = 48 if quick else 1024
-        self.image_mb = 640 if quick else 6144
+        # Sparse: the database (2.3 GiB), its copy for the pairs, the family's 4 GiB of files.
+        self.image_mb = 640 if quick else 12288
         self.seconds = 4 if quick else 20
         self.repeats = 1 if quick else 2
         self.sweep_kb = (16, 128, 512) if quick else (16, 64, 128, 256, 512, 1024, 4096)
@@ -226,8 +228,15 @@ def drop_caches():
 
 #: Workloads that are db_bench benchmarks with options: ``rangescan`` seeks to a random key
 #: and reads the next 1,000 entries (about 200 KB, a short scan), for as long as the run lasts,
-#: where ``readseq`` ends after one pass over the database.
-ALIASES = {"rangescan": ("seekrandom", ["--seek_nexts=1000"])}
+#: where ``readseq`` ends after one pass over the database; ``readwhilewriting`` reads beside a
+#: writer held to 1 MB/s (unlimited, it would grow the database by gigabytes over a family
+#: run); ``readrandom-4t`` reads from four threads. The last two are the test family's
+#: (``bench_family``).
+ALIASES = {
+    "rangescan": ("seekrandom", ["--seek_nexts=1000"]),
+    "readwhilewriting": ("readwhilewriting", ["--benchmark_write_rate_limit=1048576"]),
+    "readrandom-4t": ("readrandom", ["--threads=4"]),
+}
 
 
 def bench_name(workload: str) -> str:
@@ -736,7 +745,7 @@ def overheads(s: Settings, tb: Testbed, db: Path, out: Path) -> dict:
     return res
 
 
-STEPS = ("sweep", "train", "evaluate", "b2b", "pairs", "shared", "overheads")
+STEPS = ("sweep", "train", "evaluate", "b2b", "pairs", "shared", "family", "overheads")
 
 
 def main(argv=None) -> int:
@@ -746,7 +755,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", type=Path, default=Path("/var/tmp/iolearn-bench"))
     ap.add_argument(
         "--steps",
-        default="sweep,train,evaluate,b2b,pairs,shared,overheads",
+        default=",".join(STEPS),
         help="comma-separated steps to run (with --reuse, sweep and train are read from --out)",
     )
     ap.add_argument("--reuse", action="store_true", help="use the sweep, models and report already in --out")
@@ -764,7 +773,7 @@ def main(argv=None) -> int:
         return 2
     # A benchmark does not change the machine's packages behind the user's back: `make setup`
     # (scripts/bootstrap.sh) installs db_bench when run as root.
-    hints = {"db_bench": "rocksdb-tools", "losetup": "util-linux", "mkfs.ext4": "e2fsprogs"}
+    hints = {"db_bench": "rocksdb-tools", "fio": "fio", "losetup": "util-linux", "mkfs.ext4": "e2fsprogs"}
     for tool, package in hints.items():
         if not shutil.which(tool):
             print(
@@ -827,6 +836,11 @@ def main(argv=None) -> int:
             report["pairs"] = summarize_pairs(pairs(s, tb, db, out))
         if "shared" in steps:
             report["shared"] = summarize_shared(shared(s, tb, db, out, oracle))
+        if "family" in steps:
+            # Imported here: bench_family builds on this module.
+            from . import bench_family
+
+            report["family"] = bench_family.summarize(bench_family.family(s, tb, db, out))
         if "overheads" in steps:
             report["overheads"] = overheads(s, tb, db, out)
         write_text(out / "report.json", json.dumps(report, indent=2, default=str))
@@ -848,10 +862,9 @@ def print_report(rep: dict):
         f"network 10-fold CV {rep['train']['nn_cv']:.3f}, per file {rep['train_file']['nn_cv']:.3f}; "
         f"class -> KiB {rep['train']['classes']}"
     )
-    if "table" not in rep:
-        return
-    print(f"{'workload':<24}{'vanilla':>10}{'dev 2560':>10}{'nn':>7}{'nn/file':>8}{'oracle':>8}  (x vanilla)")
-    for r in rep["table"]:
+    if "table" in rep:
+        print(f"{'workload':<24}{'vanilla':>10}{'dev 2560':>10}{'nn':>7}{'nn/file':>8}{'oracle':>8}  (x vanilla)")
+    for r in rep.get("table", []):
         v = r["vanilla"]
         print(
             f"{r['workload']:<24}{v:>10.0f}{r['device_default'] / v:>10.2f}{r['nn'] / v:>7.2f}"
@@ -863,7 +876,13 @@ def print_report(rep: dict):
             f"shared {r['pair']:<24}{r['config']:<16} weighted speedup {r['weighted_speedup']:.2f} "
             f"[{lo:.2f}, {hi:.2f}] over {r['repeats']} repeats"
         )
-    o = rep["overheads"]
+    if "family" in rep:
+        from . import bench_family
+
+        bench_family.print_table(rep["family"])
+    o = rep.get("overheads")
+    if o is None:
+        return
     print(
         f"overheads ({o['workload']}): throughput with probes + tuner attached, not acting: "
         f"{o['throughput_ratio']:.3f}x; tuner CPU {o['tuner_cpu_percent']:.2f}%; lost events {o['lost_events']}"

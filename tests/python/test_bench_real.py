@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from iolearn import bench_real
+from iolearn import bench_family, bench_real
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,6 +71,17 @@ def test_quick_real_benchmark_runs_and_cleans_up(tmp_path):
         values = log.stem.split("-pids_")[1].rsplit("-", 1)[0].split("_")
         if values != [str(bench_real.VANILLA_KB)] * 2:  # vanilla's own value is no change
             assert '"target":"pid:' in log.read_text(), log
+    # The test family: every workload ran in every configuration, from its own sweep, and the
+    # tuner ran beside it.
+    family = {r["workload"]: r for r in rep["family"]}
+    assert set(family) == set(bench_family.QUICK)
+    for w, r in family.items():
+        assert r["vanilla"] > 0 and r["repeats"] == 1, r
+        assert all(r[c] > 0 for c in ("nn", "nn_file", "oracle")), r
+        assert r["oracle_kb"] in bench_real.Settings(True).sweep_kb, r
+        for c in ("nn", "nn_file"):
+            assert '"event":"stop"' in (out / "raw" / f"tuner-family-{w}-{c}-0.log").read_text()
+    assert not (out / "raw" / "fio.json").exists()
     for name in ("sweep.csv", "features.csv", "features-per-file.csv", "evaluate-runs.csv", "readahead_nn.iolm"):
         assert (out / name).exists(), name
     # The tuner acted during the evaluation (per device), and restored the device after.
@@ -143,3 +154,72 @@ def test_db_bench_output_parsing():
     assert bench_real.parse_ops(out, "readrandom") == 11126
     with pytest.raises(RuntimeError, match="no throughput"):
         bench_real.parse_ops("nothing here", "readseq")
+
+
+def test_family_scores_each_member_against_its_own_vanilla_and_checks_the_goals():
+    def row(w, config, repeat, ops, kb=128):
+        return {"workload": w, "config": config, "repeat": repeat, "ra_kb": kb, "ops": ops, "unit": "MB/s"}
+
+    rows = [
+        # Two processes: one doubles, the other loses a quarter: 1.375 in repeat 0.
+        row("two", "vanilla", 0, [100.0, 10.0]),
+        row("two", "nn", 0, [200.0, 7.5]),
+        row("two", "vanilla", 1, [50.0, 20.0]),  # each repeat against its own vanilla
+        row("two", "nn", 1, [100.0, 20.0]),  # 1.5
+        row("two", "nn", 2, [1.0, 1.0]),  # a repeat without vanilla is not scored
+        row("two", "oracle", 0, [300.0, 10.0], kb=16),  # 2.0
+        row("two", "oracle", 1, [150.0, 20.0], kb=16),  # 2.0
+        # One process: the oracle gains 5%, under the floor; the tuner at 0.97 misses the goal.
+        row("one", "vanilla", 0, [100.0]),
+        row("one", "nn", 0, [97.0]),
+        row("one", "nn_file", 0, [99.0]),
+        row("one", "oracle", 0, [105.0], kb=512),
+    ]
+    t = {r["workload"]: r for r in bench_family.summarize(rows)}
+    two, one = t["two"], t["one"]
+    assert two["repeats"] == 2 and two["vanilla"] == 90.0  # median of the repeats' totals, 110 and 70
+    assert two["nn"] == pytest.approx((1.375 + 1.5) / 2) and two["nn_range"] == [1.375, 1.5]
+    assert two["oracle"] == pytest.approx(2.0) and two["oracle_kb"] == 16
+    assert two["nn_share"] == pytest.approx(((1.375 + 1.5) / 2 - 1) / 1.0)
+    assert two["nn_meets"] is False  # 44% of the oracle's gain
+    assert "nn_file" not in two
+    assert one["nn_share"] is None and one["nn_meets"] is False  # below 0.98x vanilla
+    assert one["nn_file_meets"] is True  # 0.99x, and the oracle gains under 10%
+    # A vanilla run that did nothing leaves its repeat unscored rather than failing the report.
+    t = {r["workload"]: r for r in bench_family.summarize([row("z", "vanilla", 0, [0.0]), row("z", "nn", 0, [5.0])])}
+    assert "nn" not in t["z"]
+
+
+def test_a_writing_workload_runs_on_a_clone_that_leaves_the_database_alone(tmp_path):
+    db = tmp_path / "db"
+    db.mkdir()
+    (db / "000012.sst").write_bytes(b"table")
+    (db / "MANIFEST-000005").write_bytes(b"manifest")
+    clone = bench_family.clone_db(db)
+    assert (clone / "000012.sst").stat().st_ino == (db / "000012.sst").stat().st_ino  # linked
+    (clone / "MANIFEST-000005").write_bytes(b"changed by the writer")
+    (clone / "000012.sst").unlink()  # a compaction deletes a table
+    assert (db / "MANIFEST-000005").read_bytes() == b"manifest" and (db / "000012.sst").exists()
+    assert bench_family.clone_db(db) == clone and (clone / "000012.sst").exists()  # fresh each time
+
+
+def test_family_fio_jobs_are_separate_processes_with_their_own_options(tmp_path):
+    class FakeFiles:
+        def named(self, spec):
+            return {"big": "/b", "small:0-3": "/s0:/s1:/s2:/s3", "small:4-7": "/s4:/s5:/s6:/s7"}[spec]
+
+    three = next(w for w in bench_family.FAMILY if w.name == "fio-3proc")
+    args = bench_family.fio_args(three, FakeFiles(), 15, 7, tmp_path / "o.json")
+    assert args.count("--time_based") == 3 and args.count("--randseed=7") == 3
+    # fio's own fadvise (RANDOM for a random job) would switch readahead off in every
+    # configuration alike and hide what the device's value does.
+    assert args.count("--fadvise_hint=0") == 3
+    assert "--filename=/s4:/s5:/s6:/s7" in args and "--rw=read:60k" in args
+    mmap = next(w for w in bench_family.FAMILY if w.name == "fio-mmap-rand")
+    args = bench_family.fio_args(mmap, FakeFiles(), 15, 1, tmp_path / "o.json")
+    # fio takes a job's last value: mmap must come after the psync default.
+    assert args.index("--ioengine=mmap") > args.index("--ioengine=psync")
+    (tmp_path / "o.json").write_text(
+        'note: before\n{"jobs": [{"read": {"bw_bytes": 5}}, {"read": {"bw_bytes": 7}}]}\nnote: after {}\n'
+    )
+    assert bench_family.fio_throughput(tmp_path / "o.json") == [5.0, 7.0]
