@@ -103,12 +103,7 @@ fn record(a: &RecordArgs, name: &str, probe: &mut Probe, mut pids: Vec<u32>, out
     while !stop.load(Ordering::SeqCst) && a.duration.is_none_or(|d| start.elapsed().as_secs_f64() < d) {
         std::thread::sleep(Duration::from_millis(20));
         if let Some(cg) = &a.cgroup {
-            for pid in iolearn_tune::cgroup_pids(cg).unwrap_or_default() {
-                if !pids.contains(&pid) {
-                    pids.push(pid);
-                    probe.watch_pid(pid)?;
-                }
-            }
+            iolearn_tune::follow_cgroup(cg, &a.pids, &mut pids, probe);
         }
         if Instant::now() < next {
             continue;

@@ -386,6 +386,14 @@ impl Probe {
         Err(ProbeError::NotBuilt)
     }
     /// Unreachable without a probe.
+    pub fn unwatch_pid(&mut self, _: u32) -> Result<(), ProbeError> {
+        Err(ProbeError::NotBuilt)
+    }
+    /// Unreachable without a probe.
+    pub fn watches(&self, _: u32) -> Result<bool, ProbeError> {
+        Err(ProbeError::NotBuilt)
+    }
+    /// Unreachable without a probe.
     pub fn window(&mut self) -> Result<Window, ProbeError> {
         Err(ProbeError::NotBuilt)
     }

@@ -26,6 +26,8 @@ pub struct Probe {
     file_key_size: usize,
     /// Keeps the kernel's per-program run-time accounting on while open.
     stats_fd: Option<OwnedFd>,
+    /// Words of the process bitmap (`tgid_bits`): pids below 64 times this can be watched.
+    pid_words: u32,
 }
 
 // The skeleton's raw pointers are only used through `&mut self`.
@@ -58,6 +60,7 @@ impl Probe {
 
     fn start_once(cfg: &ProbeConfig) -> Result<Probe, ProbeError> {
         let tracefs = TracefsMount::acquire()?;
+        let pid_words = pid_max().div_ceil(64);
         // The skeleton borrows its object storage for its whole life: keep the storage on
         // the heap at a fixed address and free it after the skeleton (see Drop).
         let storage: *mut MaybeUninit<OpenObject> = Box::into_raw(Box::new(MaybeUninit::uninit()));
@@ -70,6 +73,10 @@ impl Probe {
             ro.target_dev = cfg.device.map_or(0, kernel_dev);
             ro.filter_tgid = u8::from(cfg.filter_pids || !cfg.pids.is_empty());
             ro.raw_events = u8::from(cfg.raw_events);
+            open.maps
+                .tgid_bits
+                .set_max_entries(pid_words)
+                .map_err(denied("sizing the process bitmap"))?;
             let mut skel = open.load().map_err(denied("loading the eBPF programs"))?;
             skel.attach().map_err(denied("attaching to the tracepoints"))?;
             Ok(skel)
@@ -90,6 +97,7 @@ impl Probe {
             slot: 0,
             file_key_size,
             stats_fd: None,
+            pid_words,
         };
         for &pid in &cfg.pids {
             p.watch_pid(pid)?;
@@ -99,11 +107,50 @@ impl Probe {
 
     /// Also watch process `pid` (when filtering by process).
     pub fn watch_pid(&mut self, pid: u32) -> Result<(), ProbeError> {
-        self.skel
+        self.set_watched(pid, true)
+    }
+
+    /// Stop watching process `pid` (it has exited or left the cgroup: its number may be
+    /// reused by a process that is none of ours).
+    pub fn unwatch_pid(&mut self, pid: u32) -> Result<(), ProbeError> {
+        self.set_watched(pid, false)
+    }
+
+    /// Whether process `pid` is watched.
+    pub fn watches(&self, pid: u32) -> Result<bool, ProbeError> {
+        if pid / 64 >= self.pid_words {
+            return Ok(false);
+        }
+        let word = self
+            .skel
             .maps
-            .tgids
-            .update(&pid.to_ne_bytes(), &[1], MapFlags::ANY)
-            .map_err(|e| ProbeError::Map(format!("adding pid {pid}: {e}")))
+            .tgid_bits
+            .lookup(&(pid / 64).to_ne_bytes(), MapFlags::ANY)
+            .map_err(|e| ProbeError::Map(format!("reading pid {pid}: {e}")))?;
+        Ok(word.and_then(|b| b.try_into().ok()).map_or(0, u64::from_ne_bytes) >> (pid % 64) & 1 == 1)
+    }
+
+    fn set_watched(&mut self, pid: u32, on: bool) -> Result<(), ProbeError> {
+        let err = |e: String| ProbeError::Map(format!("{} pid {pid}: {e}", if on { "adding" } else { "removing" }));
+        let bits = &self.skel.maps.tgid_bits;
+        let word = pid / 64;
+        if word >= self.pid_words {
+            return Err(err(format!(
+                "above the pid_max this probe was loaded with ({})",
+                self.pid_words * 64
+            )));
+        }
+        // Only this process writes the bitmap (the programs read it): read, change, write back.
+        let key = word.to_ne_bytes();
+        let old = bits.lookup(&key, MapFlags::ANY).map_err(|e| err(e.to_string()))?;
+        let mut v = old.and_then(|b| b.try_into().ok()).map_or(0, u64::from_ne_bytes);
+        if on {
+            v |= 1 << (pid % 64);
+        } else {
+            v &= !(1 << (pid % 64));
+        }
+        bits.update(&key, &v.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|e| err(e.to_string()))
     }
 
     /// Close the current window: switch the programs to the other buffer, then read and clear
@@ -335,4 +382,13 @@ fn decode_sums(b: &[u8]) -> PageSums {
         jump_pairs: u(13),
         jump_same: u(14),
     }
+}
+
+/// The kernel's largest process id plus one (`/proc/sys/kernel/pid_max`; the kernel's own
+/// limit, 4,194,304, when it cannot be read).
+fn pid_max() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(4 << 20)
 }

@@ -112,6 +112,58 @@ fn other_processes_are_filtered_out_in_the_kernel() {
 }
 
 #[test]
+fn thousands_of_processes_are_watched_and_one_that_left_is_not() {
+    if skip("thousands_of_processes_are_watched_and_one_that_left_is_not") {
+        return;
+    }
+    let (path, ino, dev) = cold_file("probe-many.bin", 64);
+    let mut p = Probe::start(&ProbeConfig {
+        device: Some(dev),
+        pids: vec![1],
+        ..Default::default()
+    })
+    .unwrap();
+    // Far more processes than the old hash of 1,024 held, our neighbours in the bitmap's
+    // words among them; not us yet.
+    let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let others: Vec<u32> = (1..pid_max.min(5000))
+        .chain([me() - 1, me() + 1])
+        .filter(|&q| q != me())
+        .collect();
+    for &q in &others {
+        p.watch_pid(q).unwrap();
+    }
+    let read_all = |p: &mut Probe| {
+        p.window().unwrap();
+        // SAFETY: valid fd; drops the file's clean pages so every read is seen again.
+        let f = File::open(&path).unwrap();
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let mut v = Vec::new();
+        (&f).read_to_end(&mut v).unwrap();
+        p.window().unwrap().files.iter().any(|f| f.ino == ino)
+    };
+    assert!(!read_all(&mut p), "our reads seen before we were watched");
+    p.watch_pid(me()).unwrap();
+    assert!(p.watches(me()).unwrap());
+    assert!(
+        read_all(&mut p),
+        "our reads not seen once watched (pid {} of {} watched)",
+        me(),
+        others.len()
+    );
+    p.unwatch_pid(me()).unwrap();
+    assert!(!read_all(&mut p), "our reads seen after we left");
+    // Taking one bit out leaves the rest of its word.
+    assert!(others.iter().all(|&q| p.watches(q).unwrap()));
+    let e = p.watch_pid(pid_max + 64).unwrap_err().to_string();
+    assert!(e.contains("pid_max"), "{e}");
+}
+
+#[test]
 fn mmap_faults_are_accesses_and_raw_events_give_the_same_features() {
     if skip("mmap_faults_are_accesses_and_raw_events_give_the_same_features") {
         return;

@@ -483,12 +483,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         std::thread::sleep(tick);
         // New processes of the cgroup, and files opened since the last tick.
         if let Some(cg) = &cfg.cgroup {
-            for pid in cgroup_pids(cg).unwrap_or_default() {
-                if !knobs.pids.contains(&pid) {
-                    knobs.pids.push(pid);
-                    let _ = probe.watch_pid(pid);
-                }
-            }
+            follow_cgroup(cg, &cfg.pids, &mut knobs.pids, &mut probe);
         }
         // Files opened since the last tick may get their process's value at the flush, and a
         // window's decision may push into every open file: the applications' advice is read
@@ -718,6 +713,34 @@ pub fn window_features(w: &Window, knobs: &dyn ReadaheadKnobs) -> WindowFeatures
         file_owners: owners,
         outcome: Default::default(),
     }
+}
+
+/// Bring `pids` and the probe's filter in line with the cgroup `dir`: its new processes are
+/// watched, and those that left it (exited or moved) are not any more, unless they were named
+/// (`named`): a number the kernel hands to a process that is none of ours must not count as
+/// ours, and a cgroup that starts a process per file would otherwise grow the list without
+/// end. Returns the pids that left. Nothing changes when the cgroup cannot be read.
+pub fn follow_cgroup(dir: &Path, named: &[u32], pids: &mut Vec<u32>, probe: &mut Probe) -> Vec<u32> {
+    let Ok(now) = cgroup_pids(dir) else {
+        return Vec::new();
+    };
+    let now: std::collections::BTreeSet<u32> = now.into_iter().collect();
+    let left: Vec<u32> = pids
+        .iter()
+        .copied()
+        .filter(|p| !now.contains(p) && !named.contains(p))
+        .collect();
+    for &pid in &left {
+        let _ = probe.unwatch_pid(pid);
+    }
+    pids.retain(|p| !left.contains(p));
+    for &pid in &now {
+        if !pids.contains(&pid) {
+            pids.push(pid);
+            let _ = probe.watch_pid(pid);
+        }
+    }
+    left
 }
 
 /// The processes of a cgroup (v1 or v2: `cgroup.procs`).

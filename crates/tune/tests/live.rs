@@ -443,3 +443,52 @@ fn a_description_left_only_in_a_mapping_is_reported_as_stranded() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// A cgroup v1 memory group of its own, removed when dropped.
+struct Cgroup(PathBuf);
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn the_tuner_follows_a_cgroups_processes_in_and_out() {
+    if skip("the_tuner_follows_a_cgroups_processes_in_and_out") {
+        return;
+    }
+    let root = PathBuf::from("/sys/fs/cgroup/memory");
+    if !root.is_dir() {
+        eprintln!("SKIP the_tuner_follows_a_cgroups_processes_in_and_out: no cgroup v1 memory controller");
+        return;
+    }
+    let cg = Cgroup(root.join(format!("iolearn-follow-test-{}", std::process::id())));
+    std::fs::create_dir(&cg.0).unwrap();
+    let mut child = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    std::fs::write(cg.0.join("cgroup.procs"), child.id().to_string()).unwrap();
+    let mut probe = iolearn_probe::Probe::start(&iolearn_probe::ProbeConfig {
+        filter_pids: true,
+        ..Default::default()
+    })
+    .unwrap();
+    // pid 1 is named on the command line: it stays, in the cgroup or not.
+    let named = [1];
+    let mut pids = vec![1];
+    assert!(iolearn_tune::follow_cgroup(&cg.0, &named, &mut pids, &mut probe).is_empty());
+    assert_eq!(pids, [1, child.id()]);
+    assert!(probe.watches(child.id()).unwrap());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Gone from the cgroup: no longer watched (its number may go to a process that is none of ours).
+    assert_eq!(
+        iolearn_tune::follow_cgroup(&cg.0, &named, &mut pids, &mut probe),
+        [child.id()]
+    );
+    assert_eq!(pids, [1]);
+    assert!(!probe.watches(child.id()).unwrap());
+    // A cgroup that cannot be read changes nothing.
+    let mut before = vec![1, 2, 3];
+    assert!(iolearn_tune::follow_cgroup(&cg.0.join("gone"), &named, &mut before, &mut probe).is_empty());
+    assert_eq!(before, [1, 2, 3]);
+}

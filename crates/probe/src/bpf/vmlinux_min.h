@@ -146,6 +146,11 @@ struct inode {
 	struct super_block *i_sb;
 };
 
+/* The raw tracepoints' own arguments (tp_btf programs read them directly). */
+struct address_space {
+	struct inode *host;
+};
+
 struct file {
 	unsigned int f_mode;
 	struct inode *f_inode;
