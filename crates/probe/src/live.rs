@@ -60,7 +60,9 @@ impl Probe {
 
     fn start_once(cfg: &ProbeConfig) -> Result<Probe, ProbeError> {
         let tracefs = TracefsMount::acquire()?;
-        let pid_words = pid_max().div_ceil(64);
+        // Sized for the kernel's limit, not today's pid_max: it can be raised while we run,
+        // and a pid namespace may have its own.
+        let pid_words = PID_MAX_LIMIT / 64;
         // The skeleton borrows its object storage for its whole life: keep the storage on
         // the heap at a fixed address and free it after the skeleton (see Drop).
         let storage: *mut MaybeUninit<OpenObject> = Box::into_raw(Box::new(MaybeUninit::uninit()));
@@ -135,10 +137,7 @@ impl Probe {
         let bits = &self.skel.maps.tgid_bits;
         let word = pid / 64;
         if word >= self.pid_words {
-            return Err(err(format!(
-                "above the pid_max this probe was loaded with ({})",
-                self.pid_words * 64
-            )));
+            return Err(err(format!("above the kernel's pid limit ({})", self.pid_words * 64)));
         }
         // Only this process writes the bitmap (the programs read it): read, change, write back.
         let key = word.to_ne_bytes();
@@ -384,11 +383,6 @@ fn decode_sums(b: &[u8]) -> PageSums {
     }
 }
 
-/// The kernel's largest process id plus one (`/proc/sys/kernel/pid_max`; the kernel's own
-/// limit, 4,194,304, when it cannot be read).
-fn pid_max() -> u32 {
-    std::fs::read_to_string("/proc/sys/kernel/pid_max")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(4 << 20)
-}
+/// The kernel's largest process id plus one, whatever `/proc/sys/kernel/pid_max` says
+/// (`PID_MAX_LIMIT` on 64-bit): the bitmap is 512 KiB.
+const PID_MAX_LIMIT: u32 = 4 << 20;

@@ -410,6 +410,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         pids.extend(cgroup_pids(cg)?);
     }
     knobs.pids = pids.clone();
+    knobs.every_process = cfg.pids.is_empty() && cfg.cgroup.is_none();
     let mut probe = Probe::start(&ProbeConfig {
         device: Some(knobs.device()),
         pids: pids.clone(),
@@ -483,7 +484,9 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         std::thread::sleep(tick);
         // New processes of the cgroup, and files opened since the last tick.
         if let Some(cg) = &cfg.cgroup {
-            follow_cgroup(cg, &cfg.pids, &mut knobs.pids, &mut probe);
+            for pid in follow_cgroup(cg, &cfg.pids, &mut knobs.pids, &mut probe) {
+                knobs.forget_process(pid);
+            }
         }
         // Files opened since the last tick may get their process's value at the flush, and a
         // window's decision may push into every open file: the applications' advice is read
@@ -716,37 +719,62 @@ pub fn window_features(w: &Window, knobs: &dyn ReadaheadKnobs) -> WindowFeatures
 }
 
 /// Bring `pids` and the probe's filter in line with the cgroup `dir`: its new processes are
-/// watched, and those that left it (exited or moved) are not any more, unless they were named
-/// (`named`): a number the kernel hands to a process that is none of ours must not count as
-/// ours, and a cgroup that starts a process per file would otherwise grow the list without
+/// watched, and those that left it (exited or moved out) are not any more, unless they were
+/// named (`named`): a number the kernel hands to a process that is none of ours must not count
+/// as ours, and a cgroup that starts a process per file would otherwise grow the list without
 /// end. Returns the pids that left. Nothing changes when the cgroup cannot be read.
 pub fn follow_cgroup(dir: &Path, named: &[u32], pids: &mut Vec<u32>, probe: &mut Probe) -> Vec<u32> {
+    use std::collections::HashSet;
     let Ok(now) = cgroup_pids(dir) else {
         return Vec::new();
     };
-    let now: std::collections::BTreeSet<u32> = now.into_iter().collect();
+    let now: HashSet<u32> = now.into_iter().collect();
+    let named: HashSet<u32> = named.iter().copied().collect();
     let left: Vec<u32> = pids
         .iter()
         .copied()
         .filter(|p| !now.contains(p) && !named.contains(p))
         .collect();
     for &pid in &left {
-        let _ = probe.unwatch_pid(pid);
+        if let Err(e) = probe.unwatch_pid(pid) {
+            warn!(event = "error", pid, error = %e, "could not stop watching a process");
+        }
     }
-    pids.retain(|p| !left.contains(p));
-    for &pid in &now {
-        if !pids.contains(&pid) {
-            pids.push(pid);
-            let _ = probe.watch_pid(pid);
+    let gone: HashSet<u32> = left.iter().copied().collect();
+    pids.retain(|p| !gone.contains(p));
+    let known: HashSet<u32> = pids.iter().copied().collect();
+    let mut joined: Vec<u32> = now.difference(&known).copied().collect();
+    joined.sort_unstable();
+    for pid in joined {
+        pids.push(pid);
+        if let Err(e) = probe.watch_pid(pid) {
+            warn!(event = "error", pid, error = %e, "could not watch a process of the cgroup");
         }
     }
     left
 }
 
-/// The processes of a cgroup (v1 or v2: `cgroup.procs`).
+/// The processes of a cgroup and of the cgroups below it (v1 or v2: `cgroup.procs` lists a
+/// group's own members only, and a v2 group with controllers for its children has none).
 pub fn cgroup_pids(dir: &Path) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    add_cgroup_pids(dir, 0, &mut out)?;
+    Ok(out)
+}
+
+fn add_cgroup_pids(dir: &Path, depth: usize, out: &mut Vec<u32>) -> Result<(), String> {
     let path = dir.join("cgroup.procs");
     // A pid per line: 16 MiB is millions of processes, and /dev/zero planted there ends here.
     let text = iolearn_safeio::read_to_string(&path, 16 << 20).map_err(|e| e.to_string())?;
-    Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+    out.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+    // Sub-groups are directories (cgroupfs has no links); a group that vanished while being
+    // read is skipped, and the depth is bounded (the kernel's own limit is far above use).
+    if depth < 32 {
+        for e in std::fs::read_dir(dir).map_err(|e| e.to_string())?.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = add_cgroup_pids(&e.path(), depth + 1, out);
+            }
+        }
+    }
+    Ok(())
 }

@@ -118,8 +118,12 @@ pub struct LinuxKnobs {
     sysfs: PathBuf,
     dry_run: bool,
     device_kb: u64,
-    /// Watched processes (empty: every process, scanned only when a device change is pushed).
+    /// Watched processes ...
     pub pids: Vec<u32>,
+    /// ... or every process (none named, no cgroup). An empty `pids` without this is nobody:
+    /// a cgroup whose last member left (or that has none yet) must not turn into every
+    /// process on the machine.
+    pub every_process: bool,
     open: Vec<OpenFile>,
     /// Values per file (every watched process's descriptions of it) ...
     file_kb: BTreeMap<u64, u64>,
@@ -183,6 +187,7 @@ impl LinuxKnobs {
             dry_run,
             device_kb,
             pids: Vec::new(),
+            every_process: false,
             open: Vec::new(),
             file_kb: BTreeMap::new(),
             desc_kb: BTreeMap::new(),
@@ -210,17 +215,27 @@ impl LinuxKnobs {
         &self.sysfs
     }
 
+    /// Forget what was decided for process `pid` (it left the watched cgroup): a process that
+    /// gets its number later must not inherit its values. What was set in the kernel stays
+    /// in the journal, restored at exit.
+    pub fn forget_process(&mut self, pid: u32) {
+        self.new_file_kb.remove(&pid);
+        self.desc_kb.retain(|&(p, _), _| p != pid);
+        self.default_descs.retain(|&(p, _)| p != pid);
+        self.pending_descs.retain(|&(p, _), _| p != pid);
+    }
+
     /// Rescan the watched processes' open files on the device; files a process opened since
     /// the last scan get the value chosen for its new files. Returns the new files.
     pub fn refresh(&mut self) -> usize {
         let before: std::collections::BTreeSet<(u32, i32, u64)> =
             self.open.iter().map(|f| (f.pid, f.fd, f.ino)).collect();
-        self.open = open_files_on(self.user_dev, &self.pids);
+        self.open = open_files_on(self.user_dev, (!self.every_process).then_some(&self.pids[..]));
         mark_advice(&self.advice, &mut self.open);
         // Values of files and descriptions no longer open are gone from the kernel too (a file
         // opened again copies the device's value): forget them, so the maps stay the size of
         // what is open and a reopened file is not taken for one that has its value.
-        if !self.pids.is_empty() {
+        if !self.every_process {
             let open_inos: std::collections::BTreeSet<u64> = self.open.iter().map(|f| f.ino).collect();
             let open_descs: std::collections::BTreeSet<(u32, u64)> = self.open.iter().map(|f| (f.pid, f.ino)).collect();
             // Gone from the descriptors but still mapped: the value stays, out of reach.
@@ -488,8 +503,8 @@ impl LinuxKnobs {
             }
             // Linux copies the device value into a file only at open: push it into the files
             // already open (those without a per-file value of ours).
-            let mut targets: Vec<OpenFile> = if self.pids.is_empty() {
-                open_files_on(self.user_dev, &[])
+            let mut targets: Vec<OpenFile> = if self.every_process {
+                open_files_on(self.user_dev, None)
             } else {
                 self.open.clone()
             };
@@ -549,16 +564,17 @@ pub fn mapped_inodes(pid: u32, user_dev: u64) -> std::collections::BTreeSet<u64>
         .collect()
 }
 
-/// Regular files on device `user_dev` open in `pids` (all processes when empty).
-pub fn open_files_on(user_dev: u64, pids: &[u32]) -> Vec<OpenFile> {
+/// Regular files on device `user_dev` open in `pids` (every process: `None`).
+pub fn open_files_on(user_dev: u64, pids: Option<&[u32]>) -> Vec<OpenFile> {
     let all: Vec<u32>;
-    let pids = if pids.is_empty() {
-        all = std::fs::read_dir("/proc")
-            .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
-            .unwrap_or_default();
-        &all
-    } else {
-        pids
+    let pids = match pids {
+        Some(p) => p,
+        None => {
+            all = std::fs::read_dir("/proc")
+                .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+                .unwrap_or_default();
+            &all
+        }
     };
     let mut out = Vec::new();
     for &pid in pids {

@@ -3,7 +3,7 @@
 
 use iolearn_policy::controller::ReadaheadKnobs;
 use iolearn_tune::journal::Journal;
-use iolearn_tune::linux::{fadvise_remote, read_device_kb, LinuxKnobs};
+use iolearn_tune::linux::{fadvise_remote, open_files_on, read_device_kb, LinuxKnobs};
 use iolearn_tune::testbed::LoopFs;
 use std::fs::File;
 use std::io::Write;
@@ -487,8 +487,61 @@ fn the_tuner_follows_a_cgroups_processes_in_and_out() {
     );
     assert_eq!(pids, [1]);
     assert!(!probe.watches(child.id()).unwrap());
+    // A member of a group below it is still the cgroup's (cgroup.procs lists direct members
+    // only).
+    let sub = Cgroup(cg.0.join("sub"));
+    std::fs::create_dir(&sub.0).unwrap();
+    let mut grandchild = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    std::fs::write(sub.0.join("cgroup.procs"), grandchild.id().to_string()).unwrap();
+    assert!(iolearn_tune::follow_cgroup(&cg.0, &named, &mut pids, &mut probe).is_empty());
+    assert_eq!(pids, [1, grandchild.id()]);
+    grandchild.kill().unwrap();
+    grandchild.wait().unwrap();
+    drop(sub);
     // A cgroup that cannot be read changes nothing.
     let mut before = vec![1, 2, 3];
     assert!(iolearn_tune::follow_cgroup(&cg.0.join("gone"), &named, &mut before, &mut probe).is_empty());
     assert_eq!(before, [1, 2, 3]);
+    // No process left to watch is nobody's files, not everybody's.
+    let f = File::open(std::env::current_exe().unwrap()).unwrap();
+    let dev = std::os::unix::fs::MetadataExt::dev(&f.metadata().unwrap());
+    let fd = f.as_raw_fd();
+    let mine = |o: &[iolearn_tune::linux::OpenFile]| o.iter().any(|o| o.pid == std::process::id() && o.fd == fd);
+    assert!(mine(&open_files_on(dev, None)));
+    assert!(open_files_on(dev, Some(&[])).is_empty());
+}
+
+#[test]
+fn a_process_that_left_takes_its_values_with_it() {
+    if skip("a_process_that_left_takes_its_values_with_it") {
+        return;
+    }
+    let fs = LoopFs::create(&scratch(), "forget", 64).unwrap();
+    let mut knobs = LinuxKnobs::new(&fs.device, true).unwrap();
+    knobs.pids = vec![1, 2];
+    knobs.set_device_read_ahead_kb(128);
+    knobs.set_description_read_ahead_kb(1, 77, 16);
+    knobs.set_description_read_ahead_kb(2, 77, 512);
+    knobs.flush();
+    assert_eq!(knobs.description_read_ahead_kb(1, 77), 16);
+    knobs.forget_process(1);
+    // Its number, given to another process, starts from the device's value; the other keeps its own.
+    assert_eq!(knobs.description_read_ahead_kb(1, 77), 128);
+    assert_eq!(knobs.description_read_ahead_kb(2, 77), 512);
+    // A cgroup with no process left: nobody's files are the tuner's to touch, where a tuner
+    // with neither --pid nor --cgroup sees everybody's.
+    let path = fs.mountpoint.join("f");
+    std::fs::write(&path, vec![0u8; 4096]).unwrap();
+    let f = File::open(&path).unwrap();
+    let mine = |k: &LinuxKnobs| {
+        k.open_files()
+            .iter()
+            .any(|o| o.fd == f.as_raw_fd() && o.pid == std::process::id())
+    };
+    knobs.pids.clear();
+    knobs.refresh();
+    assert!(knobs.open_files().is_empty());
+    knobs.every_process = true;
+    knobs.refresh();
+    assert!(mine(&knobs));
 }
