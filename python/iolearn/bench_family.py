@@ -293,6 +293,15 @@ def summarize(rows: list[dict]) -> list[dict]:
             if ratios:
                 entry[c] = statistics.median(ratios)
                 entry[c + "_range"] = [ratios[0], ratios[-1]]
+            # Several processes: each one's own median ratio too (one process's cache effect
+            # can make the mean of ratios say little: a 134x beside a 0.25x).
+            each = [
+                [o / b for o, b in zip(ops(r), vanilla[r["repeat"]])]
+                for r in mine
+                if r["config"] == c and r["repeat"] in vanilla and all(b > 0 for b in vanilla[r["repeat"]])
+            ]
+            if each and len(each[0]) > 1:
+                entry[c + "_members"] = [statistics.median(x[i] for x in each) for i in range(len(each[0]))]
         entry["oracle_kb"] = next((int(r["ra_kb"]) for r in mine if r["config"] == "oracle"), None)
         gain = entry.get("oracle", 1.0) - 1.0
         for c in ("nn", "nn_file"):
@@ -314,10 +323,9 @@ def print_table(table: list[dict]):
             f"{r[c]:>{n}.2f}" if c in r else f"{'-':>{n}}" for c, n in (("nn", 12), ("nn_file", 10), ("oracle", 8))
         )
         print(f"{r['workload']:<20}{v:>10.0f} {r['unit']:<5}{cells}{r.get('oracle_kb') or '-':>6}")
-
-
-def about() -> str:
-    return "\n".join(f"  {w.name:<18}{w.about}" for w in FAMILY)
+        members = [(c, r[c + "_members"]) for c in ("nn", "nn_file", "oracle") if c + "_members" in r]
+        if members:
+            print("    each process: " + "; ".join(f"{c} " + " / ".join(f"{x:.2f}" for x in m) for c, m in members))
 
 
 if __name__ == "__main__":  # pragma: no cover - run through bench_real

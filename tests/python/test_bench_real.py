@@ -183,6 +183,9 @@ def test_family_scores_each_member_against_its_own_vanilla_and_checks_the_goals(
     assert two["nn_share"] == pytest.approx(((1.375 + 1.5) / 2 - 1) / 1.0)
     assert two["nn_meets"] is False  # 44% of the oracle's gain
     assert "nn_file" not in two
+    # Each process's own median ratio: 2.0 and 0.75 / 1.0 over the two repeats.
+    assert two["nn_members"] == [pytest.approx(2.0), pytest.approx((0.75 + 1.0) / 2)]
+    assert "nn_members" not in one
     assert one["nn_share"] is None and one["nn_meets"] is False  # below 0.98x vanilla
     assert one["nn_file_meets"] is True  # 0.99x, and the oracle gains under 10%
     # A vanilla run that did nothing leaves its repeat unscored rather than failing the report.
