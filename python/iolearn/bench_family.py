@@ -261,9 +261,7 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
             for c in configs[i % len(configs) :] + configs[: i % len(configs)]:
                 helper = None
                 if c.startswith("nn"):
-                    model = out / ("readahead_nn_file.iolm" if c == "nn_file" else "readahead_nn.iolm")
-                    log = out / "raw" / f"tuner-family-{w.name}-{c}-{i}.log"
-                    helper = br.tuner_helper(tb, model, "file" if c == "nn_file" else "device", log, scratch / "state")
+                    helper = br.nn_tuner(tb, out, c == "nn_file", scratch / f"tuner-family-{w.name}-{c}-{i}.log")
                 kb = oracle[w.name] if c == "oracle" else br.VANILLA_KB
                 ops = run(s, tb, db, files, w, kb=kb, seed=i + 1, seconds=seconds, helper=helper, scratch=scratch)
                 record(w, c, i, i + 1, kb, ops)
@@ -286,20 +284,19 @@ def summarize(rows: list[dict]) -> list[dict]:
         entry = {"workload": name, "unit": mine[0]["unit"], "repeats": len(vanilla)}
         entry["vanilla"] = statistics.median(sum(v) for v in vanilla.values()) if vanilla else float("nan")
         for c in ("nn", "nn_file", "oracle"):
-            ratios = [
-                relative(ops(r), vanilla[r["repeat"]]) for r in mine if r["config"] == c and r["repeat"] in vanilla
-            ]
-            ratios = sorted(x for x in ratios if math.isfinite(x))
-            if ratios:
-                entry[c] = statistics.median(ratios)
-                entry[c + "_range"] = [ratios[0], ratios[-1]]
-            # Several processes: each one's own median ratio too (one process's cache effect
-            # can make the mean of ratios say little: a 134x beside a 0.25x).
+            # Each process against its own vanilla of the same repeat (a repeat whose vanilla
+            # run did nothing is not scored).
             each = [
                 [o / b for o, b in zip(ops(r), vanilla[r["repeat"]])]
                 for r in mine
                 if r["config"] == c and r["repeat"] in vanilla and all(b > 0 for b in vanilla[r["repeat"]])
             ]
+            ratios = sorted(m for m in map(statistics.mean, each) if math.isfinite(m))
+            if ratios:
+                entry[c] = statistics.median(ratios)
+                entry[c + "_range"] = [ratios[0], ratios[-1]]
+            # Several processes: each one's own median ratio too (one process's cache effect
+            # can make the mean of ratios say little: a 134x beside a 0.25x).
             if each and len(each[0]) > 1:
                 entry[c + "_members"] = [statistics.median(x[i] for x in each) for i in range(len(each[0]))]
         entry["oracle_kb"] = next((int(r["ra_kb"]) for r in mine if r["config"] == "oracle"), None)

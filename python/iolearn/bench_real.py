@@ -423,6 +423,12 @@ def tuner_helper(tb: Testbed, model: Path, scope: str, log: Path, state: Path, d
     return argv, log
 
 
+def nn_tuner(tb: Testbed, out: Path, per_file: bool, log: Path):
+    """The tuner with this run's network, per file (``readahead_nn_file.iolm``) or per device."""
+    model = out / ("readahead_nn_file.iolm" if per_file else "readahead_nn.iolm")
+    return tuner_helper(tb, model, "file" if per_file else "device", log, out / "raw" / "state")
+
+
 def per_process_helper(tb: Testbed, kbs: list[int], log: Path, state: Path):
     """The tuner holding each member process's files at its own value, ``kbs`` in member
     order (controller ``pids:PID=KB,...``, no guardrail): the per-description oracle. A
@@ -478,7 +484,6 @@ def train(s: Settings, rows, feats, file_feats, out: Path):
 
 
 def evaluate(s: Settings, tb: Testbed, db: Path, out: Path, oracle: dict[str, int]):
-    state = out / "raw" / "state"
     configs = [("vanilla", None), ("device_default", None), ("nn", False), ("nn_file", True), ("oracle", None)]
     rows = []
     runs = [(w, c, i) for w in s.workloads for c in configs for i in range(s.repeats)]
@@ -487,9 +492,7 @@ def evaluate(s: Settings, tb: Testbed, db: Path, out: Path, oracle: dict[str, in
         kb = {"vanilla": VANILLA_KB, "device_default": 2560, "oracle": oracle.get(w, VANILLA_KB)}.get(name, VANILLA_KB)
         helper = None
         if per_file is not None:
-            model = out / ("readahead_nn_file.iolm" if per_file else "readahead_nn.iolm")
-            scope = "file" if per_file else "device"
-            helper = tuner_helper(tb, model, scope, out / "raw" / f"tuner-{w}-{name}-{i}.log", state)
+            helper = nn_tuner(tb, out, per_file, out / "raw" / f"tuner-{w}-{name}-{i}.log")
         ops, summary, cpu, wall = run_one(s, tb, db, w, kb=kb, helper=helper)
         rows.append(
             {
@@ -557,9 +560,7 @@ def pairs(s: Settings, tb: Testbed, db: Path, out: Path) -> list[dict]:
             for name, per_file in (("vanilla", None), ("nn", False), ("nn_file", True)):
                 helper = None
                 if per_file is not None:
-                    model = out / ("readahead_nn_file.iolm" if per_file else "readahead_nn.iolm")
-                    log = out / "raw" / f"tuner-pair-{a}-{b}-{name}-{i}.log"
-                    helper = tuner_helper(tb, model, "file" if per_file else "device", log, out / "raw" / "state")
+                    helper = nn_tuner(tb, out, per_file, out / "raw" / f"tuner-pair-{a}-{b}-{name}-{i}.log")
                 ops = run_together(s, tb, [(a, db), (b, db2)], VANILLA_KB, helper)
                 rows.append({"pair": f"{a}+{b}", "config": name, "repeat": i, "ops_s_0": ops[0], "ops_s_1": ops[1]})
     ra._write(out / "pairs-runs", rows)
@@ -772,8 +773,10 @@ def main(argv=None) -> int:
         print("error: the real benchmark needs root (loop devices, cgroups, eBPF)", file=sys.stderr)
         return 2
     # A benchmark does not change the machine's packages behind the user's back: `make setup`
-    # (scripts/bootstrap.sh) installs db_bench when run as root.
-    hints = {"db_bench": "rocksdb-tools", "fio": "fio", "losetup": "util-linux", "mkfs.ext4": "e2fsprogs"}
+    # (scripts/bootstrap.sh) installs db_bench and fio when run as root.
+    hints = {"db_bench": "rocksdb-tools", "losetup": "util-linux", "mkfs.ext4": "e2fsprogs"}
+    if "family" in a.steps.split(","):
+        hints["fio"] = "fio"
     for tool, package in hints.items():
         if not shutil.which(tool):
             print(

@@ -124,31 +124,34 @@ impl Probe {
             return Ok(false);
         }
         let word = self
-            .skel
-            .maps
-            .tgid_bits
-            .lookup(&(pid / 64).to_ne_bytes(), MapFlags::ANY)
+            .pid_word(pid / 64)
             .map_err(|e| ProbeError::Map(format!("reading pid {pid}: {e}")))?;
-        Ok(word.and_then(|b| b.try_into().ok()).map_or(0, u64::from_ne_bytes) >> (pid % 64) & 1 == 1)
+        Ok(word >> (pid % 64) & 1 == 1)
+    }
+
+    /// Word `word` of the process bitmap (a word never written reads as zero).
+    fn pid_word(&self, word: u32) -> Result<u64, libbpf_rs::Error> {
+        let b = self.skel.maps.tgid_bits.lookup(&word.to_ne_bytes(), MapFlags::ANY)?;
+        Ok(b.and_then(|b| b.try_into().ok()).map_or(0, u64::from_ne_bytes))
     }
 
     fn set_watched(&mut self, pid: u32, on: bool) -> Result<(), ProbeError> {
         let err = |e: String| ProbeError::Map(format!("{} pid {pid}: {e}", if on { "adding" } else { "removing" }));
-        let bits = &self.skel.maps.tgid_bits;
         let word = pid / 64;
         if word >= self.pid_words {
             return Err(err(format!("above the kernel's pid limit ({})", self.pid_words * 64)));
         }
         // Only this process writes the bitmap (the programs read it): read, change, write back.
-        let key = word.to_ne_bytes();
-        let old = bits.lookup(&key, MapFlags::ANY).map_err(|e| err(e.to_string()))?;
-        let mut v = old.and_then(|b| b.try_into().ok()).map_or(0, u64::from_ne_bytes);
+        let mut v = self.pid_word(word).map_err(|e| err(e.to_string()))?;
         if on {
             v |= 1 << (pid % 64);
         } else {
             v &= !(1 << (pid % 64));
         }
-        bits.update(&key, &v.to_ne_bytes(), MapFlags::ANY)
+        self.skel
+            .maps
+            .tgid_bits
+            .update(&word.to_ne_bytes(), &v.to_ne_bytes(), MapFlags::ANY)
             .map_err(|e| err(e.to_string()))
     }
 

@@ -15,13 +15,13 @@ const volatile __u8 raw_events = 0;      /* 1: also send every event to `events`
 const volatile __u64 max_index = 1000000; /* KML drops page indices above this */
 
 /* The watched processes, one bit per process id (word tgid / 64, bit tgid % 64); user space
- * sizes it to the machine's pid_max before loading. A bitmap rather than a hash: an array
+ * sizes it for the kernel's pid limit before loading. A bitmap rather than a hash: an array
  * lookup is inlined by the verifier (no helper call, no hashing on every page event), and it
  * holds every pid there can be (a hash of 1,024 silently stopped watching the 1,025th process
  * of a cgroup that starts one per file). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1); /* set from pid_max at load */
+	__uint(max_entries, 1); /* set at load */
 	__type(key, __u32);
 	__type(value, __u64);
 } tgid_bits SEC(".maps");
