@@ -66,6 +66,11 @@ pub fn share(s: &str) -> Result<f64, String> {
     within(number(s)?, 1e-6..=1.0 - 1e-6, "a share")
 }
 
+/// A share of a window to observe, from a thousandth to all of it.
+pub fn observed_share(s: &str) -> Result<f64, String> {
+    within(number(s)?, 1e-3..=1.0, "a share of the window")
+}
+
 /// Microseconds, from 0 to one hour.
 pub fn microseconds(s: &str) -> Result<f64, String> {
     within(number(s)?, 0.0..=3.6e9, "a number of microseconds")

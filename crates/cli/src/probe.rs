@@ -63,7 +63,7 @@ pub fn run(cmd: ProbeCommand) -> Result<()> {
         device: Some(dev),
         pids: pids.clone(),
         filter_pids: !a.pids.is_empty() || a.cgroup.is_some(),
-        raw_events: false,
+        ..Default::default()
     })?;
     match &a.out {
         // Rows stream to standard output as windows close.

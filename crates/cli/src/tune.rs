@@ -75,6 +75,12 @@ pub struct ReadaheadArgs {
     /// kernel's own value, measured side by side; a worse one is reverted and logged.
     #[arg(long)]
     no_guard: bool,
+    /// After a window of nothing but page-cache hits (readahead cannot help them), observe
+    /// only this share of the next window and scale what was seen: the probes run on every
+    /// read, and on a cached workload they cost a quarter of its time. 1 observes every
+    /// window whole. (0.001 to 1)
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0.05, value_parser = args::observed_share)]
+    sample: f64,
     /// Decide and log, change nothing.
     #[arg(long)]
     dry_run: bool,
@@ -159,6 +165,7 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
     if a.no_guard {
         cfg.guard = None;
     }
+    cfg.sampling.share = a.sample;
     cfg.dry_run = a.dry_run;
     cfg.allow_system_disk = a.allow_system_disk;
     cfg.state_dir = a.state_dir;

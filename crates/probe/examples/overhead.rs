@@ -51,7 +51,7 @@ fn main() {
         device: Some(dev),
         pids: vec![std::process::id()],
         filter_pids: true,
-        raw_events: false,
+        ..Default::default()
     };
     let mut seed = 0x9E3779B97F4A7C15u64;
     let drop = |f: &std::fs::File| {

@@ -1,17 +1,21 @@
 //! `iolearn-probe`: eBPF probes of the page cache, readahead and the block layer on a stock
 //! kernel (CO-RE: compiled once, relocated against `/sys/kernel/btf/vmlinux` at load time).
 //!
-//! What is observed, from tracepoints (stable names, no kernel patch, no module):
+//! What is observed, from tracepoints (stable names, no kernel patch, no module), each program
+//! attached to the raw tracepoint (`tp_btf`: it reads the objects the tracepoint is called
+//! with, without the classic perf record's copy, and needs no tracefs):
 //! - page-cache insertions, `filemap:mm_filemap_add_to_page_cache` (one folio, `1 << order`
 //!   pages);
 //! - page accesses that reach the kernel: `filemap:mm_filemap_get_pages` for `read()` (the
 //!   range looked up) and `filemap:mm_filemap_fault` for faults on file mappings. These are
 //!   KML's "read of a cached page" hook without a kernel patch: loads from pages already mapped
 //!   never reach the kernel (as in KML); a lookup that misses is counted here and then shows
-//!   up as insertions. Tracepoints rather than fentry: their arguments are a documented record
-//!   that survives kernel refactoring, where fentry depends on one function's signature;
+//!   up as insertions. Tracepoints rather than fentry: a tracepoint's arguments change far less
+//!   often than one function's signature, and CO-RE follows the fields they point to;
 //! - readahead decisions, `readahead:page_cache_{sync,async}_ra` (counts and pages);
-//! - block requests, `block:block_rq_{issue,complete}`: latency histogram and queue depth.
+//! - block requests, `block:block_rq_{issue,complete}` (only with
+//!   [`ProbeConfig::block_requests`]: the tuner does not need them): latency histogram and
+//!   queue depth.
 //!
 //! Filtering happens in the kernel (device, and optionally a set of processes). KML's
 //! per-window sums (count, sum and sum of squares of page indices, range, sum of absolute
@@ -22,7 +26,7 @@
 
 mod sys;
 
-pub use sys::{kernel_dev, tracefs_mounted, DeviceId, TracefsMount, TRACEFS_LOCK};
+pub use sys::{kernel_dev, DeviceId};
 
 use std::fmt;
 use std::path::PathBuf;
@@ -42,8 +46,6 @@ pub enum ProbeError {
     NotRoot,
     /// The kernel exposes no BTF, which CO-RE programs need.
     NoBtf(PathBuf),
-    /// tracefs is not mounted and could not be mounted.
-    Tracefs(String),
     /// This build has no eBPF programs (clang was missing when it was compiled).
     NotBuilt,
     /// The kernel refused to load or attach a program.
@@ -63,7 +65,6 @@ impl fmt::Display for ProbeError {
                 "{} not found: the kernel has no BTF type information (CONFIG_DEBUG_INFO_BTF=y is needed)",
                 p.display()
             ),
-            ProbeError::Tracefs(e) => write!(f, "tracefs: {e}"),
             ProbeError::NotBuilt => write!(
                 f,
                 "this iolearn was built without its eBPF programs (clang was not found at build time): \
@@ -90,6 +91,9 @@ pub struct ProbeConfig {
     pub filter_pids: bool,
     /// Also stream every page event through the ring buffer ([`Probe::drain_events`]).
     pub raw_events: bool,
+    /// Also time block requests ([`Window::latency_histogram`], the `rq_*` counters), at a
+    /// cost on every request; off, those stay zero.
+    pub block_requests: bool,
 }
 
 /// KML's sums over one stream of page indices in one window.
@@ -206,7 +210,6 @@ pub struct Counters {
 }
 
 impl Counters {
-    #[cfg_attr(not(iolearn_bpf), allow(dead_code))]
     fn from_array(v: &[u64; N_COUNTERS]) -> Self {
         Counters {
             pages_added: v[0],
@@ -232,9 +235,45 @@ impl Counters {
     pub fn lost(&self) -> u64 {
         self.lost_ring_full + self.lost_file_table_full + self.lost_rq_table_full
     }
+
+    fn to_array(self) -> [u64; N_COUNTERS] {
+        [
+            self.pages_added,
+            self.pages_accessed,
+            self.other_device,
+            self.other_process,
+            self.beyond_max_index,
+            self.lost_ring_full,
+            self.lost_file_table_full,
+            self.lost_rq_table_full,
+            self.ra_sync,
+            self.ra_async,
+            self.ra_pages,
+            self.rq_issued,
+            self.rq_completed,
+            self.rq_bytes,
+            self.rq_latency_ns,
+            self.rq_depth_sum,
+        ]
+    }
+
+    /// What was counted between `before` and these (a counter that went back counts 0).
+    pub fn since(&self, before: &Counters) -> Counters {
+        let (a, b) = (self.to_array(), before.to_array());
+        Counters::from_array(&std::array::from_fn(|i| a[i].saturating_sub(b[i])))
+    }
+
+    /// Counts of part of a window scaled to the whole window by `k` (the window's length over
+    /// the time watched); `k` at or below 1 changes nothing.
+    pub fn scaled(&self, k: f64) -> Counters {
+        if k.is_nan() || k <= 1.0 {
+            return *self;
+        }
+        let a = self.to_array();
+        Counters::from_array(&std::array::from_fn(|i| (a[i] as f64 * k).round() as u64))
+    }
 }
 
-#[cfg_attr(not(iolearn_bpf), allow(dead_code))]
 const N_COUNTERS: usize = 16;
 
 /// One window's observations.
@@ -402,6 +441,14 @@ impl Probe {
         Err(ProbeError::NotBuilt)
     }
     /// Unreachable without a probe.
+    pub fn observe_page_cache(&mut self, _: bool) -> Result<(), ProbeError> {
+        Err(ProbeError::NotBuilt)
+    }
+    /// Unreachable without a probe.
+    pub fn observing_page_cache(&self) -> bool {
+        false
+    }
+    /// Unreachable without a probe.
     pub fn enable_stats(&mut self) -> Result<(), ProbeError> {
         Err(ProbeError::NotBuilt)
     }
@@ -439,4 +486,39 @@ pub fn histogram_percentile_us(h: &[u64; LATENCY_BUCKETS], q: f64) -> Option<u64
         }
     }
     Some(1 << (LATENCY_BUCKETS - 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_windows_counts_are_the_difference_and_scale_to_the_whole_window() {
+        let before = Counters {
+            pages_accessed: 1_000,
+            pages_added: 10,
+            ra_sync: 3,
+            ..Default::default()
+        };
+        let after = Counters {
+            pages_accessed: 1_500,
+            pages_added: 12,
+            ra_sync: 3,
+            rq_issued: 7,
+            ..Default::default()
+        };
+        let d = after.since(&before);
+        assert_eq!(
+            (d.pages_accessed, d.pages_added, d.ra_sync, d.rq_issued),
+            (500, 2, 0, 7)
+        );
+        // A counter that went back (a probe restarted) counts nothing, not 2^64.
+        assert_eq!(before.since(&after).pages_accessed, 0);
+        // A twentieth of a window watched: twenty times the counts.
+        let s = d.scaled(20.0);
+        assert_eq!((s.pages_accessed, s.pages_added, s.rq_issued), (10_000, 40, 140));
+        for k in [1.0, 0.5, f64::NAN] {
+            assert_eq!(d.scaled(k), d, "{k}");
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! The loaded probe (built only when the eBPF programs were compiled).
 
-use crate::sys::{check_root_and_btf, kernel_dev, TracefsMount};
+use crate::sys::{check_root_and_btf, kernel_dev};
 use crate::{
     Counters, FileSums, OpenFileMode, PageSums, ProbeConfig, ProbeError, ProgramStats, RawEvent, Window,
     LATENCY_BUCKETS, N_COUNTERS,
@@ -28,6 +28,8 @@ pub struct Probe {
     stats_fd: Option<OwnedFd>,
     /// Words of the process bitmap (`tgid_bits`): pids below 64 times this can be watched.
     pid_words: u32,
+    /// Whether the page-cache programs are attached.
+    observing: bool,
 }
 
 // The skeleton's raw pointers are only used through `&mut self`.
@@ -38,28 +40,10 @@ fn denied(what: &str) -> impl Fn(libbpf_rs::Error) -> ProbeError + '_ {
 }
 
 impl Probe {
-    /// Check privileges and BTF, mount tracefs if needed, load and attach the programs.
-    ///
-    /// tracefs is needed only while attaching (libbpf reads the tracepoints' ids there): it is
-    /// mounted for the attach and unmounted right after when it was not mounted before, so not
-    /// even a killed tuner leaves it mounted. Another process unmounting it in the middle of
-    /// our attach makes the attach fail with "not found": that is retried.
+    /// Check privileges and BTF, load and attach the programs. Every program attaches to a
+    /// raw tracepoint by its BTF id (or is an iterator): nothing is mounted, no tracefs needed.
     pub fn start(cfg: &ProbeConfig) -> Result<Probe, ProbeError> {
         check_root_and_btf()?;
-        let mut tries = 0;
-        loop {
-            match Self::start_once(cfg) {
-                Err(ProbeError::Denied(e)) if e.contains("No such file") && tries < 3 => {
-                    tries += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-                other => return other,
-            }
-        }
-    }
-
-    fn start_once(cfg: &ProbeConfig) -> Result<Probe, ProbeError> {
-        let tracefs = TracefsMount::acquire()?;
         // Sized for the kernel's limit, not today's pid_max: it can be raised while we run,
         // and a pid namespace may have its own.
         let pid_words = PID_MAX_LIMIT / 64;
@@ -79,11 +63,14 @@ impl Probe {
                 .tgid_bits
                 .set_max_entries(pid_words)
                 .map_err(denied("sizing the process bitmap"))?;
+            // The block-request programs run twice per request (a hash update and delete, a
+            // shared counter): loaded only when asked for.
+            open.progs.on_rq_issue.set_autoload(cfg.block_requests);
+            open.progs.on_rq_complete.set_autoload(cfg.block_requests);
             let mut skel = open.load().map_err(denied("loading the eBPF programs"))?;
             skel.attach().map_err(denied("attaching to the tracepoints"))?;
             Ok(skel)
         })();
-        drop(tracefs);
         let skel = match result {
             Ok(s) => s,
             Err(e) => {
@@ -100,6 +87,7 @@ impl Probe {
             file_key_size,
             stats_fd: None,
             pid_words,
+            observing: true,
         };
         for &pid in &cfg.pids {
             p.watch_pid(pid)?;
@@ -153,6 +141,45 @@ impl Probe {
             .tgid_bits
             .update(&word.to_ne_bytes(), &v.to_ne_bytes(), MapFlags::ANY)
             .map_err(|e| err(e.to_string()))
+    }
+
+    /// Observe the page cache (insertions, accesses, readahead decisions) or stop: the five
+    /// programs are attached or detached, so while off they cost nothing at all, not even the
+    /// call into an empty program. A tuner that has seen a window of nothing but cache hits
+    /// can observe a slice of the next and scale what it saw. Block requests and the
+    /// open-file iterator are not affected.
+    pub fn observe_page_cache(&mut self, on: bool) -> Result<(), ProbeError> {
+        if on == self.observing {
+            return Ok(());
+        }
+        let skel = &mut *self.skel;
+        let (p, l) = (&skel.progs, &mut skel.links);
+        if on {
+            let attach = |prog: &libbpf_rs::ProgramMut<'_>| {
+                prog.attach()
+                    .map(Some)
+                    .map_err(|e| ProbeError::Denied(format!("attaching {}: {e}", prog.name().to_string_lossy())))
+            };
+            l.on_add = attach(&p.on_add)?;
+            l.on_get_pages = attach(&p.on_get_pages)?;
+            l.on_fault = attach(&p.on_fault)?;
+            l.on_sync_ra = attach(&p.on_sync_ra)?;
+            l.on_async_ra = attach(&p.on_async_ra)?;
+        } else {
+            // Dropping a link detaches its program.
+            l.on_add = None;
+            l.on_get_pages = None;
+            l.on_fault = None;
+            l.on_sync_ra = None;
+            l.on_async_ra = None;
+        }
+        self.observing = on;
+        Ok(())
+    }
+
+    /// Whether the page-cache programs are attached ([`Probe::observe_page_cache`]).
+    pub fn observing_page_cache(&self) -> bool {
+        self.observing
     }
 
     /// Close the current window: switch the programs to the other buffer, then read and clear
@@ -293,6 +320,7 @@ impl Probe {
         ];
         progs
             .iter()
+            .filter(|(_, prog)| prog.autoload())
             .map(|(name, prog)| {
                 // SAFETY: zeroed bpf_prog_info is a valid input; the kernel fills at most len.
                 let mut info: libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };

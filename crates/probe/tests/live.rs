@@ -243,16 +243,69 @@ fn mmap_faults_are_accesses_and_raw_events_give_the_same_features() {
 }
 
 #[test]
+fn a_cold_read_inserts_every_page_of_the_file_once() {
+    if skip("a_cold_read_inserts_every_page_of_the_file_once") {
+        return;
+    }
+    // Large folios (ext4 and tmpfs use them) are one insertion of 1 << order pages: the order
+    // is read from the folio, so a wrong reading shows as pages missing or counted twice.
+    let (path, ino, dev) = cold_file("probe-folios.bin", 4096);
+    let mut p = Probe::start(&ProbeConfig {
+        device: Some(dev),
+        pids: vec![me()],
+        raw_events: true,
+        ..Default::default()
+    })
+    .unwrap();
+    p.window().unwrap();
+    p.drain_events(Duration::ZERO).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut f = File::open(&path).unwrap();
+    while f.read(&mut buf).unwrap() > 0 {}
+    let w = p.window().unwrap();
+    let mut adds = p.drain_events(Duration::from_millis(100)).unwrap();
+    adds.retain(|e| e.ino == ino && e.kind == EventKind::Added);
+    let mut seen = vec![0u32; 4096];
+    for e in &adds {
+        for i in e.index..e.index + e.pages {
+            seen[i as usize] += 1;
+        }
+    }
+    assert!(seen.iter().all(|&n| n == 1), "each page once: {adds:?}");
+    let largest = adds.iter().map(|e| e.pages).max().unwrap();
+    eprintln!("{} insertions, the largest of {largest} pages", adds.len());
+    // The in-kernel sums count the same pages.
+    let mine = w.files.iter().find(|f| f.ino == ino).expect("our file");
+    assert!(mine.sums.n >= 4096 && mine.sums.max == 4095, "{mine:?}");
+}
+
+#[test]
 fn block_requests_are_timed() {
     if skip("block_requests_are_timed") {
         return;
     }
     let (path, _, dev) = cold_file("probe-block.bin", 512);
-    let mut p = Probe::start(&ProbeConfig::default()).unwrap();
+    // Without asking, the block-request programs are not even loaded.
+    let mut quiet = Probe::start(&ProbeConfig::default()).unwrap();
+    let mut p = Probe::start(&ProbeConfig {
+        block_requests: true,
+        ..Default::default()
+    })
+    .unwrap();
+    quiet.window().unwrap();
     p.window().unwrap();
     let mut v = Vec::new();
     File::open(&path).unwrap().read_to_end(&mut v).unwrap();
     let w = p.window().unwrap();
+    let q = quiet.window().unwrap();
+    assert_eq!(
+        (q.counters.rq_issued, q.counters.rq_completed),
+        (0, 0),
+        "{:?}",
+        q.counters
+    );
+    assert_eq!(q.latency_histogram.iter().sum::<u64>(), 0);
+    assert!(quiet.program_stats().iter().all(|s| !s.name.starts_with("on_rq")));
     // A file on tmpfs or a virtual file system issues no block requests: only check when
     // the file lives on a block device.
     if dev.name().is_some() {
@@ -280,72 +333,6 @@ fn unknown_device_names_are_clear_errors() {
     assert!(e.contains("no-such-disk"), "{e}");
 }
 
-/// Run inside a child process by `tracefs_is_never_unmounted_under_another_attacher`: hold
-/// the tracefs attach lock (mounting tracefs) until killed.
-#[test]
-fn child_holds_tracefs() {
-    let Some(flag) = std::env::var_os("IOLEARN_TRACEFS_CHILD") else {
-        return;
-    };
-    let _held = iolearn_probe::TracefsMount::acquire().unwrap();
-    std::fs::write(&flag, b"").unwrap();
-    std::thread::sleep(Duration::from_secs(60));
-}
-
-/// Whether tracefs is mounted, seen while no iolearn process can mount or unmount it.
-fn tracefs_state() -> bool {
-    let _lock = iolearn_safeio::lock::Lock::acquire(iolearn_probe::TRACEFS_LOCK, true).unwrap();
-    iolearn_probe::tracefs_mounted()
-}
-
-#[test]
-fn tracefs_is_never_unmounted_under_another_attacher() {
-    // Issue 11: the mount was tracked per process, so one tuner could unmount tracefs while
-    // another attached. Now another process holding it blocks us, and one killed while holding
-    // it leaves a mount that the next holder takes down.
-    if skip("tracefs_is_never_unmounted_under_another_attacher") {
-        return;
-    }
-    let before = tracefs_state();
-    let flag = std::env::temp_dir().join(format!("iolearn-tracefs-child-{}", std::process::id()));
-    let _ = std::fs::remove_file(&flag);
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_holds_tracefs", "--nocapture", "--test-threads=1"])
-        .env("IOLEARN_TRACEFS_CHILD", &flag)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let t0 = std::time::Instant::now();
-    while !flag.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(30), "the child never took tracefs");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(iolearn_probe::tracefs_mounted(), "mounted while the child holds it");
-    // Another attacher waits for the holder; meanwhile tracefs stays mounted.
-    let waiter = std::thread::spawn(|| {
-        let t = std::time::Instant::now();
-        let held = iolearn_probe::TracefsMount::acquire().unwrap();
-        let mounted = iolearn_probe::tracefs_mounted();
-        drop(held);
-        (t.elapsed(), mounted)
-    });
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(!waiter.is_finished(), "a second attacher must wait for the first");
-    assert!(iolearn_probe::tracefs_mounted());
-    child.kill().unwrap(); // SIGKILL while holding: the kernel drops the lock
-    child.wait().unwrap();
-    let (waited, mounted) = waiter.join().unwrap();
-    assert!(waited >= Duration::from_millis(450), "{waited:?}");
-    assert!(mounted, "mounted for the second attacher");
-    let _ = std::fs::remove_file(&flag);
-    // Whatever the killed child mounted is gone; a tracefs mounted before the test stays.
-    assert_eq!(tracefs_state(), before, "tracefs as it was before the test");
-    // And probes still start after all this.
-    let p = Probe::start(&ProbeConfig::default()).unwrap();
-    drop(p);
-    assert_eq!(tracefs_state(), before);
-}
-
 #[test]
 fn the_open_file_iterator_shows_fadvise_random_and_the_readahead_of_each_description() {
     if skip("the_open_file_iterator_shows_fadvise_random_and_the_readahead_of_each_description") {
@@ -356,7 +343,7 @@ fn the_open_file_iterator_shows_fadvise_random_and_the_readahead_of_each_descrip
         device: Some(dev),
         pids: vec![me()],
         filter_pids: true,
-        raw_events: false,
+        ..Default::default()
     })
     .unwrap();
     let a = File::open(&path).unwrap();
@@ -391,7 +378,7 @@ fn a_file_read_by_two_processes_is_two_streams_and_one_file() {
         device: Some(dev),
         pids: vec![],
         filter_pids: false,
-        raw_events: false,
+        ..Default::default()
     })
     .unwrap();
     p.window().unwrap();

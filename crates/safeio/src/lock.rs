@@ -1,5 +1,4 @@
-//! System-wide locks for what iolearn changes on the machine: one tuner per block device, one
-//! process at a time mounting, attaching through and unmounting tracefs.
+//! System-wide locks for what iolearn changes on the machine: one tuner per block device.
 //!
 //! A lock is an advisory `flock` on a file in [`run_dir`] (`/run/iolearn`, or
 //! `$IOLEARN_RUN_DIR`), so it is shared by every iolearn process whatever its `--state-dir`,

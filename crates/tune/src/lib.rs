@@ -13,6 +13,7 @@ pub mod journal;
 pub mod linux;
 pub mod outcome;
 pub mod report;
+pub mod sampling;
 pub mod testbed;
 
 pub use iolearn_policy::controller::{ControllerSpec, Scope};
@@ -26,6 +27,7 @@ use iolearn_safeio::lock::Lock;
 use journal::Journal;
 use linux::{Action, LinuxKnobs};
 use report::{serve_metrics, Logger, Metrics};
+pub use sampling::SamplingConfig;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,6 +77,9 @@ pub struct TuneConfig {
     pub duration: Option<Duration>,
     /// Serve Prometheus metrics here (`127.0.0.1:9633`).
     pub metrics: Option<String>,
+    /// Observing only part of a window after one of nothing but cache hits
+    /// ([`sampling`]).
+    pub sampling: SamplingConfig,
     /// Logging.
     pub log: Logger,
 }
@@ -99,6 +104,7 @@ impl TuneConfig {
             state_dir: PathBuf::from("/run/iolearn"),
             duration: None,
             metrics: None,
+            sampling: SamplingConfig::default(),
             log: Logger {
                 json: false,
                 verbose: false,
@@ -345,6 +351,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     if let Some(g) = &cfg.guard {
         g.check()?;
     }
+    cfg.sampling.check()?;
     if cfg.fallback_online {
         if !matches!(cfg.controller, ControllerSpec::Model(_)) {
             return Err(format!(
@@ -415,7 +422,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         device: Some(knobs.device()),
         pids: pids.clone(),
         filter_pids: !cfg.pids.is_empty() || cfg.cgroup.is_some(),
-        raw_events: false,
+        ..Default::default()
     })
     .map_err(|e| e.to_string())?;
     // Kernel CPU of the probes, for the overhead report (best effort).
@@ -480,8 +487,19 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     let mut counters_before = probe.window().map_err(|e| e.to_string())?.counters; // start clean
     cpu.take(&knobs.pids);
     let mut window_start = Instant::now();
+    // A sampled window: the programs observe until `slice.1` (from `slice.0`), then detach;
+    // `observed` is how long they watched.
+    let mut slice: Option<(Instant, Instant)> = None;
+    let mut observed: Option<Duration> = None;
     while !stop.load(Ordering::SeqCst) && cfg.duration.is_none_or(|d| start.elapsed() < d) {
-        std::thread::sleep(tick);
+        let nap = slice.map_or(tick, |(_, end)| end.saturating_duration_since(Instant::now()).min(tick));
+        std::thread::sleep(nap);
+        if let Some((from, end)) = slice {
+            if Instant::now() >= end {
+                observed = Some(midway(|| probe.observe_page_cache(false))?.saturating_duration_since(from));
+                slice = None;
+            }
+        }
         // New processes of the cgroup, and files opened since the last tick.
         if let Some(cg) = &cfg.cgroup {
             for pid in follow_cgroup(cg, &cfg.pids, &mut knobs.pids, &mut probe) {
@@ -506,18 +524,28 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         }
         next_window += cfg.interval;
         window_ix += 1;
-        let w = probe.window().map_err(|e| e.to_string())?;
-        let mut features = window_features(&w, &knobs);
-        let busy = watched.then(|| (cpu.take_by_process(&knobs.pids), cpu.population()));
-        features.outcome = outcome::outcome(
-            &counters_before,
-            &w.counters,
-            window_start.elapsed().as_secs_f64(),
-            busy,
-            knobs.device_read_ahead_kb(),
-        );
-        counters_before = w.counters;
+        let seen = probe.window().map_err(|e| e.to_string())?;
+        let window_s = window_start.elapsed().as_secs_f64();
+        // A slice still open at the window's end watched all of it.
+        let k = match (slice.take(), observed.take()) {
+            (None, Some(d)) if d.as_secs_f64() > 0.0 => window_s / d.as_secs_f64(),
+            _ => 1.0,
+        };
+        let counted = seen.counters.since(&counters_before).scaled(k);
+        counters_before = seen.counters;
         window_start = Instant::now();
+        // The next window: sampled after one of nothing but hits, else watched whole.
+        let attached = midway(|| probe.observe_page_cache(true))?;
+        if cfg
+            .sampling
+            .sample_next(counted.pages_accessed, counted.pages_added, window_s)
+        {
+            slice = Some((attached, attached + cfg.interval.mul_f64(cfg.sampling.share)));
+        }
+        let w = seen;
+        let mut features = window_features(&w, &knobs, k <= 1.0);
+        let busy = watched.then(|| (cpu.take_by_process(&knobs.pids), cpu.population()));
+        features.outcome = outcome::outcome(&counted, window_s, busy, knobs.device_read_ahead_kb());
         let (decisions_before, fallbacks_before, act_before) =
             (controller.decisions().len(), controller.fallbacks(), knobs.act_ns);
         let t0 = Instant::now();
@@ -556,8 +584,9 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
                 .push(format!("{} at window {window_ix}: {}", e.kind.as_str(), e.reason));
         }
         m.lost_events = w.counters.lost();
-        m.pages_added = w.counters.pages_added;
-        m.pages_accessed = w.counters.pages_accessed;
+        m.pages_added += counted.pages_added;
+        m.pages_accessed += counted.pages_accessed;
+        m.sampled_windows += u64::from(k > 1.0);
         m.device_read_ahead_kb = knobs.device_read_ahead_kb();
         m.files = features.files.len() as u64;
         if let Some(f) = features.device {
@@ -580,6 +609,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             class = %class_now.as_deref().unwrap_or("-"),
             fallbacks = controller.fallbacks() - fallbacks_before,
             decide_ns,
+            observed_share = 1.0 / k,
             lost = w.counters.lost()
         );
         for a in knobs.take_actions() {
@@ -662,6 +692,15 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     Ok(summary)
 }
 
+/// Run `f` (attaching or detaching the probes, milliseconds of system calls during which the
+/// programs come and go one by one) and return the instant halfway through it: the slice of a
+/// sampled window is timed between two such instants.
+fn midway(f: impl FnOnce() -> Result<(), iolearn_probe::ProbeError>) -> Result<Instant, String> {
+    let t0 = Instant::now();
+    f().map_err(|e| e.to_string())?;
+    Ok(t0 + t0.elapsed() / 2)
+}
+
 /// Give the knobs what the kernel holds for each open description (the applications' advice);
 /// a failure is logged once and the tuner goes on without it.
 fn note_modes(probe: &mut Probe, knobs: &mut LinuxKnobs, failed: &mut bool) {
@@ -686,8 +725,14 @@ pub fn sums_stats(s: &iolearn_probe::PageSums) -> WindowStats {
 }
 
 /// KML's features of one probe window: the device's stream and each file's, with the
-/// readahead currently in force for each.
-pub fn window_features(w: &Window, knobs: &dyn ReadaheadKnobs) -> WindowFeatures {
+/// readahead currently in force for each. A window not watched `whole` (a slice of a window of
+/// cache hits, [`sampling`]) has none: there is nothing for readahead to act on, and a slice's
+/// streams are not the window's (a cached scan covers a twentieth of its range), so no decision
+/// is taken on it and the value in force stays.
+pub fn window_features(w: &Window, knobs: &dyn ReadaheadKnobs, whole: bool) -> WindowFeatures {
+    if !whole {
+        return WindowFeatures::default();
+    }
     let stats = |s: &iolearn_probe::PageSums| crate::sums_stats(s);
     let dev_sectors = knobs.device_read_ahead_kb() * 2;
     let mut files = BTreeMap::new();

@@ -90,13 +90,12 @@ impl CpuMeter {
     }
 }
 
-/// The outcome of a probe window of `seconds` (the probes' counters before and after it), with
-/// `cpu` the watched processes' user seconds by pid and their fingerprint (`None`: none
-/// watched) and
-/// the device at `read_ahead_kb`. Demand misses are the kernel's synchronous readahead calls.
+/// The outcome of a probe window of `seconds` (`counted`: the probes' counts in it, scaled to
+/// the whole window when only part of it was watched), with `cpu` the watched processes' user
+/// seconds by pid and their fingerprint (`None`: none watched) and the device at
+/// `read_ahead_kb`. Demand misses are the kernel's synchronous readahead calls.
 pub fn outcome(
-    before: &Counters,
-    after: &Counters,
+    counted: &Counters,
     seconds: f64,
     cpu: Option<(BTreeMap<u32, f64>, u64)>,
     read_ahead_kb: u64,
@@ -110,9 +109,9 @@ pub fn outcome(
         seconds,
         ops: None,
         busy_s,
-        pages_accessed: after.pages_accessed.saturating_sub(before.pages_accessed),
-        pages_added: after.pages_added.saturating_sub(before.pages_added),
-        misses: after.ra_sync.saturating_sub(before.ra_sync),
+        pages_accessed: counted.pages_accessed,
+        pages_added: counted.pages_added,
+        misses: counted.ra_sync,
         read_ahead_kb: Some(read_ahead_kb),
     }
 }

@@ -68,10 +68,12 @@ pub struct Metrics {
     pub act_ns_total: u64,
     /// Events lost by the probes.
     pub lost_events: u64,
-    /// Pages inserted, as the probes saw them.
+    /// Pages inserted over the windows (a sampled window's count scaled to the whole window).
     pub pages_added: u64,
-    /// Page accesses, as the probes saw them.
+    /// Page accesses over the windows (likewise).
     pub pages_accessed: u64,
+    /// Windows observed only in part (all cache hits before them), their counts scaled.
+    pub sampled_windows: u64,
     /// Errors (a process gone mid-change...).
     pub errors: u64,
     /// The device's readahead now.
@@ -156,8 +158,24 @@ impl Metrics {
             ConstGauge::new(self.decide_ns_max as f64 / 1e9),
         );
         counter(&mut r, "lost_events", "Probe events lost", self.lost_events);
-        counter(&mut r, "pages_added", "Page-cache insertions seen", self.pages_added);
-        counter(&mut r, "pages_accessed", "Page accesses seen", self.pages_accessed);
+        counter(
+            &mut r,
+            "pages_added",
+            "Page-cache insertions (estimated from the watched share of sampled windows)",
+            self.pages_added,
+        );
+        counter(
+            &mut r,
+            "pages_accessed",
+            "Page accesses (estimated from the watched share of sampled windows)",
+            self.pages_accessed,
+        );
+        counter(
+            &mut r,
+            "sampled_windows",
+            "Windows observed in part after a window of cache hits",
+            self.sampled_windows,
+        );
         counter(&mut r, "errors", "Actions that failed", self.errors);
         counter(&mut r, "guard_kept", "Decisions kept by the guardrail", self.guard_kept);
         counter(

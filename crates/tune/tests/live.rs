@@ -272,7 +272,7 @@ fn the_journal_restores_the_device_and_files() {
         device: Some(iolearn_probe::DeviceId::from_name(&fs.device).unwrap()),
         pids: vec![std::process::id()],
         filter_pids: true,
-        raw_events: false,
+        ..Default::default()
     })
     .unwrap();
     let m = probe
@@ -544,4 +544,114 @@ fn a_process_that_left_takes_its_values_with_it() {
     knobs.every_process = true;
     knobs.refresh();
     assert!(mine(&knobs));
+}
+
+#[test]
+fn a_cached_reader_is_watched_in_slices_and_its_reads_are_still_counted() {
+    if skip("a_cached_reader_is_watched_in_slices_and_its_reads_are_still_counted") {
+        return;
+    }
+    let fs = LoopFs::create(&scratch(), "sampling", 64).unwrap();
+    let path = fs.mountpoint.join("data");
+    std::fs::write(&path, vec![7u8; 16 << 20]).unwrap();
+    let f = File::open(&path).unwrap();
+    let pages = 4096u64;
+    // Cached: every page read once before.
+    std::io::copy(&mut File::open(&path).unwrap(), &mut std::io::sink()).unwrap();
+    let reads = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (reads, done) = (reads.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            let mut x = 0x9E3779B97F4A7C15u64;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // SAFETY: a valid descriptor and a buffer of one page.
+                let n = unsafe {
+                    libc::pread(
+                        f.as_raw_fd(),
+                        buf.as_mut_ptr().cast(),
+                        4096,
+                        ((x % pages) * 4096) as i64,
+                    )
+                };
+                assert_eq!(n, 4096);
+                reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+    };
+    // A model that always asks for 16 KiB (both of its classes do): it decides on every window
+    // it is given features for.
+    let model = scratch().join("sampling-16k.iolm");
+    let mut m = iolearn_ml::ModelFile::new(
+        iolearn_ml::ModelKind::Tree(
+            iolearn_ml::DecisionTree::fit(
+                &[1.0f32, 1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0],
+                &[0.0f32, 1.0],
+                5,
+                &iolearn_ml::TreeConfig::default(),
+            )
+            .unwrap(),
+        ),
+        iolearn_ml::kml::READAHEAD_SCHEMA,
+    );
+    m.classes = ["random", "random too"]
+        .map(|label| iolearn_ml::ClassAction {
+            label: label.into(),
+            action: 16,
+        })
+        .to_vec();
+    m.action_unit = "read_ahead_kb".into();
+    m.save(&model).unwrap();
+    let run = |share: f64| {
+        let spec = iolearn_policy::controller::ControllerSpec::Model(model.clone());
+        let mut cfg = iolearn_tune::TuneConfig::new(&fs.device, spec);
+        cfg.pids = vec![std::process::id()];
+        cfg.interval = std::time::Duration::from_millis(500);
+        cfg.duration = Some(std::time::Duration::from_secs(4));
+        cfg.dry_run = true;
+        cfg.guard = None;
+        cfg.sampling.share = share;
+        cfg.state_dir = scratch().join("state");
+        let before = reads.load(std::sync::atomic::Ordering::Relaxed);
+        let s = iolearn_tune::run(&cfg, &std::sync::atomic::AtomicBool::new(false)).unwrap();
+        let truth = reads.load(std::sync::atomic::Ordering::Relaxed) - before;
+        (s.metrics, truth)
+    };
+    let (sampled, truth) = run(0.05);
+    let (whole, truth_whole) = run(1.0);
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    reader.join().unwrap();
+    // Windows after the first are all hits, busy: sampled. Watching every window samples none.
+    assert!(sampled.sampled_windows >= 5, "{sampled:?}");
+    assert_eq!(whole.sampled_windows, 0);
+    // No decision is taken on a slice: the model decides on the whole windows only.
+    let decided = |m: &iolearn_tune::report::Metrics| m.decisions.values().sum::<u64>();
+    assert_eq!(
+        decided(&sampled),
+        sampled.windows - sampled.sampled_windows,
+        "{sampled:?}"
+    );
+    assert_eq!(decided(&whole), whole.windows, "{whole:?}");
+    // The reads a sampled run counts (a twentieth of each window, scaled) are the reads done,
+    // as a run that watched everything counts them (the windows cover the run but its start),
+    // less the probes' own cost: watched, the reader reads a fifth to a quarter slower, and
+    // the slice sees that rate (measured: 0.70 of the reads, the whole run 0.98). Unscaled it
+    // would be a twentieth.
+    let share = |m: &iolearn_tune::report::Metrics, t: u64| m.pages_accessed as f64 / t as f64;
+    let (s, w) = (share(&sampled, truth), share(&whole, truth_whole));
+    eprintln!("reads counted / done: sampled {s:.3}, whole {w:.3}");
+    assert!(
+        (0.5..=1.2).contains(&s),
+        "sampled: {} of {truth} reads",
+        sampled.pages_accessed
+    );
+    assert!(
+        (0.8..=1.1).contains(&w),
+        "whole: {} of {truth_whole} reads",
+        whole.pages_accessed
+    );
 }

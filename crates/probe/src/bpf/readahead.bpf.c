@@ -54,17 +54,11 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
-/* Block requests in flight: issue time by (device, sector). */
-struct rq_key {
-	__u32 dev;
-	__u32 pad;
-	__u64 sector;
-};
-
+/* Block requests in flight: issue time by request. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
-	__type(key, struct rq_key);
+	__type(key, __u64);
 	__type(value, __u64);
 } rq_start SEC(".maps");
 
@@ -214,36 +208,54 @@ static __always_inline void observe(__u8 kind, __u32 dev, __u64 ino, __u64 index
 	}
 }
 
-SEC("tp/filemap/mm_filemap_add_to_page_cache")
-int on_add(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
+/* Every program attaches to a raw tracepoint (tp_btf) and reads the kernel objects the
+ * tracepoint is called with, where a classic tracepoint first copies fields into a perf record
+ * (measured: about 0.25 us of a 1.5 us cached read outside the program) and needs tracefs to
+ * attach. What is read is what the classic records hold (include/trace/events/filemap.h,
+ * readahead.h, block.h); the device is the superblock's, as there. */
+static __always_inline void pages(__u8 kind, struct address_space *mapping, __u64 first, __u64 last)
 {
-	__u8 order = BPF_CORE_READ(ctx, order);
-	observe(EV_ADD, BPF_CORE_READ(ctx, s_dev), BPF_CORE_READ(ctx, i_ino), BPF_CORE_READ(ctx, index),
-		1ULL << (order & 31));
-	return 0;
-}
-
-/* The two access paths run on every read() and every page fault, cached or not: they attach
- * to the raw tracepoints (tp_btf), whose programs get the tracepoint's own arguments, where a
- * classic tracepoint first copies them into a perf record (measured: about 0.25 us of a 1.5 us
- * cached read outside the program). The device as the classic record computes it: the
- * superblock's. */
-static __always_inline void access(struct address_space *mapping, __u64 first, __u64 last)
-{
+	if (!mapping)
+		return;
 	struct inode *host = mapping->host;
 	if (!host || last < first)
 		return;
 	struct super_block *sb = host->i_sb;
 	if (!sb)
 		return;
-	observe(EV_ACCESS, sb->s_dev, host->i_ino, first, last - first + 1);
+	observe(kind, sb->s_dev, host->i_ino, first, last - first + 1);
+}
+
+/* folio_nr_pages(): one page unless the folio is large (PG_head), then 1 << the order kept in
+ * the low byte of the second page's flags. */
+static __always_inline __u64 folio_pages(struct folio *folio)
+{
+	unsigned long flags;
+	if (bpf_core_type_exists(memdesc_flags_t))
+		flags = folio->flags.f;
+	else
+		flags = ((struct folio___old *)folio)->flags;
+	if (!(flags >> bpf_core_enum_value(enum pageflags, PG_head) & 1))
+		return 1;
+	return 1ULL << (folio->_flags_1 & 31);
+}
+
+/* A page-cache insertion: one folio. */
+SEC("tp_btf/mm_filemap_add_to_page_cache")
+int on_add(__u64 *ctx)
+{
+	/* (struct folio *folio) */
+	struct folio *folio = (struct folio *)ctx[0];
+	__u64 index = folio->index;
+	pages(EV_ADD, folio->mapping, index, index + folio_pages(folio) - 1);
+	return 0;
 }
 
 SEC("tp_btf/mm_filemap_get_pages")
 int on_get_pages(__u64 *ctx)
 {
 	/* (struct address_space *mapping, pgoff_t index, pgoff_t last_index) */
-	access((struct address_space *)ctx[0], ctx[1], ctx[2]);
+	pages(EV_ACCESS, (struct address_space *)ctx[0], ctx[1], ctx[2]);
 	return 0;
 }
 
@@ -251,40 +263,55 @@ SEC("tp_btf/mm_filemap_fault")
 int on_fault(__u64 *ctx)
 {
 	/* (struct address_space *mapping, pgoff_t index) */
-	access((struct address_space *)ctx[0], ctx[1], ctx[1]);
+	pages(EV_ACCESS, (struct address_space *)ctx[0], ctx[1], ctx[1]);
 	return 0;
 }
 
-static __always_inline void readahead(struct trace_event_raw_page_cache_ra_op *ctx, bool async)
+static __always_inline void readahead(__u64 *ctx, bool async)
 {
-	if (!wanted(BPF_CORE_READ(ctx, s_dev), bpf_get_current_pid_tgid() >> 32))
+	/* (struct inode *inode, pgoff_t index, struct file_ra_state *ra, unsigned long req_count) */
+	struct inode *inode = (struct inode *)ctx[0];
+	struct file_ra_state *ra = (struct file_ra_state *)ctx[2];
+	struct super_block *sb = inode->i_sb;
+	if (!sb || !wanted(sb->s_dev, bpf_get_current_pid_tgid() >> 32))
 		return;
 	count(async ? C_RA_ASYNC : C_RA_SYNC, 1);
-	count(C_RA_PAGES, BPF_CORE_READ(ctx, size));
+	count(C_RA_PAGES, ra->size);
 }
 
-SEC("tp/readahead/page_cache_sync_ra")
-int on_sync_ra(struct trace_event_raw_page_cache_ra_op *ctx)
+SEC("tp_btf/page_cache_sync_ra")
+int on_sync_ra(__u64 *ctx)
 {
 	readahead(ctx, false);
 	return 0;
 }
 
-SEC("tp/readahead/page_cache_async_ra")
-int on_async_ra(struct trace_event_raw_page_cache_ra_op *ctx)
+SEC("tp_btf/page_cache_async_ra")
+int on_async_ra(__u64 *ctx)
 {
 	readahead(ctx, true);
 	return 0;
 }
 
-/* Block requests: filtered by device only (the issuing context is often not the process). */
-SEC("tp/block/block_rq_issue")
-int on_rq_issue(struct trace_event_raw_block_rq *ctx)
+/* The disk's dev_t (disk_devt(): MKDEV(major, first_minor), the kernel's 12:20 split), 0 without
+ * a disk, as the classic record has it. */
+static __always_inline __u32 request_dev(struct request *rq)
 {
-	__u32 dev = BPF_CORE_READ(ctx, dev);
+	struct gendisk *disk = rq->q->disk;
+	return disk ? ((__u32)disk->major << 20) | (__u32)disk->first_minor : 0;
+}
+
+/* Block requests: filtered by device only (the issuing context is often not the process).
+ * In flight by the request's address: its sector moves as parts of it complete. */
+SEC("tp_btf/block_rq_issue")
+int on_rq_issue(__u64 *ctx)
+{
+	/* (struct request *rq) */
+	struct request *rq = (struct request *)ctx[0];
+	__u32 dev = request_dev(rq);
 	if (target_dev && dev != target_dev)
 		return 0;
-	struct rq_key key = { .dev = dev, .sector = BPF_CORE_READ(ctx, sector) };
+	__u64 key = (__u64)rq;
 	__u64 now = bpf_ktime_get_ns();
 	if (bpf_map_update_elem(&rq_start, &key, &now, BPF_ANY))
 		count(C_LOST_RQ_TABLE_FULL, 1);
@@ -292,18 +319,20 @@ int on_rq_issue(struct trace_event_raw_block_rq *ctx)
 	__s64 *q = bpf_map_lookup_elem(&in_flight, &zero);
 	__s64 depth = q ? __sync_fetch_and_add(q, 1) + 1 : 0;
 	count(C_RQ_ISSUED, 1);
-	count(C_RQ_BYTES, BPF_CORE_READ(ctx, bytes));
+	count(C_RQ_BYTES, rq->__data_len);
 	count(C_RQ_DEPTH_SUM, depth > 0 ? depth : 0);
 	return 0;
 }
 
-SEC("tp/block/block_rq_complete")
-int on_rq_complete(struct trace_event_raw_block_rq_completion *ctx)
+SEC("tp_btf/block_rq_complete")
+int on_rq_complete(__u64 *ctx)
 {
-	__u32 dev = BPF_CORE_READ(ctx, dev);
+	/* (struct request *rq, blk_status_t error, unsigned int nr_bytes) */
+	struct request *rq = (struct request *)ctx[0];
+	__u32 dev = request_dev(rq);
 	if (target_dev && dev != target_dev)
 		return 0;
-	struct rq_key key = { .dev = dev, .sector = BPF_CORE_READ(ctx, sector) };
+	__u64 key = (__u64)rq;
 	__u64 *start = bpf_map_lookup_elem(&rq_start, &key);
 	if (!start)
 		return 0; /* issued before we attached */

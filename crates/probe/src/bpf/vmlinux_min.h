@@ -4,8 +4,9 @@
  * `preserve_access_index`: clang records every field access as a relocation, and libbpf
  * rewrites the offsets against the running kernel's BTF (/sys/kernel/btf/vmlinux) at load
  * time. Field names and types must match the kernel's; their order and the struct sizes do
- * not. These are the tracepoint records of include/trace/events/{filemap,readahead,block}.h
- * (Linux 6.x). */
+ * not. These are the raw tracepoints' arguments (the kernel objects the tracepoints of
+ * include/trace/events/{filemap,readahead,block}.h are called with) and what the open-file
+ * iterator reads. */
 #ifndef IOLEARN_VMLINUX_MIN_H
 #define IOLEARN_VMLINUX_MIN_H
 
@@ -47,75 +48,6 @@ enum {
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
-struct trace_entry {
-	unsigned short type;
-	unsigned char flags;
-	unsigned char preempt_count;
-	int pid;
-};
-
-/* filemap:mm_filemap_add_to_page_cache (one folio of 1 << order pages) */
-struct trace_event_raw_mm_filemap_op_page_cache {
-	struct trace_entry ent;
-	unsigned long pfn;
-	unsigned long i_ino;
-	unsigned long index;
-	dev_t s_dev;
-	unsigned char order;
-};
-
-/* filemap:mm_filemap_get_pages (a read() looking up pages index..last_index) */
-struct trace_event_raw_mm_filemap_op_page_cache_range {
-	struct trace_entry ent;
-	unsigned long i_ino;
-	dev_t s_dev;
-	unsigned long index;
-	unsigned long last_index;
-};
-
-/* filemap:mm_filemap_fault (a page fault on a file mapping) */
-struct trace_event_raw_mm_filemap_fault {
-	struct trace_entry ent;
-	unsigned long i_ino;
-	dev_t s_dev;
-	unsigned long index;
-};
-
-/* readahead:page_cache_sync_ra, readahead:page_cache_async_ra */
-struct trace_event_raw_page_cache_ra_op {
-	struct trace_entry ent;
-	unsigned long i_ino;
-	dev_t s_dev;
-	unsigned long index;
-	unsigned int order;
-	unsigned int size;
-	unsigned int async_size;
-	unsigned int ra_pages;
-	unsigned int mmap_miss;
-	loff_t prev_pos;
-	unsigned long req_count;
-};
-
-/* block:block_rq_issue */
-struct trace_event_raw_block_rq {
-	struct trace_entry ent;
-	dev_t dev;
-	sector_t sector;
-	unsigned int nr_sector;
-	unsigned int bytes;
-	char rwbs[10];
-};
-
-/* block:block_rq_complete */
-struct trace_event_raw_block_rq_completion {
-	struct trace_entry ent;
-	dev_t dev;
-	sector_t sector;
-	unsigned int nr_sector;
-	int error;
-	char rwbs[10];
-};
-
 /* The open-file iterator (kernel/bpf/task_iter.c, include/linux/fs.h). The iterator's
  * pointers are unions of a pointer and a u64 in the kernel (__bpf_md_ptr); a plain pointer at
  * the same offset reads the same on 64-bit. */
@@ -133,6 +65,7 @@ struct task_struct {
 };
 
 struct file_ra_state {
+	unsigned int size;
 	unsigned int ra_pages;
 	unsigned int mmap_miss;
 };
@@ -149,6 +82,33 @@ struct inode {
 /* The raw tracepoints' own arguments (tp_btf programs read them directly). */
 struct address_space {
 	struct inode *host;
+};
+/* A folio's flags: a struct around the word since Linux 6.18, the word itself before. */
+typedef struct {
+	unsigned long f;
+} memdesc_flags_t;
+enum pageflags {
+	PG_head = 6,
+};
+struct folio {
+	memdesc_flags_t flags;
+	struct address_space *mapping;
+	unsigned long index;
+	unsigned long _flags_1; /* the order in its low byte (large folios) */
+};
+struct folio___old {
+	unsigned long flags;
+};
+struct gendisk {
+	int major;
+	int first_minor;
+};
+struct request_queue {
+	struct gendisk *disk;
+};
+struct request {
+	struct request_queue *q;
+	unsigned int __data_len;
 };
 
 struct file {
