@@ -75,6 +75,8 @@ class Settings:
         self.image_mb = 640 if quick else 12288
         self.seconds = 4 if quick else 20
         self.repeats = 1 if quick else 2
+        # Interleaved pairs for the probes' cost: a few percent needs more than a few runs.
+        self.overhead_pairs = 1 if quick else 11
         self.sweep_kb = (16, 128, 512) if quick else (16, 64, 128, 256, 512, 1024, 4096)
         self.workloads = ("readrandom", "readseq") if quick else WORKLOADS
         self.train = ("readrandom", "readseq") if quick else ra.TRAIN_WORKLOADS
@@ -697,23 +699,33 @@ def plot(rep: dict, path: Path):
 
 
 def overheads(s: Settings, tb: Testbed, db: Path, out: Path) -> dict:
-    """Throughput without probes vs with the tuner attached but not acting (--dry-run), and the
-    tuner's own costs."""
+    """Throughput without probes vs with the tuner attached but not acting (--dry-run), in
+    interleaved pairs (the order turned each pair: the VM's speed drifts), and the tuner's own
+    costs. The ratio is the median of the pairs' ratios, with their spread."""
     w = "readrandom"
     state = out / "raw" / "state"
-    base = [run_one(s, tb, db, w)[0] for _ in range(s.repeats)]
-    dry = []
+    base, dry, ratios = [], [], []
     cpu = wall = 0.0
-    for i in range(s.repeats):
+    bar = ra._bar(2 * s.overhead_pairs, "overheads")
+    for i in range(s.overhead_pairs):
         log = out / "raw" / f"overhead-dry-{i}.log"
-        ops, _, c, wl = run_one(
-            s, tb, db, w, helper=tuner_helper(tb, out / "readahead_nn.iolm", "device", log, state, True)
-        )
-        dry.append(ops)
-        cpu += c
-        wall += wl
+        pair = {}
+        for config in ("base", "dry") if i % 2 == 0 else ("dry", "base"):
+            if config == "base":
+                pair[config] = run_one(s, tb, db, w)[0]
+            else:
+                helper = tuner_helper(tb, out / "readahead_nn.iolm", "device", log, state, True)
+                ops, _, c, wl = run_one(s, tb, db, w, helper=helper)
+                pair[config] = ops
+                cpu += c
+                wall += wl
+            bar.update(1)
+        base.append(pair["base"])
+        dry.append(pair["dry"])
+        ratios.append(pair["dry"] / pair["base"])
+    bar.close()
     stops = []
-    for i in range(s.repeats):
+    for i in range(s.overhead_pairs):
         for line in open(out / "raw" / f"overhead-dry-{i}.log"):
             if '"event":"stop"' in line:
                 stops.append(json.loads(line))
@@ -723,7 +735,11 @@ def overheads(s: Settings, tb: Testbed, db: Path, out: Path) -> dict:
         "workload": w,
         "ops_without_probes": statistics.median(base),
         "ops_with_probes_no_tuning": statistics.median(dry),
-        "throughput_ratio": statistics.median(dry) / statistics.median(base),
+        "pairs": len(ratios),
+        "throughput_ratio": statistics.median(ratios),
+        "throughput_ratio_min": min(ratios),
+        "throughput_ratio_max": max(ratios),
+        "throughput_ratio_middle_half": middle_half(ratios),
         "tuner_cpu_percent": 100 * cpu / wall if wall else float("nan"),
         "bpf_cpu_percent": 100 * total("bpf_cpu_ms") / 1e3 / stop_wall if stop_wall else float("nan"),
         "events_per_s": total("events_per_s") / max(len(stops), 1),
@@ -744,6 +760,14 @@ def overheads(s: Settings, tb: Testbed, db: Path, out: Path) -> dict:
     if acts:
         res["act_us_per_change"] = sum(a for a, _ in acts) / sum(c for _, c in acts)
     return res
+
+
+def middle_half(xs: list[float]) -> list[float]:
+    """The first and third quartiles (both the value itself for one value)."""
+    if len(xs) < 2:
+        return [xs[0], xs[0]] if xs else [float("nan")] * 2
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return [q[0], q[2]]
 
 
 STEPS = ("sweep", "train", "evaluate", "b2b", "pairs", "shared", "family", "overheads")
@@ -888,7 +912,9 @@ def print_report(rep: dict):
         return
     print(
         f"overheads ({o['workload']}): throughput with probes + tuner attached, not acting: "
-        f"{o['throughput_ratio']:.3f}x; tuner CPU {o['tuner_cpu_percent']:.2f}%; lost events {o['lost_events']}"
+        f"{o['throughput_ratio']:.3f}x (median of {o.get('pairs', '?')} interleaved pairs, "
+        f"[{o.get('throughput_ratio_min', float('nan')):.3f}, {o.get('throughput_ratio_max', float('nan')):.3f}]); "
+        f"tuner CPU {o['tuner_cpu_percent']:.2f}%; lost events {o['lost_events']}"
     )
 
 

@@ -56,6 +56,7 @@ def test_quick_real_benchmark_runs_and_cleans_up(tmp_path):
         for c in ("vanilla", "device_default", "nn", "nn_file", "oracle"):
             assert table[w][c] > 0, (w, c)
     assert rep["overheads"]["lost_events"] == 0
+    assert rep["overheads"]["pairs"] == 1
     # Two processes on one database: every configuration ran, and per description the tuner
     # gave a process's descriptions values of their own.
     configs = {r["config"] for r in rep["shared"]}
@@ -226,3 +227,8 @@ def test_family_fio_jobs_are_separate_processes_with_their_own_options(tmp_path)
         'note: before\n{"jobs": [{"read": {"bw_bytes": 5}}, {"read": {"bw_bytes": 7}}]}\nnote: after {}\n'
     )
     assert bench_family.fio_throughput(tmp_path / "o.json") == [5.0, 7.0]
+
+
+def test_the_middle_half_is_the_quartiles_and_one_value_its_own():
+    assert bench_real.middle_half([5.0, 1.0, 3.0, 2.0, 4.0]) == [2.0, 4.0]
+    assert bench_real.middle_half([0.9]) == [0.9, 0.9]

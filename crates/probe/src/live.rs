@@ -155,16 +155,23 @@ impl Probe {
         let skel = &mut *self.skel;
         let (p, l) = (&skel.progs, &mut skel.links);
         if on {
+            // All five or none: a failure part-way drops the links made so far.
             let attach = |prog: &libbpf_rs::ProgramMut<'_>| {
                 prog.attach()
-                    .map(Some)
                     .map_err(|e| ProbeError::Denied(format!("attaching {}: {e}", prog.name().to_string_lossy())))
             };
-            l.on_add = attach(&p.on_add)?;
-            l.on_get_pages = attach(&p.on_get_pages)?;
-            l.on_fault = attach(&p.on_fault)?;
-            l.on_sync_ra = attach(&p.on_sync_ra)?;
-            l.on_async_ra = attach(&p.on_async_ra)?;
+            let links = (
+                attach(&p.on_add)?,
+                attach(&p.on_get_pages)?,
+                attach(&p.on_fault)?,
+                attach(&p.on_sync_ra)?,
+                attach(&p.on_async_ra)?,
+            );
+            l.on_add = Some(links.0);
+            l.on_get_pages = Some(links.1);
+            l.on_fault = Some(links.2);
+            l.on_sync_ra = Some(links.3);
+            l.on_async_ra = Some(links.4);
         } else {
             // Dropping a link detaches its program.
             l.on_add = None;

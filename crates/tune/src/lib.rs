@@ -488,9 +488,12 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     cpu.take(&knobs.pids);
     let mut window_start = Instant::now();
     // A sampled window: the programs observe until `slice.1` (from `slice.0`), then detach;
-    // `observed` is how long they watched.
+    // `observed` is how long they watched. `sampling` goes off for good if the programs once
+    // failed to attach again.
     let mut slice: Option<(Instant, Instant)> = None;
     let mut observed: Option<Duration> = None;
+    let mut sampling = cfg.sampling;
+    let mut events_seen = 0u64;
     while !stop.load(Ordering::SeqCst) && cfg.duration.is_none_or(|d| start.elapsed() < d) {
         let nap = slice.map_or(tick, |(_, end)| end.saturating_duration_since(Instant::now()).min(tick));
         std::thread::sleep(nap);
@@ -524,32 +527,45 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         }
         next_window += cfg.interval;
         window_ix += 1;
-        let seen = probe.window().map_err(|e| e.to_string())?;
+        let w = probe.window().map_err(|e| e.to_string())?;
         let window_s = window_start.elapsed().as_secs_f64();
-        // A slice still open at the window's end watched all of it.
-        let k = match (slice.take(), observed.take()) {
-            (None, Some(d)) if d.as_secs_f64() > 0.0 => window_s / d.as_secs_f64(),
-            _ => 1.0,
-        };
-        let counted = seen.counters.since(&counters_before).scaled(k);
-        counters_before = seen.counters;
+        // The window was sampled if its slice closed (one still open watched all of it).
+        slice = None;
+        let k = observed.take().map_or(1.0, |d| window_s / d.as_secs_f64().max(1e-9));
+        let whole = k <= 1.0;
+        let seen = w.counters.since(&counters_before);
+        events_seen += seen.pages_added + seen.pages_accessed;
+        let counted = seen.scaled(k);
+        counters_before = w.counters;
         window_start = Instant::now();
         // The next window: sampled after one of nothing but hits, else watched whole.
-        let attached = midway(|| probe.observe_page_cache(true))?;
-        if cfg
-            .sampling
-            .sample_next(counted.pages_accessed, counted.pages_added, window_s)
-        {
-            slice = Some((attached, attached + cfg.interval.mul_f64(cfg.sampling.share)));
+        let attached = match midway(|| probe.observe_page_cache(true)) {
+            Ok(t) => t,
+            Err(e) if sampling.share < 1.0 => {
+                // Once more, then without sampling: a tuner that cannot watch must stop.
+                warn!(event = %"sampling_off", error = %e, effect = %"every window is watched whole from now on");
+                sampling.share = 1.0;
+                midway(|| probe.observe_page_cache(true))?
+            }
+            Err(e) => return Err(e),
+        };
+        if sampling.sample_next(counted.pages_accessed, counted.pages_added, window_s) {
+            slice = Some((attached, attached + cfg.interval.mul_f64(sampling.share)));
         }
-        let w = seen;
-        let mut features = window_features(&w, &knobs, k <= 1.0);
+        let mut features = window_features(&w, &knobs, whole);
         let busy = watched.then(|| (cpu.take_by_process(&knobs.pids), cpu.population()));
         features.outcome = outcome::outcome(&counted, window_s, busy, knobs.device_read_ahead_kb());
         let (decisions_before, fallbacks_before, act_before) =
             (controller.decisions().len(), controller.fallbacks(), knobs.act_ns);
         let t0 = Instant::now();
-        controller.decide(&features, &mut knobs);
+        // A sampled window is not shown to the controllers at all: there is nothing for
+        // readahead to act on, its streams are not the window's, and its progress is not
+        // comparable with a whole window's (unwatched, a cached reader runs a quarter faster):
+        // the value in force stays, the guardrail and the learner pause, and the hysteresis
+        // keeps what it was holding.
+        if whole {
+            controller.decide(&features, &mut knobs);
+        }
         let decide_ns = (t0.elapsed().as_nanos() as u64).saturating_sub(knobs.act_ns - act_before);
         knobs.flush();
         if let Some(j) = restorer.journal.as_mut() {
@@ -586,13 +602,16 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         m.lost_events = w.counters.lost();
         m.pages_added += counted.pages_added;
         m.pages_accessed += counted.pages_accessed;
-        m.sampled_windows += u64::from(k > 1.0);
+        m.sampled_windows += u64::from(!whole);
         m.device_read_ahead_kb = knobs.device_read_ahead_kb();
-        m.files = features.files.len() as u64;
-        if let Some(f) = features.device {
-            m.features.copy_from_slice(&f[..5]);
-        } else {
-            m.features = [0.0; 5];
+        // The gauges keep the last whole window's streams.
+        if whole {
+            m.files = features.files.len() as u64;
+            if let Some(f) = features.device {
+                m.features.copy_from_slice(&f[..5]);
+            } else {
+                m.features = [0.0; 5];
+            }
         }
         for &(_, class) in &controller.decisions()[decisions_before..] {
             let label = labels.get(class).cloned().unwrap_or_else(|| "fallback".into());
@@ -684,7 +703,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         decide_us_mean = m.decide_ns_total as f64 / m.windows.max(1) as f64 / 1e3,
         decide_us_max = m.decide_ns_max as f64 / 1e3,
         act_us_total = m.act_ns_total as f64 / 1e3,
-        events_per_s = (m.pages_added + m.pages_accessed) as f64 / wall.max(1e-9),
+        events_per_s = events_seen as f64 / wall.max(1e-9),
         bpf_runs,
         bpf_cpu_ms = bpf_ns as f64 / 1e6
     );

@@ -5,10 +5,13 @@
 //! quarter of its time, spent watching a workload readahead cannot help (readahead only acts on
 //! misses). After a window whose reads were nearly all hits, the tuner observes only the first
 //! `share` of the next window (the programs are detached for the rest, so they cost nothing):
-//! its counts are scaled to the whole window for the guardrail's outcome, and no decision is
-//! taken on it (the value in force stays). A slice that shows misses again brings the whole
-//! window back. The scaled counts are estimates, low by the probes' own cost: while watched, a
-//! cached reader runs a fifth to a quarter slower, and the slice sees that rate.
+//! its counts are scaled to the whole window (for the metrics and the next window's choice),
+//! and the window is not shown to the controllers: the value in force stays, the guardrail
+//! and the learner pause (unwatched, a cached reader runs a quarter faster, so its progress
+//! does not compare with a watched window's), the hysteresis keeps what it holds. A slice
+//! that shows misses again brings the whole window back. The scaled counts are estimates, low
+//! by the probes' own cost: while watched, a cached reader runs a fifth to a quarter slower,
+//! and the slice sees that rate.
 
 /// When to sample, and how much.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,6 +44,18 @@ impl SamplingConfig {
     pub fn check(&self) -> Result<(), String> {
         if !(self.share > 0.0 && self.share <= 1.0) {
             return Err(format!("--sample {}: a share of the window in (0, 1]", self.share));
+        }
+        if !(0.0..=1.0).contains(&self.max_insert_share) {
+            return Err(format!(
+                "sampling: max_insert_share {}: a share in [0, 1]",
+                self.max_insert_share
+            ));
+        }
+        if !(self.min_access_rate >= 0.0 && self.min_access_rate.is_finite()) {
+            return Err(format!(
+                "sampling: min_access_rate {}: pages a second, 0 or more",
+                self.min_access_rate
+            ));
         }
         Ok(())
     }
@@ -87,5 +102,15 @@ mod tests {
             assert!(c.check().unwrap_err().contains("--sample"), "{bad}");
         }
         assert!(SamplingConfig::default().check().is_ok());
+        let bad_rate = SamplingConfig {
+            min_access_rate: f64::NAN,
+            ..Default::default()
+        };
+        assert!(bad_rate.check().unwrap_err().contains("min_access_rate"));
+        let bad_share = SamplingConfig {
+            max_insert_share: -0.1,
+            ..Default::default()
+        };
+        assert!(bad_share.check().unwrap_err().contains("max_insert_share"));
     }
 }
