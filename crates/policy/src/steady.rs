@@ -54,11 +54,30 @@ impl Steady {
     }
 
     /// Call once per window, before the controller decides: requests not repeated in the
-    /// window just ended are forgotten (holding means consecutive windows).
+    /// window just ended are forgotten (holding means consecutive windows), and so are changes
+    /// older than the rate limit (they limit nothing any more): a tuner left running over a
+    /// database that writes new files all day keeps a memory the size of its recent changes,
+    /// not of every file it ever changed.
     pub fn next_window(&mut self) {
         let asked = std::mem::take(&mut self.asked);
         self.pending.retain(|t, _| asked.contains(t));
         self.window += 1;
+        let (now, gap) = (self.window, self.min_gap);
+        self.last_change.retain(|_, &mut w| now - w < gap);
+    }
+
+    /// Forget process `pid` (it exited or left the watched cgroup): its held requests, its
+    /// rate limits and its next files' value.
+    pub fn forget_process(&mut self, pid: u32) {
+        let its = |t: &Target| matches!(*t, Target::NewFiles(p) | Target::Description(p, _) if p == pid);
+        self.pending.retain(|t, _| !its(t));
+        self.last_change.retain(|t, _| !its(t));
+        self.new_files.remove(&pid);
+    }
+
+    /// How many targets it remembers (held requests, rate limits, next files' values).
+    pub fn remembered(&self) -> usize {
+        self.pending.len() + self.last_change.len() + self.new_files.len()
     }
 
     /// Whether `kb` for `target` may be applied now.
@@ -135,5 +154,74 @@ impl ReadaheadKnobs for SteadyKnobs<'_> {
             self.steady.new_files.insert(pid, kb);
             self.inner.set_new_file_read_ahead_kb(pid, kb);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Knobs that take every change.
+    #[derive(Default)]
+    struct Knobs {
+        changes: u64,
+    }
+
+    impl ReadaheadKnobs for Knobs {
+        fn device_read_ahead_kb(&self) -> u64 {
+            128
+        }
+        fn set_device_read_ahead_kb(&mut self, _: u64) {
+            self.changes += 1;
+        }
+        fn file_read_ahead_kb(&self, _: u64) -> u64 {
+            128
+        }
+        fn set_file_read_ahead_kb(&mut self, _: u64, _: u64) {
+            self.changes += 1;
+        }
+        fn set_new_file_read_ahead_kb(&mut self, _: u32, _: u64) {
+            self.changes += 1;
+        }
+    }
+
+    #[test]
+    fn memory_stays_the_size_of_recent_changes_over_a_stream_of_new_files() {
+        let mut s = Steady::new(1, 3);
+        let mut k = Knobs::default();
+        // A new file changed every window for a long time (a database's new tables).
+        for ino in 0..10_000u64 {
+            s.next_window();
+            s.wrap(&mut k).set_file_read_ahead_kb(ino, 16);
+        }
+        assert_eq!(k.changes, 10_000);
+        // Only the changes still inside the rate limit are remembered.
+        assert!(s.remembered() <= 3, "{}", s.remembered());
+        // And the rate limit still holds for a recent one.
+        s.next_window();
+        s.wrap(&mut k).set_file_read_ahead_kb(9_999, 512);
+        assert_eq!(k.changes, 10_000, "changed 2 windows ago: held back");
+        for _ in 0..2 {
+            s.next_window();
+        }
+        s.wrap(&mut k).set_file_read_ahead_kb(9_999, 512);
+        assert_eq!(k.changes, 10_001, "3 windows on: through");
+    }
+
+    #[test]
+    fn a_process_that_left_is_forgotten() {
+        let mut s = Steady::new(2, 5);
+        let mut k = Knobs::default();
+        s.next_window();
+        s.wrap(&mut k).set_new_file_read_ahead_kb(42, 16); // held: asked once
+        s.wrap(&mut k).set_new_file_read_ahead_kb(7, 16);
+        assert_eq!(s.remembered(), 2);
+        s.forget_process(42);
+        assert_eq!(s.remembered(), 1);
+        s.next_window();
+        s.wrap(&mut k).set_new_file_read_ahead_kb(7, 16); // second window: through
+        assert_eq!(k.changes, 1);
+        s.forget_process(7);
+        assert_eq!(s.remembered(), 0);
     }
 }

@@ -507,6 +507,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         if let Some(cg) = &cfg.cgroup {
             for pid in follow_cgroup(cg, &cfg.pids, &mut knobs.pids, &mut probe) {
                 knobs.forget_process(pid);
+                controller.steady.forget_process(pid);
             }
         }
         // Files opened since the last tick may get their process's value at the flush, and a
@@ -704,6 +705,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         decide_us_max = m.decide_ns_max as f64 / 1e3,
         act_us_total = m.act_ns_total as f64 / 1e3,
         events_per_s = events_seen as f64 / wall.max(1e-9),
+        sampled_windows = m.sampled_windows,
         bpf_runs,
         bpf_cpu_ms = bpf_ns as f64 / 1e6
     );
