@@ -49,18 +49,25 @@ fn me() -> u32 {
     std::process::id()
 }
 
+/// Probes on `dev` watching the processes `pids` (in the kernel), every page event also in the
+/// ring buffer with `raw_events`.
+fn probe(dev: DeviceId, pids: &[u32], raw_events: bool) -> Probe {
+    Probe::start(&ProbeConfig {
+        device: Some(dev),
+        pids: pids.to_vec(),
+        raw_events,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
 #[test]
 fn reads_are_seen_per_file_with_kml_sums() {
     if skip("reads_are_seen_per_file_with_kml_sums") {
         return;
     }
     let (path, ino, dev) = cold_file("probe-read.bin", 2048);
-    let mut p = Probe::start(&ProbeConfig {
-        device: Some(dev),
-        pids: vec![me()],
-        ..Default::default()
-    })
-    .unwrap();
+    let mut p = probe(dev, &[me()], false);
     p.enable_stats().unwrap();
     p.window().unwrap(); // start clean
     let mut buf = vec![0u8; 64 << 10];
@@ -97,12 +104,7 @@ fn other_processes_are_filtered_out_in_the_kernel() {
     }
     let (path, ino, dev) = cold_file("probe-filter.bin", 256);
     // Watch a pid that is not us: our reads must not be recorded.
-    let mut p = Probe::start(&ProbeConfig {
-        device: Some(dev),
-        pids: vec![1],
-        ..Default::default()
-    })
-    .unwrap();
+    let mut p = probe(dev, &[1], false);
     p.window().unwrap();
     let mut v = Vec::new();
     File::open(&path).unwrap().read_to_end(&mut v).unwrap();
@@ -117,12 +119,7 @@ fn thousands_of_processes_are_watched_and_one_that_left_is_not() {
         return;
     }
     let (path, ino, dev) = cold_file("probe-many.bin", 64);
-    let mut p = Probe::start(&ProbeConfig {
-        device: Some(dev),
-        pids: vec![1],
-        ..Default::default()
-    })
-    .unwrap();
+    let mut p = probe(dev, &[1], false);
     // Far more processes than the old hash of 1,024 held, our neighbours in the bitmap's
     // words among them; not us yet.
     let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
@@ -179,13 +176,7 @@ fn mmap_faults_are_accesses_and_raw_events_give_the_same_features() {
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
     }
     let (path, ino, dev) = cold_file("probe-mmap.bin", 1024);
-    let mut p = Probe::start(&ProbeConfig {
-        device: Some(dev),
-        pids: vec![me()],
-        raw_events: true,
-        ..Default::default()
-    })
-    .unwrap();
+    let mut p = probe(dev, &[me()], true);
     p.window().unwrap();
     p.drain_events(Duration::ZERO).unwrap();
     let f = File::open(&path).unwrap();
@@ -250,13 +241,7 @@ fn a_cold_read_inserts_every_page_of_the_file_once() {
     // Large folios (ext4 and tmpfs use them) are one insertion of 1 << order pages: the order
     // is read from the folio, so a wrong reading shows as pages missing or counted twice.
     let (path, ino, dev) = cold_file("probe-folios.bin", 4096);
-    let mut p = Probe::start(&ProbeConfig {
-        device: Some(dev),
-        pids: vec![me()],
-        raw_events: true,
-        ..Default::default()
-    })
-    .unwrap();
+    let mut p = probe(dev, &[me()], true);
     p.window().unwrap();
     p.drain_events(Duration::ZERO).unwrap();
     let mut buf = vec![0u8; 1 << 20];
@@ -340,13 +325,7 @@ fn the_open_file_iterator_shows_fadvise_random_and_the_readahead_of_each_descrip
         return;
     }
     let (path, ino, dev) = cold_file("probe-modes.bin", 16);
-    let mut p = Probe::start(&ProbeConfig {
-        device: Some(dev),
-        pids: vec![me()],
-        filter_pids: true,
-        ..Default::default()
-    })
-    .unwrap();
+    let mut p = probe(dev, &[me()], false);
     let a = File::open(&path).unwrap();
     let b = File::open(&path).unwrap();
     let find = |p: &mut Probe, f: &File| {
@@ -429,12 +408,7 @@ fn the_kernels_sums_tell_a_strided_read_from_a_random_one_and_a_scan_from_a_reve
     // One page per pread of a cold file, in the order given; the file's shape features.
     let shape_of = |name: &str, order: &[u64]| {
         let (path, ino, dev) = cold_file(name, 4096);
-        let mut p = Probe::start(&ProbeConfig {
-            device: Some(dev),
-            pids: vec![me()],
-            ..Default::default()
-        })
-        .unwrap();
+        let mut p = probe(dev, &[me()], false);
         p.window().unwrap();
         let f = File::open(&path).unwrap();
         let mut buf = [0u8; 4096];
@@ -476,12 +450,7 @@ fn detached_page_cache_programs_see_nothing_and_attached_again_see_everything() 
         return;
     }
     let (path, ino, dev) = cold_file("probe-detach.bin", 256);
-    let mut p = Probe::start(&ProbeConfig {
-        device: Some(dev),
-        pids: vec![me()],
-        ..Default::default()
-    })
-    .unwrap();
+    let mut p = probe(dev, &[me()], false);
     let read_cold = || {
         let f = File::open(&path).unwrap();
         // SAFETY: valid descriptor; drops the file's clean pages.

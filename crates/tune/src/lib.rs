@@ -530,6 +530,9 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         window_ix += 1;
         let w = probe.window().map_err(|e| e.to_string())?;
         let window_s = window_start.elapsed().as_secs_f64();
+        // The processes' progress over the same window (read before the re-attach and the
+        // decision, which take milliseconds at short intervals).
+        let busy = watched.then(|| (cpu.take_by_process(&knobs.pids), cpu.population()));
         // The window was sampled if its slice closed (one still open watched all of it).
         slice = None;
         let k = observed.take().map_or(1.0, |d| window_s / d.as_secs_f64().max(1e-9));
@@ -554,7 +557,6 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             slice = Some((attached, attached + cfg.interval.mul_f64(sampling.share)));
         }
         let mut features = window_features(&w, &knobs, whole);
-        let busy = watched.then(|| (cpu.take_by_process(&knobs.pids), cpu.population()));
         features.outcome = outcome::outcome(&counted, window_s, busy, knobs.device_read_ahead_kb());
         let (decisions_before, fallbacks_before, act_before) =
             (controller.decisions().len(), controller.fallbacks(), knobs.act_ns);
