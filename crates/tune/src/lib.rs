@@ -689,8 +689,15 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             *p = m.render(&cfg.device);
         }
     }
-    let bpf_ns: u64 = probe.program_stats().iter().map(|p| p.run_time_ns).sum();
-    let bpf_runs: u64 = probe.program_stats().iter().map(|p| p.runs).sum();
+    let programs = probe.program_stats();
+    let bpf_ns: u64 = programs.iter().map(|p| p.run_time_ns).sum();
+    let bpf_runs: u64 = programs.iter().map(|p| p.runs).sum();
+    // Each program's share: which hook a workload's cost comes from.
+    let per_program = programs
+        .iter()
+        .map(|p| format!("{}:{}/{:.1}ms", p.name, p.runs, p.run_time_ns as f64 / 1e6))
+        .collect::<Vec<_>>()
+        .join(" ");
     drop(probe);
     drop(restorer); // restores and logs
     let wall = start.elapsed().as_secs_f64();
@@ -709,7 +716,8 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         events_per_s = events_seen as f64 / wall.max(1e-9),
         sampled_windows = m.sampled_windows,
         bpf_runs,
-        bpf_cpu_ms = bpf_ns as f64 / 1e6
+        bpf_cpu_ms = bpf_ns as f64 / 1e6,
+        bpf_programs = %per_program
     );
     summary.metrics = m;
     Ok(summary)
