@@ -192,14 +192,7 @@ impl ModelFile {
             }
         }
         if let Some(z) = &self.normaliser {
-            if z.mean.iter().any(|m| !(m.is_finite() && m.abs() <= 1e30))
-                || z.std.iter().any(|&s| !(s == 0.0 || (1e-30..=1e30).contains(&s)))
-            {
-                return Err(Error::invalid(
-                    "normaliser",
-                    "means must be within 1e30, standard deviations 0 (a constant feature) or from 1e-30 to 1e30",
-                ));
-            }
+            crate::norm::check_statistics(&z.mean, &z.std)?;
         }
         let finite = match &self.kind {
             ModelKind::Mlp(n) => n.layers().iter().all(|l| match l {

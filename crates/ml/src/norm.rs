@@ -34,8 +34,24 @@ pub fn signed_log1p(x: f64) -> f64 {
     }
 }
 
+/// The one rule for a normaliser's statistics, at construction and when a model file is read
+/// (a model built past it would not load again): means within 1e30, standard deviations 0 (a
+/// constant feature) or from 1e-30 to 1e30, so that `(x - mean) / std` stays finite in f32.
+pub(crate) fn check_statistics(mean: &[f64], std: &[f64]) -> Result<()> {
+    if mean.iter().any(|m| !(m.is_finite() && m.abs() <= 1e30))
+        || std.iter().any(|&s| !(s == 0.0 || (1e-30..=1e30).contains(&s)))
+    {
+        return Err(Error::invalid(
+            "normaliser",
+            "means must be within 1e30, standard deviations 0 (a constant feature) or from 1e-30 to 1e30",
+        ));
+    }
+    Ok(())
+}
+
 impl ZScore {
-    /// From explicit statistics; lengths must match and values be finite.
+    /// From explicit statistics; lengths must match and values be in range
+    /// ([`check_statistics`]).
     pub fn new(mean: Vec<f64>, std: Vec<f64>) -> Result<Self> {
         if mean.len() != std.len() {
             return Err(Error::Shape {
@@ -44,12 +60,7 @@ impl ZScore {
                 found: std.len(),
             });
         }
-        if mean.iter().chain(&std).any(|v| !v.is_finite()) || std.iter().any(|&s| s < 0.0) {
-            return Err(Error::invalid(
-                "normaliser",
-                "mean/std must be finite, std non-negative",
-            ));
-        }
+        check_statistics(&mean, &std)?;
         Ok(ZScore {
             mean,
             std,
@@ -99,7 +110,10 @@ impl ZScore {
         if w.count() == 0 {
             return Err(Error::invalid("data", "no rows to fit a normaliser"));
         }
-        Ok(w.to_zscore())
+        let z = w.to_zscore();
+        // A spread below 1e-30 is a constant feature (0), as `transform` treats it.
+        let std = z.std.iter().map(|&s| if s < 1e-30 { 0.0 } else { s }).collect();
+        ZScore::new(z.mean, std)
     }
 
     /// Number of features.

@@ -160,3 +160,28 @@ fn tempdir() -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+#[test]
+fn a_normaliser_a_model_file_would_refuse_is_refused_at_import() {
+    // Found by the kml_texts fuzzer: a mean of 4.4e35 imported, then the model it made did not
+    // load again ("means must be within 1e30"). One rule now holds at both ends.
+    let d = kml_dir().join("nn_arch_data");
+    let read = |f: &str| std::fs::read_to_string(d.join(f)).unwrap();
+    let mut t = kml::NetworkTexts::default();
+    for i in 0..3 {
+        t.weights[i] = read(&format!("linear{i}_w.csv"));
+        t.biases[i] = read(&format!("linear{i}_bias.csv"));
+    }
+    t.stddev = read("stddev.csv");
+    for (mean, std) in [("4.4e35 0 0 0 0", None), ("0 0 0 0 0", Some("1e-31 1 1 1 1"))] {
+        t.mean = mean.into();
+        if let Some(s) = std {
+            t.stddev = s.into();
+        }
+        let e = kml::import_network_texts(&t).unwrap_err().1.to_string();
+        assert!(e.contains("within 1e30"), "{e}");
+    }
+    // And a fitted normaliser takes a spread below 1e-30 as a constant feature.
+    let z = iolearn_ml::ZScore::fit(&[1.0, 2.0, 1.0, 4.0], 2).unwrap();
+    assert_eq!(z.std[0], 0.0);
+}
