@@ -77,6 +77,8 @@ class Settings:
         self.repeats = 1 if quick else 2
         # Interleaved pairs for the probes' cost: a few percent needs more than a few runs.
         self.overhead_pairs = 1 if quick else 11
+        # Long enough for the tuner to rest most of the run (it does once its decision is judged).
+        self.overhead_seconds = 4 if quick else 60
         self.sweep_kb = (16, 128, 512) if quick else (16, 64, 128, 256, 512, 1024, 4096)
         self.workloads = ("readrandom", "readseq") if quick else WORKLOADS
         self.train = ("readrandom", "readseq") if quick else ra.TRAIN_WORKLOADS
@@ -699,54 +701,78 @@ def plot(rep: dict, path: Path):
 
 
 def overheads(s: Settings, tb: Testbed, db: Path, out: Path) -> dict:
-    """Throughput without probes vs with the tuner attached but not acting (--dry-run), in
-    interleaved pairs (the order turned each pair: the VM's speed drifts), and the tuner's own
-    costs. The ratio is the median of the pairs' ratios, with their spread."""
+    """Throughput without probes vs with the tuner attached but not acting (--dry-run), as it
+    runs by default (resting once it has nothing to do) and watching every window
+    (``--rest-every 1``), in interleaved rounds (the order turned each round: the VM's speed
+    drifts), and the tuner's own costs. Each ratio is the median of the rounds' ratios, with
+    their spread. Runs are ``overhead_seconds`` long: the tuner rests only after the
+    guardrail has judged its decision (about ten windows), and the ratio is the whole run's."""
     w = "readrandom"
     state = out / "raw" / "state"
-    base, dry, ratios = [], [], []
+    configs = {"base": None, "dry": [], "awake": ["--rest-every", "1"]}
+    ops = {c: [] for c in configs}
     cpu = wall = 0.0
-    bar = ra._bar(2 * s.overhead_pairs, "overheads")
+    bar = ra._bar(len(configs) * s.overhead_pairs, "overheads")
     for i in range(s.overhead_pairs):
-        log = out / "raw" / f"overhead-dry-{i}.log"
-        pair = {}
-        for config in ("base", "dry") if i % 2 == 0 else ("dry", "base"):
-            if config == "base":
-                pair[config] = run_one(s, tb, db, w)[0]
+        order = list(configs)[i % 3 :] + list(configs)[: i % 3]
+        for config in order if i % 2 == 0 else order[::-1]:
+            if configs[config] is None:
+                ops[config].append(run_one(s, tb, db, w, seconds=s.overhead_seconds)[0])
             else:
-                helper = tuner_helper(tb, out / "readahead_nn.iolm", "device", log, state, True)
-                ops, _, c, wl = run_one(s, tb, db, w, helper=helper)
-                pair[config] = ops
-                cpu += c
-                wall += wl
+                log = out / "raw" / f"overhead-{config}-{i}.log"
+                argv, _ = tuner_helper(tb, out / "readahead_nn.iolm", "device", log, state, True)
+                got, _, c, wl = run_one(s, tb, db, w, helper=(argv + configs[config], log), seconds=s.overhead_seconds)
+                ops[config].append(got)
+                if config == "dry":
+                    cpu += c
+                    wall += wl
             bar.update(1)
-        base.append(pair["base"])
-        dry.append(pair["dry"])
-        ratios.append(pair["dry"] / pair["base"])
     bar.close()
-    stops = []
-    for i in range(s.overhead_pairs):
-        for line in open(out / "raw" / f"overhead-dry-{i}.log"):
-            if '"event":"stop"' in line:
-                stops.append(json.loads(line))
-    total = lambda k: sum(float(d.get(k, 0)) for d in stops)  # noqa: E731
-    stop_wall = total("wall_s")
+
+    def stops(config: str) -> list[dict]:
+        return [
+            json.loads(line)
+            for i in range(s.overhead_pairs)
+            for line in open(out / "raw" / f"overhead-{config}-{i}.log")
+            if '"event":"stop"' in line
+        ]
+
+    def ratio(config: str) -> dict:
+        r = [x / b for x, b in zip(ops[config], ops["base"])]
+        d = stops(config)
+        total = lambda k: sum(float(x.get(k, 0)) for x in d)  # noqa: E731
+        stop_wall = total("wall_s")
+        return {
+            "throughput_ratio": statistics.median(r),
+            "throughput_ratio_min": min(r),
+            "throughput_ratio_max": max(r),
+            "throughput_ratio_middle_half": middle_half(r),
+            "ratios": r,
+            "bpf_cpu_percent": 100 * total("bpf_cpu_ms") / 1e3 / stop_wall if stop_wall else float("nan"),
+            "bpf_runs_per_s": total("bpf_runs") / stop_wall if stop_wall else float("nan"),
+            "windows": int(total("windows")),
+            "rested_windows": int(total("rested_windows")),
+            "sampled_windows": int(total("sampled_windows")),
+            "wakes": int(total("wakes")),
+            "lost_events": int(total("lost_events")),
+        }
+
+    dry, awake = ratio("dry"), ratio("awake")
+    d = stops("dry")
+    total = lambda k: sum(float(x.get(k, 0)) for x in d)  # noqa: E731
     res = {
         "workload": w,
-        "ops_without_probes": statistics.median(base),
-        "ops_with_probes_no_tuning": statistics.median(dry),
-        "pairs": len(ratios),
-        "throughput_ratio": statistics.median(ratios),
-        "throughput_ratio_min": min(ratios),
-        "throughput_ratio_max": max(ratios),
-        "throughput_ratio_middle_half": middle_half(ratios),
+        "seconds": s.overhead_seconds,
+        "ops_without_probes": statistics.median(ops["base"]),
+        "ops_with_probes_no_tuning": statistics.median(ops["dry"]),
+        "ops_watching_every_window": statistics.median(ops["awake"]),
+        "pairs": s.overhead_pairs,
+        **{k: v for k, v in dry.items()},
+        "watching_every_window": awake,
         "tuner_cpu_percent": 100 * cpu / wall if wall else float("nan"),
-        "bpf_cpu_percent": 100 * total("bpf_cpu_ms") / 1e3 / stop_wall if stop_wall else float("nan"),
-        "events_per_s": total("events_per_s") / max(len(stops), 1),
-        "decide_us_mean": total("decide_us_mean") / max(len(stops), 1),
-        "decide_us_max": max((float(d.get("decide_us_max", 0)) for d in stops), default=0.0),
-        "windows": int(total("windows")),
-        "lost_events": int(total("lost_events")),
+        "events_per_s": total("events_per_s") / max(len(d), 1),
+        "decide_us_mean": total("decide_us_mean") / max(len(d), 1),
+        "decide_us_max": max((float(x.get("decide_us_max", 0)) for x in d), default=0.0),
     }
     # Actuation: the time the tuner spent on sysfs and fadvise in the evaluation runs.
     acts = [
@@ -916,6 +942,13 @@ def print_report(rep: dict):
         f"[{o.get('throughput_ratio_min', float('nan')):.3f}, {o.get('throughput_ratio_max', float('nan')):.3f}]); "
         f"tuner CPU {o['tuner_cpu_percent']:.2f}%; lost events {o['lost_events']}"
     )
+    a = o.get("watching_every_window")
+    if a:
+        print(
+            f"  watching every window (--rest-every 1): {a['throughput_ratio']:.3f}x "
+            f"[{a['throughput_ratio_min']:.3f}, {a['throughput_ratio_max']:.3f}]; "
+            f"windows rested by default {o.get('rested_windows', 0)} of {o.get('windows', 0)}"
+        )
 
 
 def _interruptible() -> int:

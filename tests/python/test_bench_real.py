@@ -55,8 +55,13 @@ def test_quick_real_benchmark_runs_and_cleans_up(tmp_path):
     for w in ("readrandom", "readseq"):
         for c in ("vanilla", "device_default", "nn", "nn_file", "oracle"):
             assert table[w][c] > 0, (w, c)
-    assert rep["overheads"]["lost_events"] == 0
-    assert rep["overheads"]["pairs"] == 1
+    o = rep["overheads"]
+    assert o["lost_events"] == 0 and o["pairs"] == 1
+    # The default tuner and one watching every window, each with its own stop lines: the latter
+    # never rests.
+    assert o["watching_every_window"]["windows"] > 0 and o["windows"] > 0
+    assert o["watching_every_window"]["rested_windows"] == 0
+    assert len(o["ratios"]) == 1 and o["ratios"][0] > 0
     # Two processes on one database: every configuration ran, and per description the tuner
     # gave a process's descriptions values of their own.
     configs = {r["config"] for r in rep["shared"]}

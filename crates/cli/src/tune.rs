@@ -81,6 +81,12 @@ pub struct ReadaheadArgs {
     /// window whole. (0.001 to 1)
     #[arg(long, allow_negative_numbers = true, default_value_t = 0.05, value_parser = args::observed_share)]
     sample: f64,
+    /// Once the tuner has had nothing to do for a while (no change, nothing held back, the
+    /// guardrail idle) on a busy workload, only one window in this many is watched whole and
+    /// decided on; the others are watched for the --sample share, and one whose rates moved
+    /// wakes the tuner. 1 watches every window. (1 to 1000)
+    #[arg(long, default_value_t = 8, value_parser = args::count(1..=1000))]
+    rest_every: usize,
     /// Decide and log, change nothing.
     #[arg(long)]
     dry_run: bool,
@@ -166,6 +172,7 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
         cfg.guard = None;
     }
     cfg.sampling.share = a.sample;
+    cfg.sampling.rest_every = a.rest_every as u32;
     cfg.dry_run = a.dry_run;
     cfg.allow_system_disk = a.allow_system_disk;
     cfg.state_dir = a.state_dir;

@@ -403,6 +403,19 @@ impl Guarded {
         }
     }
 
+    /// Whether the guardrail measures nothing and waits for nothing: off, or the controller's
+    /// decision in force and already judged (or vanilla itself), with no process named for a
+    /// revert. A caller may then show it fewer windows (the tuner rests,
+    /// `iolearn_tune::sampling`): its phases that measure (vanilla blocks, a new decision's
+    /// block, a backoff counted in windows) need every window.
+    pub fn idle(&self) -> bool {
+        self.cfg.is_none()
+            || (self.phase == Phase::Tuned
+                && self.arm == Arm::Tuned
+                && self.harmed.is_empty()
+                && (self.wants.is_vanilla(self.vanilla_kb) || self.judged.as_ref() == Some(&self.wants)))
+    }
+
     /// The arm in force now.
     pub fn arm(&self) -> Arm {
         self.arm

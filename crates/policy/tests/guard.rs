@@ -696,3 +696,36 @@ fn a_per_file_decision_is_not_taken_back_for_one_process() {
     assert!(ev.iter().all(|e| e.kind != GuardEventKind::ProcessReverted), "{ev:?}");
     assert!(ev.iter().any(|e| e.kind == GuardEventKind::Reverted), "{ev:?}");
 }
+
+#[test]
+fn the_guardrail_is_idle_only_while_a_judged_decision_is_in_force() {
+    // A better value: vanilla measured (not idle), the value tried (not idle), kept (idle),
+    // vanilla checked again at the interval (not idle), kept again (idle).
+    let f = |kb: u64| if kb == 512 { 150.0 } else { 100.0 };
+    let mut g = guarded(Static::new(512));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let mut idle = Vec::new();
+    for _ in 0..60 {
+        run(&mut g, &mut dev, 1, f);
+        idle.push(g.idle());
+    }
+    // Baseline 4 windows and the trial's settle + block 4: nothing idle before window 8.
+    assert!(idle[..7].iter().all(|&i| !i), "{idle:?}");
+    let first = idle.iter().position(|&i| i).expect("idle once kept");
+    assert!(first <= 8, "{idle:?}");
+    // The check of vanilla at the interval (16 windows) is not idle; idle again after it.
+    let busy_again = idle[first..].iter().position(|&i| !i).expect("a check") + first;
+    assert!(idle[busy_again..].iter().any(|&i| i), "{idle:?}");
+    // A worse value is reverted: a backoff on vanilla is not idle (it counts windows).
+    let mut g = guarded(Static::new(1024));
+    let mut dev = Device { kb: 128, sets: 0 };
+    run(&mut g, &mut dev, 12, |kb| if kb == 1024 { 90.0 } else { 100.0 });
+    assert_eq!(g.arm(), Arm::Vanilla);
+    assert!(!g.idle());
+    // A controller that asks for vanilla, and no guardrail at all: idle.
+    let mut g = guarded(Vanilla);
+    run(&mut g, &mut dev, 10, |_| 100.0);
+    assert!(g.idle());
+    let g = Guarded::new(Box::new(Static::new(512)), Steady::new(1, 0), None, 128);
+    assert!(g.idle());
+}

@@ -493,6 +493,8 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     let mut slice: Option<(Instant, Instant)> = None;
     let mut observed: Option<Duration> = None;
     let mut sampling = cfg.sampling;
+    let mut watch = sampling::Watch::default();
+    let mut kind = sampling::Next::Whole;
     let mut events_seen = 0u64;
     while !stop.load(Ordering::SeqCst) && cfg.duration.is_none_or(|d| start.elapsed() < d) {
         let nap = slice.map_or(tick, |(_, end)| end.saturating_duration_since(Instant::now()).min(tick));
@@ -537,6 +539,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         slice = None;
         let k = observed.take().map_or(1.0, |d| window_s / d.as_secs_f64().max(1e-9));
         let whole = k <= 1.0;
+        let resting = std::mem::replace(&mut kind, sampling::Next::Whole) == sampling::Next::Rest;
         let seen = w.counters.since(&counters_before);
         events_seen += seen.pages_added + seen.pages_accessed;
         let counted = seen.scaled(k);
@@ -553,13 +556,15 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             }
             Err(e) => return Err(e),
         };
-        if sampling.sample_next(counted.pages_accessed, counted.pages_added, window_s) {
-            slice = Some((attached, attached + cfg.interval.mul_f64(sampling.share)));
-        }
         let mut features = window_features(&w, &knobs, whole);
         features.outcome = outcome::outcome(&counted, window_s, busy, knobs.device_read_ahead_kb());
-        let (decisions_before, fallbacks_before, act_before) =
-            (controller.decisions().len(), controller.fallbacks(), knobs.act_ns);
+        let (decisions_before, fallbacks_before, act_before, held_before, actions_before) = (
+            controller.decisions().len(),
+            controller.fallbacks(),
+            knobs.act_ns,
+            controller.steady.held_back,
+            knobs.actions_pending(),
+        );
         let t0 = Instant::now();
         // A sampled window is not shown to the controllers at all: there is nothing for
         // readahead to act on, its streams are not the window's, and its progress is not
@@ -571,6 +576,24 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         }
         let decide_ns = (t0.elapsed().as_nanos() as u64).saturating_sub(knobs.act_ns - act_before);
         knobs.flush();
+        // The next window: a slice after one of nothing but hits, or while the tuner rests
+        // (nothing changed, held back or measured for a while); else watched whole.
+        let quiet = whole
+            && controller.idle()
+            && controller.steady.held_back == held_before
+            && knobs.actions_pending() == actions_before;
+        let next = watch.sample_next(
+            &sampling,
+            counted.pages_added,
+            counted.pages_accessed,
+            window_s,
+            1.0 / k,
+            quiet,
+        );
+        kind = next;
+        if next != sampling::Next::Whole {
+            slice = Some((attached, attached + cfg.interval.mul_f64(sampling.share)));
+        }
         if let Some(j) = restorer.journal.as_mut() {
             // Drained: the journal keeps each description once, with its latest advice.
             j.note_files(&std::mem::take(&mut knobs.touched))?;
@@ -606,6 +629,8 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         m.pages_added += counted.pages_added;
         m.pages_accessed += counted.pages_accessed;
         m.sampled_windows += u64::from(!whole);
+        m.rested_windows += u64::from(!whole && resting);
+        m.wakes = watch.wakes;
         m.device_read_ahead_kb = knobs.device_read_ahead_kb();
         // The gauges keep the last whole window's streams.
         if whole {
@@ -715,6 +740,8 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         act_us_total = m.act_ns_total as f64 / 1e3,
         events_per_s = events_seen as f64 / wall.max(1e-9),
         sampled_windows = m.sampled_windows,
+        rested_windows = m.rested_windows,
+        wakes = m.wakes,
         bpf_runs,
         bpf_cpu_ms = bpf_ns as f64 / 1e6,
         bpf_programs = %per_program

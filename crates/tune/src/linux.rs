@@ -389,6 +389,11 @@ impl LinuxKnobs {
         }
     }
 
+    /// Actions since the last [`LinuxKnobs::take_actions`], not taken yet.
+    pub fn actions_pending(&self) -> usize {
+        self.actions.len()
+    }
+
     /// Actions since the last call.
     pub fn take_actions(&mut self) -> Vec<Action> {
         std::mem::take(&mut self.actions)

@@ -72,8 +72,14 @@ pub struct Metrics {
     pub pages_added: u64,
     /// Page accesses over the windows (likewise).
     pub pages_accessed: u64,
-    /// Windows observed only in part (all cache hits before them), their counts scaled.
+    /// Windows observed only in part (all cache hits before them, or the tuner resting),
+    /// their counts scaled.
     pub sampled_windows: u64,
+    /// Of those, the windows watched in part because the tuner rested (nothing to do for a
+    /// while, [`crate::sampling`]).
+    pub rested_windows: u64,
+    /// Slices that showed the workload changed and woke a resting tuner.
+    pub wakes: u64,
     /// Errors (a process gone mid-change...).
     pub errors: u64,
     /// The device's readahead now.
@@ -173,9 +179,16 @@ impl Metrics {
         counter(
             &mut r,
             "sampled_windows",
-            "Windows observed in part after a window of cache hits",
+            "Windows observed in part (after a window of cache hits, or resting)",
             self.sampled_windows,
         );
+        counter(
+            &mut r,
+            "rested_windows",
+            "Windows observed in part because the tuner had nothing to do",
+            self.rested_windows,
+        );
+        counter(&mut r, "wakes", "Slices whose rates woke a resting tuner", self.wakes);
         counter(&mut r, "errors", "Actions that failed", self.errors);
         counter(&mut r, "guard_kept", "Decisions kept by the guardrail", self.guard_kept);
         counter(

@@ -583,29 +583,7 @@ fn a_cached_reader_is_watched_in_slices_and_its_reads_are_still_counted() {
             }
         })
     };
-    // A model that always asks for 16 KiB (both of its classes do): it decides on every window
-    // it is given features for.
-    let model = scratch().join("sampling-16k.iolm");
-    let mut m = iolearn_ml::ModelFile::new(
-        iolearn_ml::ModelKind::Tree(
-            iolearn_ml::DecisionTree::fit(
-                &[1.0f32, 1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0],
-                &[0.0f32, 1.0],
-                5,
-                &iolearn_ml::TreeConfig::default(),
-            )
-            .unwrap(),
-        ),
-        iolearn_ml::kml::READAHEAD_SCHEMA,
-    );
-    m.classes = ["random", "random too"]
-        .map(|label| iolearn_ml::ClassAction {
-            label: label.into(),
-            action: 16,
-        })
-        .to_vec();
-    m.action_unit = "read_ahead_kb".into();
-    m.save(&model).unwrap();
+    let model = always_16_kib("sampling-16k.iolm");
     let run = |share: f64| {
         let spec = iolearn_policy::controller::ControllerSpec::Model(model.clone());
         let mut cfg = iolearn_tune::TuneConfig::new(&fs.device, spec);
@@ -654,4 +632,116 @@ fn a_cached_reader_is_watched_in_slices_and_its_reads_are_still_counted() {
         "whole: {} of {truth_whole} reads",
         whole.pages_accessed
     );
+}
+
+#[test]
+fn a_busy_reader_the_tuner_has_nothing_more_to_do_for_is_watched_one_window_in_n() {
+    if skip("a_busy_reader_the_tuner_has_nothing_more_to_do_for_is_watched_one_window_in_n") {
+        return;
+    }
+    let fs = LoopFs::create(&scratch(), "resting", 64).unwrap();
+    let path = fs.mountpoint.join("data");
+    std::fs::write(&path, vec![7u8; 16 << 20]).unwrap();
+    // Written back and dropped, so that dropping a page drops it: a dirty page stays, and so
+    // does a large folio the write made when only part of it is dropped (the reads below
+    // bring pages back one by one).
+    let f = File::open(&path).unwrap();
+    f.sync_all().unwrap();
+    // SAFETY: advice on a valid descriptor.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    let pages = 4096u64;
+    let reads = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Random reads that all miss: each page is dropped from the cache once read.
+    let reader = {
+        let (reads, done) = (reads.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            let mut x = 0x9E3779B97F4A7C15u64;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let off = ((x % pages) * 4096) as i64;
+                // SAFETY: a valid descriptor and a buffer of one page.
+                let n = unsafe { libc::pread(f.as_raw_fd(), buf.as_mut_ptr().cast(), 4096, off) };
+                assert_eq!(n, 4096);
+                // SAFETY: advice on a valid descriptor.
+                unsafe { libc::posix_fadvise(f.as_raw_fd(), off, 4096, libc::POSIX_FADV_DONTNEED) };
+                reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+    };
+    let spec = iolearn_policy::controller::ControllerSpec::Model(always_16_kib("resting-16k.iolm"));
+    let run = |rest_every: u32| {
+        let mut cfg = iolearn_tune::TuneConfig::new(&fs.device, spec.clone());
+        cfg.pids = vec![std::process::id()];
+        cfg.interval = std::time::Duration::from_millis(250);
+        cfg.duration = Some(std::time::Duration::from_secs(6));
+        cfg.dry_run = true;
+        cfg.guard = None;
+        cfg.sampling.rest_every = rest_every;
+        // Busy enough to rest on however slow the reader is beside the other tests.
+        cfg.sampling.min_access_rate = 1_000.0;
+        cfg.state_dir = scratch().join("state");
+        let before = reads.load(std::sync::atomic::Ordering::Relaxed);
+        let s = iolearn_tune::run(&cfg, &std::sync::atomic::AtomicBool::new(false)).unwrap();
+        (s.metrics, reads.load(std::sync::atomic::Ordering::Relaxed) - before)
+    };
+    let (rested, truth) = run(8);
+    let (awake, truth_awake) = run(1);
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    reader.join().unwrap();
+    eprintln!("resting: {rested:?}\nawake: {awake:?}");
+    // Reads that miss (not all are dropped in time: a tenth to a third miss), so windows that
+    // are not all hits: a run that never rests watches every window.
+    assert!(
+        awake.pages_added as f64 > 0.05 * awake.pages_accessed as f64,
+        "{awake:?}"
+    );
+    assert_eq!(awake.sampled_windows, 0, "{awake:?}");
+    // The change at the first window, three quiet ones, then seven slices in eight: of 24
+    // windows, at least twelve rested. A slice of 12 ms in which the reader was held up (by a
+    // busy machine) wakes the tuner, which rests again after three quiet windows.
+    assert_eq!(rested.sampled_windows, rested.rested_windows, "{rested:?}");
+    assert!(rested.wakes <= 3, "{rested:?}");
+    assert!(rested.rested_windows + 4 * rested.wakes >= 12, "{rested:?}");
+    // Decisions on whole windows only.
+    let decided = rested.decisions.values().sum::<u64>();
+    assert_eq!(decided, rested.windows - rested.rested_windows, "{rested:?}");
+    assert_eq!(awake.decisions.values().sum::<u64>(), awake.windows);
+    // What the slices count, scaled, is still the reads done (one access each), as watching
+    // every window counts them.
+    let per_read = |m: &iolearn_tune::report::Metrics, t: u64| m.pages_accessed as f64 / t as f64;
+    let (r, a) = (per_read(&rested, truth), per_read(&awake, truth_awake));
+    eprintln!("accesses counted per read: resting {r:.3}, awake {a:.3}");
+    assert!((0.6..=1.3).contains(&r), "resting {r}");
+    assert!((0.8..=1.1).contains(&a), "awake {a}");
+}
+
+/// A model that always asks for 16 KiB (both of its classes do): it decides on every window it
+/// is given features for.
+fn always_16_kib(name: &str) -> std::path::PathBuf {
+    let model = scratch().join(name);
+    let mut m = iolearn_ml::ModelFile::new(
+        iolearn_ml::ModelKind::Tree(
+            iolearn_ml::DecisionTree::fit(
+                &[1.0f32, 1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0],
+                &[0.0f32, 1.0],
+                5,
+                &iolearn_ml::TreeConfig::default(),
+            )
+            .unwrap(),
+        ),
+        iolearn_ml::kml::READAHEAD_SCHEMA,
+    );
+    m.classes = ["random", "random too"]
+        .map(|label| iolearn_ml::ClassAction {
+            label: label.into(),
+            action: 16,
+        })
+        .to_vec();
+    m.action_unit = "read_ahead_kb".into();
+    m.save(&model).unwrap();
+    model
 }
