@@ -242,20 +242,17 @@ impl Wants {
     }
 }
 
-/// The knobs the wrapped controller sees: its changes are recorded, and reach the real knobs
-/// only while the controller's arm is in force. It reads back what it asked for.
+/// The knobs the wrapped controller sees (behind [`FloorKnobs`] and the hysteresis): its
+/// changes are recorded, and reach the real knobs only while the controller's arm is in force.
+/// It reads back what it asked for.
 struct GuardKnobs<'a> {
     inner: &'a mut dyn ReadaheadKnobs,
     wants: &'a mut Wants,
     apply: bool,
-    min_kb: u64,
     /// Processes reverted alone: their requests are recorded, not applied.
     held: &'a BTreeSet<u32>,
 }
 
-/// A request the floor raised to the value already in force is not passed on: the controller,
-/// reading back the floor rather than its own value, asks again every window, and each ask
-/// would rewrite the same value (on the kernel, into every open file).
 impl ReadaheadKnobs for GuardKnobs<'_> {
     fn device_read_ahead_kb(&self) -> u64 {
         match self.wants.device {
@@ -264,10 +261,8 @@ impl ReadaheadKnobs for GuardKnobs<'_> {
         }
     }
     fn set_device_read_ahead_kb(&mut self, kb: u64) {
-        let raised = kb < self.min_kb;
-        let kb = kb.max(self.min_kb);
         self.wants.device = Some(kb);
-        if self.apply && !(raised && self.inner.device_read_ahead_kb() == kb) {
+        if self.apply {
             self.inner.set_device_read_ahead_kb(kb);
         }
     }
@@ -278,10 +273,8 @@ impl ReadaheadKnobs for GuardKnobs<'_> {
         }
     }
     fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {
-        let raised = kb < self.min_kb;
-        let kb = kb.max(self.min_kb);
         self.wants.files.insert(inode, kb);
-        if self.apply && !(raised && self.inner.file_read_ahead_kb(inode) == kb) {
+        if self.apply {
             self.inner.set_file_read_ahead_kb(inode, kb);
         }
     }
@@ -292,22 +285,58 @@ impl ReadaheadKnobs for GuardKnobs<'_> {
         }
     }
     fn set_description_read_ahead_kb(&mut self, pid: u32, inode: u64, kb: u64) {
-        let raised = kb < self.min_kb;
-        let kb = kb.max(self.min_kb);
         self.wants.descriptions.insert((pid, inode), kb);
-        if self.apply
-            && !self.held.contains(&pid)
-            && !(raised && self.inner.description_read_ahead_kb(pid, inode) == kb)
-        {
+        if self.apply && !self.held.contains(&pid) {
             self.inner.set_description_read_ahead_kb(pid, inode, kb);
         }
     }
     fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
-        let kb = kb.max(self.min_kb);
         self.wants.new_files.insert(pid, kb);
         if self.apply && !self.held.contains(&pid) {
             self.inner.set_new_file_read_ahead_kb(pid, kb);
         }
+    }
+}
+
+/// The guardrail's floor ([`GuardConfig::min_kb`]), in front of the hysteresis: a request
+/// below it is raised to it, and one the floor raised to the value already in force is no
+/// request at all. The controller, reading back the floor rather than its own value, asks
+/// again every window: let through, each ask would count as a change the hysteresis held back
+/// (so the tuner would never rest) or rewrite the same value (on the kernel, into every open
+/// file).
+struct FloorKnobs<'a> {
+    inner: &'a mut dyn ReadaheadKnobs,
+    min_kb: u64,
+}
+
+impl ReadaheadKnobs for FloorKnobs<'_> {
+    fn device_read_ahead_kb(&self) -> u64 {
+        self.inner.device_read_ahead_kb()
+    }
+    fn set_device_read_ahead_kb(&mut self, kb: u64) {
+        if kb >= self.min_kb || self.inner.device_read_ahead_kb() != self.min_kb {
+            self.inner.set_device_read_ahead_kb(kb.max(self.min_kb));
+        }
+    }
+    fn file_read_ahead_kb(&self, inode: u64) -> u64 {
+        self.inner.file_read_ahead_kb(inode)
+    }
+    fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {
+        if kb >= self.min_kb || self.inner.file_read_ahead_kb(inode) != self.min_kb {
+            self.inner.set_file_read_ahead_kb(inode, kb.max(self.min_kb));
+        }
+    }
+    fn description_read_ahead_kb(&self, pid: u32, inode: u64) -> u64 {
+        self.inner.description_read_ahead_kb(pid, inode)
+    }
+    fn set_description_read_ahead_kb(&mut self, pid: u32, inode: u64, kb: u64) {
+        if kb >= self.min_kb || self.inner.description_read_ahead_kb(pid, inode) != self.min_kb {
+            self.inner
+                .set_description_read_ahead_kb(pid, inode, kb.max(self.min_kb));
+        }
+    }
+    fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
+        self.inner.set_new_file_read_ahead_kb(pid, kb.max(self.min_kb));
     }
 }
 
@@ -412,7 +441,7 @@ impl Guarded {
         self.cfg.is_none()
             || (self.phase == Phase::Tuned
                 && self.arm == Arm::Tuned
-                && self.harmed.is_empty()
+                && self.held.is_empty()
                 && (self.wants.is_vanilla(self.vanilla_kb) || self.judged.as_ref() == Some(&self.wants)))
     }
 
@@ -925,10 +954,13 @@ impl ReadaheadController for Guarded {
             inner: knobs,
             wants: &mut self.wants,
             apply: self.arm == Arm::Tuned,
-            min_kb: self.cfg.as_ref().map_or(0, |c| c.min_kb),
             held: &self.held,
         };
-        self.inner.decide(window, &mut self.steady.wrap(&mut gk));
+        let mut floored = FloorKnobs {
+            inner: &mut self.steady.wrap(&mut gk),
+            min_kb: self.cfg.as_ref().map_or(0, |c| c.min_kb),
+        };
+        self.inner.decide(window, &mut floored);
         if self.wants.with_processes_at(&self.held, self.vanilla_kb) != before {
             // A new decision: measured afresh once it has settled (in force or not). A held
             // process's requests change nothing in force.

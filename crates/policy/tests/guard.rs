@@ -602,6 +602,13 @@ fn process_put_back_alone(scan_at_16_progress: f64) {
                     "window {i}: the reader keeps its value"
                 );
             }
+            // A process held on vanilla counts its backoff in windows: no rest meanwhile.
+            if k.description_read_ahead_kb(100, 1) != 16 && g.arm() == Arm::Tuned {
+                assert!(
+                    !g.idle(),
+                    "window {i}: the scan is held back, the guardrail is not idle"
+                );
+            }
         }
     });
     let alone: Vec<_> = ev
@@ -727,5 +734,24 @@ fn the_guardrail_is_idle_only_while_a_judged_decision_is_in_force() {
     run(&mut g, &mut dev, 10, |_| 100.0);
     assert!(g.idle());
     let g = Guarded::new(Box::new(Static::new(512)), Steady::new(1, 0), None, 128);
+    assert!(g.idle());
+}
+
+#[test]
+fn a_request_below_the_floor_is_no_change_once_the_floor_is_in_force() {
+    // The controller asks for 8 KiB every window and reads back the floor (16): neither a
+    // change held back by the hysteresis nor a rewrite, and the guardrail goes idle.
+    let mut g = Guarded::new(
+        Box::new(Static::new(8)),
+        Steady::new(2, 3),
+        Some(GuardConfig::default()),
+        128,
+    );
+    let mut dev = Device { kb: 128, sets: 0 };
+    run(&mut g, &mut dev, 30, |_| 100.0);
+    assert_eq!(dev.kb, 16);
+    let (held, sets) = (g.steady.held_back, dev.sets);
+    run(&mut g, &mut dev, 10, |_| 100.0);
+    assert_eq!((g.steady.held_back, dev.sets), (held, sets), "asked again and again");
     assert!(g.idle());
 }

@@ -20,7 +20,7 @@ pub use iolearn_policy::controller::{ControllerSpec, Scope};
 use iolearn_policy::controller::{Fallback, ReadaheadController, ReadaheadKnobs};
 pub use iolearn_policy::guard::GuardConfig;
 use iolearn_policy::guard::{GuardEventKind, Guarded};
-use iolearn_policy::readahead::{WindowFeatures, WindowStats};
+use iolearn_policy::readahead::{Outcome, WindowFeatures, WindowStats, MIN_RESOLUTION_UNITS};
 use iolearn_policy::steady::Steady;
 use iolearn_probe::{Probe, ProbeConfig, Window};
 use iolearn_safeio::lock::Lock;
@@ -495,13 +495,24 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     let mut sampling = cfg.sampling;
     let mut watch = sampling::Watch::default();
     let mut kind = sampling::Next::Whole;
+    let mut last_whole = None;
+    let abort = cfg.guard.as_ref().map_or(GuardConfig::default().abort, |g| g.abort);
     let mut events_seen = 0u64;
     while !stop.load(Ordering::SeqCst) && cfg.duration.is_none_or(|d| start.elapsed() < d) {
         let nap = slice.map_or(tick, |(_, end)| end.saturating_duration_since(Instant::now()).min(tick));
         std::thread::sleep(nap);
         if let Some((from, end)) = slice {
             if Instant::now() >= end {
-                observed = Some(midway(|| probe.observe_page_cache(false))?.saturating_duration_since(from));
+                match midway(|| probe.observe_page_cache(false)) {
+                    Ok(t) => observed = Some(t.saturating_duration_since(from)),
+                    Err(e) => {
+                        // Watched whole from now on (the programs attached again, all of them:
+                        // a tuner that cannot watch must stop).
+                        warn!(event = %"sampling_off", error = %e, effect = %"every window is watched whole from now on");
+                        sampling.share = 1.0;
+                        midway(|| probe.observe_page_cache(true))?;
+                    }
+                }
                 slice = None;
             }
         }
@@ -582,6 +593,20 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             && controller.idle()
             && controller.steady.held_back == held_before
             && knobs.actions_pending() == actions_before;
+        // A slice whose processes changed, or whose progress fell below the guardrail's
+        // abort bar (unwatched, a workload runs faster, never slower), wakes a resting tuner:
+        // the guardrail's own checks run on whole windows only. Progress is compared only
+        // where the whole window measured thirty clock ticks of it or more (an I/O-bound
+        // reader's few ticks of user time a window would wake it on noise).
+        let moved = !whole
+            && last_whole.as_ref().is_some_and(|o: &Outcome| {
+                let measurable = |p: f64| p * o.seconds >= 3.0 * MIN_RESOLUTION_UNITS * o.resolution;
+                o.population != features.outcome.population
+                    || matches!((o.progress(), features.outcome.progress()), (Some(was), Some(now)) if measurable(was) && now < abort * was)
+            });
+        if whole {
+            last_whole = Some(features.outcome.clone());
+        }
         let next = watch.sample_next(
             &sampling,
             counted.pages_added,
@@ -589,6 +614,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             window_s,
             1.0 / k,
             quiet,
+            moved,
         );
         kind = next;
         if next != sampling::Next::Whole {

@@ -105,14 +105,17 @@ pub struct Watch {
     slices: u32,
     /// Pages inserted and accessed a second in the last whole window.
     reference: Option<(f64, f64)>,
+    /// How the window that just ended was to be watched.
+    last: Next,
     /// Slices that showed the workload changed while the tuner rested.
     pub wakes: u64,
 }
 
 /// How the next window is watched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Next {
     /// All of it, and shown to the controllers.
+    #[default]
     Whole,
     /// A slice: the last window was all cache hits.
     Hits,
@@ -130,7 +133,9 @@ impl Watch {
     /// How to watch the next window, after one that counted `added` and
     /// `accessed` pages (scaled to the window) in `seconds`, watched for `share` of it;
     /// `quiet`: the window was shown to the controllers and nothing changed, was held back or
-    /// is being measured.
+    /// is being measured; `moved`: a slice in which the caller saw the workload change (its
+    /// processes, or its progress fell: the guardrail's own checks run on whole windows only).
+    #[allow(clippy::too_many_arguments)]
     pub fn sample_next(
         &mut self,
         cfg: &SamplingConfig,
@@ -139,42 +144,47 @@ impl Watch {
         seconds: f64,
         share: f64,
         quiet: bool,
+        moved: bool,
     ) -> Next {
         if cfg.share >= 1.0 || seconds <= 0.0 {
             return Next::Whole;
         }
         let (added_rate, accessed_rate) = (added as f64 / seconds, accessed as f64 / seconds);
+        let all_hits = cfg.sample_next(accessed, added, seconds);
         let rest = if share >= 1.0 {
             self.slices = 0;
-            self.quiet = if quiet { self.quiet + 1 } else { 0 };
+            self.quiet = if quiet { self.quiet.saturating_add(1) } else { 0 };
             self.reference = Some((added_rate, accessed_rate));
             self.quiet >= cfg.rest_after
         } else {
-            self.slices += 1;
+            self.slices = self.slices.saturating_add(1);
             let watched = seconds * share;
-            let changed = self.reference.is_some_and(|(a, r)| {
-                [(added_rate, a), (accessed_rate, r)].iter().any(|&(now, before)| {
-                    let x = (now * watched + WAKE_FLOOR) / (before * watched + WAKE_FLOOR);
-                    !(1.0 / WAKE_FACTOR..=WAKE_FACTOR).contains(&x)
-                })
-            });
-            if changed && self.quiet >= cfg.rest_after {
+            let changed = moved
+                || self.reference.is_some_and(|(a, r)| {
+                    [(added_rate, a), (accessed_rate, r)].iter().any(|&(now, before)| {
+                        let x = (now * watched + WAKE_FLOOR) / (before * watched + WAKE_FLOOR);
+                        !(1.0 / WAKE_FACTOR..=WAKE_FACTOR).contains(&x)
+                    })
+                });
+            if changed && self.last == Next::Rest {
                 self.wakes += 1;
             }
-            if changed {
+            // A slice of a window of hits that shows misses again brings the whole window back.
+            if changed || (self.last == Next::Hits && !all_hits) {
                 self.quiet = 0;
             }
             self.quiet >= cfg.rest_after
         };
         let busy = (added_rate + accessed_rate) >= cfg.min_access_rate;
-        let rest = rest && busy && self.slices + 1 < cfg.rest_every;
-        if cfg.sample_next(accessed, added, seconds) {
+        let rest = rest && busy && self.slices.saturating_add(1) < cfg.rest_every;
+        self.last = if all_hits {
             Next::Hits
         } else if rest {
             Next::Rest
         } else {
             Next::Whole
-        }
+        };
+        self.last
     }
 }
 
@@ -224,7 +234,7 @@ mod tests {
 
     /// A random reader of 5,000 misses and 80,000 accesses a second, one-second windows.
     fn reader(w: &mut Watch, c: &SamplingConfig, share: f64, quiet: bool) -> bool {
-        w.sample_next(c, 5_000, 80_000, 1.0, share, quiet) == Next::Rest
+        w.sample_next(c, 5_000, 80_000, 1.0, share, quiet, false) == Next::Rest
     }
 
     #[test]
@@ -251,7 +261,7 @@ mod tests {
         assert_eq!(w.wakes, 0);
         // All hits: a slice whatever the rest (the rule of the first part).
         let mut h = Watch::default();
-        assert_eq!(h.sample_next(&c, 0, 80_000, 1.0, 1.0, false), Next::Hits);
+        assert_eq!(h.sample_next(&c, 0, 80_000, 1.0, 1.0, false, false), Next::Hits);
         // A whole window that is not quiet (the guardrail checks vanilla): whole ones again.
         assert!(!reader(&mut w, &c, 1.0, false));
         assert!(!reader(&mut w, &c, 1.0, true));
@@ -273,7 +283,7 @@ mod tests {
             for _ in 0..c.rest_after {
                 reader(&mut w, &c, 1.0, true);
             }
-            let next = w.sample_next(&c, added, accessed, 1.0, 0.05, false);
+            let next = w.sample_next(&c, added, accessed, 1.0, 0.05, false, false);
             assert_eq!(w.wakes, u64::from(wakes), "{added} {accessed}");
             let expect = if wakes { Next::Whole } else { Next::Rest };
             assert_eq!(next, expect, "{added} {accessed}");
@@ -285,9 +295,9 @@ mod tests {
             ..c
         };
         for _ in 0..c.rest_after {
-            w.sample_next(&quiet_c, 10, 200, 1.0, 1.0, true);
+            w.sample_next(&quiet_c, 10, 200, 1.0, 1.0, true, false);
         }
-        assert_eq!(w.sample_next(&quiet_c, 30, 200, 1.0, 0.05, false), Next::Rest);
+        assert_eq!(w.sample_next(&quiet_c, 30, 200, 1.0, 0.05, false, false), Next::Rest);
         assert_eq!(w.wakes, 0);
     }
 
@@ -297,7 +307,7 @@ mod tests {
         let mut w = Watch::default();
         for _ in 0..20 {
             // 1,000 events a second: watched whole, it costs nothing.
-            assert_eq!(w.sample_next(&c, 100, 900, 1.0, 1.0, true), Next::Whole);
+            assert_eq!(w.sample_next(&c, 100, 900, 1.0, 1.0, true, false), Next::Whole);
         }
         let never = SamplingConfig { rest_every: 1, ..c };
         let mut w = Watch::default();
@@ -306,5 +316,37 @@ mod tests {
         }
         let bad = SamplingConfig { rest_every: 0, ..c };
         assert!(bad.check().unwrap_err().contains("--rest-every"));
+    }
+
+    #[test]
+    fn a_slice_whose_processes_or_progress_moved_wakes_the_tuner() {
+        let c = SamplingConfig::default();
+        let mut w = Watch::default();
+        for _ in 0..c.rest_after {
+            reader(&mut w, &c, 1.0, true);
+        }
+        assert!(reader(&mut w, &c, 0.05, false));
+        // Same rates, but the caller saw a process join or the progress fall: awake.
+        assert_eq!(w.sample_next(&c, 5_000, 80_000, 1.0, 0.05, false, true), Next::Whole);
+        assert_eq!(w.wakes, 1);
+    }
+
+    #[test]
+    fn slices_of_hits_count_no_wake_and_misses_again_bring_a_whole_window() {
+        let c = SamplingConfig::default();
+        let mut w = Watch::default();
+        // Quiet whole windows of hits, then slices of hits whose rate moves: no wake counted.
+        for _ in 0..c.rest_after {
+            assert_eq!(w.sample_next(&c, 0, 80_000, 1.0, 1.0, true, false), Next::Hits);
+        }
+        assert_eq!(w.sample_next(&c, 0, 30_000, 1.0, 0.05, false, false), Next::Hits);
+        assert_eq!(w.wakes, 0);
+        // A slice with misses again (though within a factor two of the reference): whole.
+        let mut w = Watch::default();
+        for _ in 0..c.rest_after {
+            w.sample_next(&c, 60, 80_000, 1.0, 1.0, true, false);
+        }
+        assert_eq!(w.sample_next(&c, 100, 80_000, 1.0, 0.05, false, false), Next::Whole);
+        assert_eq!(w.wakes, 0);
     }
 }
