@@ -234,12 +234,33 @@ impl Wants {
         w
     }
 
+    /// Drop the targets `keep` refuses: files by inode, descriptions by process and inode,
+    /// processes' next files by process.
+    fn retain(&mut self, keep: &Keep) {
+        self.files.retain(|&ino, _| (keep.file)(ino));
+        self.descriptions.retain(|&(pid, ino), _| (keep.description)(pid, ino));
+        self.new_files.retain(|&pid, _| (keep.process)(pid));
+    }
+
+    /// How many targets.
+    fn len(&self) -> usize {
+        usize::from(self.device.is_some()) + self.files.len() + self.descriptions.len() + self.new_files.len()
+    }
+
     fn is_vanilla(&self, vanilla_kb: u64) -> bool {
         self.device.is_none_or(|kb| kb == vanilla_kb)
             && self.files.values().all(|&kb| kb == vanilla_kb)
             && self.descriptions.values().all(|&kb| kb == vanilla_kb)
             && self.new_files.values().all(|&kb| kb == vanilla_kb)
     }
+}
+
+/// Which targets of a decision still exist (see [`Guarded::forget_process`],
+/// [`Guarded::forget_closed`]).
+struct Keep<'a> {
+    file: &'a dyn Fn(u64) -> bool,
+    description: &'a dyn Fn(u32, u64) -> bool,
+    process: &'a dyn Fn(u32) -> bool,
 }
 
 /// The knobs the wrapped controller sees (behind [`FloorKnobs`] and the hysteresis): its
@@ -432,17 +453,66 @@ impl Guarded {
         }
     }
 
-    /// Whether the guardrail measures nothing and waits for nothing: off, or the controller's
-    /// decision in force and already judged (or vanilla itself), with no process named for a
-    /// revert. A caller may then show it fewer windows (the tuner rests,
-    /// `iolearn_tune::sampling`): its phases that measure (vanilla blocks, a new decision's
-    /// block, a backoff counted in windows) need every window.
+    /// Whether the guardrail measures nothing: off, the controller's decision in force and
+    /// already judged (or vanilla itself), or vanilla in force for a backoff of the device's
+    /// value; and no process held on vanilla alone. A caller may then show it fewer windows
+    /// (the tuner rests, `iolearn_tune::sampling`): its phases that measure (vanilla blocks, a
+    /// new decision's block, a process's backoff, judged when it ends) need every window.
     pub fn idle(&self) -> bool {
-        self.cfg.is_none()
-            || (self.phase == Phase::Tuned
-                && self.arm == Arm::Tuned
-                && self.held.is_empty()
-                && (self.wants.is_vanilla(self.vanilla_kb) || self.judged.as_ref() == Some(&self.wants)))
+        let judged = self.phase == Phase::Tuned
+            && self.arm == Arm::Tuned
+            && (self.wants.is_vanilla(self.vanilla_kb) || self.judged.as_ref() == Some(&self.wants));
+        // A backoff of the device's value waits on vanilla, measuring nothing: resting through
+        // it makes it longer (counted in windows shown), which errs towards vanilla.
+        let waiting = self.phase == Phase::Backoff;
+        self.cfg.is_none() || ((judged || waiting) && self.held.is_empty())
+    }
+
+    /// Forget process `pid` (it exited or left the watched cgroup): its descriptions, its next
+    /// files' value, its backoff. A process that gets its number later starts afresh.
+    pub fn forget_process(&mut self, pid: u32) {
+        self.forget(&Keep {
+            file: &|_| true,
+            description: &|p, _| p != pid,
+            process: &|p| p != pid,
+        });
+        self.process_backoffs.remove(&pid);
+        self.held.remove(&pid);
+        self.harmed.retain(|&p| p != pid);
+    }
+
+    /// Forget the files and descriptions no longer open (`file_open`, `description_open`):
+    /// their values are gone from the kernel too (a file opened again copies the device's),
+    /// and a tuner left running over a database that writes new files all day would otherwise
+    /// keep one entry per file it ever decided on.
+    pub fn forget_closed(&mut self, file_open: &dyn Fn(u64) -> bool, description_open: &dyn Fn(u32, u64) -> bool) {
+        self.forget(&Keep {
+            file: file_open,
+            description: description_open,
+            process: &|_| true,
+        });
+    }
+
+    /// Drop targets from the decision asked for and, alike, from the decision last judged
+    /// and the one a vanilla check is for: what remains of a judged decision is still judged
+    /// (a decision is the same decision without the files that closed).
+    fn forget(&mut self, keep: &Keep) {
+        self.wants.retain(keep);
+        if let Some(j) = self.judged.as_mut() {
+            j.retain(keep);
+        }
+        if let Some((_, _, w)) = self.pending.as_mut() {
+            w.retain(keep);
+        }
+    }
+
+    /// How many targets the guardrail remembers (the decision asked for, the one judged, the
+    /// one a check is for, processes' backoffs).
+    pub fn remembered(&self) -> usize {
+        self.wants.len()
+            + self.judged.as_ref().map_or(0, Wants::len)
+            + self.pending.as_ref().map_or(0, |p| p.2.len())
+            + self.process_backoffs.len()
     }
 
     /// The arm in force now.
@@ -683,7 +753,7 @@ impl Guarded {
                 }
                 let judged = self.judged.as_ref() == Some(&self.wants);
                 let one = std::slice::from_ref(outcome);
-                let collapsed = fresh && !self.passes(cfg, one);
+                let collapsed = fresh && !self.passes(cfg, one) && self.beyond_noise(outcome);
                 if collapsed && self.hold_collapsed(cfg, one) {
                     // One process collapsed, the others did not: it goes back alone, and what
                     // follows is measured once it has settled.
@@ -861,6 +931,25 @@ impl Guarded {
             keep: relative >= Self::bar(cfg, tuned.len()),
             by_process,
         })
+    }
+
+    /// Whether one window's progress falls short of vanilla's median by more than a count
+    /// of clock ticks can by chance: three times the square root of vanilla's ticks in a window
+    /// (a sampled count's spread). A random reader of a database runs its own code for ten
+    /// ticks a second: one window of four in a run that changed nothing read as a collapse
+    /// and reverted it. Exact measures (the simulator's operations, resolution 0) always are.
+    fn beyond_noise(&self, one: &Outcome) -> bool {
+        let (Some(t), Some(v)) = (
+            one.progress(),
+            median(self.vanilla.iter().filter_map(Outcome::progress)),
+        ) else {
+            return true;
+        };
+        if one.resolution <= 0.0 {
+            return true;
+        }
+        let ticks = |rate: f64| rate * one.seconds / one.resolution;
+        ticks(v) - ticks(t) > 3.0 * ticks(v).sqrt()
     }
 
     /// The share of vanilla's progress `n` windows of the controller's must reach.

@@ -521,6 +521,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             for pid in follow_cgroup(cg, &cfg.pids, &mut knobs.pids, &mut probe) {
                 knobs.forget_process(pid);
                 controller.steady.forget_process(pid);
+                controller.forget_process(pid);
             }
         }
         // Files opened since the last tick may get their process's value at the flush, and a
@@ -541,6 +542,10 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         }
         next_window += cfg.interval;
         window_ix += 1;
+        // The guardrail forgets what closed, as the knobs did at the scan.
+        if let Some((inos, descs)) = knobs.open_targets() {
+            controller.forget_closed(&|ino| inos.contains(&ino), &|pid, ino| descs.contains(&(pid, ino)));
+        }
         let w = probe.window().map_err(|e| e.to_string())?;
         let window_s = window_start.elapsed().as_secs_f64();
         // The processes' progress over the same window (read before the re-attach and the
