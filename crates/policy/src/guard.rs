@@ -9,7 +9,9 @@
 //! is within `tolerance` of vanilla's, reverted otherwise (several watched processes: each
 //! against its own vanilla, with equal weights, [`Outcome::relative_progress`]). A vanilla block older than the
 //! current interval is measured again before judging (the interval doubles after every passed
-//! check, up to `max_interval`). A single window below `abort` times vanilla reverts at once.
+//! check, up to `max_interval`). A single window below `abort` times vanilla reverts at once,
+//! where it can be told from noise (progress counted in clock ticks: a shortfall of more than
+//! three times the square root of vanilla's ticks in a window); else two in a row do.
 //! A revert holds vanilla for a backoff of that value that doubles on each failure (four times
 //! after a collapse; a different decision is tried sooner: the controller may have seen the
 //! workload change), and logs the reason ([`GuardEvent`]) with the outcome behind it (pages
@@ -28,7 +30,8 @@
 //!
 //! Exploration is bounded: the controller's requests below `min_kb` are raised to it (see
 //! [`GuardConfig::min_kb`]), a bad setting lasts at most `settle + 1` windows after a fresh
-//! vanilla block, and vanilla costs `settle + block` windows per interval.
+//! vanilla block (`settle + 2` on a light workload whose window is noise), and vanilla costs
+//! `settle + block` windows per interval.
 
 use crate::controller::{ReadaheadController, ReadaheadKnobs};
 use crate::readahead::{Outcome, RelativeProgress, WindowFeatures};
@@ -46,7 +49,8 @@ pub struct GuardConfig {
     /// The controller is reverted when its progress is below vanilla's by more than this share.
     pub tolerance: f64,
     /// Any window of the controller's (settling ones too) below this share of vanilla's
-    /// progress reverts at once, without waiting for a whole block.
+    /// progress reverts at once, without waiting for a whole block (where the window's
+    /// shortfall is more than clock-tick noise; else two such windows in a row).
     pub abort: f64,
     /// How old (windows) a vanilla block may be to judge a decision by, at first; doubles after
     /// each passed check, so vanilla is measured less often while the controller keeps winning.
@@ -255,6 +259,9 @@ impl Wants {
     }
 }
 
+/// Inodes open, and (process, inode) descriptions open.
+pub type OpenTargets = (BTreeSet<u64>, BTreeSet<(u32, u64)>);
+
 /// Which targets of a decision still exist (see [`Guarded::forget_process`],
 /// [`Guarded::forget_closed`]).
 struct Keep<'a> {
@@ -408,6 +415,12 @@ pub struct Guarded {
     process_backoffs: BTreeMap<u32, (u64, u64)>,
     held: BTreeSet<u32>,
     harmed: Vec<u32>,
+    /// The last window of the controller's, if it fell below the collapse bar without being
+    /// told from noise: a second one in a row is a collapse.
+    short: Option<Outcome>,
+    /// The files and descriptions open at the tuner's last scan ([`Guarded::forget_closed`]):
+    /// what the controller asks for others is no decision.
+    open: Option<OpenTargets>,
     events: Vec<GuardEvent>,
     /// Windows spent on vanilla by the guardrail (checks and backoffs).
     pub vanilla_windows: u64,
@@ -448,6 +461,8 @@ impl Guarded {
             process_backoffs: BTreeMap::new(),
             held: BTreeSet::new(),
             harmed: Vec::new(),
+            short: None,
+            open: None,
             events: Vec::new(),
             vanilla_windows: 0,
         }
@@ -481,16 +496,28 @@ impl Guarded {
         self.harmed.retain(|&p| p != pid);
     }
 
-    /// Forget the files and descriptions no longer open (`file_open`, `description_open`):
-    /// their values are gone from the kernel too (a file opened again copies the device's),
-    /// and a tuner left running over a database that writes new files all day would otherwise
-    /// keep one entry per file it ever decided on.
-    pub fn forget_closed(&mut self, file_open: &dyn Fn(u64) -> bool, description_open: &dyn Fn(u32, u64) -> bool) {
-        self.forget(&Keep {
-            file: file_open,
-            description: description_open,
-            process: &|_| true,
-        });
+    /// Forget the files and descriptions not open at the tuner's last scan (`open`: inodes,
+    /// and (process, inode) descriptions): their values are gone from the kernel too (a file
+    /// opened again copies the device's), and a tuner left running over a database that
+    /// writes new files all day would otherwise keep one entry per file it ever decided on.
+    /// Until the next call, what the controller asks for files not open is no decision either
+    /// (it decides on the files its window saw, some closed since): counted as one, a stream
+    /// of short-lived files would restart the judging of a kept decision every few windows,
+    /// and its periodic check of vanilla would never come.
+    pub fn forget_closed(&mut self, open: OpenTargets) {
+        self.open = Some(open);
+        self.forget_not_open();
+    }
+
+    fn forget_not_open(&mut self) {
+        if let Some((files, descriptions)) = self.open.take() {
+            self.forget(&Keep {
+                file: &|ino| files.contains(&ino),
+                description: &|pid, ino| descriptions.contains(&(pid, ino)),
+                process: &|_| true,
+            });
+            self.open = Some((files, descriptions));
+        }
     }
 
     /// Drop targets from the decision asked for and, alike, from the decision last judged
@@ -533,6 +560,7 @@ impl Guarded {
         }
         self.arm = arm;
         self.age = 0;
+        self.short = None;
         let target = match arm {
             Arm::Vanilla => self.wants.all_at(self.vanilla_kb),
             Arm::Tuned => self.wants.with_processes_at(&self.held, self.vanilla_kb),
@@ -753,7 +781,18 @@ impl Guarded {
                 }
                 let judged = self.judged.as_ref() == Some(&self.wants);
                 let one = std::slice::from_ref(outcome);
-                let collapsed = fresh && !self.passes(cfg, one) && self.beyond_noise(outcome);
+                // A window below the collapse bar by more than noise, or a second one in a row.
+                let below = fresh && !self.passes(cfg, one);
+                let shortfall: Vec<Outcome> = match self.short.take() {
+                    _ if below && self.beyond_noise(outcome) => vec![outcome.clone()],
+                    Some(last) if below => vec![last, outcome.clone()],
+                    _ => Vec::new(),
+                };
+                let collapsed = !shortfall.is_empty();
+                if below && !collapsed {
+                    self.short = Some(outcome.clone());
+                }
+                let one = if collapsed { &shortfall[..] } else { one };
                 if collapsed && self.hold_collapsed(cfg, one) {
                     // One process collapsed, the others did not: it goes back alone, and what
                     // follows is measured once it has settled.
@@ -761,13 +800,13 @@ impl Guarded {
                     self.unjudged.clear();
                     self.age = 0;
                 } else if collapsed {
-                    // A window far below vanilla, whenever it comes: not kept for a block.
-                    self.tuned = vec![outcome.clone()];
+                    // Far below vanilla, whenever it comes: not kept for a block.
+                    self.tuned = shortfall.clone();
                     if adjacent {
-                        self.verdict(cfg, one);
+                        self.verdict(cfg, &shortfall);
                         self.revert(cfg, knobs, true);
                     } else {
-                        self.check(vec![outcome.clone()], false, knobs);
+                        self.check(shortfall, false, knobs);
                     }
                 } else if self.tuned.len() >= block && !judged {
                     let t = self.tuned.clone();
@@ -788,9 +827,11 @@ impl Guarded {
                     self.resume(knobs);
                     return;
                 };
-                if wanted != self.wants {
+                let noise = t.len() == 1 && !full && !self.beyond_noise(&t[0]);
+                if wanted != self.wants || noise {
                     // The controller moved on during the check: its new decision is measured
-                    // afresh against this vanilla block.
+                    // afresh against this vanilla block. Or the collapse that asked for the
+                    // check is within noise of vanilla measured now.
                     self.resume(knobs);
                 } else if !self.verdict(cfg, &t) {
                     if !full && t.len() >= block {
@@ -935,9 +976,11 @@ impl Guarded {
 
     /// Whether one window's progress falls short of vanilla's median by more than a count
     /// of clock ticks can by chance: three times the square root of vanilla's ticks in a window
-    /// (a sampled count's spread). A random reader of a database runs its own code for ten
+    /// (a sampled count's spread), a loss of 3/sqrt(n) for n ticks (95% at 10, 42% at 50; the
+    /// abort bar alone from 100). A random reader of a database runs its own code for ten
     /// ticks a second: one window of four in a run that changed nothing read as a collapse
-    /// and reverted it. Exact measures (the simulator's operations, resolution 0) always are.
+    /// and reverted it. A second window below the bar in a row is a collapse whatever the
+    /// noise. Exact measures (operations counted, resolution 0) always are.
     fn beyond_noise(&self, one: &Outcome) -> bool {
         let (Some(t), Some(v)) = (
             one.progress(),
@@ -945,7 +988,7 @@ impl Guarded {
         ) else {
             return true;
         };
-        if one.resolution <= 0.0 {
+        if one.ops.is_some() || one.resolution <= 0.0 {
             return true;
         }
         let ticks = |rate: f64| rate * one.seconds / one.resolution;
@@ -1050,10 +1093,12 @@ impl ReadaheadController for Guarded {
             min_kb: self.cfg.as_ref().map_or(0, |c| c.min_kb),
         };
         self.inner.decide(window, &mut floored);
+        self.forget_not_open();
         if self.wants.with_processes_at(&self.held, self.vanilla_kb) != before {
             // A new decision: measured afresh once it has settled (in force or not). A held
             // process's requests change nothing in force.
             self.tuned.clear();
+            self.short = None;
             if self.arm == Arm::Tuned {
                 self.age = 0;
             }

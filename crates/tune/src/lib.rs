@@ -19,7 +19,7 @@ pub mod testbed;
 pub use iolearn_policy::controller::{ControllerSpec, Scope};
 use iolearn_policy::controller::{Fallback, ReadaheadController, ReadaheadKnobs};
 pub use iolearn_policy::guard::GuardConfig;
-use iolearn_policy::guard::{GuardEventKind, Guarded};
+use iolearn_policy::guard::{Arm, GuardEventKind, Guarded};
 use iolearn_policy::readahead::{Outcome, WindowFeatures, WindowStats, MIN_RESOLUTION_UNITS};
 use iolearn_policy::steady::Steady;
 use iolearn_probe::{Probe, ProbeConfig, Window};
@@ -457,6 +457,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     );
     // With no process watched the guardrail has nothing to measure.
     let guard = cfg.guard.clone().filter(|_| watched);
+    let guarded = guard.is_some();
     if cfg.guard.is_some() && !watched && cfg.controller != ControllerSpec::Vanilla {
         warn!(
             event = %"guard_off",
@@ -496,6 +497,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     let mut watch = sampling::Watch::default();
     let mut kind = sampling::Next::Whole;
     let mut last_whole = None;
+    let mut rested_vanilla = 0u64;
     let abort = cfg.guard.as_ref().map_or(GuardConfig::default().abort, |g| g.abort);
     let mut events_seen = 0u64;
     while !stop.load(Ordering::SeqCst) && cfg.duration.is_none_or(|d| start.elapsed() < d) {
@@ -543,8 +545,8 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         next_window += cfg.interval;
         window_ix += 1;
         // The guardrail forgets what closed, as the knobs did at the scan.
-        if let Some((inos, descs)) = knobs.open_targets() {
-            controller.forget_closed(&|ino| inos.contains(&ino), &|pid, ino| descs.contains(&(pid, ino)));
+        if let Some(open) = knobs.open_targets() {
+            controller.forget_closed(open);
         }
         let w = probe.window().map_err(|e| e.to_string())?;
         let window_s = window_start.elapsed().as_secs_f64();
@@ -636,7 +638,9 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         m.act_ns_total = knobs.act_ns;
         m.fallbacks = controller.fallbacks();
         m.held_back = controller.steady.held_back;
-        m.guard_vanilla_windows = controller.vanilla_windows;
+        // Windows on vanilla, shown to the guardrail or rested through (a backoff).
+        rested_vanilla += u64::from(!whole && guarded && controller.arm() == Arm::Vanilla);
+        m.guard_vanilla_windows = controller.vanilla_windows + rested_vanilla;
         for e in controller.take_events() {
             match e.kind {
                 GuardEventKind::Kept => {

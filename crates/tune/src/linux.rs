@@ -20,7 +20,7 @@
 
 use iolearn_policy::controller::ReadaheadKnobs;
 use iolearn_probe::DeviceId;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -174,9 +174,6 @@ pub fn write_device_kb(sysfs: &Path, kb: u64) -> Result<(), String> {
     std::fs::write(sysfs, format!("{kb}\n")).map_err(|e| format!("{}: writing {kb}: {e}", sysfs.display()))
 }
 
-/// Inodes open, and (process, inode) descriptions open.
-pub type OpenTargets = (BTreeSet<u64>, BTreeSet<(u32, u64)>);
-
 impl LinuxKnobs {
     /// Knobs of block device `name` (`loop0`); `dry_run` changes nothing.
     pub fn new(name: &str, dry_run: bool) -> Result<LinuxKnobs, String> {
@@ -231,7 +228,7 @@ impl LinuxKnobs {
     /// The inodes and the (process, inode) descriptions open at the last scan, where the
     /// knobs forget closed ones (`None` when watching every process: values are not kept per
     /// process then).
-    pub fn open_targets(&self) -> Option<OpenTargets> {
+    pub fn open_targets(&self) -> Option<iolearn_policy::guard::OpenTargets> {
         (!self.every_process).then(|| {
             (
                 self.open.iter().map(|f| f.ino).collect(),
