@@ -558,31 +558,8 @@ fn a_cached_reader_is_watched_in_slices_and_its_reads_are_still_counted() {
     let pages = 4096u64;
     // Cached: every page read once before.
     std::io::copy(&mut File::open(&path).unwrap(), &mut std::io::sink()).unwrap();
-    let reads = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let reader = {
-        let (reads, done) = (reads.clone(), done.clone());
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            let mut x = 0x9E3779B97F4A7C15u64;
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                // SAFETY: a valid descriptor and a buffer of one page.
-                let n = unsafe {
-                    libc::pread(
-                        f.as_raw_fd(),
-                        buf.as_mut_ptr().cast(),
-                        4096,
-                        ((x % pages) * 4096) as i64,
-                    )
-                };
-                assert_eq!(n, 4096);
-                reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-        })
-    };
+    let reader = RandomReader::start(f, pages, false);
+    let reads = reader.reads.clone();
     let model = always_16_kib("sampling-16k.iolm");
     let run = |share: f64| {
         let spec = iolearn_policy::controller::ControllerSpec::Model(model.clone());
@@ -601,8 +578,7 @@ fn a_cached_reader_is_watched_in_slices_and_its_reads_are_still_counted() {
     };
     let (sampled, truth) = run(0.05);
     let (whole, truth_whole) = run(1.0);
-    done.store(true, std::sync::atomic::Ordering::Relaxed);
-    reader.join().unwrap();
+    reader.stop();
     // Windows after the first are all hits, busy: sampled. Watching every window samples none.
     assert!(sampled.sampled_windows >= 5, "{sampled:?}");
     assert_eq!(whole.sampled_windows, 0);
@@ -650,28 +626,9 @@ fn a_busy_reader_the_tuner_has_nothing_more_to_do_for_is_watched_one_window_in_n
     // SAFETY: advice on a valid descriptor.
     unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     let pages = 4096u64;
-    let reads = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     // Random reads that all miss: each page is dropped from the cache once read.
-    let reader = {
-        let (reads, done) = (reads.clone(), done.clone());
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            let mut x = 0x9E3779B97F4A7C15u64;
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let off = ((x % pages) * 4096) as i64;
-                // SAFETY: a valid descriptor and a buffer of one page.
-                let n = unsafe { libc::pread(f.as_raw_fd(), buf.as_mut_ptr().cast(), 4096, off) };
-                assert_eq!(n, 4096);
-                // SAFETY: advice on a valid descriptor.
-                unsafe { libc::posix_fadvise(f.as_raw_fd(), off, 4096, libc::POSIX_FADV_DONTNEED) };
-                reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-        })
-    };
+    let reader = RandomReader::start(f, pages, true);
+    let reads = reader.reads.clone();
     let spec = iolearn_policy::controller::ControllerSpec::Model(always_16_kib("resting-16k.iolm"));
     let run = |rest_every: u32| {
         let mut cfg = iolearn_tune::TuneConfig::new(&fs.device, spec.clone());
@@ -690,8 +647,7 @@ fn a_busy_reader_the_tuner_has_nothing_more_to_do_for_is_watched_one_window_in_n
     };
     let (rested, truth) = run(8);
     let (awake, truth_awake) = run(1);
-    done.store(true, std::sync::atomic::Ordering::Relaxed);
-    reader.join().unwrap();
+    reader.stop();
     eprintln!("resting: {rested:?}\nawake: {awake:?}");
     // Reads that miss (not all are dropped in time: a tenth to a third miss), so windows that
     // are not all hits: a run that never rests watches every window.
@@ -744,4 +700,44 @@ fn always_16_kib(name: &str) -> std::path::PathBuf {
     m.action_unit = "read_ahead_kb".into();
     m.save(&model).unwrap();
     model
+}
+
+/// A thread reading one page at a time at random offsets of a file's first `pages` pages,
+/// counting its reads, each page dropped from the cache once read if `drop`.
+struct RandomReader {
+    reads: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl RandomReader {
+    fn start(f: File, pages: u64, drop: bool) -> RandomReader {
+        let reads = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (r, d) = (reads.clone(), done.clone());
+        let thread = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            let mut x = 0x9E3779B97F4A7C15u64;
+            while !d.load(std::sync::atomic::Ordering::Relaxed) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let off = ((x % pages) * 4096) as i64;
+                // SAFETY: a valid descriptor and a buffer of one page.
+                let n = unsafe { libc::pread(f.as_raw_fd(), buf.as_mut_ptr().cast(), 4096, off) };
+                assert_eq!(n, 4096);
+                if drop {
+                    // SAFETY: advice on a valid descriptor.
+                    unsafe { libc::posix_fadvise(f.as_raw_fd(), off, 4096, libc::POSIX_FADV_DONTNEED) };
+                }
+                r.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        RandomReader { reads, done, thread }
+    }
+
+    fn stop(self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap();
+    }
 }
