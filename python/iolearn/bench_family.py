@@ -222,6 +222,8 @@ def relative(ops: list[float], base: list[float]) -> float:
 
 
 def chosen(s: br.Settings) -> tuple[Workload, ...]:
+    if s.family:
+        return tuple(w for w in FAMILY if w.name in s.family)
     return tuple(w for w in FAMILY if w.name in QUICK) if s.quick else FAMILY
 
 

@@ -82,6 +82,8 @@ class Settings:
         self.sweep_kb = (16, 128, 512) if quick else (16, 64, 128, 256, 512, 1024, 4096)
         self.workloads = ("readrandom", "readseq") if quick else WORKLOADS
         self.train = ("readrandom", "readseq") if quick else ra.TRAIN_WORKLOADS
+        # Members of the test family to run (None: all, or the quick pair).
+        self.family: tuple[str, ...] | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -818,7 +820,19 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--repeats", type=int_arg(1, 100), default=None, help="repeats per configuration (1 to 100; default 2, quick 1)"
     )
+    ap.add_argument(
+        "--family",
+        default=None,
+        help="comma-separated members of the test family to run (default: all; see bench_family.FAMILY)",
+    )
     a = ap.parse_args(argv)
+    if a.family is not None:
+        from . import bench_family
+
+        names = [w.name for w in bench_family.FAMILY]
+        wrong = [n for n in a.family.split(",") if n not in names]
+        if wrong or not a.family:
+            ap.error(f"--family: unknown {', '.join(wrong) or 'empty list'} (members: {', '.join(names)})")
     unknown = set(a.steps.split(",")) - set(STEPS)
     if unknown:
         ap.error(f"--steps: unknown {', '.join(sorted(unknown))} (steps: {', '.join(STEPS)})")
@@ -840,6 +854,7 @@ def main(argv=None) -> int:
             )
             return 2
     s = Settings(a.quick)
+    s.family = tuple(a.family.split(",")) if a.family else None
     if a.repeats:
         s.repeats = max(1, a.repeats)
     date = datetime.date.today().isoformat()

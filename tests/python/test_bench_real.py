@@ -237,3 +237,16 @@ def test_family_fio_jobs_are_separate_processes_with_their_own_options(tmp_path)
 def test_the_middle_half_is_the_quartiles_and_one_value_its_own():
     assert bench_real.middle_half([5.0, 1.0, 3.0, 2.0, 4.0]) == [2.0, 4.0]
     assert bench_real.middle_half([0.9]) == [0.9, 0.9]
+
+
+def test_family_members_are_chosen_by_name_and_unknown_ones_refused(capsys):
+    s = bench_real.Settings(quick=False)
+    assert [w.name for w in bench_family.chosen(s)] == [w.name for w in bench_family.FAMILY]
+    s.family = ("rangescan", "grep")
+    assert [w.name for w in bench_family.chosen(s)] == ["rangescan", "grep"]
+    for bad in ("rangescan,nope", ""):
+        with pytest.raises(SystemExit) as e:
+            bench_real.main(["--family", bad, "--steps", "family"])
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert "--family" in err and "members: " in err, err
