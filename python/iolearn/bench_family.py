@@ -127,7 +127,9 @@ class Files:
         return ":".join(map(str, self.small[int(lo) : int(hi) + 1]))
 
 
-def fio_args(w: Workload, files: Files, seconds: float, seed: int, out: Path) -> list[str]:
+def fio_args(w: Workload, files: Files, seconds: float, seed: int, out: Path, bw_log: Path | None = None) -> list[str]:
+    """fio's command line for ``w``; with ``bw_log``, each job also logs its bandwidth once a
+    second to ``<bw_log>_bw.<job>.log`` ([`fio_series`])."""
     args = ["fio", "--output-format=json", f"--output={out}"]
     for i, job in enumerate(w.jobs):
         opts = dict(o.split("=", 1) for o in job)
@@ -136,8 +138,37 @@ def fio_args(w: Workload, files: Files, seconds: float, seed: int, out: Path) ->
         # job, which turns readahead off whatever the device's value), as applications rarely do.
         args += ["--ioengine=psync", "--fadvise_hint=0", "--time_based", f"--runtime={int(seconds)}"]
         args += [f"--randseed={seed}"]
+        if bw_log is not None:
+            args += [f"--write_bw_log={bw_log}", "--log_avg_msec=1000"]
         args += [f"--{k}={v}" for k, v in opts.items()]
     return args
+
+
+def fio_series(bw_log: Path, jobs: int) -> list[float]:
+    """Bytes/s per second of a run, the jobs summed, from fio's bandwidth logs (one line per
+    second and job: end of the interval in ms, KiB/s, ...). The logs are removed."""
+    per_s: dict[int, float] = {}
+    for j in range(1, jobs + 1):
+        path = bw_log.with_name(f"{bw_log.name}_bw.{j}.log")
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            try:
+                ms, kib = (float(x) for x in line.split(",")[:2])
+            except ValueError:
+                raise RuntimeError(f"{path}:{n}: not a fio bandwidth log line: {line[:80]!r}") from None
+            second = max(0, round(ms / 1000) - 1)
+            per_s[second] = per_s.get(second, 0.0) + kib * 1024
+        path.unlink()
+    return [per_s.get(i, 0.0) for i in range(max(per_s, default=-1) + 1)]
+
+
+def bin_seconds(done: list[tuple[float, int]]) -> list[float]:
+    """Bytes/s per second from (seconds since the start, bytes finished then) pairs."""
+    per_s: list[float] = []
+    for t, n in done:
+        i = int(t)
+        per_s += [0.0] * (i + 1 - len(per_s))
+        per_s[i] += n
+    return per_s
 
 
 def fio_throughput(out: Path) -> list[float]:
@@ -152,15 +183,17 @@ def table_files(db: Path) -> list[Path]:
     return sorted(db.glob("*.sst"))
 
 
-def run_tool(tb: br.Testbed, w: Workload, db: Path, seconds: float, seed: int) -> list[float]:
+def run_tool(
+    tb: br.Testbed, w: Workload, db: Path, seconds: float, seed: int, series: list | None = None
+) -> list[float]:
     """``cp`` or ``grep`` over the table files, one process per file (in the memory group),
     starting at a file chosen by ``seed``, until ``seconds`` have passed. Bytes read per
-    second."""
+    second; ``series``, when given, receives them per second (each file counted when done)."""
     files = table_files(db)
     if not files:
         raise RuntimeError(f"{db}: no table files for {w.name}")
     copy = tb.mnt / "family" / "copy"
-    done, i, t0 = 0, seed, time.time()
+    done, i, t0, finished = 0, seed, time.time(), []
     while time.time() - t0 < seconds:
         f = files[i % len(files)]
         if w.tool == "cp":
@@ -172,7 +205,10 @@ def run_tool(tb: br.Testbed, w: Workload, db: Path, seconds: float, seed: int) -
             if p.returncode not in (0, 1):
                 raise RuntimeError(f"grep {f} exited {p.returncode}: {p.stderr.strip()}")
         done += f.stat().st_size
+        finished.append((time.time() - t0, f.stat().st_size))
         i += 1
+    if series is not None:
+        series[:] = bin_seconds(finished)
     return [done / (time.time() - t0)]
 
 
@@ -191,28 +227,42 @@ def clone_db(db: Path) -> Path:
 
 
 def run(s: br.Settings, tb: br.Testbed, db: Path, files: Files, w: Workload, *, kb: int, seed: int,
-        seconds: float, helper=None, scratch: Path) -> list[float]:  # fmt: skip
+        seconds: float, helper=None, scratch: Path, series: list | None = None) -> list[float]:  # fmt: skip
     """One run of ``w`` after dropping caches, the device at ``kb`` and the helper (the tuner)
-    attached. Each member process's throughput."""
+    attached. Each member process's throughput; ``series``, when given, receives the
+    throughput per second (fio and the tools; the members summed)."""
     clone = clone_db(db) if w.writes else None
     bg = br.prepare(tb, kb, helper)
     try:
-        if w.kind == "db":
-            args = br.db_args(s, clone or db, w.name, seconds) + [f"--seed={seed}"]
-            p = br.sh(*tb.in_cgroup(args + ([] if w.writes else ["--readonly=1"])))
-            return [br.parse_ops(p.stdout, w.name)]
-        if w.kind == "fio":
-            out = scratch / "fio.json"
-            br.sh(*tb.in_cgroup(fio_args(w, files, seconds, seed, out)))
-            return fio_throughput(out)
-        return run_tool(tb, w, db, seconds, seed)
-    except subprocess.CalledProcessError as e:
-        raise RuntimeError(f"{w.name}: {e.cmd[3:6]}... exited {e.returncode}: {(e.stderr or '')[-1500:]}") from e
+        return execute(s, tb, clone or db, files, w, seed=seed, seconds=seconds, scratch=scratch, series=series)
     finally:
         if bg:
             bg.stop()
         if clone:
             shutil.rmtree(clone)
+
+
+def execute(s: br.Settings, tb: br.Testbed, db: Path, files: Files, w: Workload, *, seed: int, seconds: float,
+            scratch: Path, series: list | None = None) -> list[float]:  # fmt: skip
+    """``w`` as things are (no caches dropped, no helper started, a writing workload on ``db``
+    itself): see [`run`]."""
+    if series is not None and w.kind == "db":
+        raise ValueError(f"{w.name}: no per-second throughput for a db_bench workload")
+    try:
+        if w.kind == "db":
+            args = br.db_args(s, db, w.name, seconds) + [f"--seed={seed}"]
+            p = br.sh(*tb.in_cgroup(args + ([] if w.writes else ["--readonly=1"])))
+            return [br.parse_ops(p.stdout, w.name)]
+        if w.kind == "fio":
+            out = scratch / "fio.json"
+            bw_log = scratch / "fio" if series is not None else None
+            br.sh(*tb.in_cgroup(fio_args(w, files, seconds, seed, out, bw_log)))
+            if bw_log is not None:
+                series[:] = fio_series(bw_log, len(w.jobs))
+            return fio_throughput(out)
+        return run_tool(tb, w, db, seconds, seed, series)
+    except subprocess.CalledProcessError as e:
+        raise RuntimeError(f"{w.name}: {e.cmd[3:6]}... exited {e.returncode}: {(e.stderr or '')[-1500:]}") from e
 
 
 def relative(ops: list[float], base: list[float]) -> float:

@@ -803,7 +803,7 @@ def middle_half(xs: list[float]) -> list[float]:
     return [q[0], q[2]]
 
 
-STEPS = ("sweep", "train", "evaluate", "b2b", "pairs", "shared", "family", "overheads")
+STEPS = ("sweep", "train", "evaluate", "b2b", "pairs", "shared", "family", "online", "overheads")
 
 
 def main(argv=None) -> int:
@@ -844,7 +844,7 @@ def main(argv=None) -> int:
     # A benchmark does not change the machine's packages behind the user's back: `make setup`
     # (scripts/bootstrap.sh) installs db_bench and fio when run as root.
     hints = {"db_bench": "rocksdb-tools", "losetup": "util-linux", "mkfs.ext4": "e2fsprogs"}
-    if "family" in a.steps.split(","):
+    if {"family", "online"} & set(a.steps.split(",")):
         hints["fio"] = "fio"
     for tool, package in hints.items():
         if not shutil.which(tool):
@@ -914,6 +914,12 @@ def main(argv=None) -> int:
             from . import bench_family
 
             report["family"] = bench_family.summarize(bench_family.family(s, tb, db, out))
+        if "online" in steps:
+            from . import bench_online
+
+            rows = bench_online.online(s, tb, db, out)
+            report["online"] = bench_online.summarize(rows)
+            bench_online.plot(rows, report["online"], out / "online.png")
         if "overheads" in steps:
             report["overheads"] = overheads(s, tb, db, out)
         write_text(out / "report.json", json.dumps(report, indent=2, default=str))
@@ -953,6 +959,10 @@ def print_report(rep: dict):
         from . import bench_family
 
         bench_family.print_table(rep["family"])
+    if "online" in rep:
+        from . import bench_online
+
+        bench_online.print_table(rep["online"])
     o = rep.get("overheads")
     if o is None:
         return

@@ -2,6 +2,7 @@
 tiny database, and its clean-up on success, on SIGTERM, and after a crash. Needs root, eBPF
 and db_bench (installed by `make setup` as root); skips with the reason elsewhere."""
 
+import csv
 import json
 import os
 import signal
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from iolearn import bench_family, bench_real
+from iolearn import bench_family, bench_online, bench_real
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,6 +89,21 @@ def test_quick_real_benchmark_runs_and_cleans_up(tmp_path):
         for c in ("nn", "nn_file"):
             assert '"event":"stop"' in (out / "raw" / f"tuner-family-{w}-{c}-0.log").read_text()
     assert not (out / "raw" / "fio.json").exists()
+    # The online learner on the kernel: vanilla, oracle and learner with a series each; the
+    # learner's logs show the tuner ran and stopped; the phase run went through every phase.
+    online = rep["online"]
+    assert [m["workload"] for m in online["members"]] == list(bench_online.QUICK)
+    for m in online["members"]:
+        assert m["vanilla"] > 0 and m["online"] > 0 and m["oracle"] > 0 and len(m["t90"]) == 1, m
+    with open(out / "online-runs.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert all(json.loads(r["series"]) for r in rows if r["config"] != "sweep"), "a run without a series"
+    for w in bench_online.QUICK:
+        assert '"event":"stop"' in (out / "raw" / f"online-{w}-online-0.log").read_text()
+    (phases,) = online["phases"]
+    assert [e["workload"] for e in phases["phases"]] == list(bench_online.PHASES)
+    assert phases["decisions"][0] == [0, bench_real.VANILLA_KB]
+    assert not list((out / "raw").glob("fio_bw.*.log"))
     for name in ("sweep.csv", "features.csv", "features-per-file.csv", "evaluate-runs.csv", "readahead_nn.iolm"):
         assert (out / name).exists(), name
     # The tuner acted during the evaluation (per device), and restored the device after.

@@ -1,0 +1,272 @@
+"""The online learner on this machine's kernel, on workloads nothing was built with.
+
+The ``online`` step of ``iolearn bench readahead --real`` (issue 12, must-show 2). The learner
+(``iolearn tune readahead --controller online``: no model and no sweep; it climbs readahead
+values a factor of two apart by the watched processes' progress, inside the guardrail) runs
+against vanilla (128 KiB) and the static oracle on members of the test family
+(``bench_family``) that no model was trained on and that did not shape the learner: random
+reads through mmap, sequential reads over eight files, and grep over the table files.
+
+Each member: a sweep of static values with the family's seed and run length chooses the
+oracle; then, in each repeat (its own seed), vanilla, the oracle and the learner, interleaved
+and their order turned, runs of ``SECONDS``. Throughput is taken once a second (fio's bandwidth
+log, or the files grep finished), so the learner's climb shows: ``t90`` is the first second
+from which a ``SPAN``-second mean holds 90% of the oracle's gain over vanilla, against the
+oracle's and vanilla's runs over the same seconds (the simulator's definition, in
+``crates/readahead/examples/guard_online.rs``).
+
+Then a phase run per repeat: one learner through ``PHASES`` back to back, each for
+``PHASE_SECONDS``, without a pause; its decisions over time are plotted with each phase's
+throughput against that member's vanilla and oracle runs of the same repeat.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from . import _plot
+from . import bench_family as bf
+from . import bench_real as br
+from . import readahead as ra
+
+MEMBERS = ("fio-mmap-rand", "fio-multifile", "grep")
+QUICK = ("fio-mmap-rand",)
+#: Seconds per run: the learner's climb (a few steps of a settle window and a two-window block,
+#: each neighbour measured too) fits several times over, as does a ``SPAN`` after it.
+SECONDS = 120
+#: Seconds of the mean that ``t90`` is judged on.
+SPAN = 30
+PHASES = ("fio-mmap-rand", "fio-multifile", "fio-mmap-rand")
+PHASE_SECONDS = 60
+#: Share of the oracle's gain ``t90`` waits for.
+SHARE = 0.9
+
+
+def t90(online: list[float], vanilla: list[float], oracle: list[float], span: int = SPAN) -> int | None:
+    """The first second from which the mean of ``online`` over ``span`` seconds holds
+    ``SHARE`` of the oracle's gain over vanilla in the same seconds (or the oracle gains at most
+    ``bench_family.GAIN_FLOOR`` there: nothing to learn). ``None``: never within the run."""
+    n = min(len(online), len(vanilla), len(oracle))
+    span = min(span, n)
+    if span == 0:
+        return None
+    for t in range(n - span + 1):
+        mv, mo, mx = (statistics.fmean(x[t : t + span]) for x in (vanilla, oracle, online))
+        if mo <= mv * (1 + bf.GAIN_FLOOR) or mx - mv >= SHARE * (mo - mv):
+            return t
+    return None
+
+
+def share(x: float, vanilla: float, oracle: float) -> float | None:
+    """``x``'s share of the oracle's gain over vanilla; ``None`` where that gain is at most
+    ``bench_family.GAIN_FLOOR``."""
+    return (x - vanilla) / (oracle - vanilla) if oracle > vanilla * (1 + bf.GAIN_FLOOR) else None
+
+
+def decisions(log: Path, start_kb: int) -> list[tuple[int, int]]:
+    """(window, KiB) at the start and at every change of the device's value in a tuner's JSON
+    log (the learner's moves and the guardrail's checks alike)."""
+    out = [(0, start_kb)]
+    for n, line in enumerate(log.read_text().splitlines(), 1):
+        try:
+            e = json.loads(line)
+        except ValueError:
+            raise RuntimeError(f"{log}:{n}: not a JSON log line: {line[:80]!r}") from None
+        if e.get("event") == "change" and e.get("target") == "device":
+            out.append((int(e["window"]), int(e["read_ahead_kb"])))
+    return out
+
+
+def learner(tb: br.Testbed, log: Path, state: Path):
+    """The tuner with the online learner deciding the device's value, watching the cgroup."""
+    argv = br.iolearn_cmd() + ["tune", "readahead", "--device", tb.name, "--controller", "online"]
+    return argv + ["--cgroup", str(tb.cgroup), "--state-dir", str(state), "--log-format", "json"], log
+
+
+def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
+    """The sweep (oracle), then vanilla, the oracle and the learner per member, interleaved
+    within each repeat, then the phase run. Rows of ``online-runs.csv``."""
+    files = bf.Files(s, tb)
+    scratch = out / "raw"
+    members = [w for w in bf.FAMILY if w.name in (QUICK if s.quick else MEMBERS)]
+    seconds = 2 * s.seconds if s.quick else SECONDS
+    sweep_s = s.seconds if s.quick else bf.SECONDS
+    phase_s = s.seconds if s.quick else PHASE_SECONDS
+    phases = [next(w for w in bf.FAMILY if w.name == n) for n in PHASES]
+    configs = ("vanilla", "oracle", "online")
+    total = len(members) * (len(s.sweep_kb) + len(configs) * s.repeats) + s.repeats
+    bar = ra._bar(total, "online")
+    rows: list[dict] = []
+
+    def record(name: str, config: str, repeat: int, seed: int, kb: int, ops: list[float], series: list[float],
+               unit: str, trace=None):  # fmt: skip
+        rows.append({"workload": name, "config": config, "repeat": repeat, "seed": seed, "ra_kb": kb,
+                     "ops": json.dumps(ops), "series": json.dumps([round(x) for x in series]), "unit": unit,
+                     "decisions": json.dumps(trace or [])})  # fmt: skip
+        ra._write(out / "online-runs", rows)
+        if bar is not None:
+            bar.update(1)
+
+    oracle = {}
+    for w in members:
+        scores = {}
+        for kb in s.sweep_kb:
+            ops = bf.run(s, tb, db, files, w, kb=kb, seed=bf.SWEEP_SEED, seconds=sweep_s, scratch=scratch)
+            record(w.name, "sweep", -1, bf.SWEEP_SEED, kb, ops, [], w.unit)
+            scores[kb] = sum(ops)
+        oracle[w.name] = max(scores, key=scores.get)
+    for i in range(s.repeats):
+        for w in members:
+            for c in configs[i % len(configs) :] + configs[: i % len(configs)]:
+                kb = oracle[w.name] if c == "oracle" else br.VANILLA_KB
+                log = scratch / f"online-{w.name}-{c}-{i}.log"
+                helper = learner(tb, log, scratch / "state") if c == "online" else None
+                series: list[float] = []
+                ops = bf.run(s, tb, db, files, w, kb=kb, seed=i + 1, seconds=seconds, helper=helper,
+                             scratch=scratch, series=series)  # fmt: skip
+                trace = decisions(log, br.VANILLA_KB) if c == "online" else None
+                record(w.name, c, i, i + 1, kb, ops, series, w.unit, trace)
+        # The phase run: one learner through the phases, each member's series one after the other.
+        log = scratch / f"online-phases-{i}.log"
+        bg = br.prepare(tb, br.VANILLA_KB, learner(tb, log, scratch / "state"))
+        series, ops, t0 = [], [], time.time()
+        try:
+            for w in phases:
+                part: list[float] = []
+                ops.append(sum(bf.execute(s, tb, db, files, w, seed=i + 1, seconds=phase_s, scratch=scratch,
+                                          series=part)))  # fmt: skip
+                # Each phase exactly phase_s long in the series (fio may log one second fewer).
+                series += (part + [part[-1] if part else 0.0] * phase_s)[:phase_s]
+        finally:
+            bg.stop()
+        print(f"phase run {i}: {time.time() - t0:.0f} s", file=sys.stderr)
+        record(">".join(PHASES), "phases", i, i + 1, br.VANILLA_KB, ops, series, "MB/s", decisions(log, br.VANILLA_KB))
+    if bar is not None:
+        bar.close()
+    tb.set_readahead(br.VANILLA_KB)
+    (scratch / "fio.json").unlink(missing_ok=True)
+    return rows
+
+
+def _load(r: dict, key: str):
+    return json.loads(r[key]) if isinstance(r[key], str) else r[key]
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Per member: vanilla's median throughput; the oracle's and the learner's median [min, max]
+    ratio to vanilla of the same repeat; the learner's share of the oracle's gain over the
+    whole run and over its second half; t90 per repeat. Per phase: the learner's throughput
+    against that member's vanilla and oracle runs of the same repeat over as many seconds."""
+    out: dict = {"members": [], "phases": []}
+    runs = {(r["workload"], r["config"], int(r["repeat"])): r for r in rows if r["config"] != "sweep"}
+    for name in dict.fromkeys(r["workload"] for r in rows if r["config"] not in ("sweep", "phases")):
+        repeats = sorted(i for (w, c, i) in runs if w == name and c == "vanilla")
+        entry: dict = {"workload": name, "unit": runs[(name, "vanilla", repeats[0])]["unit"], "repeats": len(repeats)}
+        entry["oracle_kb"] = int(runs[(name, "oracle", repeats[0])]["ra_kb"])
+        got: dict[str, list] = {"oracle": [], "online": [], "share": [], "share_late": [], "t90": []}
+        vanilla = []
+        for i in repeats:
+            v, o, x = (runs[(name, c, i)] for c in ("vanilla", "oracle", "online"))
+            tv, to, tx = (sum(_load(r, "ops")) for r in (v, o, x))
+            vanilla.append(tv)
+            got["oracle"].append(to / tv)
+            got["online"].append(tx / tv)
+            got["share"].append(share(tx, tv, to))
+            sv, so, sx = (_load(r, "series") for r in (v, o, x))
+            half = min(len(sv), len(so), len(sx)) // 2
+            late = [statistics.fmean(s[half:]) if s[half:] else math.nan for s in (sv, so, sx)]
+            got["share_late"].append(share(late[2], late[0], late[1]))
+            got["t90"].append(t90(sx, sv, so))
+        entry["vanilla"] = statistics.median(vanilla)
+        for k in ("oracle", "online"):
+            entry[k] = statistics.median(got[k])
+            entry[k + "_range"] = [min(got[k]), max(got[k])]
+        for k in ("share", "share_late"):
+            known = [x for x in got[k] if x is not None and math.isfinite(x)]
+            entry[k] = statistics.median(known) if known else None
+        entry["t90"] = got["t90"]
+        out["members"].append(entry)
+    for r in sorted((r for r in rows if r["config"] == "phases"), key=lambda r: int(r["repeat"])):
+        i, names = int(r["repeat"]), r["workload"].split(">")
+        series, n = _load(r, "series"), len(_load(r, "series")) // len(names)
+        each = []
+        for k, name in enumerate(names):
+            mine = series[k * n : (k + 1) * n]
+            base = (
+                [_load(runs[(name, c, i)], "series")[:n] for c in ("vanilla", "oracle")]
+                if (name, "vanilla", i) in runs
+                else None
+            )
+            if not base or not mine or not all(base):
+                each.append({"workload": name})
+                continue
+            mx, mv, mo = statistics.fmean(mine), statistics.fmean(base[0]), statistics.fmean(base[1])
+            each.append({"workload": name, "ratio": mx / mv if mv > 0 else None, "oracle": mo / mv if mv > 0 else None,
+                         "share": share(mx, mv, mo)})  # fmt: skip
+        out["phases"].append({"repeat": i, "phase_seconds": n, "phases": each, "decisions": _load(r, "decisions")})
+    return out
+
+
+def print_table(rep: dict):
+    print(f"{'online learner':<20}{'vanilla':>14}{'learner':>9}{'oracle':>8}{'KiB':>6}{'share':>7}{'late':>6}  t90 (s)")
+    for r in rep["members"]:
+        v = r["vanilla"] / (1e6 if r["unit"] == "MB/s" else 1)
+        pct = lambda x: f"{x:.0%}" if x is not None else "-"  # noqa: E731
+        t = ", ".join("never" if x is None else str(x) for x in r["t90"])
+        print(
+            f"{r['workload']:<20}{v:>10.0f} {r['unit']:<5}{r['online']:>7.2f}{r['oracle']:>8.2f}{r['oracle_kb']:>6}"
+            f"{pct(r['share']):>7}{pct(r['share_late']):>6}  {t}"
+        )
+    for p in rep["phases"]:
+        cells = "; ".join(
+            f"{e['workload']} {e['ratio']:.2f}x (oracle {e['oracle']:.2f}x)" if e.get("ratio") else e["workload"]
+            for e in p["phases"]
+        )
+        print(f"  phases, repeat {p['repeat']}: {cells}")
+
+
+def plot(rows: list[dict], rep: dict, path: Path):
+    """Repeat 0: each member's throughput per second (vanilla, oracle, learner), and the phase
+    run's decisions over time (PNG)."""
+    plt = _plot.pyplot()
+    if plt is None or not rep["members"]:
+        return
+    runs = {(r["workload"], r["config"]): r for r in rows if int(r["repeat"]) == 0 and r["config"] != "sweep"}
+    n = len(rep["members"]) + (1 if rep["phases"] else 0)
+    fig, axes = plt.subplots(n, 1, figsize=(9, 2.6 * n), squeeze=False, layout="constrained")
+    for ax, m in zip(axes[:, 0], rep["members"]):
+        for c, style in (("vanilla", "grey"), ("oracle", "black"), ("online", "tab:blue")):
+            r = runs.get((m["workload"], c))
+            if r:
+                label = f"oracle {m['oracle_kb']} KiB" if c == "oracle" else c
+                ax.plot([x / 1e6 for x in _load(r, "series")], color=style, linewidth=1, label=label)
+        ax.set_title(m["workload"], fontsize=9)
+        ax.set_ylabel("MB/s")
+        ax.legend(fontsize=7, loc="lower right")
+    if rep["phases"]:
+        ax = axes[-1, 0]
+        p = rep["phases"][0]
+        end = p["phase_seconds"] * len(p["phases"])
+        d = p["decisions"] + [[end, p["decisions"][-1][1]]]
+        ax.step([x[0] for x in d], [x[1] for x in d], where="post", color="tab:blue")
+        ax.set_yscale("log", base=2)
+        ax.set_ylabel("read_ahead_kb")
+        for k, e in enumerate(p["phases"]):
+            ax.axvline(k * p["phase_seconds"], color="grey", linewidth=0.6)
+            # x in seconds, y a share of the axes' height: inside it whatever the values.
+            ax.text(
+                k * p["phase_seconds"] + 1,
+                0.95,
+                e["workload"],
+                fontsize=7,
+                va="top",
+                transform=ax.get_xaxis_transform(),
+            )
+        ax.set_title("the learner's value through the phases (repeat 0)", fontsize=9)
+    axes[-1, 0].set_xlabel("seconds")
+    _plot.save(fig, path)

@@ -1,0 +1,90 @@
+"""The kernel online step's arithmetic (issue 12, must-show 2): time to 90% of the oracle's
+gain, shares, per-second series from fio's logs and finished files, the tuner's decisions.
+The step itself runs in `test_bench_real.py`'s quick benchmark."""
+
+import json
+
+import pytest
+
+from iolearn import bench_family, bench_online
+
+
+def test_t90_is_the_first_second_from_which_a_span_holds_90_percent_of_the_gain():
+    vanilla = [10.0] * 60
+    oracle = [20.0] * 60
+    # The learner at vanilla for 20 s, then at the oracle: a 10 s mean holds 90% once at most
+    # one of its seconds is still at vanilla.
+    learner = [10.0] * 20 + [20.0] * 40
+    assert bench_online.t90(learner, vanilla, oracle, span=10) == 19
+    # 85% of the gain is not 90%.
+    assert bench_online.t90([18.5] * 60, vanilla, oracle, span=10) is None
+    # Where the oracle gains nothing over the same seconds, there is nothing to wait for.
+    assert bench_online.t90([10.0] * 60, vanilla, [10.5] * 60, span=10) == 0
+    # Series of different lengths are compared over what they share; empty ones never reach it.
+    assert bench_online.t90(learner[:30], vanilla, oracle, span=10) == 19
+    assert bench_online.t90([], vanilla, oracle) is None
+
+
+def test_a_share_of_the_gain_is_only_given_where_the_oracle_gains_over_10_percent():
+    assert bench_online.share(15.0, 10.0, 20.0) == pytest.approx(0.5)
+    assert bench_online.share(9.0, 10.0, 20.0) == pytest.approx(-0.1)
+    assert bench_online.share(15.0, 10.0, 11.0) is None
+
+
+def test_fio_bandwidth_logs_sum_the_jobs_per_second_and_are_removed(tmp_path):
+    prefix = tmp_path / "fio"
+    (tmp_path / "fio_bw.1.log").write_text("1000, 1024, 0, 0, 0\n2002, 2048, 0, 0, 0\n3001, 1024, 0, 0, 0\n")
+    (tmp_path / "fio_bw.2.log").write_text("999, 1024, 0, 0, 0\n3000, 1024, 0, 0, 0\n")
+    assert bench_family.fio_series(prefix, 2) == [2048 * 1024, 2048 * 1024, 2048 * 1024]
+    assert not list(tmp_path.iterdir())
+    (tmp_path / "fio_bw.1.log").write_text("1000, lots, 0\n")
+    with pytest.raises(RuntimeError, match=r"fio_bw\.1\.log:1: not a fio bandwidth log line"):
+        bench_family.fio_series(prefix, 1)
+
+
+def test_files_finished_are_binned_by_the_second_they_finished_in():
+    assert bench_family.bin_seconds([(0.2, 5), (0.9, 5), (2.5, 7)]) == [10, 0, 7]
+    assert bench_family.bin_seconds([]) == []
+
+
+def test_the_learners_decisions_are_read_from_its_log(tmp_path):
+    log = tmp_path / "tuner.log"
+    lines = [
+        {"event": "start", "read_ahead_kb": 128},
+        {"event": "change", "window": 4, "target": "device", "read_ahead_kb": 64},
+        {"event": "change", "window": 5, "target": "file:12", "read_ahead_kb": 16},
+        {"event": "guard", "window": 8, "verdict": "kept"},
+        {"event": "change", "window": 9, "target": "device", "read_ahead_kb": 32},
+    ]
+    log.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert bench_online.decisions(log, 128) == [(0, 128), (4, 64), (9, 32)]
+    log.write_text("not json\n")
+    with pytest.raises(RuntimeError, match="tuner.log:1: not a JSON log line"):
+        bench_online.decisions(log, 128)
+
+
+def _row(workload, config, repeat, ops, series, kb=128, decisions=()):
+    return {"workload": workload, "config": config, "repeat": repeat, "seed": repeat + 1, "ra_kb": kb,
+            "ops": json.dumps(ops), "series": json.dumps(series), "unit": "MB/s",
+            "decisions": json.dumps(list(decisions))}  # fmt: skip
+
+
+def test_the_summary_scores_the_learner_against_vanilla_and_the_oracle_of_its_repeat():
+    rows = [_row("a", "sweep", -1, [1.0], [], kb=16)]
+    for i, scale in enumerate((1.0, 2.0)):  # a second repeat on a machine twice as fast
+        rows += [
+            _row("a", "vanilla", i, [10.0 * scale], [10.0 * scale] * 60),
+            _row("a", "oracle", i, [20.0 * scale], [20.0 * scale] * 60, kb=16),
+            _row("a", "online", i, [18.0 * scale], [10.0 * scale] * 12 + [20.0 * scale] * 48),
+        ]
+    rows.append(_row("a>a", "phases", 0, [1.0, 1.0], [15.0] * 60 + [20.0] * 60, decisions=[[0, 128], [7, 64]]))
+    rep = bench_online.summarize(rows)
+    (m,) = rep["members"]
+    assert m["online"] == pytest.approx(1.8) and m["online_range"] == pytest.approx([1.8, 1.8])
+    assert m["oracle"] == pytest.approx(2.0) and m["oracle_kb"] == 16
+    assert m["share"] == pytest.approx(0.8)
+    assert m["share_late"] == pytest.approx(1.0)
+    assert m["t90"] == [9, 9]
+    (p,) = rep["phases"]
+    assert p["phase_seconds"] == 60 and p["decisions"] == [[0, 128], [7, 64]]
+    assert [e["share"] for e in p["phases"]] == pytest.approx([0.5, 1.0])
