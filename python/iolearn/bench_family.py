@@ -146,15 +146,24 @@ def fio_args(w: Workload, files: Files, seconds: float, seed: int, out: Path, bw
 
 def fio_series(bw_log: Path, jobs: int) -> list[float]:
     """Bytes/s per second of a run, the jobs summed, from fio's bandwidth logs (one line per
-    second and job: end of the interval in ms, KiB/s, ...). The logs are removed."""
+    second and job: end of the interval in ms, KiB/s, ...). A job's last, partial interval
+    (logged under a second after the one before) is left out. The logs are removed."""
     per_s: dict[int, float] = {}
     for j in range(1, jobs + 1):
         path = bw_log.with_name(f"{bw_log.name}_bw.{j}.log")
-        for n, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise RuntimeError(f"{path}: fio wrote no bandwidth log ({e.strerror})") from None
+        last_ms = -math.inf
+        for n, line in enumerate(text.splitlines(), 1):
             try:
                 ms, kib = (float(x) for x in line.split(",")[:2])
             except ValueError:
                 raise RuntimeError(f"{path}:{n}: not a fio bandwidth log line: {line[:80]!r}") from None
+            if ms - last_ms < 500:
+                continue
+            last_ms = ms
             second = max(0, round(ms / 1000) - 1)
             per_s[second] = per_s.get(second, 0.0) + kib * 1024
         path.unlink()

@@ -22,6 +22,8 @@ throughput against that member's vanilla and oracle runs of the same repeat.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import statistics
@@ -33,6 +35,7 @@ from . import _plot
 from . import bench_family as bf
 from . import bench_real as br
 from . import readahead as ra
+from .safeio import read_text
 
 MEMBERS = ("fio-mmap-rand", "fio-multifile", "grep")
 QUICK = ("fio-mmap-rand",)
@@ -104,10 +107,10 @@ def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     rows: list[dict] = []
 
     def record(name: str, config: str, repeat: int, seed: int, kb: int, ops: list[float], series: list[float],
-               unit: str, trace=None):  # fmt: skip
+               unit: str, trace=None, starts=None):  # fmt: skip
         rows.append({"workload": name, "config": config, "repeat": repeat, "seed": seed, "ra_kb": kb,
                      "ops": json.dumps(ops), "series": json.dumps([round(x) for x in series]), "unit": unit,
-                     "decisions": json.dumps(trace or [])})  # fmt: skip
+                     "decisions": json.dumps(trace or []), "phase_starts": json.dumps(starts or [])})  # fmt: skip
         ra._write(out / "online-runs", rows)
         if bar is not None:
             bar.update(1)
@@ -134,23 +137,32 @@ def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
         # The phase run: one learner through the phases, each member's series one after the other.
         log = scratch / f"online-phases-{i}.log"
         bg = br.prepare(tb, br.VANILLA_KB, learner(tb, log, scratch / "state"))
-        series, ops, t0 = [], [], time.time()
+        series, ops, starts, t0 = [], [], [], time.time()
         try:
             for w in phases:
+                # Seconds since the tuner started: its windows count from there.
+                starts.append(round(time.time() - bg.started, 2))
                 part: list[float] = []
                 ops.append(sum(bf.execute(s, tb, db, files, w, seed=i + 1, seconds=phase_s, scratch=scratch,
                                           series=part)))  # fmt: skip
                 # Each phase exactly phase_s long in the series (fio may log one second fewer).
                 series += (part + [part[-1] if part else 0.0] * phase_s)[:phase_s]
+            starts.append(round(time.time() - bg.started, 2))  # the end
         finally:
             bg.stop()
         print(f"phase run {i}: {time.time() - t0:.0f} s", file=sys.stderr)
-        record(">".join(PHASES), "phases", i, i + 1, br.VANILLA_KB, ops, series, "MB/s", decisions(log, br.VANILLA_KB))
+        trace = decisions(log, br.VANILLA_KB)
+        record(">".join(PHASES), "phases", i, i + 1, br.VANILLA_KB, ops, series, "MB/s", trace, starts)
     if bar is not None:
         bar.close()
     tb.set_readahead(br.VANILLA_KB)
     (scratch / "fio.json").unlink(missing_ok=True)
     return rows
+
+
+def load(path: Path) -> list[dict]:
+    """The rows of an ``online-runs.csv`` (to summarize again an interrupted or earlier run)."""
+    return list(csv.DictReader(io.StringIO(read_text(path, ra.MAX_CSV_BYTES))))
 
 
 def _load(r: dict, key: str):
@@ -166,6 +178,10 @@ def summarize(rows: list[dict]) -> dict:
     runs = {(r["workload"], r["config"], int(r["repeat"])): r for r in rows if r["config"] != "sweep"}
     for name in dict.fromkeys(r["workload"] for r in rows if r["config"] not in ("sweep", "phases")):
         repeats = sorted(i for (w, c, i) in runs if w == name and c == "vanilla")
+        # Repeats with all three runs (a partial CSV of an interrupted run has some without).
+        repeats = [i for i in repeats if all((name, c, i) in runs for c in ("oracle", "online"))]
+        if not repeats:
+            continue
         entry: dict = {"workload": name, "unit": runs[(name, "vanilla", repeats[0])]["unit"], "repeats": len(repeats)}
         entry["oracle_kb"] = int(runs[(name, "oracle", repeats[0])]["ra_kb"])
         got: dict[str, list] = {"oracle": [], "online": [], "share": [], "share_late": [], "t90": []}
@@ -177,8 +193,9 @@ def summarize(rows: list[dict]) -> dict:
             got["oracle"].append(to / tv)
             got["online"].append(tx / tv)
             got["share"].append(share(tx, tv, to))
-            sv, so, sx = (_load(r, "series") for r in (v, o, x))
-            half = min(len(sv), len(so), len(sx)) // 2
+            n = min(len(_load(r, "series")) for r in (v, o, x))
+            sv, so, sx = (_load(r, "series")[:n] for r in (v, o, x))
+            half = n // 2
             late = [statistics.fmean(s[half:]) if s[half:] else math.nan for s in (sv, so, sx)]
             got["share_late"].append(share(late[2], late[0], late[1]))
             got["t90"].append(t90(sx, sv, so))
@@ -208,7 +225,14 @@ def summarize(rows: list[dict]) -> dict:
             mx, mv, mo = statistics.fmean(mine), statistics.fmean(base[0]), statistics.fmean(base[1])
             each.append({"workload": name, "ratio": mx / mv if mv > 0 else None, "oracle": mo / mv if mv > 0 else None,
                          "share": share(mx, mv, mo)})  # fmt: skip
-        out["phases"].append({"repeat": i, "phase_seconds": n, "phases": each, "decisions": _load(r, "decisions")})
+        # Phase starts and the end in seconds since the tuner started (runs before they were
+        # recorded: the phases' lengths, after the half second the tuner starts ahead).
+        starts = _load(r, "phase_starts") if r.get("phase_starts") else []
+        if len(starts) != len(names) + 1:
+            starts = [0.5 + k * n for k in range(len(names) + 1)]
+        out["phases"].append(
+            {"repeat": i, "phase_seconds": n, "phases": each, "decisions": _load(r, "decisions"), "starts": starts}
+        )
     return out
 
 
@@ -251,22 +275,18 @@ def plot(rows: list[dict], rep: dict, path: Path):
     if rep["phases"]:
         ax = axes[-1, 0]
         p = rep["phases"][0]
-        end = p["phase_seconds"] * len(p["phases"])
-        d = p["decisions"] + [[end, p["decisions"][-1][1]]]
+        starts = p["starts"]
+        # The tuner's window w ends w seconds after it started; its last change may come after
+        # the last phase ended (its stop).
+        d = [x for x in p["decisions"] if x[0] <= starts[-1]]
+        d.append([starts[-1], d[-1][1]])
         ax.step([x[0] for x in d], [x[1] for x in d], where="post", color="tab:blue")
         ax.set_yscale("log", base=2)
         ax.set_ylabel("read_ahead_kb")
-        for k, e in enumerate(p["phases"]):
-            ax.axvline(k * p["phase_seconds"], color="grey", linewidth=0.6)
+        for start, e in zip(starts, p["phases"]):
+            ax.axvline(start, color="grey", linewidth=0.6)
             # x in seconds, y a share of the axes' height: inside it whatever the values.
-            ax.text(
-                k * p["phase_seconds"] + 1,
-                0.95,
-                e["workload"],
-                fontsize=7,
-                va="top",
-                transform=ax.get_xaxis_transform(),
-            )
+            ax.text(start + 1, 0.95, e["workload"], fontsize=7, va="top", transform=ax.get_xaxis_transform())
         ax.set_title("the learner's value through the phases (repeat 0)", fontsize=9)
     axes[-1, 0].set_xlabel("seconds")
     _plot.save(fig, path)

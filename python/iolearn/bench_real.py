@@ -889,6 +889,10 @@ def main(argv=None) -> int:
                 report["back_to_back"] = summarize(ra._read(out / "back_to_back-runs.csv"))
             if "pairs" not in report and (out / "pairs-runs.csv").exists():
                 report["pairs"] = summarize_pairs(ra._read(out / "pairs-runs.csv"))
+            if "online" not in report and (out / "online-runs.csv").exists():
+                from . import bench_online
+
+                report["online"] = bench_online.summarize(bench_online.load(out / "online-runs.csv"))
         else:
             rows, feats, file_feats = sweep(s, tb, db, out)
             oracle = ra.best_per_workload(rows)

@@ -37,6 +37,12 @@ def test_fio_bandwidth_logs_sum_the_jobs_per_second_and_are_removed(tmp_path):
     (tmp_path / "fio_bw.2.log").write_text("999, 1024, 0, 0, 0\n3000, 1024, 0, 0, 0\n")
     assert bench_family.fio_series(prefix, 2) == [2048 * 1024, 2048 * 1024, 2048 * 1024]
     assert not list(tmp_path.iterdir())
+    # fio's last, partial interval (logged at exit, under a second after the one before) is
+    # not a second of its own, nor added to the one before.
+    (tmp_path / "fio_bw.1.log").write_text("1000, 100, 0, 0, 0\n2000, 100, 0, 0, 0\n2400, 50, 0, 0, 0\n")
+    assert bench_family.fio_series(prefix, 1) == [100 * 1024, 100 * 1024]
+    with pytest.raises(RuntimeError, match=r"fio_bw\.1\.log: fio wrote no bandwidth log"):
+        bench_family.fio_series(prefix, 1)
     (tmp_path / "fio_bw.1.log").write_text("1000, lots, 0\n")
     with pytest.raises(RuntimeError, match=r"fio_bw\.1\.log:1: not a fio bandwidth log line"):
         bench_family.fio_series(prefix, 1)
@@ -66,7 +72,7 @@ def test_the_learners_decisions_are_read_from_its_log(tmp_path):
 def _row(workload, config, repeat, ops, series, kb=128, decisions=()):
     return {"workload": workload, "config": config, "repeat": repeat, "seed": repeat + 1, "ra_kb": kb,
             "ops": json.dumps(ops), "series": json.dumps(series), "unit": "MB/s",
-            "decisions": json.dumps(list(decisions))}  # fmt: skip
+            "decisions": json.dumps(list(decisions)), "phase_starts": "[]"}  # fmt: skip
 
 
 def test_the_summary_scores_the_learner_against_vanilla_and_the_oracle_of_its_repeat():
@@ -88,3 +94,23 @@ def test_the_summary_scores_the_learner_against_vanilla_and_the_oracle_of_its_re
     (p,) = rep["phases"]
     assert p["phase_seconds"] == 60 and p["decisions"] == [[0, 128], [7, 64]]
     assert [e["share"] for e in p["phases"]] == pytest.approx([0.5, 1.0])
+
+
+def test_a_repeat_without_all_three_runs_is_left_out_and_a_written_csv_summarizes_and_plots(tmp_path):
+    rows = [
+        _row("a", "vanilla", 0, [10.0], [10.0] * 40),
+        _row("a", "oracle", 0, [20.0], [20.0] * 40, kb=16),
+        _row("a", "online", 0, [15.0], [15.0] * 40),
+        _row("a", "vanilla", 1, [10.0], [10.0] * 40),  # interrupted before its oracle and learner
+        _row("a>a", "phases", 0, [1.0, 1.0], [12.0] * 40, decisions=[[0, 128], [5, 64], [99, 128]]),
+    ]
+    rows[-1]["phase_starts"] = json.dumps([0.5, 20.7, 41.0])
+    bench_family.ra._write(tmp_path / "online-runs", rows)
+    again = bench_online.load(tmp_path / "online-runs.csv")
+    rep = bench_online.summarize(again)
+    (m,) = rep["members"]
+    assert m["repeats"] == 1 and m["online"] == pytest.approx(1.5) and m["t90"] == [None]
+    assert rep["phases"][0]["starts"] == [0.5, 20.7, 41.0]
+    pytest.importorskip("matplotlib")
+    bench_online.plot(again, rep, tmp_path / "online.png")
+    assert (tmp_path / "online.png").stat().st_size > 0
