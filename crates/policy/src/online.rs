@@ -100,6 +100,10 @@ pub struct Online {
     age: u64,
     /// Windows in a row the value asked for was not in force (the guardrail held vanilla).
     overruled: u64,
+    /// Whether the value asked for has been in force since it was asked for (a value the
+    /// guardrail then takes back was measured worse than vanilla; one it never let through was
+    /// only held back, during a backoff).
+    applied: bool,
     window: u64,
     /// (window, KiB) at every change of the value asked for.
     pub trace: Vec<(u64, u64)>,
@@ -129,6 +133,7 @@ impl Online {
             last_kb: None,
             age: 0,
             overruled: 0,
+            applied: false,
             window: 0,
             trace: Vec::new(),
             phase_changes: 0,
@@ -217,9 +222,14 @@ impl Online {
         }
     }
 
-    /// Forget every estimate and climb again from `home`.
+    /// A phase change: forget every estimate and climb again from `home`.
     fn restart(&mut self, home: usize) {
         self.phase_changes += 1;
+        self.forget(home);
+    }
+
+    /// Forget every estimate and climb again from `home`.
+    fn forget(&mut self, home: usize) {
         self.est.iter_mut().for_each(|e| *e = None);
         self.home = Some(home);
         self.probe = None;
@@ -241,14 +251,25 @@ impl Online {
         let Some(target) = self.target_kb() else { return };
         if kb_in_force != target {
             self.overruled += 1;
-            if self.overruled > 2 * (self.cfg.settle + self.cfg.block) as u64 {
-                // The guardrail keeps reverting the value asked for: it did worse than vanilla
-                // (the workload changed under it). Start again from the value in force.
-                self.restart(self.nearest(kb_in_force));
+            if self.applied && self.overruled > 2 * (self.cfg.settle + self.cfg.block) as u64 {
+                // The guardrail took back the value asked for after it had been in force: it
+                // did worse than vanilla (or the workload changed under it). Start again from
+                // the value in force, that value known to do worse: asked for again, it would
+                // be taken back again after each backoff, and the climb would never look the
+                // other way (on the kernel, random mmap reads stayed at 128 KiB for two
+                // minutes, 256 asked for and taken back three times, 16 never tried).
+                let worse = self.cfg.arms.iter().position(|&kb| kb == target);
+                let home = self.nearest(kb_in_force);
+                self.forget(home);
+                if let Some(w) = worse.filter(|&w| w != home) {
+                    // No progress at all: below any measured estimate.
+                    self.est[w] = Some(0.0);
+                }
             }
             return;
         }
         self.overruled = 0;
+        self.applied = true;
         if self.age < self.cfg.settle as u64 {
             return;
         }
@@ -295,6 +316,7 @@ impl ReadaheadController for Online {
         let Some(kb) = self.target_kb() else { return };
         if before != Some(kb) || self.trace.is_empty() {
             self.samples.clear();
+            self.applied = kb == in_force;
             self.trace.push((self.window, kb));
         }
         // Asked every window until the device has it, so hysteresis lets it through.
@@ -361,6 +383,69 @@ mod tests {
         assert_eq!(o.home.map(|h| o.cfg.arms[h]), Some(32), "trace {:?}", o.trace);
         assert!(o.trace.iter().all(|&(_, kb)| kb >= 16), "{:?}", o.trace);
         assert!(o.phase_changes >= 1);
+    }
+
+    /// A device behind a guardrail that takes back any value above `vanilla` two windows after
+    /// it comes into force and then holds vanilla for a `backoff` (asked values are ignored).
+    struct Guarded {
+        dev: Peak,
+        vanilla: u64,
+        in_force: u32,
+        backoff: u32,
+    }
+
+    impl ReadaheadKnobs for Guarded {
+        fn device_read_ahead_kb(&self) -> u64 {
+            self.dev.kb
+        }
+        fn set_device_read_ahead_kb(&mut self, kb: u64) {
+            if self.backoff == 0 {
+                self.dev.kb = kb;
+                self.in_force = 0;
+            }
+        }
+        fn file_read_ahead_kb(&self, _: u64) -> u64 {
+            self.dev.kb
+        }
+        fn set_file_read_ahead_kb(&mut self, _: u64, _: u64) {}
+    }
+
+    #[test]
+    fn a_value_the_guardrail_took_back_is_not_asked_for_again_before_the_other_side_is_tried() {
+        let mut o = Online::new(OnlineConfig::default());
+        let mut g = Guarded {
+            dev: Peak { kb: 128, peak: 16.0 },
+            vanilla: 128,
+            in_force: 0,
+            backoff: 0,
+        };
+        for _ in 0..100 {
+            let w = WindowFeatures {
+                outcome: Outcome {
+                    seconds: 1.0,
+                    ops: Some(progress(g.dev.kb, g.dev.peak)),
+                    read_ahead_kb: Some(g.dev.kb),
+                    ..Outcome::default()
+                },
+                ..WindowFeatures::default()
+            };
+            o.decide(&w, &mut g);
+            g.backoff = g.backoff.saturating_sub(1);
+            if g.dev.kb > g.vanilla {
+                g.in_force += 1;
+                if g.in_force >= 2 {
+                    g.dev.kb = g.vanilla;
+                    g.backoff = 40;
+                }
+            }
+        }
+        // The first look goes up (256), is taken back, and the climb then goes down to the
+        // peak once the backoff ends, not up again.
+        let asked_256 = o.trace.iter().filter(|&&(_, kb)| kb == 256).count();
+        assert_eq!(asked_256, 1, "trace {:?}", o.trace);
+        assert_eq!(o.home.map(|h| o.cfg.arms[h]), Some(16), "trace {:?}", o.trace);
+        assert_eq!(g.dev.kb, 16, "trace {:?}", o.trace);
+        assert_eq!(o.phase_changes, 0, "a veto is not a phase change");
     }
 
     #[test]
