@@ -286,6 +286,20 @@ def chosen(s: br.Settings) -> tuple[Workload, ...]:
     return tuple(w for w in FAMILY if w.name in QUICK) if s.quick else FAMILY
 
 
+def sweep_oracle(s: br.Settings, tb: br.Testbed, db: Path, files: Files, w: Workload, *, seconds: float,
+                 scratch: Path, record) -> int:  # fmt: skip
+    """The oracle of ``w``: the best of a sweep over ``s.sweep_kb`` with ``SWEEP_SEED`` (a seed
+    no evaluation uses), each process scored against its own run at vanilla and averaged.
+    ``record(kb, ops)`` is called after each run."""
+    sweep = {}
+    for kb in s.sweep_kb:
+        sweep[kb] = run(s, tb, db, files, w, kb=kb, seed=SWEEP_SEED, seconds=seconds, scratch=scratch)
+        record(kb, sweep[kb])
+    base = sweep.get(br.VANILLA_KB) or sweep[min(s.sweep_kb)]
+    scores = {kb: relative(ops, base) for kb, ops in sweep.items()}
+    return max((kb for kb in scores if math.isfinite(scores[kb])), key=scores.get, default=br.VANILLA_KB)
+
+
 def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     """The sweep (oracle), then vanilla, the tuner per device and per file and the oracle,
     interleaved within each repeat. Rows of ``family-runs.csv``."""
@@ -309,13 +323,8 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
 
     oracle = {}
     for w in workloads:
-        sweep = {}
-        for kb in s.sweep_kb:
-            sweep[kb] = run(s, tb, db, files, w, kb=kb, seed=SWEEP_SEED, seconds=seconds, scratch=scratch)
-            record(w, "sweep", -1, SWEEP_SEED, kb, sweep[kb])
-        base = sweep.get(br.VANILLA_KB) or sweep[min(s.sweep_kb)]
-        scores = {kb: relative(ops, base) for kb, ops in sweep.items()}
-        oracle[w.name] = max((kb for kb in scores if math.isfinite(scores[kb])), key=scores.get, default=br.VANILLA_KB)
+        sweep_row = lambda kb, ops, w=w: record(w, "sweep", -1, SWEEP_SEED, kb, ops)  # noqa: E731
+        oracle[w.name] = sweep_oracle(s, tb, db, files, w, seconds=seconds, scratch=scratch, record=sweep_row)
     for i in range(s.repeats):
         for w in workloads:
             # The order turns with each repeat, so no configuration always runs first or last.

@@ -117,12 +117,8 @@ def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
 
     oracle = {}
     for w in members:
-        scores = {}
-        for kb in s.sweep_kb:
-            ops = bf.run(s, tb, db, files, w, kb=kb, seed=bf.SWEEP_SEED, seconds=sweep_s, scratch=scratch)
-            record(w.name, "sweep", -1, bf.SWEEP_SEED, kb, ops, [], w.unit)
-            scores[kb] = sum(ops)
-        oracle[w.name] = max(scores, key=scores.get)
+        sweep_row = lambda kb, ops, w=w: record(w.name, "sweep", -1, bf.SWEEP_SEED, kb, ops, [], w.unit)  # noqa: E731
+        oracle[w.name] = bf.sweep_oracle(s, tb, db, files, w, seconds=sweep_s, scratch=scratch, record=sweep_row)
     for i in range(s.repeats):
         for w in members:
             for c in configs[i % len(configs) :] + configs[: i % len(configs)]:
