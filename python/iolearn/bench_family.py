@@ -170,11 +170,14 @@ def fio_series(bw_log: Path, jobs: int) -> list[float]:
     return [per_s.get(i, 0.0) for i in range(max(per_s, default=-1) + 1)]
 
 
-def bin_seconds(done: list[tuple[float, int]]) -> list[float]:
-    """Bytes/s per second from (seconds since the start, bytes finished then) pairs."""
+def bin_seconds(done: list[tuple[float, int]], seconds: float) -> list[float]:
+    """Bytes/s per second of a run of ``seconds`` from (seconds since the start, bytes finished
+    then) pairs. A file finished after the end (started before it) counts in the last whole
+    second: a last, partial second would read as a collapse at the end of every run."""
+    last = max(int(seconds), 1) - 1
     per_s: list[float] = []
     for t, n in done:
-        i = int(t)
+        i = min(int(t), last)
         per_s += [0.0] * (i + 1 - len(per_s))
         per_s[i] += n
     return per_s
@@ -217,7 +220,7 @@ def run_tool(
         finished.append((time.time() - t0, f.stat().st_size))
         i += 1
     if series is not None:
-        series[:] = bin_seconds(finished)
+        series[:] = bin_seconds(finished, seconds)
     return [done / (time.time() - t0)]
 
 

@@ -49,8 +49,10 @@ def test_fio_bandwidth_logs_sum_the_jobs_per_second_and_are_removed(tmp_path):
 
 
 def test_files_finished_are_binned_by_the_second_they_finished_in():
-    assert bench_family.bin_seconds([(0.2, 5), (0.9, 5), (2.5, 7)]) == [10, 0, 7]
-    assert bench_family.bin_seconds([]) == []
+    assert bench_family.bin_seconds([(0.2, 5), (0.9, 5), (2.5, 7)], 3) == [10, 0, 7]
+    assert bench_family.bin_seconds([], 3) == []
+    # A file that finished after the run's 3 s counts in its last whole second.
+    assert bench_family.bin_seconds([(0.5, 5), (2.5, 7), (3.04, 9)], 3) == [5, 0, 16]
 
 
 def test_the_learners_decisions_are_read_from_its_log(tmp_path):
