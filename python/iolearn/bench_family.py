@@ -205,7 +205,7 @@ def run_tool(
     if not files:
         raise RuntimeError(f"{db}: no table files for {w.name}")
     copy = tb.mnt / "family" / "copy"
-    done, i, t0, finished = 0, seed, time.time(), []
+    i, t0, finished = seed, time.time(), []
     while time.time() - t0 < seconds:
         f = files[i % len(files)]
         if w.tool == "cp":
@@ -216,12 +216,11 @@ def run_tool(
             p = br.sh(*tb.in_cgroup(["grep", "-c", "-F", "iolearn-absent-needle", str(f)]), check=False)
             if p.returncode not in (0, 1):
                 raise RuntimeError(f"grep {f} exited {p.returncode}: {p.stderr.strip()}")
-        done += f.stat().st_size
         finished.append((time.time() - t0, f.stat().st_size))
         i += 1
     if series is not None:
         series[:] = bin_seconds(finished, seconds)
-    return [done / (time.time() - t0)]
+    return [sum(n for _, n in finished) / (time.time() - t0)]
 
 
 def clone_db(db: Path) -> Path:

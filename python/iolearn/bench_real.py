@@ -823,7 +823,8 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--family",
         default=None,
-        help="comma-separated members of the test family to run (default: all; see bench_family.FAMILY)",
+        help="comma-separated members of the test family the family step runs (default: all; see "
+        "bench_family.FAMILY; the online step runs its own three)",
     )
     a = ap.parse_args(argv)
     if a.family is not None:

@@ -258,7 +258,7 @@ impl Online {
                 // be taken back again after each backoff, and the climb would never look the
                 // other way (on the kernel, random mmap reads stayed at 128 KiB for two
                 // minutes, 256 asked for and taken back three times, 16 never tried).
-                let worse = self.cfg.arms.iter().position(|&kb| kb == target);
+                let worse = self.probe.or(self.home);
                 let home = self.nearest(kb_in_force);
                 self.forget(home);
                 if let Some(w) = worse.filter(|&w| w != home) {
