@@ -85,10 +85,12 @@ def decisions(log: Path, start_kb: int) -> list[tuple[int, int]]:
     return out
 
 
-def learner(tb: br.Testbed, log: Path, state: Path):
-    """The tuner with the online learner deciding the device's value, watching the cgroup."""
+def learner(tb: br.Testbed, log: Path, state: Path, progress: str = "cpu"):
+    """The tuner with the online learner deciding the device's value, watching the cgroup and
+    judging by ``progress`` (``iolearn tune readahead --progress``)."""
     argv = br.iolearn_cmd() + ["tune", "readahead", "--device", tb.name, "--controller", "online"]
-    return argv + ["--cgroup", str(tb.cgroup), "--state-dir", str(state), "--log-format", "json"], log
+    argv += ["--progress", progress, "--cgroup", str(tb.cgroup), "--state-dir", str(state)]
+    return argv + ["--log-format", "json"], log
 
 
 def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
@@ -96,7 +98,8 @@ def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     within each repeat, then the phase run. Rows of ``online-runs.csv``."""
     files = bf.Files(s, tb)
     scratch = out / "raw"
-    members = [w for w in bf.FAMILY if w.name in (QUICK if s.quick else MEMBERS)]
+    chosen = s.family or (QUICK if s.quick else MEMBERS)
+    members = [w for w in bf.FAMILY if w.name in chosen]
     seconds = 2 * s.seconds if s.quick else SECONDS
     sweep_s = s.seconds if s.quick else bf.SECONDS
     phase_s = s.seconds if s.quick else PHASE_SECONDS
@@ -124,7 +127,7 @@ def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
             for c in configs[i % len(configs) :] + configs[: i % len(configs)]:
                 kb = oracle[w.name] if c == "oracle" else br.VANILLA_KB
                 log = scratch / f"online-{w.name}-{c}-{i}.log"
-                helper = learner(tb, log, scratch / "state") if c == "online" else None
+                helper = learner(tb, log, scratch / "state", s.progress) if c == "online" else None
                 series: list[float] = []
                 ops = bf.run(s, tb, db, files, w, kb=kb, seed=i + 1, seconds=seconds, helper=helper,
                              scratch=scratch, series=series)  # fmt: skip
@@ -132,7 +135,7 @@ def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
                 record(w.name, c, i, i + 1, kb, ops, series, w.unit, trace)
         # The phase run: one learner through the phases, each member's series one after the other.
         log = scratch / f"online-phases-{i}.log"
-        bg = br.prepare(tb, br.VANILLA_KB, learner(tb, log, scratch / "state"))
+        bg = br.prepare(tb, br.VANILLA_KB, learner(tb, log, scratch / "state", s.progress))
         series, ops, starts, t0 = [], [], [], time.time()
         try:
             for w in phases:
@@ -156,9 +159,47 @@ def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     return rows
 
 
+#: The columns of ``online-runs.csv`` and what each holds; ``phase_starts`` came later (an
+#: older file may lack it).
+COLUMNS = {"workload": "text", "config": "text", "repeat": "int", "seed": "int", "ra_kb": "int", "ops": "numbers",
+           "series": "numbers", "unit": "text", "decisions": "pairs", "phase_starts": "numbers"}  # fmt: skip
+
+
+def _holds(value: str, kind: str) -> bool:
+    if kind == "text":
+        return bool(value)
+    if kind == "int":
+        try:
+            int(value)
+            return True
+        except ValueError:
+            return False
+    try:
+        v = json.loads(value)
+    except ValueError:
+        return False
+    number = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool)  # noqa: E731
+    if kind == "numbers":
+        return isinstance(v, list) and all(number(x) for x in v)
+    return isinstance(v, list) and all(isinstance(x, list) and len(x) == 2 and all(map(number, x)) for x in v)
+
+
 def load(path: Path) -> list[dict]:
-    """The rows of an ``online-runs.csv`` (to summarize again an interrupted or earlier run)."""
-    return list(csv.DictReader(io.StringIO(read_text(path, ra.MAX_CSV_BYTES))))
+    """The rows of an ``online-runs.csv`` (to summarize again an interrupted or earlier run),
+    every field checked: a ``ValueError`` names the file, the line and the field."""
+    rows = list(csv.DictReader(io.StringIO(read_text(path, ra.MAX_CSV_BYTES))))
+    for n, r in enumerate(rows, 2):  # line 1 is the header
+        for key, kind in COLUMNS.items():
+            value = r.get(key)
+            if key == "phase_starts" and not value:
+                continue
+            if value is None:
+                raise ValueError(f"{path}:{n}: no {key} field")
+            if not _holds(value, kind):
+                raise ValueError(f"{path}:{n}: {key} {value[:40]!r} is not {kind.replace('pairs', 'a list of pairs')}")
+        if r["config"] not in ("sweep", "vanilla", "oracle", "online", "phases"):
+            raise ValueError(f"{path}:{n}: config {r['config'][:40]!r} is not one of the step's")
+    return rows
 
 
 def _load(r: dict, key: str):
@@ -233,6 +274,8 @@ def summarize(rows: list[dict]) -> dict:
 
 
 def print_table(rep: dict):
+    if rep.get("progress"):
+        print(f"the learner's progress signal: {rep['progress']}")
     print(f"{'online learner':<20}{'vanilla':>14}{'learner':>9}{'oracle':>8}{'KiB':>6}{'share':>7}{'late':>6}  t90 (s)")
     for r in rep["members"]:
         v = r["vanilla"] / (1e6 if r["unit"] == "MB/s" else 1)

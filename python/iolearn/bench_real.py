@@ -84,6 +84,8 @@ class Settings:
         self.train = ("readrandom", "readseq") if quick else ra.TRAIN_WORKLOADS
         # Members of the test family to run (None: all, or the quick pair).
         self.family: tuple[str, ...] | None = None
+        # What the online learner counts as progress (`iolearn tune readahead --progress`).
+        self.progress = "cpu"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -823,8 +825,14 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--family",
         default=None,
-        help="comma-separated members of the test family the family step runs (default: all; see "
-        "bench_family.FAMILY; the online step runs its own three)",
+        help="comma-separated members of the test family the family and online steps run (default: "
+        "all for the family step, see bench_family.FAMILY; three for the online step)",
+    )
+    ap.add_argument(
+        "--progress",
+        choices=("cpu", "auto"),
+        default="cpu",
+        help="what the online step's learner counts as progress (iolearn tune readahead --progress)",
     )
     a = ap.parse_args(argv)
     if a.family is not None:
@@ -839,6 +847,16 @@ def main(argv=None) -> int:
         ap.error(f"--steps: unknown {', '.join(sorted(unknown))} (steps: {', '.join(STEPS)})")
     if a.reuse and not (a.out and (a.out / "report.json").is_file()):
         ap.error("--reuse needs --out with the report.json of an earlier run")
+    if a.reuse and {"evaluate", "shared"} & set(a.steps.split(",")):
+        # Checked before the test bed is built: those steps need the sweep's oracle.
+        try:
+            earlier = json.loads(read_text(a.out / "report.json", 16 << 20))
+        except (OSError, ValueError) as e:
+            ap.error(f"--reuse: {a.out / 'report.json'}: {e}")
+        if not isinstance(earlier, dict) or not isinstance(earlier.get("oracle_kb"), dict):
+            ap.error(
+                f"--reuse: {a.out / 'report.json'} has no oracle_kb (the sweep step's), which evaluate and shared need"
+            )
     if os.geteuid() != 0:
         print("error: the real benchmark needs root (loop devices, cgroups, eBPF)", file=sys.stderr)
         return 2
@@ -856,6 +874,7 @@ def main(argv=None) -> int:
             return 2
     s = Settings(a.quick)
     s.family = tuple(a.family.split(",")) if a.family else None
+    s.progress = a.progress
     if a.repeats:
         s.repeats = max(1, a.repeats)
     date = datetime.date.today().isoformat()
@@ -884,7 +903,7 @@ def main(argv=None) -> int:
         steps = set(a.steps.split(","))
         if a.reuse:
             report = json.loads(read_text(out / "report.json", 16 << 20))
-            oracle = report["oracle_kb"]
+            oracle = report.get("oracle_kb", {})
             # Steps finished by an earlier --reuse run whose report was not written.
             if "back_to_back" not in report and (out / "back_to_back-runs.csv").exists():
                 report["back_to_back"] = summarize(ra._read(out / "back_to_back-runs.csv"))
@@ -924,6 +943,7 @@ def main(argv=None) -> int:
 
             rows = bench_online.online(s, tb, db, out)
             report["online"] = bench_online.summarize(rows)
+            report["online"]["progress"] = s.progress
             bench_online.plot(rows, report["online"], out / "online.png")
         if "overheads" in steps:
             report["overheads"] = overheads(s, tb, db, out)
@@ -940,12 +960,15 @@ def machine() -> str:
 
 
 def print_report(rep: dict):
-    print(f"\nReal readahead benchmark ({rep['date']}, {rep['machine']})")
-    print(f"oracle (best static read_ahead_kb): {rep['oracle_kb']}")
-    print(
-        f"network 10-fold CV {rep['train']['nn_cv']:.3f}, per file {rep['train_file']['nn_cv']:.3f}; "
-        f"class -> KiB {rep['train']['classes']}"
-    )
+    print(f"\nReal readahead benchmark ({rep.get('date')}, {rep.get('machine')})")
+    # A --reuse run of later steps alone may start from a report without the sweep's.
+    if "oracle_kb" in rep:
+        print(f"oracle (best static read_ahead_kb): {rep['oracle_kb']}")
+    if "train" in rep and "train_file" in rep:
+        print(
+            f"network 10-fold CV {rep['train']['nn_cv']:.3f}, per file {rep['train_file']['nn_cv']:.3f}; "
+            f"class -> KiB {rep['train']['classes']}"
+        )
     if "table" in rep:
         print(f"{'workload':<24}{'vanilla':>10}{'dev 2560':>10}{'nn':>7}{'nn/file':>8}{'oracle':>8}  (x vanilla)")
     for r in rep.get("table", []):

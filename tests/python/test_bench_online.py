@@ -2,6 +2,7 @@
 gain, shares, per-second series from fio's logs and finished files, the tuner's decisions.
 The step itself runs in `test_bench_real.py`'s quick benchmark."""
 
+import csv
 import json
 
 import pytest
@@ -116,3 +117,36 @@ def test_a_repeat_without_all_three_runs_is_left_out_and_a_written_csv_summarize
     pytest.importorskip("matplotlib")
     bench_online.plot(again, rep, tmp_path / "online.png")
     assert (tmp_path / "online.png").stat().st_size > 0
+
+
+def _write_csv(path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("repeat", "zero", "repeat 'zero' is not int"),
+        ("ops", '[1.0, "x"]', "ops '[1.0, \"x\"]' is not numbers"),
+        ("series", "{", "series '{' is not numbers"),
+        ("decisions", "[[0]]", "decisions '[[0]]' is not a list of pairs"),
+        ("config", "tuned", "config 'tuned' is not one of the step's"),
+        ("workload", "", "workload '' is not text"),
+    ],
+)
+def test_a_damaged_runs_file_is_refused_naming_the_line_and_the_field(tmp_path, field, value, message):
+    rows = [_row("a", "vanilla", 0, [10.0], [10.0] * 4), _row("a", "oracle", 0, [20.0], [20.0] * 4)]
+    rows[1][field] = value
+    _write_csv(tmp_path / "online-runs.csv", rows)
+    with pytest.raises(ValueError) as e:
+        bench_online.load(tmp_path / "online-runs.csv")
+    assert str(e.value) == f"{tmp_path / 'online-runs.csv'}:3: {message}"
+    # A file from before the phase starts were recorded still loads.
+    for r in rows:
+        r.pop("phase_starts")
+    rows[1][field] = _row("a", "oracle", 0, [20.0], [20.0] * 4)[field]
+    _write_csv(tmp_path / "online-runs.csv", rows)
+    assert len(bench_online.load(tmp_path / "online-runs.csv")) == 2

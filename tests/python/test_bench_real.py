@@ -47,7 +47,7 @@ def _leftovers(workdir: Path) -> list[str]:
 @needs_real
 def test_quick_real_benchmark_runs_and_cleans_up(tmp_path):
     out, work = tmp_path / "out", tmp_path / "work"
-    assert bench_real.main(["--quick", "--out", str(out), "--workdir", str(work)]) == 0
+    assert bench_real.main(["--quick", "--out", str(out), "--workdir", str(work), "--progress", "auto"]) == 0
     rep = json.loads((out / "report.json").read_text())
     assert set(rep["oracle_kb"]) == {"readrandom", "readseq"}
     # Readahead matters on the real device too: small readahead wins for random reads.
@@ -98,8 +98,10 @@ def test_quick_real_benchmark_runs_and_cleans_up(tmp_path):
     with open(out / "online-runs.csv") as f:
         rows = list(csv.DictReader(f))
     assert all(json.loads(r["series"]) for r in rows if r["config"] != "sweep"), "a run without a series"
+    assert online["progress"] == "auto"
     for w in bench_online.QUICK:
-        assert '"event":"stop"' in (out / "raw" / f"online-{w}-online-0.log").read_text()
+        log = (out / "raw" / f"online-{w}-online-0.log").read_text()
+        assert '"event":"stop"' in log and '"progress":"auto"' in log
     (phases,) = online["phases"]
     assert [e["workload"] for e in phases["phases"]] == list(bench_online.PHASES)
     assert phases["decisions"][0] == [0, bench_real.VANILLA_KB]
@@ -253,6 +255,18 @@ def test_family_fio_jobs_are_separate_processes_with_their_own_options(tmp_path)
 def test_the_middle_half_is_the_quartiles_and_one_value_its_own():
     assert bench_real.middle_half([5.0, 1.0, 3.0, 2.0, 4.0]) == [2.0, 4.0]
     assert bench_real.middle_half([0.9]) == [0.9, 0.9]
+
+
+def test_reuse_refuses_a_report_without_the_oracle_before_building_anything(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.json").write_text(json.dumps({"online": {}}))
+    with pytest.raises(SystemExit) as e:
+        bench_real.main(["--reuse", "--out", str(out), "--steps", "evaluate", "--workdir", str(tmp_path / "w")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "report.json has no oracle_kb" in err and "evaluate and shared" in err, err
+    assert not (tmp_path / "w").exists()
 
 
 def test_family_members_are_chosen_by_name_and_unknown_ones_refused(capsys):

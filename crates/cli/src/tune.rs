@@ -70,6 +70,14 @@ pub struct ReadaheadArgs {
     /// --fallback-kb (needs --pid or --cgroup; per device).
     #[arg(long)]
     fallback_online: bool,
+    /// What the guardrail and the online learner count as the watched processes' progress:
+    /// `cpu`, their threads' user-mode CPU time, process by process; `auto`, the pages their
+    /// reads returned, counted exactly in the kernel, in windows where they read more than they
+    /// fault through mappings (else user time): for I/O-bound readers, whose user time is a
+    /// few clock ticks a window, and for workloads of short-lived processes (one sum, not
+    /// split by process).
+    #[arg(long, default_value = "cpu", value_parser = iolearn_tune::outcome::Progress::parse)]
+    progress: iolearn_tune::outcome::Progress,
     /// Turn the guardrail off. With it (the default, when --pid or --cgroup names processes to
     /// measure) a decision stays only while the processes progress at least as well as on the
     /// kernel's own value, measured side by side; a worse one is reverted and logged.
@@ -168,6 +176,7 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
     cfg.min_gap = a.min_gap;
     cfg.fallback_kb = a.fallback_kb;
     cfg.fallback_online = a.fallback_online;
+    cfg.progress = a.progress;
     if a.no_guard {
         cfg.guard = None;
     }

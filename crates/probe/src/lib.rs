@@ -207,6 +207,13 @@ pub struct Counters {
     pub rq_latency_ns: u64,
     /// Sum over issued requests of the queue depth they found (mean depth = this / issued).
     pub rq_depth_sum: u64,
+    /// Pages the watched processes' reads returned (`read`, `pread`, `splice`; not mapped
+    /// pages), each read counted once and up to the file's end: what a read-based application
+    /// consumed (`pages_accessed` counts a large read's pages more than once).
+    pub pages_read: u64,
+    /// Page faults on the watched files (mapped reads; pages mapped around a fault are not
+    /// seen).
+    pub faults: u64,
 }
 
 impl Counters {
@@ -228,6 +235,8 @@ impl Counters {
             rq_bytes: v[13],
             rq_latency_ns: v[14],
             rq_depth_sum: v[15],
+            pages_read: v[16],
+            faults: v[17],
         }
     }
 
@@ -254,6 +263,8 @@ impl Counters {
             self.rq_bytes,
             self.rq_latency_ns,
             self.rq_depth_sum,
+            self.pages_read,
+            self.faults,
         ]
     }
 
@@ -274,7 +285,7 @@ impl Counters {
     }
 }
 
-const N_COUNTERS: usize = 16;
+const N_COUNTERS: usize = 18;
 
 /// One window's observations.
 #[derive(Debug, Clone, Default)]

@@ -229,6 +229,14 @@ fn mmap_faults_are_accesses_and_raw_events_give_the_same_features() {
     raw.retain(|e| e.ino == ino);
     assert!(raw.iter().any(|e| e.kind == EventKind::Accessed), "faults are accesses");
     assert!(raw.iter().any(|e| e.kind == EventKind::Added));
+    // Each fault counted once (fault-around maps pages without one), and no page read.
+    let faults = raw.iter().filter(|e| e.kind == EventKind::Accessed).count() as u64;
+    assert_eq!(
+        (w.counters.faults, w.counters.pages_read),
+        (faults, 0),
+        "{:?}",
+        w.counters
+    );
     let mine = w.files.iter().find(|f| f.ino == ino).expect("our file");
     // KML's features from the raw stream (page by page) equal those from the kernel's sums.
     let mut from_events = WindowStats::default();
@@ -301,6 +309,80 @@ fn a_cold_read_inserts_every_page_of_the_file_once() {
     let mine = w.files.iter().find(|f| f.ino == ino).expect("our file");
     let inserted = seen.iter().map(|&n| n as u64).sum::<u64>();
     assert!(mine.sums.n >= inserted + 4096 && mine.sums.max == 4095, "{mine:?}");
+}
+
+#[test]
+fn each_read_counts_its_pages_once_up_to_the_end_of_the_file() {
+    if skip("each_read_counts_its_pages_once_up_to_the_end_of_the_file") {
+        return;
+    }
+    // 1 MiB reads of a cold file of 2049 pages and a half: the kernel reports a large read
+    // once per batch of folios, each time with the rest of the request, and the last read's
+    // range runs past the end of the file. The count is the file's pages, once.
+    let (path, _, dev) = cold_file("probe-reads.bin", 2049);
+    {
+        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(&[1u8; 2048]).unwrap();
+        f.sync_all().unwrap();
+        // SAFETY: valid fd; POSIX_FADV_DONTNEED drops this file's clean pages.
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    }
+    // Read by a process of its own, watched from before it reads: the probes count by
+    // process, and this test's threads share one with the other tests'. A forked child, not a
+    // new program: loading one reads and faults its libraries (from this device, here). It
+    // makes nothing but system calls, into memory allocated before the fork. The whole file
+    // in 1 MiB reads, then its first 100 pages (cached now) a page a read.
+    let f = File::open(&path).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut go = [0 as libc::c_int; 2];
+    // SAFETY: a pipe into a valid array of two descriptors.
+    assert_eq!(unsafe { libc::pipe(go.as_mut_ptr()) }, 0);
+    // SAFETY: the child only calls read, lseek and _exit (async-signal-safe) on descriptors
+    // and memory it inherited, and never returns into the test harness.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0);
+    if child == 0 {
+        // SAFETY: as above; `buf` is 1 MiB and the reads are at most that.
+        unsafe {
+            let mut byte = 0u8;
+            libc::read(go[0], (&mut byte as *mut u8).cast(), 1);
+            let (fd, b) = (f.as_raw_fd(), buf.as_mut_ptr().cast());
+            let mut bytes = 0isize;
+            loop {
+                let n = libc::read(fd, b, 1 << 20);
+                if n <= 0 {
+                    break;
+                }
+                bytes += n;
+            }
+            libc::lseek(fd, 0, libc::SEEK_SET);
+            let mut small = 0;
+            for _ in 0..100 {
+                small += libc::read(fd, b, 4096);
+            }
+            let ok = bytes == 2049 * 4096 + 2048 && small == 100 * 4096;
+            libc::_exit(if ok { 0 } else { 1 });
+        }
+    }
+    let mut p = probe(dev, &[child as u32], false);
+    p.window().unwrap();
+    let mut status = 0;
+    // SAFETY: our pipe's write end and our child.
+    unsafe {
+        assert_eq!(libc::write(go[1], b"g".as_ptr().cast(), 1), 1);
+        assert_eq!(libc::waitpid(child, &mut status, 0), child);
+        libc::close(go[0]);
+        libc::close(go[1]);
+    }
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child read {status:#x}"
+    );
+    let w = p.window().unwrap();
+    assert_eq!(w.counters.pages_read, 2050 + 100, "{:?}", w.counters);
+    // What the tracepoint reports counts the large reads' pages more than once.
+    assert!(w.counters.pages_accessed > w.counters.pages_read, "{:?}", w.counters);
+    assert_eq!(w.counters.faults, 0, "{:?}", w.counters);
 }
 
 #[test]

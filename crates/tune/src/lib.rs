@@ -67,6 +67,8 @@ pub struct TuneConfig {
     /// while the watched processes progress at least as well as on vanilla. `None`: off. It
     /// needs processes to watch (`pids` or `cgroup`); without them it is off, and says so.
     pub guard: Option<GuardConfig>,
+    /// What the guardrail and the online learner count as the watched processes' progress.
+    pub progress: outcome::Progress,
     /// Decide and log, change nothing.
     pub dry_run: bool,
     /// Tune the disk that holds `/` too (refused otherwise: a mistake there slows everything).
@@ -99,6 +101,7 @@ impl TuneConfig {
             fallback_kb: 128,
             fallback_online: false,
             guard: Some(GuardConfig::default()),
+            progress: outcome::Progress::Cpu,
             dry_run: false,
             allow_system_disk: false,
             state_dir: PathBuf::from("/run/iolearn"),
@@ -453,6 +456,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         mode = %cfg.scope.name(),
         read_ahead_kb = original_kb,
         pids = ?pids,
+        progress = %cfg.progress.name(),
         dry_run = cfg.dry_run
     );
     // With no process watched the guardrail has nothing to measure.
@@ -575,7 +579,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             Err(e) => return Err(e),
         };
         let mut features = window_features(&w, &knobs, whole);
-        features.outcome = outcome::outcome(&counted, window_s, busy, knobs.device_read_ahead_kb());
+        features.outcome = outcome::outcome(&counted, window_s, busy, knobs.device_read_ahead_kb(), cfg.progress);
         let (decisions_before, fallbacks_before, act_before, held_before, actions_before) = (
             controller.decisions().len(),
             controller.fallbacks(),

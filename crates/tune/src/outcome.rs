@@ -90,16 +90,72 @@ impl CpuMeter {
     }
 }
 
+/// What the guardrail and the online learner count as the watched workload's progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// The watched threads' user-mode CPU time ([`CpuMeter`]), split by process.
+    Cpu,
+    /// The pages the watched processes' reads returned ([`Counters::pages_read`]) in a window
+    /// where they read at least as many pages as they faulted, else [`Progress::Cpu`]. Exact
+    /// where user time is a few clock ticks a window (an I/O-bound reader), and blind to how
+    /// long processes live (a grep that starts fifteen a second changes the CPU meter's
+    /// population every window, and the guardrail holds vanilla through every change). One
+    /// sum, not split by process: a scanner's pages outweigh a random reader's. Mapped reads
+    /// have no such count (the pages mapped around a fault are not seen, and loads from
+    /// mapped pages never reach the kernel), hence user time for them.
+    Auto,
+}
+
+impl Progress {
+    /// The name `--progress` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Progress::Cpu => "cpu",
+            Progress::Auto => "auto",
+        }
+    }
+
+    /// `cpu` or `auto`.
+    pub fn parse(s: &str) -> Result<Progress, String> {
+        match s {
+            "cpu" => Ok(Progress::Cpu),
+            "auto" => Ok(Progress::Auto),
+            _ => Err(format!("{} is not cpu or auto", iolearn_safeio::excerpt(s, 32))),
+        }
+    }
+}
+
+/// [`Outcome::population`] of a window judged by the pages read: a fixed tag, so that a
+/// window judged by user time (the CPU meter's fingerprint) never compares with one judged by
+/// pages (a change of signal is a change of population to the guardrail).
+const READS_POPULATION: u64 = 0x7265_6164_7300_0001;
+
 /// The outcome of a probe window of `seconds` (`counted`: the probes' counts in it, scaled to
 /// the whole window when only part of it was watched), with `cpu` the watched processes' user
 /// seconds by pid and their fingerprint (`None`: none watched) and the device at
-/// `read_ahead_kb`. Demand misses are the kernel's synchronous readahead calls.
+/// `read_ahead_kb`, progress counted as `progress` says. Demand misses are the kernel's
+/// synchronous readahead calls.
 pub fn outcome(
     counted: &Counters,
     seconds: f64,
     cpu: Option<(BTreeMap<u32, f64>, u64)>,
     read_ahead_kb: u64,
+    progress: Progress,
 ) -> Outcome {
+    if cpu.is_some() && progress == Progress::Auto && counted.pages_read > 0 && counted.pages_read >= counted.faults {
+        return Outcome {
+            by_process: BTreeMap::new(),
+            resolution: 1.0,
+            population: Some(READS_POPULATION),
+            seconds,
+            ops: Some(counted.pages_read as f64),
+            busy_s: None,
+            pages_accessed: counted.pages_accessed,
+            pages_added: counted.pages_added,
+            misses: counted.ra_sync,
+            read_ahead_kb: Some(read_ahead_kb),
+        };
+    }
     let busy_s = cpu.as_ref().map(|c| c.0.values().sum());
     let population = cpu.as_ref().map(|c| c.1);
     Outcome {
@@ -157,6 +213,51 @@ mod tests {
         assert_ne!(m.population(), alone, "the process left the set");
         m.take(&[me, u32::MAX]);
         assert_eq!(m.population(), alone, "the same set, the same fingerprint");
+    }
+
+    #[test]
+    fn auto_progress_counts_pages_read_where_reads_outweigh_faults() {
+        let cpu = |pids: &[u32]| {
+            Some((
+                pids.iter().map(|&p| (p, 0.02)).collect::<BTreeMap<_, _>>(),
+                pids[0] as u64,
+            ))
+        };
+        let c = |read, faults| Counters {
+            pages_read: read,
+            faults,
+            pages_accessed: read + faults,
+            pages_added: 50,
+            ..Default::default()
+        };
+        // A reader: its pages read per second, one sum, whichever processes did the reading.
+        let a = outcome(&c(4000, 10), 2.0, cpu(&[7, 8]), 256, Progress::Auto);
+        let b = outcome(&c(4000, 10), 2.0, cpu(&[9]), 256, Progress::Auto);
+        assert_eq!(a.progress(), Some(2000.0));
+        assert!(a.by_process.is_empty() && a.busy_s.is_none());
+        assert_eq!(
+            a.population, b.population,
+            "short-lived processes do not change the population"
+        );
+        // Mapped reads, or the CPU meter asked for: user time, by process.
+        for o in [
+            outcome(&c(10, 4000), 2.0, cpu(&[7, 8]), 256, Progress::Auto),
+            outcome(&c(4000, 10), 2.0, cpu(&[7, 8]), 256, Progress::Cpu),
+        ] {
+            assert_eq!(o.progress(), Some(0.02));
+            assert_eq!(o.by_process.len(), 2);
+            assert_eq!(o.population, Some(7));
+            assert_ne!(
+                o.population, a.population,
+                "a change of signal is a change of population"
+            );
+        }
+        // No process watched: nothing to judge by.
+        assert_eq!(outcome(&c(4000, 0), 2.0, None, 256, Progress::Auto).progress(), None);
+        for p in [Progress::Cpu, Progress::Auto] {
+            assert_eq!(Progress::parse(p.name()), Ok(p));
+        }
+        assert!(Progress::parse("pages").unwrap_err().contains("not cpu or auto"));
     }
 
     #[test]

@@ -78,6 +78,8 @@ enum counter {
 	C_RQ_BYTES,
 	C_RQ_LATENCY_NS,
 	C_RQ_DEPTH_SUM,
+	C_PAGES_READ,
+	C_FAULTS,
 	N_COUNTERS,
 };
 

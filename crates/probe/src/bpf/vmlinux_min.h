@@ -38,6 +38,12 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_PERCPU_HASH = 5,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_RINGBUF = 27,
+	BPF_MAP_TYPE_TASK_STORAGE = 29,
+};
+
+enum {
+	BPF_F_NO_PREALLOC = 1,
+	BPF_LOCAL_STORAGE_GET_F_CREATE = 1,
 };
 
 enum {
@@ -77,6 +83,7 @@ struct super_block {
 struct inode {
 	unsigned long i_ino;
 	struct super_block *i_sb;
+	loff_t i_size;
 };
 
 /* The raw tracepoints' own arguments (tp_btf programs read them directly). */
