@@ -105,8 +105,9 @@ pub struct Online {
     /// only held back, during a backoff).
     applied: bool,
     window: u64,
-    /// The watched processes' fingerprint in the last window ([`Outcome::population`]).
-    population: Option<u64>,
+    /// Whether the last measured window's progress was the application's count
+    /// ([`Outcome::ops`]) rather than CPU time: a change is a change of measure.
+    by_ops: Option<bool>,
     /// (window, KiB) at every change of the value asked for.
     pub trace: Vec<(u64, u64)>,
     /// Phase changes detected.
@@ -137,7 +138,7 @@ impl Online {
             overruled: 0,
             applied: false,
             window: 0,
-            population: None,
+            by_ops: None,
             trace: Vec::new(),
             phase_changes: 0,
         }
@@ -251,18 +252,21 @@ impl Online {
         } else {
             self.age += 1;
         }
-        if let Some(p) = o.population {
-            if self.population.replace(p).is_some_and(|was| was != p) && self.home.is_some() {
-                // The watched processes, or the measure of their progress, changed: what each
-                // value did before does not compare with what comes (a process that left takes
-                // its progress with it; pages read a second are not CPU seconds a second, and
-                // the kernel's `--progress auto` switches between them). Climb again from the
-                // value in force; this window straddles both and is no sample.
-                let home = self.nearest(kb_in_force);
-                self.forget(home);
-                self.age = 0;
-                return;
+        let by_ops = o.ops.is_some();
+        if o.progress().is_some() && self.by_ops.replace(by_ops).is_some_and(|was| was != by_ops) && self.home.is_some()
+        {
+            // The measure of progress changed (the kernel's `--progress auto` switched
+            // between pages read and CPU time): what each value did before does not compare
+            // with what comes. Climb again from the value in force, this window (it straddles
+            // both) no sample; values the guardrail took back stay marked.
+            let taken_back: Vec<bool> = self.est.iter().map(|e| *e == Some(0.0)).collect();
+            let home = self.nearest(kb_in_force);
+            self.forget(home);
+            for (e, _) in self.est.iter_mut().zip(taken_back).filter(|(_, t)| *t) {
+                *e = Some(0.0);
             }
+            self.age = 0;
+            return;
         }
         let Some(target) = self.target_kb() else { return };
         if kb_in_force != target {
@@ -487,22 +491,28 @@ mod tests {
     }
 
     #[test]
-    fn a_change_of_population_or_of_measure_starts_the_climb_again() {
-        // Progress in one measure until window 4 (while 256, the first neighbour, is measured),
-        // then in one a thousand times smaller, the fingerprint changed with it (the kernel's
-        // `auto` switching from pages read to CPU seconds): compared across the switch, the
-        // next value looks hundreds of times worse than 256 and the climb stops short of the
-        // peak, holds, and turns away from it.
+    fn a_change_of_measure_starts_the_climb_again() {
+        // Progress counted by the application until window 4 (while 256, the first neighbour,
+        // is measured), then as CPU seconds, a thousand times smaller (the kernel's `auto`
+        // switching from pages read to user time): compared across the switch, the next value
+        // looks hundreds of times worse than 256 and the climb stops short of the peak, holds,
+        // and turns away from it.
         let mut o = Online::new(OnlineConfig::default());
         let mut dev = Peak { kb: 128, peak: 1024.0 };
         for window in 0..60 {
-            let (scale, population) = if window < 4 { (1.0, 1) } else { (1e-3, 2) };
+            let p = progress(dev.kb, dev.peak);
+            let (ops, busy_s) = if window < 4 {
+                (Some(p), None)
+            } else {
+                (None, Some(p * 1e-3))
+            };
             let w = WindowFeatures {
                 outcome: Outcome {
                     seconds: 1.0,
-                    ops: Some(scale * progress(dev.kb, dev.peak)),
+                    ops,
+                    busy_s,
+                    pages_accessed: 100,
                     read_ahead_kb: Some(dev.kb),
-                    population: Some(population),
                     ..Outcome::default()
                 },
                 ..WindowFeatures::default()

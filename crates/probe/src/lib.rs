@@ -94,6 +94,9 @@ pub struct ProbeConfig {
     /// Also time block requests ([`Window::latency_histogram`], the `rq_*` counters), at a
     /// cost on every request; off, those stay zero.
     pub block_requests: bool,
+    /// Also count the pages each read returned, once per read ([`Counters::pages_read`]), at
+    /// a cost on every read (a lookup of the task's last range); off, that stays zero.
+    pub count_reads: bool,
 }
 
 /// KML's sums over one stream of page indices in one window.
@@ -209,7 +212,8 @@ pub struct Counters {
     pub rq_depth_sum: u64,
     /// Pages the watched processes' reads returned (`read`, `pread`, `splice`; not mapped
     /// pages), each read counted once and up to the file's end: what a read-based application
-    /// consumed (`pages_accessed` counts a large read's pages more than once).
+    /// consumed (`pages_accessed` counts a large read's pages more than once). Only with
+    /// [`ProbeConfig::count_reads`]; see the probe's `count_read` for where it falls short.
     pub pages_read: u64,
     /// Page faults on the watched files (mapped reads; pages mapped around a fault are not
     /// seen).

@@ -59,6 +59,7 @@ impl Probe {
             ro.target_dev = cfg.device.map_or(0, kernel_dev);
             ro.filter_tgid = u8::from(cfg.filter_pids || !cfg.pids.is_empty());
             ro.raw_events = u8::from(cfg.raw_events);
+            ro.count_reads = u8::from(cfg.count_reads);
             open.maps
                 .tgid_bits
                 .set_max_entries(pid_words)

@@ -103,6 +103,7 @@ fn reads_are_seen_per_file_with_kml_sums() {
     assert_eq!(mine.sums.tgid, me());
     assert!(w.counters.pages_added >= 2048, "{:?}", w.counters);
     assert!(w.counters.pages_accessed >= 2048, "{:?}", w.counters);
+    assert_eq!(w.counters.pages_read, 0, "reads are counted only when asked");
     assert!(
         w.counters.ra_sync + w.counters.ra_async > 0,
         "readahead decisions: {:?}",
@@ -331,7 +332,8 @@ fn each_read_counts_its_pages_once_up_to_the_end_of_the_file() {
     // process, and this test's threads share one with the other tests'. A forked child, not a
     // new program: loading one reads and faults its libraries (from this device, here). It
     // makes nothing but system calls, into memory allocated before the fork. The whole file
-    // in 1 MiB reads, then its first 100 pages (cached now) a page a read.
+    // in 1 MiB reads, then its first 100 pages (cached now) a page a read, then two reads of
+    // its tail.
     let f = File::open(&path).unwrap();
     let mut buf = vec![0u8; 1 << 20];
     let mut go = [0 as libc::c_int; 2];
@@ -360,11 +362,27 @@ fn each_read_counts_its_pages_once_up_to_the_end_of_the_file() {
             for _ in 0..100 {
                 small += libc::read(fd, b, 4096);
             }
-            let ok = bytes == 2049 * 4096 + 2048 && small == 100 * 4096;
+            // Two reads past the end of the file, the second inside the first's range: two
+            // reads, 50 and 10 pages.
+            let tail = libc::pread(fd, b, 1 << 20, 2000 * 4096) + libc::pread(fd, b, 1 << 20, 2040 * 4096);
+            let ok = bytes == 2049 * 4096 + 2048 && small == 100 * 4096 && tail == 58 * 4096 + 2 * 2048;
             libc::_exit(if ok { 0 } else { 1 });
         }
     }
-    let mut p = probe(dev, &[child as u32], false);
+    let started = Probe::start(&ProbeConfig {
+        device: Some(dev),
+        pids: vec![child as u32],
+        count_reads: true,
+        ..Default::default()
+    });
+    if started.is_err() {
+        // SAFETY: our child, waiting on the pipe.
+        unsafe {
+            libc::kill(child, libc::SIGKILL);
+            libc::waitpid(child, std::ptr::null_mut(), 0);
+        }
+    }
+    let mut p = started.unwrap();
     p.window().unwrap();
     let mut status = 0;
     // SAFETY: our pipe's write end and our child.
@@ -379,7 +397,7 @@ fn each_read_counts_its_pages_once_up_to_the_end_of_the_file() {
         "the child read {status:#x}"
     );
     let w = p.window().unwrap();
-    assert_eq!(w.counters.pages_read, 2050 + 100, "{:?}", w.counters);
+    assert_eq!(w.counters.pages_read, 2050 + 100 + 50 + 10, "{:?}", w.counters);
     // What the tracepoint reports counts the large reads' pages more than once.
     assert!(w.counters.pages_accessed > w.counters.pages_read, "{:?}", w.counters);
     assert_eq!(w.counters.faults, 0, "{:?}", w.counters);

@@ -425,6 +425,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         device: Some(knobs.device()),
         pids: pids.clone(),
         filter_pids: !cfg.pids.is_empty() || cfg.cgroup.is_some(),
+        count_reads: cfg.progress == outcome::Progress::Auto,
         ..Default::default()
     })
     .map_err(|e| e.to_string())?;
@@ -504,6 +505,8 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     let mut rested_vanilla = 0u64;
     let abort = cfg.guard.as_ref().map_or(GuardConfig::default().abort, |g| g.abort);
     let mut events_seen = 0u64;
+    // `--progress auto`: whether the last window was judged by the pages read.
+    let mut by_reads = false;
     while !stop.load(Ordering::SeqCst) && cfg.duration.is_none_or(|d| start.elapsed() < d) {
         let nap = slice.map_or(tick, |(_, end)| end.saturating_duration_since(Instant::now()).min(tick));
         std::thread::sleep(nap);
@@ -579,7 +582,8 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             Err(e) => return Err(e),
         };
         let mut features = window_features(&w, &knobs, whole);
-        features.outcome = outcome::outcome(&counted, window_s, busy, knobs.device_read_ahead_kb(), cfg.progress);
+        by_reads = cfg.progress == outcome::Progress::Auto && outcome::by_reads(&counted, by_reads);
+        features.outcome = outcome::outcome(&counted, window_s, busy, knobs.device_read_ahead_kb(), by_reads);
         let (decisions_before, fallbacks_before, act_before, held_before, actions_before) = (
             controller.decisions().len(),
             controller.fallbacks(),
@@ -667,6 +671,8 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         m.lost_events = w.counters.lost();
         m.pages_added += counted.pages_added;
         m.pages_accessed += counted.pages_accessed;
+        m.pages_read += counted.pages_read;
+        m.read_progress_windows += u64::from(by_reads);
         m.sampled_windows += u64::from(!whole);
         m.rested_windows += u64::from(!whole && resting);
         m.wakes = watch.wakes;

@@ -95,14 +95,14 @@ impl CpuMeter {
 pub enum Progress {
     /// The watched threads' user-mode CPU time ([`CpuMeter`]), split by process.
     Cpu,
-    /// The pages the watched processes' reads returned ([`Counters::pages_read`]) in a window
-    /// where they read at least as many pages as they faulted, else [`Progress::Cpu`]. Exact
-    /// where user time is a few clock ticks a window (an I/O-bound reader), and blind to how
-    /// long processes live (a grep that starts fifteen a second changes the CPU meter's
-    /// population every window, and the guardrail holds vanilla through every change). One
-    /// sum, not split by process: a scanner's pages outweigh a random reader's. Mapped reads
-    /// have no such count (the pages mapped around a fault are not seen, and loads from
-    /// mapped pages never reach the kernel), hence user time for them.
+    /// The pages the watched processes' reads returned ([`Counters::pages_read`]) in windows where they read more than they fault through mappings, else
+    /// [`Progress::Cpu`]. Exact where user time is a few clock ticks a window (an I/O-bound
+    /// reader), and blind to how long processes live (a grep that starts fifteen a second
+    /// changes the CPU meter's population every window, and the guardrail holds vanilla through
+    /// every change). One sum, not split by process: a scanner's pages outweigh a random
+    /// reader's. Mapped reads have no such count (loads from mapped pages never reach the
+    /// kernel, and the pages mapped around a fault are not traced one by one), hence user time
+    /// for them.
     Auto,
 }
 
@@ -127,28 +127,45 @@ impl Progress {
 
 /// [`Outcome::population`] of a window judged by the pages read: a fixed tag, so that a
 /// window judged by user time (the CPU meter's fingerprint) never compares with one judged by
-/// pages (a change of signal is a change of population to the guardrail).
-const READS_POPULATION: u64 = 0x7265_6164_7300_0001;
+/// pages (a change of measure is a change of population to the guardrail).
+pub const READS_POPULATION: u64 = 0x7265_6164_7300_0001;
+
+/// Whether `--progress auto` judges a window by the pages read: where they outnumber the
+/// faults two to one, and once it does, until the faults outnumber them two to one (a
+/// workload near one to one does not switch measure every window, and each switch costs the
+/// guardrail a fresh look at vanilla). A window with neither keeps the measure in force.
+pub fn by_reads(counted: &Counters, before: bool) -> bool {
+    let pages = counted.pages_read as f64;
+    let faults = counted.faults as f64;
+    match (pages > 0.0 || faults > 0.0, before) {
+        (false, _) => before,
+        (true, true) => faults <= 2.0 * pages,
+        (true, false) => pages >= 2.0 * faults,
+    }
+}
 
 /// The outcome of a probe window of `seconds` (`counted`: the probes' counts in it, scaled to
 /// the whole window when only part of it was watched), with `cpu` the watched processes' user
 /// seconds by pid and their fingerprint (`None`: none watched) and the device at
-/// `read_ahead_kb`, progress counted as `progress` says. Demand misses are the kernel's
-/// synchronous readahead calls.
+/// `read_ahead_kb`; judged by the pages read where `reads` ([`by_reads`]), else by user time.
+/// Demand misses are the kernel's synchronous readahead calls.
 pub fn outcome(
     counted: &Counters,
     seconds: f64,
     cpu: Option<(BTreeMap<u32, f64>, u64)>,
     read_ahead_kb: u64,
-    progress: Progress,
+    reads: bool,
 ) -> Outcome {
-    if cpu.is_some() && progress == Progress::Auto && counted.pages_read > 0 && counted.pages_read >= counted.faults {
+    if reads && cpu.is_some() {
+        // A window with no read returned measured nothing (a pause), unless the device was
+        // busy for the workload meanwhile: then it is a stall, progress zero.
+        let busy = counted.pages_read > 0 || counted.pages_added > 0 || counted.pages_accessed > 0;
         return Outcome {
             by_process: BTreeMap::new(),
             resolution: 1.0,
             population: Some(READS_POPULATION),
             seconds,
-            ops: Some(counted.pages_read as f64),
+            ops: busy.then_some(counted.pages_read as f64),
             busy_s: None,
             pages_accessed: counted.pages_accessed,
             pages_added: counted.pages_added,
@@ -216,44 +233,55 @@ mod tests {
     }
 
     #[test]
-    fn auto_progress_counts_pages_read_where_reads_outweigh_faults() {
+    fn auto_progress_judges_by_pages_read_where_reads_outweigh_faults() {
         let cpu = |pids: &[u32]| {
             Some((
                 pids.iter().map(|&p| (p, 0.02)).collect::<BTreeMap<_, _>>(),
                 pids[0] as u64,
             ))
         };
-        let c = |read, faults| Counters {
-            pages_read: read,
+        let c = |pages: u64, faults| Counters {
+            pages_read: pages,
             faults,
-            pages_accessed: read + faults,
+            pages_accessed: pages + faults,
             pages_added: 50,
             ..Default::default()
         };
         // A reader: its pages read per second, one sum, whichever processes did the reading.
-        let a = outcome(&c(4000, 10), 2.0, cpu(&[7, 8]), 256, Progress::Auto);
-        let b = outcome(&c(4000, 10), 2.0, cpu(&[9]), 256, Progress::Auto);
+        assert!(by_reads(&c(4000, 10), false));
+        let a = outcome(&c(4000, 10), 2.0, cpu(&[7, 8]), 256, true);
+        let b = outcome(&c(4000, 10), 2.0, cpu(&[9]), 256, true);
         assert_eq!(a.progress(), Some(2000.0));
         assert!(a.by_process.is_empty() && a.busy_s.is_none());
         assert_eq!(
             a.population, b.population,
             "short-lived processes do not change the population"
         );
-        // Mapped reads, or the CPU meter asked for: user time, by process.
-        for o in [
-            outcome(&c(10, 4000), 2.0, cpu(&[7, 8]), 256, Progress::Auto),
-            outcome(&c(4000, 10), 2.0, cpu(&[7, 8]), 256, Progress::Cpu),
-        ] {
-            assert_eq!(o.progress(), Some(0.02));
-            assert_eq!(o.by_process.len(), 2);
-            assert_eq!(o.population, Some(7));
-            assert_ne!(
-                o.population, a.population,
-                "a change of signal is a change of population"
-            );
+        // Mapped reads: user time, by process, another population.
+        assert!(!by_reads(&c(10, 4000), true));
+        let o = outcome(&c(10, 4000), 2.0, cpu(&[7, 8]), 256, false);
+        assert_eq!(o.progress(), Some(0.02));
+        assert_eq!((o.by_process.len(), o.population), (2, Some(7)));
+        assert_ne!(
+            o.population, a.population,
+            "a change of measure is a change of population"
+        );
+        // Near one to one, the measure in force stays; a window of neither keeps it.
+        for before in [false, true] {
+            assert_eq!(by_reads(&c(100, 70), before), before);
+            assert_eq!(by_reads(&Counters::default(), before), before);
         }
+        // A pause measures nothing and keeps the population; a stall (the device busy, no
+        // read back) is progress zero.
+        let pause = outcome(&Counters::default(), 2.0, cpu(&[7]), 256, true);
+        assert_eq!((pause.progress(), pause.population), (None, a.population));
+        let stall = Counters {
+            pages_added: 64,
+            ..Default::default()
+        };
+        assert_eq!(outcome(&stall, 2.0, cpu(&[7]), 256, true).progress(), Some(0.0));
         // No process watched: nothing to judge by.
-        assert_eq!(outcome(&c(4000, 0), 2.0, None, 256, Progress::Auto).progress(), None);
+        assert_eq!(outcome(&c(4000, 0), 2.0, None, 256, true).progress(), None);
         for p in [Progress::Cpu, Progress::Auto] {
             assert_eq!(Progress::parse(p.name()), Ok(p));
         }

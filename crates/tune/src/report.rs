@@ -72,6 +72,10 @@ pub struct Metrics {
     pub pages_added: u64,
     /// Page accesses over the windows (likewise).
     pub pages_accessed: u64,
+    /// Pages the watched processes' reads returned (likewise; only with `--progress auto`).
+    pub pages_read: u64,
+    /// Windows whose progress was the pages read (`--progress auto`), not user time.
+    pub read_progress_windows: u64,
     /// Windows observed only in part (all cache hits before them, or the tuner resting),
     /// their counts scaled.
     pub sampled_windows: u64,
@@ -175,6 +179,18 @@ impl Metrics {
             "pages_accessed",
             "Page accesses (estimated from the watched share of sampled windows)",
             self.pages_accessed,
+        );
+        counter(
+            &mut r,
+            "pages_read",
+            "Pages the watched processes' reads returned (with --progress auto; sampled windows estimated)",
+            self.pages_read,
+        );
+        counter(
+            &mut r,
+            "read_progress_windows",
+            "Windows judged by the pages read rather than user CPU time (--progress auto)",
+            self.read_progress_windows,
         );
         counter(
             &mut r,

@@ -675,6 +675,45 @@ fn a_busy_reader_the_tuner_has_nothing_more_to_do_for_is_watched_one_window_in_n
     assert!((0.8..=1.1).contains(&a), "awake {a}");
 }
 
+#[test]
+fn with_auto_progress_a_readers_windows_are_judged_by_the_pages_it_read() {
+    if skip("with_auto_progress_a_readers_windows_are_judged_by_the_pages_it_read") {
+        return;
+    }
+    let fs = LoopFs::create(&scratch(), "progress", 64).unwrap();
+    let path = fs.mountpoint.join("data");
+    std::fs::write(&path, vec![7u8; 16 << 20]).unwrap();
+    let reader = RandomReader::start(File::open(&path).unwrap(), 4096, false);
+    let reads = reader.reads.clone();
+    let run = |progress| {
+        let mut cfg = iolearn_tune::TuneConfig::new(&fs.device, iolearn_policy::controller::ControllerSpec::Vanilla);
+        cfg.pids = vec![std::process::id()];
+        cfg.interval = std::time::Duration::from_millis(500);
+        cfg.duration = Some(std::time::Duration::from_secs(3));
+        cfg.sampling.share = 1.0;
+        cfg.progress = progress;
+        cfg.state_dir = scratch().join("state");
+        let before = reads.load(std::sync::atomic::Ordering::Relaxed);
+        let s = iolearn_tune::run(&cfg, &std::sync::atomic::AtomicBool::new(false)).unwrap();
+        (s.metrics, reads.load(std::sync::atomic::Ordering::Relaxed) - before)
+    };
+    let (auto, truth) = run(iolearn_tune::outcome::Progress::Auto);
+    let (cpu, _) = run(iolearn_tune::outcome::Progress::Cpu);
+    reader.stop();
+    // Every window a reader's (one page a read, counted once): judged by the pages read, which
+    // are the reads done (the windows cover the run but its start). Other tests' reads of
+    // this process on other devices are not the device's.
+    assert_eq!(auto.read_progress_windows, auto.windows, "{auto:?}");
+    let share = auto.pages_read as f64 / truth as f64;
+    assert!(
+        (0.8..=1.05).contains(&share),
+        "{} pages read of {truth} reads",
+        auto.pages_read
+    );
+    // By user time, reads are not counted at all.
+    assert_eq!((cpu.read_progress_windows, cpu.pages_read), (0, 0), "{cpu:?}");
+}
+
 /// A model that always asks for 16 KiB (both of its classes do): it decides on every window it
 /// is given features for.
 fn always_16_kib(name: &str) -> std::path::PathBuf {
