@@ -88,9 +88,7 @@ def decisions(log: Path, start_kb: int) -> list[tuple[int, int]]:
 def learner(tb: br.Testbed, log: Path, state: Path, progress: str = "cpu"):
     """The tuner with the online learner deciding the device's value, watching the cgroup and
     judging by ``progress`` (``iolearn tune readahead --progress``)."""
-    argv = br.iolearn_cmd() + ["tune", "readahead", "--device", tb.name, "--controller", "online"]
-    argv += ["--progress", progress, "--cgroup", str(tb.cgroup), "--state-dir", str(state)]
-    return argv + ["--log-format", "json"], log
+    return br.tuner_helper(tb, None, "device", log, state, controller="online", extra=["--progress", progress])
 
 
 def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:

@@ -408,27 +408,20 @@ def probe_helper(tb: Testbed, out: Path, per_file: bool) -> tuple[list[str], Pat
     return argv, out.with_suffix(".log")
 
 
-def tuner_helper(tb: Testbed, model: Path, scope: str, log: Path, state: Path, dry_run=False):
-    """The tuner deciding per ``scope`` (``device``, ``file`` or ``description``)."""
-    argv = iolearn_cmd() + [
-        "tune",
-        "readahead",
-        "--device",
-        tb.name,
-        "--model",
-        str(model),
-        "--cgroup",
-        str(tb.cgroup),
-        "--state-dir",
-        str(state),
-        "--log-format",
-        "json",
-    ]
+def tuner_helper(
+    tb: Testbed, model: Path | None, scope: str, log: Path, state: Path, dry_run=False, controller=None, extra=()
+):
+    """The tuner deciding per ``scope`` (``device``, ``file`` or ``description``) with
+    ``model``, or with ``controller`` (``online``, ``static:KB``...) when no model is given,
+    watching the test bed's cgroup; ``extra`` options last."""
+    chooser = ["--model", str(model)] if model is not None else ["--controller", controller]
+    argv = iolearn_cmd() + ["tune", "readahead", "--device", tb.name] + chooser
+    argv += ["--cgroup", str(tb.cgroup), "--state-dir", str(state), "--log-format", "json"]
     if scope != "device":
         argv.append(f"--per-{scope}")
     if dry_run:
         argv.append("--dry-run")
-    return argv, log
+    return argv + list(extra), log
 
 
 def nn_tuner(tb: Testbed, out: Path, per_file: bool, log: Path):
@@ -853,9 +846,11 @@ def main(argv=None) -> int:
             earlier = json.loads(read_text(a.out / "report.json", 16 << 20))
         except (OSError, ValueError) as e:
             ap.error(f"--reuse: {a.out / 'report.json'}: {e}")
-        if not isinstance(earlier, dict) or not isinstance(earlier.get("oracle_kb"), dict):
+        kb = earlier.get("oracle_kb") if isinstance(earlier, dict) else None
+        if not isinstance(kb, dict) or not kb or not all(isinstance(v, int) and v > 0 for v in kb.values()):
             ap.error(
-                f"--reuse: {a.out / 'report.json'} has no oracle_kb (the sweep step's), which evaluate and shared need"
+                f"--reuse: {a.out / 'report.json'} has no oracle_kb (the sweep step's KiB per workload), "
+                "which evaluate and shared need"
             )
     if os.geteuid() != 0:
         print("error: the real benchmark needs root (loop devices, cgroups, eBPF)", file=sys.stderr)

@@ -150,3 +150,14 @@ def test_a_damaged_runs_file_is_refused_naming_the_line_and_the_field(tmp_path, 
     rows[1][field] = _row("a", "oracle", 0, [20.0], [20.0] * 4)[field]
     _write_csv(tmp_path / "online-runs.csv", rows)
     assert len(bench_online.load(tmp_path / "online-runs.csv")) == 2
+
+
+def test_the_learner_is_the_online_controller_judged_by_the_progress_asked_for(tmp_path):
+    from types import SimpleNamespace
+
+    tb = SimpleNamespace(name="loop7", cgroup=tmp_path / "cg")
+    argv, log = bench_online.learner(tb, tmp_path / "l.log", tmp_path / "state", "auto")
+    assert log == tmp_path / "l.log"
+    assert argv[argv.index("--controller") + 1] == "online" and "--model" not in argv
+    assert argv[argv.index("--progress") + 1] == "auto"
+    assert argv[argv.index("--cgroup") + 1] == str(tmp_path / "cg")

@@ -260,13 +260,14 @@ def test_the_middle_half_is_the_quartiles_and_one_value_its_own():
 def test_reuse_refuses_a_report_without_the_oracle_before_building_anything(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
-    (out / "report.json").write_text(json.dumps({"online": {}}))
-    with pytest.raises(SystemExit) as e:
-        bench_real.main(["--reuse", "--out", str(out), "--steps", "evaluate", "--workdir", str(tmp_path / "w")])
-    assert e.value.code == 2
-    err = capsys.readouterr().err
-    assert "report.json has no oracle_kb" in err and "evaluate and shared" in err, err
-    assert not (tmp_path / "w").exists()
+    for report in ({"online": {}}, {"oracle_kb": {}}, {"oracle_kb": {"readseq": "lots"}}):
+        (out / "report.json").write_text(json.dumps(report))
+        with pytest.raises(SystemExit) as e:
+            bench_real.main(["--reuse", "--out", str(out), "--steps", "evaluate", "--workdir", str(tmp_path / "w")])
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert "report.json has no oracle_kb" in err and "evaluate and shared" in err, err
+        assert not (tmp_path / "w").exists()
 
 
 def test_family_members_are_chosen_by_name_and_unknown_ones_refused(capsys):
