@@ -111,7 +111,8 @@ def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
                unit: str, trace=None, starts=None):  # fmt: skip
         rows.append({"workload": name, "config": config, "repeat": repeat, "seed": seed, "ra_kb": kb,
                      "ops": json.dumps(ops), "series": json.dumps([round(x) for x in series]), "unit": unit,
-                     "decisions": json.dumps(trace or []), "phase_starts": json.dumps(starts or [])})  # fmt: skip
+                     "decisions": json.dumps(trace or []), "phase_starts": json.dumps(starts or []),
+                     "progress": s.progress if config in ("online", "phases") else ""})  # fmt: skip
         ra._write(out / "online-runs", rows)
         if bar is not None:
             bar.update(1)
@@ -157,15 +158,22 @@ def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     return rows
 
 
-#: The columns of ``online-runs.csv`` and what each holds; ``phase_starts`` came later (an
-#: older file may lack it).
+#: The columns of ``online-runs.csv`` and what each holds; ``phase_starts`` and ``progress``
+#: came later (an older file may lack them).
 COLUMNS = {"workload": "text", "config": "text", "repeat": "int", "seed": "int", "ra_kb": "int", "ops": "numbers",
-           "series": "numbers", "unit": "text", "decisions": "pairs", "phase_starts": "numbers"}  # fmt: skip
+           "series": "numbers", "unit": "text", "decisions": "pairs", "phase_starts": "numbers",
+           "progress": "measure"}  # fmt: skip
+
+
+KINDS = {"text": "text", "int": "an integer", "numbers": "a JSON list of numbers", "pairs": "a JSON list of pairs",
+         "measure": "cpu or auto"}  # fmt: skip
 
 
 def _holds(value: str, kind: str) -> bool:
     if kind == "text":
         return bool(value)
+    if kind == "measure":
+        return value in ("cpu", "auto")
     if kind == "int":
         try:
             int(value)
@@ -189,12 +197,12 @@ def load(path: Path) -> list[dict]:
     for n, r in enumerate(rows, 2):  # line 1 is the header
         for key, kind in COLUMNS.items():
             value = r.get(key)
-            if key == "phase_starts" and not value:
+            if key in ("phase_starts", "progress") and not value:
                 continue
             if value is None:
                 raise ValueError(f"{path}:{n}: no {key} field")
             if not _holds(value, kind):
-                raise ValueError(f"{path}:{n}: {key} {value[:40]!r} is not {kind.replace('pairs', 'a list of pairs')}")
+                raise ValueError(f"{path}:{n}: {key} {value[:40]!r} is not {KINDS[kind]}")
         if r["config"] not in ("sweep", "vanilla", "oracle", "online", "phases"):
             raise ValueError(f"{path}:{n}: config {r['config'][:40]!r} is not one of the step's")
     return rows
@@ -210,6 +218,10 @@ def summarize(rows: list[dict]) -> dict:
     whole run and over its second half; t90 per repeat. Per phase: the learner's throughput
     against that member's vanilla and oracle runs of the same repeat over as many seconds."""
     out: dict = {"members": [], "phases": []}
+    # The learner's measure of progress (files from before it was recorded have none).
+    measures = {r.get("progress") for r in rows if r["config"] in ("online", "phases") and r.get("progress")}
+    if measures:
+        out["progress"] = ",".join(sorted(measures))
     runs = {(r["workload"], r["config"], int(r["repeat"])): r for r in rows if r["config"] != "sweep"}
     for name in dict.fromkeys(r["workload"] for r in rows if r["config"] not in ("sweep", "phases")):
         repeats = sorted(i for (w, c, i) in runs if w == name and c == "vanilla")

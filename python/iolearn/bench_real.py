@@ -938,7 +938,6 @@ def main(argv=None) -> int:
 
             rows = bench_online.online(s, tb, db, out)
             report["online"] = bench_online.summarize(rows)
-            report["online"]["progress"] = s.progress
             bench_online.plot(rows, report["online"], out / "online.png")
         if "overheads" in steps:
             report["overheads"] = overheads(s, tb, db, out)

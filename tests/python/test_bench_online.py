@@ -75,7 +75,7 @@ def test_the_learners_decisions_are_read_from_its_log(tmp_path):
 def _row(workload, config, repeat, ops, series, kb=128, decisions=()):
     return {"workload": workload, "config": config, "repeat": repeat, "seed": repeat + 1, "ra_kb": kb,
             "ops": json.dumps(ops), "series": json.dumps(series), "unit": "MB/s",
-            "decisions": json.dumps(list(decisions)), "phase_starts": "[]"}  # fmt: skip
+            "decisions": json.dumps(list(decisions)), "phase_starts": "[]", "progress": ""}  # fmt: skip
 
 
 def test_the_summary_scores_the_learner_against_vanilla_and_the_oracle_of_its_repeat():
@@ -108,12 +108,14 @@ def test_a_repeat_without_all_three_runs_is_left_out_and_a_written_csv_summarize
         _row("a>a", "phases", 0, [1.0, 1.0], [12.0] * 40, decisions=[[0, 128], [5, 64], [99, 128]]),
     ]
     rows[-1]["phase_starts"] = json.dumps([0.5, 20.7, 41.0])
+    rows[2]["progress"] = rows[-1]["progress"] = "auto"
     bench_family.ra._write(tmp_path / "online-runs", rows)
     again = bench_online.load(tmp_path / "online-runs.csv")
     rep = bench_online.summarize(again)
     (m,) = rep["members"]
     assert m["repeats"] == 1 and m["online"] == pytest.approx(1.5) and m["t90"] == [None]
     assert rep["phases"][0]["starts"] == [0.5, 20.7, 41.0]
+    assert rep["progress"] == "auto"
     pytest.importorskip("matplotlib")
     bench_online.plot(again, rep, tmp_path / "online.png")
     assert (tmp_path / "online.png").stat().st_size > 0
@@ -129,12 +131,13 @@ def _write_csv(path, rows):
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("repeat", "zero", "repeat 'zero' is not int"),
-        ("ops", '[1.0, "x"]', "ops '[1.0, \"x\"]' is not numbers"),
-        ("series", "{", "series '{' is not numbers"),
-        ("decisions", "[[0]]", "decisions '[[0]]' is not a list of pairs"),
+        ("repeat", "zero", "repeat 'zero' is not an integer"),
+        ("ops", '[1.0, "x"]', "ops '[1.0, \"x\"]' is not a JSON list of numbers"),
+        ("series", "{", "series '{' is not a JSON list of numbers"),
+        ("decisions", "[[0]]", "decisions '[[0]]' is not a JSON list of pairs"),
         ("config", "tuned", "config 'tuned' is not one of the step's"),
         ("workload", "", "workload '' is not text"),
+        ("progress", "pages", "progress 'pages' is not cpu or auto"),
     ],
 )
 def test_a_damaged_runs_file_is_refused_naming_the_line_and_the_field(tmp_path, field, value, message):
