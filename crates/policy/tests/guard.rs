@@ -891,3 +891,32 @@ fn one_window_short_of_vanilla_by_clock_tick_noise_is_no_collapse() {
         assert_eq!(reverted, collapse, "scale {scale}, short windows {short:?}");
     }
 }
+
+#[test]
+fn one_window_short_of_vanilla_in_pages_read_is_no_collapse_and_two_are() {
+    // Progress counted by the kernel in pages read (resolution one page): exact, thousands a
+    // window, and still one short window of a real workload is no collapse; two in a row
+    // are. Counted by the application (resolution 0), one is.
+    for (resolution, short, collapse) in [(1.0, &[9][..], false), (1.0, &[9, 10][..], true), (0.0, &[9][..], true)] {
+        let mut g = guarded(Static::new(512));
+        let mut dev = Device { kb: 128, sets: 0 };
+        for i in 0..12u64 {
+            let pages = if short.contains(&i) { 2_000.0 } else { 5_000.0 };
+            let w = WindowFeatures {
+                outcome: Outcome {
+                    seconds: 1.0,
+                    ops: Some(pages),
+                    resolution,
+                    read_ahead_kb: Some(dev.kb),
+                    pages_accessed: 5_000,
+                    pages_added: 10,
+                    ..Outcome::default()
+                },
+                ..WindowFeatures::default()
+            };
+            g.decide(&w, &mut dev);
+        }
+        let reverted = g.take_events().iter().any(|e| e.kind == GuardEventKind::Reverted);
+        assert_eq!(reverted, collapse, "resolution {resolution}, short windows {short:?}");
+    }
+}
