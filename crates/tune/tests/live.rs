@@ -690,6 +690,8 @@ fn with_auto_progress_a_readers_windows_are_judged_by_the_pages_it_read() {
         cfg.pids = vec![std::process::id()];
         cfg.interval = std::time::Duration::from_millis(500);
         cfg.duration = Some(std::time::Duration::from_secs(3));
+        // Changes nothing and takes no lock: the other tests run tuners beside it.
+        cfg.dry_run = true;
         cfg.sampling.share = 1.0;
         cfg.progress = progress;
         cfg.state_dir = scratch().join("state");
