@@ -173,7 +173,7 @@ def _holds(value: str, kind: str) -> bool:
     if kind == "text":
         return bool(value)
     if kind == "measure":
-        return value in ("cpu", "auto")
+        return value in br.PROGRESS
     if kind == "int":
         try:
             int(value)

@@ -799,6 +799,8 @@ def middle_half(xs: list[float]) -> list[float]:
 
 
 STEPS = ("sweep", "train", "evaluate", "b2b", "pairs", "shared", "family", "online", "overheads")
+#: The learner's measures of progress (`iolearn tune readahead --progress`).
+PROGRESS = ("cpu", "auto")
 
 
 def main(argv=None) -> int:
@@ -823,7 +825,7 @@ def main(argv=None) -> int:
     )
     ap.add_argument(
         "--progress",
-        choices=("cpu", "auto"),
+        choices=PROGRESS,
         default="cpu",
         help="what the online step's learner counts as progress (iolearn tune readahead --progress)",
     )
@@ -840,14 +842,18 @@ def main(argv=None) -> int:
         ap.error(f"--steps: unknown {', '.join(sorted(unknown))} (steps: {', '.join(STEPS)})")
     if a.reuse and not (a.out and (a.out / "report.json").is_file()):
         ap.error("--reuse needs --out with the report.json of an earlier run")
-    if a.reuse and {"evaluate", "shared"} & set(a.steps.split(",")):
-        # Checked before the test bed is built: those steps need the sweep's oracle.
+    earlier = None
+    if a.reuse:
+        # Read before the test bed is built, once: a report that cannot serve fails at once.
         try:
             earlier = json.loads(read_text(a.out / "report.json", 16 << 20))
         except (OSError, ValueError) as e:
             ap.error(f"--reuse: {a.out / 'report.json'}: {e}")
-        kb = earlier.get("oracle_kb") if isinstance(earlier, dict) else None
-        if not isinstance(kb, dict) or not kb or not all(isinstance(v, int) and v > 0 for v in kb.values()):
+        if not isinstance(earlier, dict):
+            ap.error(f"--reuse: {a.out / 'report.json'}: not a JSON object")
+        kb = earlier.get("oracle_kb")
+        good = isinstance(kb, dict) and kb and all(isinstance(v, int) and v > 0 for v in kb.values())
+        if not good and {"evaluate", "shared"} & set(a.steps.split(",")):
             ap.error(
                 f"--reuse: {a.out / 'report.json'} has no oracle_kb (the sweep step's KiB per workload), "
                 "which evaluate and shared need"
@@ -897,7 +903,7 @@ def main(argv=None) -> int:
         db = create_db(s, tb)
         steps = set(a.steps.split(","))
         if a.reuse:
-            report = json.loads(read_text(out / "report.json", 16 << 20))
+            report = earlier
             oracle = report.get("oracle_kb", {})
             # Steps finished by an earlier --reuse run whose report was not written.
             if "back_to_back" not in report and (out / "back_to_back-runs.csv").exists():

@@ -268,6 +268,14 @@ def test_reuse_refuses_a_report_without_the_oracle_before_building_anything(tmp_
         err = capsys.readouterr().err
         assert "report.json has no oracle_kb" in err and "evaluate and shared" in err, err
         assert not (tmp_path / "w").exists()
+    # Whatever the steps, a report that is no JSON object is refused before anything is built.
+    for text, message in (("[1]", "report.json: not a JSON object"), ("{", "report.json: ")):
+        (out / "report.json").write_text(text)
+        with pytest.raises(SystemExit) as e:
+            bench_real.main(["--reuse", "--out", str(out), "--steps", "online", "--workdir", str(tmp_path / "w")])
+        assert e.value.code == 2
+        assert message in capsys.readouterr().err
+        assert not (tmp_path / "w").exists()
 
 
 def test_family_members_are_chosen_by_name_and_unknown_ones_refused(capsys):

@@ -72,10 +72,11 @@ pub struct ReadaheadArgs {
     fallback_online: bool,
     /// What the guardrail and the online learner count as the watched processes' progress:
     /// `cpu`, their threads' user-mode CPU time, process by process; `auto`, the pages their
-    /// reads returned, counted exactly in the kernel, in windows where they read more than they
-    /// fault through mappings (else user time): for I/O-bound readers, whose user time is a
-    /// few clock ticks a window, and for workloads of short-lived processes (one sum, not
-    /// split by process).
+    /// reads returned, counted in the kernel, in windows where they read at least twice as
+    /// many pages as they fault through mappings (else user time): for I/O-bound readers,
+    /// whose user time is a few clock ticks a window, and for workloads of short-lived
+    /// processes (one sum, not split by process; docs/tuning.md says where the count falls
+    /// short).
     #[arg(long, default_value = "cpu", value_parser = iolearn_tune::outcome::Progress::parse)]
     progress: iolearn_tune::outcome::Progress,
     /// Turn the guardrail off. With it (the default, when --pid or --cgroup names processes to

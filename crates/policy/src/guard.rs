@@ -992,11 +992,11 @@ impl Guarded {
         ) else {
             return true;
         };
-        if one.ops.is_some() {
-            return one.resolution <= 0.0;
-        }
         if one.resolution <= 0.0 {
             return true;
+        }
+        if one.ops.is_some() {
+            return false;
         }
         let ticks = |rate: f64| rate * one.seconds / one.resolution;
         ticks(v) - ticks(t) > 3.0 * ticks(v).sqrt()

@@ -388,20 +388,27 @@ mod tests {
         fn set_file_read_ahead_kb(&mut self, _: u64, _: u64) {}
     }
 
+    /// A one-second window at `kb` whose progress is `ops` counted or `busy_s` of CPU time.
+    fn window(kb: u64, ops: Option<f64>, busy_s: Option<f64>) -> WindowFeatures {
+        WindowFeatures {
+            outcome: Outcome {
+                seconds: 1.0,
+                ops,
+                busy_s,
+                // Pages touched: a window of CPU time without any measures nothing.
+                pages_accessed: 100,
+                read_ahead_kb: Some(kb),
+                ..Outcome::default()
+            },
+            ..WindowFeatures::default()
+        }
+    }
+
     fn run(o: &mut Online, dev: &mut Peak, peaks: &[(u64, f64)]) {
         for &(windows, peak) in peaks {
             dev.peak = peak;
             for _ in 0..windows {
-                let w = WindowFeatures {
-                    outcome: Outcome {
-                        seconds: 1.0,
-                        ops: Some(progress(dev.kb, peak)),
-                        read_ahead_kb: Some(dev.kb),
-                        ..Outcome::default()
-                    },
-                    ..WindowFeatures::default()
-                };
-                o.decide(&w, dev);
+                o.decide(&window(dev.kb, Some(progress(dev.kb, peak)), None), dev);
             }
         }
     }
@@ -432,15 +439,7 @@ mod tests {
         /// `windows` of the learner behind the guardrail.
         fn run(&mut self, o: &mut Online, windows: usize) {
             for _ in 0..windows {
-                let w = WindowFeatures {
-                    outcome: Outcome {
-                        seconds: 1.0,
-                        ops: Some(progress(self.dev.kb, self.dev.peak)),
-                        read_ahead_kb: Some(self.dev.kb),
-                        ..Outcome::default()
-                    },
-                    ..WindowFeatures::default()
-                };
+                let w = window(self.dev.kb, Some(progress(self.dev.kb, self.dev.peak)), None);
                 o.decide(&w, self);
                 self.backoff = self.backoff.saturating_sub(1);
                 if self.dev.kb > self.limit {
@@ -499,25 +498,10 @@ mod tests {
         // and turns away from it.
         let mut o = Online::new(OnlineConfig::default());
         let mut dev = Peak { kb: 128, peak: 1024.0 };
-        for window in 0..60 {
+        for w in 0..60 {
             let p = progress(dev.kb, dev.peak);
-            let (ops, busy_s) = if window < 4 {
-                (Some(p), None)
-            } else {
-                (None, Some(p * 1e-3))
-            };
-            let w = WindowFeatures {
-                outcome: Outcome {
-                    seconds: 1.0,
-                    ops,
-                    busy_s,
-                    pages_accessed: 100,
-                    read_ahead_kb: Some(dev.kb),
-                    ..Outcome::default()
-                },
-                ..WindowFeatures::default()
-            };
-            o.decide(&w, &mut dev);
+            let (ops, busy_s) = if w < 4 { (Some(p), None) } else { (None, Some(p * 1e-3)) };
+            o.decide(&window(dev.kb, ops, busy_s), &mut dev);
         }
         assert_eq!(o.home.map(|h| o.cfg.arms[h]), Some(1024), "trace {:?}", o.trace);
         assert!(

@@ -858,6 +858,24 @@ fn files_that_closed_are_forgotten_and_a_judged_decision_stays_judged() {
     assert!(g.remembered() <= 3 * 4);
 }
 
+/// Whether a static 512 KiB behind the guardrail is reverted over 12 windows whose outcome
+/// `outcome(short)` gives, `short` for the windows listed in `short`.
+fn reverted_over_short_windows(short: &[u64], outcome: impl Fn(bool) -> Outcome) -> bool {
+    let mut g = guarded(Static::new(512));
+    let mut dev = Device { kb: 128, sets: 0 };
+    for i in 0..12u64 {
+        let w = WindowFeatures {
+            outcome: Outcome {
+                read_ahead_kb: Some(dev.kb),
+                ..outcome(short.contains(&i))
+            },
+            ..WindowFeatures::default()
+        };
+        g.decide(&w, &mut dev);
+    }
+    g.take_events().iter().any(|e| e.kind == GuardEventKind::Reverted)
+}
+
 #[test]
 fn one_window_short_of_vanilla_by_clock_tick_noise_is_no_collapse() {
     // Progress counted in clock ticks (0.01 s): a reader running its own code ten ticks a
@@ -869,25 +887,14 @@ fn one_window_short_of_vanilla_by_clock_tick_noise_is_no_collapse() {
         (1.0, &[9, 10][..], true),
         (30.0, &[9][..], true),
     ] {
-        let mut g = guarded(Static::new(512));
-        let mut dev = Device { kb: 128, sets: 0 };
-        for i in 0..12u64 {
-            let busy = if short.contains(&i) { 0.04 } else { 0.10 } * scale;
-            let w = WindowFeatures {
-                outcome: Outcome {
-                    seconds: 1.0,
-                    busy_s: Some(busy),
-                    resolution: 0.01,
-                    read_ahead_kb: Some(dev.kb),
-                    pages_accessed: 100,
-                    pages_added: 10,
-                    ..Outcome::default()
-                },
-                ..WindowFeatures::default()
-            };
-            g.decide(&w, &mut dev);
-        }
-        let reverted = g.take_events().iter().any(|e| e.kind == GuardEventKind::Reverted);
+        let reverted = reverted_over_short_windows(short, |is_short| Outcome {
+            seconds: 1.0,
+            busy_s: Some(if is_short { 0.04 } else { 0.10 } * scale),
+            resolution: 0.01,
+            pages_accessed: 100,
+            pages_added: 10,
+            ..Outcome::default()
+        });
         assert_eq!(reverted, collapse, "scale {scale}, short windows {short:?}");
     }
 }
@@ -898,25 +905,14 @@ fn one_window_short_of_vanilla_in_pages_read_is_no_collapse_and_two_are() {
     // window, and still one short window of a real workload is no collapse; two in a row
     // are. Counted by the application (resolution 0), one is.
     for (resolution, short, collapse) in [(1.0, &[9][..], false), (1.0, &[9, 10][..], true), (0.0, &[9][..], true)] {
-        let mut g = guarded(Static::new(512));
-        let mut dev = Device { kb: 128, sets: 0 };
-        for i in 0..12u64 {
-            let pages = if short.contains(&i) { 2_000.0 } else { 5_000.0 };
-            let w = WindowFeatures {
-                outcome: Outcome {
-                    seconds: 1.0,
-                    ops: Some(pages),
-                    resolution,
-                    read_ahead_kb: Some(dev.kb),
-                    pages_accessed: 5_000,
-                    pages_added: 10,
-                    ..Outcome::default()
-                },
-                ..WindowFeatures::default()
-            };
-            g.decide(&w, &mut dev);
-        }
-        let reverted = g.take_events().iter().any(|e| e.kind == GuardEventKind::Reverted);
+        let reverted = reverted_over_short_windows(short, |is_short| Outcome {
+            seconds: 1.0,
+            ops: Some(if is_short { 2_000.0 } else { 5_000.0 }),
+            resolution,
+            pages_accessed: 5_000,
+            pages_added: 10,
+            ..Outcome::default()
+        });
         assert_eq!(reverted, collapse, "resolution {resolution}, short windows {short:?}");
     }
 }

@@ -95,8 +95,9 @@ impl CpuMeter {
 pub enum Progress {
     /// The watched threads' user-mode CPU time ([`CpuMeter`]), split by process.
     Cpu,
-    /// The pages the watched processes' reads returned ([`Counters::pages_read`]) in windows where they read more than they fault through mappings, else
-    /// [`Progress::Cpu`]. Exact where user time is a few clock ticks a window (an I/O-bound
+    /// The pages the watched processes' reads returned ([`Counters::pages_read`]) in windows
+    /// where they read more than they fault through mappings ([`by_reads`]), else
+    /// [`Progress::Cpu`]. Counted, where user time is a few clock ticks a window (an I/O-bound
     /// reader), and blind to how long processes live (a grep that starts fifteen a second
     /// changes the CPU meter's population every window, and the guardrail holds vanilla through
     /// every change). One sum, not split by process: a scanner's pages outweigh a random
