@@ -903,7 +903,7 @@ def main(argv=None) -> int:
         db = create_db(s, tb)
         steps = set(a.steps.split(","))
         if a.reuse:
-            report = earlier
+            report = reused(earlier, date)
             oracle = report.get("oracle_kb", {})
             # Steps finished by an earlier --reuse run whose report was not written.
             if "back_to_back" not in report and (out / "back_to_back-runs.csv").exists():
@@ -954,13 +954,24 @@ def main(argv=None) -> int:
     return 0
 
 
+def reused(earlier: dict, date: str) -> dict:
+    """The report a ``--reuse`` run starts from: the earlier report's sections, dated ``date``
+    (the steps run now), with the date of the sweep and training it builds on kept as
+    ``sweep_date`` (the first run's, through a chain of reuses)."""
+    report = dict(earlier)
+    report.setdefault("sweep_date", earlier.get("date"))
+    report["date"] = date
+    return report
+
+
 def machine() -> str:
     cpu = next((x.split(":", 1)[1].strip() for x in open("/proc/cpuinfo") if x.startswith("model name")), "?")
     return f"{os.uname().release}, {os.cpu_count()} x {cpu}"
 
 
 def print_report(rep: dict):
-    print(f"\nReal readahead benchmark ({rep.get('date')}, {rep.get('machine')})")
+    built_on = f"; sweep of {rep['sweep_date']}" if rep.get("sweep_date") not in (None, rep.get("date")) else ""
+    print(f"\nReal readahead benchmark ({rep.get('date')}{built_on}, {rep.get('machine')})")
     # A --reuse run of later steps alone may start from a report without the sweep's.
     if "oracle_kb" in rep:
         print(f"oracle (best static read_ahead_kb): {rep['oracle_kb']}")

@@ -132,6 +132,8 @@ def _write_csv(path, rows):
     ("field", "value", "message"),
     [
         ("repeat", "zero", "repeat 'zero' is not an integer"),
+        ("seed", "1_0", "seed '1_0' is not an integer"),
+        ("ra_kb", " 128", "ra_kb ' 128' is not an integer"),
         ("ops", '[1.0, "x"]', "ops '[1.0, \"x\"]' is not a JSON list of numbers"),
         ("series", "{", "series '{' is not a JSON list of numbers"),
         ("decisions", "[[0]]", "decisions '[[0]]' is not a JSON list of pairs"),

@@ -289,3 +289,14 @@ def test_family_members_are_chosen_by_name_and_unknown_ones_refused(capsys):
         assert e.value.code == 2
         err = capsys.readouterr().err
         assert "--family" in err and "members: " in err, err
+
+
+def test_a_reused_report_is_dated_by_the_run_and_keeps_its_sweeps_date(capsys):
+    earlier = {"date": "2026-11-22", "machine": "m", "oracle_kb": {"readseq": 1024}}
+    once = bench_real.reused(earlier, "2026-11-23")
+    twice = bench_real.reused(once, "2026-11-24")
+    assert (once["date"], once["sweep_date"]) == ("2026-11-23", "2026-11-22")
+    assert (twice["date"], twice["sweep_date"]) == ("2026-11-24", "2026-11-22")
+    assert twice["oracle_kb"] == {"readseq": 1024} and earlier["date"] == "2026-11-22"
+    bench_real.print_report(twice)
+    assert "(2026-11-24; sweep of 2026-11-22, m)" in capsys.readouterr().out
