@@ -9,9 +9,9 @@
 //! phase change, and the climb restarts from there with every other estimate forgotten. When a
 //! hold ends (its length doubles while home stays best) the neighbours are measured again, so
 //! a slow drift is followed too. A neighbour within the tolerance of home (a tie) is taken
-//! when the pages read into the cache were nearly all asked for (up: more readahead costs no
-//! read the workload would not make) or mostly not (down), and the first look goes that way
-//! too. This is the local exploration of unimodal bandits (Combes and
+//! when the pages read into the cache were nearly all used (up: more readahead costs no read
+//! the workload would not make) or mostly not (down), where the pages used are counted
+//! ([`Outcome::pages_used`]), and the first look goes that way too. This is the local exploration of unimodal bandits (Combes and
 //! Proutière, ICML 2014, OSUB) in blocks of windows instead of single pulls, since a readahead
 //! value shows its effect only once the cache has turned over.
 //!
@@ -84,7 +84,7 @@ impl OnlineConfig {
     }
 }
 
-/// A tie goes up where at least this share of the pages read into the cache were asked for.
+/// A tie goes up where at least this share of the pages read into the cache were used.
 const USED_UP: f64 = 0.8;
 /// A tie goes down where less than this share were.
 const USED_DOWN: f64 = 0.5;
@@ -95,8 +95,8 @@ pub struct Online {
     cfg: OnlineConfig,
     /// Mean progress measured at each arm (`None`: unknown or forgotten).
     est: Vec<Option<f64>>,
-    /// The share of the pages read into the cache that the workload asked for, measured with
-    /// each estimate (`None`: nothing was read into the cache).
+    /// The share of the pages read into the cache that the workload used, measured with each
+    /// estimate (`None`: nothing was read into the cache, or pages used are not counted).
     used: Vec<Option<f64>>,
     home: Option<usize>,
     probe: Option<usize>,
@@ -107,8 +107,9 @@ pub struct Online {
     hold: u64,
     /// Progress of the measured windows at the current target.
     samples: Vec<f64>,
-    /// Pages (asked for, read into the cache) over the same windows.
-    pages: (u64, u64),
+    /// Pages (used, read into the cache) over the same windows; `None` once a window had no
+    /// count of pages used.
+    pages: Option<(u64, u64)>,
     last_kb: Option<u64>,
     age: u64,
     /// Windows in a row the value asked for was not in force (the guardrail held vanilla).
@@ -140,7 +141,7 @@ impl Online {
         Online {
             est: vec![None; cfg.arms.len()],
             used: vec![None; cfg.arms.len()],
-            pages: (0, 0),
+            pages: Some((0, 0)),
             hold: cfg.first_hold,
             cfg,
             home: None,
@@ -214,6 +215,7 @@ impl Online {
                     // A phase change: what the other values did no longer holds.
                     self.restart(home);
                     self.est[home] = Some(m);
+                    self.used[home] = used;
                 } else if self.hold_until.is_some_and(|u| self.window >= u) {
                     // Time to look around again.
                     for n in self.neighbours(home) {
@@ -256,7 +258,7 @@ impl Online {
     /// Forget the windows measured at the current target.
     fn drop_samples(&mut self) {
         self.samples.clear();
-        self.pages = (0, 0);
+        self.pages = Some((0, 0));
     }
 
     fn move_home(&mut self, home: usize, n: usize) {
@@ -270,13 +272,20 @@ impl Online {
     /// known (within the tolerance): near the top the curve is flat to within the noise of a
     /// block (on the kernel, eight files read in turn went 2028, 1977 and 2263 MB/s at 512,
     /// 1024 and 4096 KiB, and a climb that moved only on a clear gain held at 512 with two
-    /// thirds of the gain). Readahead whose pages the workload asks for costs the device no
-    /// read it would not have made, so a tie goes up; where most go unused, down.
+    /// thirds of the gain). Readahead whose pages the workload uses costs the device no read
+    /// it would not have made, so a tie goes up; where most go unused, down.
     fn tie(&self, home: usize) -> Option<usize> {
+        let way = self.preferred(home);
+        if way == -self.dir {
+            // Back to the value just left, whose share said the other way: two ties could
+            // send the learner to and fro without measuring anything.
+            return None;
+        }
         let n = home
-            .checked_add_signed(self.preferred(home) as isize)
+            .checked_add_signed(way as isize)
             .filter(|&n| n != home && n < self.cfg.arms.len())?;
-        let (h, e) = (self.est[home]?, self.est[n]?);
+        // A value taken back by the guardrail (0) is no tie, even with nothing better known.
+        let (h, e) = (self.est[home]?, self.est[n].filter(|&e| e > 0.0)?);
         let best = self.est.iter().flatten().copied().fold(h, f64::max);
         // Half the tolerance against home: a tie one way and a clear gain back cannot alternate.
         (e >= h * (1.0 - self.cfg.tolerance / 2.0) && e >= best * (1.0 - self.cfg.tolerance)).then_some(n)
@@ -365,14 +374,18 @@ impl Online {
         }
         if let Some(p) = o.progress() {
             self.samples.push(p);
-            self.pages.0 += o.pages_accessed;
-            self.pages.1 += o.pages_added;
+            self.pages = self
+                .pages
+                .zip(o.pages_used)
+                .map(|((u, a), used)| (u + used, a + o.pages_added));
         }
         if self.samples.len() >= self.cfg.block as usize {
             let m = self.samples.iter().sum::<f64>() / self.samples.len() as f64;
-            let (asked, added) = std::mem::take(&mut self.pages);
-            // Pages asked for may have been read in an earlier window: at most all were used.
-            let used = (added > 0).then(|| (asked as f64 / added as f64).min(1.0));
+            // Pages used may have been read in an earlier window: at most all were.
+            let used = self
+                .pages
+                .filter(|&(_, added)| added > 0)
+                .map(|(used, added)| (used as f64 / added as f64).min(1.0));
             self.drop_samples();
             self.measured(m, used);
         }
@@ -605,6 +618,8 @@ mod tests {
     struct Table {
         kb: u64,
         rows: Vec<(u64, f64, f64)>,
+        /// Whether pages used are counted.
+        counted: bool,
     }
 
     impl Table {
@@ -617,7 +632,7 @@ mod tests {
                     .map_or((10.0, 1.0), |r| (r.1, r.2));
                 let mut w = window(self.kb, Some(p), None);
                 w.outcome.pages_added = 1000;
-                w.outcome.pages_accessed = (1000.0 * used) as u64;
+                w.outcome.pages_used = self.counted.then_some((1000.0 * used) as u64);
                 o.decide(&w, self);
             }
         }
@@ -658,17 +673,38 @@ mod tests {
         let mut t = Table {
             kb: 128,
             rows: rows(1.0),
+            counted: true,
         };
         t.run(&mut o, 60);
         assert_eq!(home_kb(&o), Some(4096), "trace {:?}", o.trace);
-        // With a middling share used (neither way preferred), a tie holds.
+        // Starting at 512 with a tie on both sides (256 at 99.5): a middling share used, or no
+        // count of pages used (mapped reads), goes neither way.
+        for used in [Some(0.6), None] {
+            let mut o = Online::new(OnlineConfig::default());
+            let mut rows = rows(used.unwrap_or(1.0));
+            rows[1].1 = 99.5;
+            let mut t = Table {
+                kb: 512,
+                rows,
+                counted: used.is_some(),
+            };
+            t.run(&mut o, 60);
+            assert_eq!(home_kb(&o), Some(512), "used {used:?}: trace {:?}", o.trace);
+        }
+    }
+
+    #[test]
+    fn shares_on_either_side_of_a_flat_stretch_do_not_send_ties_to_and_fro() {
+        // Flat progress; 128 KiB's pages nearly all used (up), 256's mostly not (down). A tie up
+        // and a tie back would alternate without a measurement in between, for ever.
         let mut o = Online::new(OnlineConfig::default());
         let mut t = Table {
             kb: 128,
-            rows: rows(0.6),
+            rows: vec![(64, 50.0, 1.0), (128, 100.0, 0.9), (256, 99.0, 0.4), (512, 50.0, 0.4)],
+            counted: true,
         };
         t.run(&mut o, 60);
-        assert_eq!(home_kb(&o), Some(512), "trace {:?}", o.trace);
+        assert_eq!(home_kb(&o), Some(256), "trace {:?}", o.trace);
     }
 
     #[test]
@@ -685,6 +721,7 @@ mod tests {
                 (2048, 97.2, 1.0),
                 (4096, 95.8, 1.0),
             ],
+            counted: true,
         };
         t.run(&mut o, 60);
         assert_eq!(home_kb(&o), Some(2048), "trace {:?}", o.trace);
@@ -703,6 +740,7 @@ mod tests {
                 (128, 100.0, 0.03),
                 (256, 98.0, 0.015),
             ],
+            counted: true,
         };
         t.run(&mut o, 60);
         assert_eq!(

@@ -239,6 +239,12 @@ pub struct Outcome {
     pub pages_added: u64,
     /// Demand misses: accesses that had to wait for a synchronous read.
     pub misses: u64,
+    /// Pages the workload consumed, each counted once, where such a count exists (simulator:
+    /// its accesses; kernel: the pages its reads returned, in a window `--progress auto` judges
+    /// by them). `None` for mapped reads: fault-around maps pages without an event, so faults
+    /// fall far short of the pages used. Against [`Outcome::pages_added`] it says whether the
+    /// pages read ahead were used ([`crate::online`]).
+    pub pages_used: Option<u64>,
     /// The device's readahead during the window, KiB (what the outcome is credited to).
     pub read_ahead_kb: Option<u64>,
     /// Which processes were watched, as a fingerprint of the set (`None`: a fixed set). When it

@@ -417,6 +417,8 @@ fn run_checked(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> Lo
                 PageEventKind::Accessed => outcome.pages_accessed += 1,
             }
         }
+        // The simulator sees every page its threads touch, mapped or read: each access is a use.
+        outcome.pages_used = Some(outcome.pages_accessed);
         for e in events {
             k.observe(PageObservation {
                 time_ns: e.time_ns,

@@ -171,6 +171,7 @@ pub fn outcome(
             pages_accessed: counted.pages_accessed,
             pages_added: counted.pages_added,
             misses: counted.ra_sync,
+            pages_used: Some(counted.pages_read),
             read_ahead_kb: Some(read_ahead_kb),
         };
     }
@@ -186,6 +187,8 @@ pub fn outcome(
         pages_accessed: counted.pages_accessed,
         pages_added: counted.pages_added,
         misses: counted.ra_sync,
+        // Faults and `pages_accessed` (a large read's pages more than once) are no count of use.
+        pages_used: None,
         read_ahead_kb: Some(read_ahead_kb),
     }
 }
