@@ -302,6 +302,15 @@ def sweep_oracle(s: br.Settings, tb: br.Testbed, db: Path, files: Files, w: Work
     return max((kb for kb in scores if math.isfinite(scores[kb])), key=scores.get, default=br.VANILLA_KB)
 
 
+def tuner_options(s: br.Settings, per_file: bool) -> list[str]:
+    """The family's tuner options beyond the model: the measure of progress, and per device the
+    fallback to the online learner when asked for (the learner sets the device's value only)."""
+    options = ["--progress", s.progress]
+    if s.fallback_online and not per_file:
+        options.append("--fallback-online")
+    return options
+
+
 def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     """The sweep (oracle), then vanilla, the tuner per device and per file and the oracle,
     interleaved within each repeat. Rows of ``family-runs.csv``."""
@@ -333,7 +342,8 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
             for c in configs[i % len(configs) :] + configs[: i % len(configs)]:
                 helper = None
                 if c.startswith("nn"):
-                    helper = br.nn_tuner(tb, out, c == "nn_file", scratch / f"tuner-family-{w.name}-{c}-{i}.log")
+                    log = scratch / f"tuner-family-{w.name}-{c}-{i}.log"
+                    helper = br.nn_tuner(tb, out, c == "nn_file", log, tuner_options(s, per_file=c == "nn_file"))
                 kb = oracle[w.name] if c == "oracle" else br.VANILLA_KB
                 ops = run(s, tb, db, files, w, kb=kb, seed=i + 1, seconds=seconds, helper=helper, scratch=scratch)
                 record(w, c, i, i + 1, kb, ops)

@@ -84,8 +84,12 @@ class Settings:
         self.train = ("readrandom", "readseq") if quick else ra.TRAIN_WORKLOADS
         # Members of the test family to run (None: all, or the quick pair).
         self.family: tuple[str, ...] | None = None
-        # What the online learner counts as progress (`iolearn tune readahead --progress`).
+        # What the guardrail and the online learner count as progress (`iolearn tune readahead
+        # --progress`), in the online and family steps.
         self.progress = "cpu"
+        # The family step's per-device tuner hands windows its model cannot judge to the online
+        # learner (`iolearn tune readahead --fallback-online`).
+        self.fallback_online = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -424,10 +428,11 @@ def tuner_helper(
     return argv + list(extra), log
 
 
-def nn_tuner(tb: Testbed, out: Path, per_file: bool, log: Path):
-    """The tuner with this run's network, per file (``readahead_nn_file.iolm``) or per device."""
+def nn_tuner(tb: Testbed, out: Path, per_file: bool, log: Path, extra=()):
+    """The tuner with this run's network, per file (``readahead_nn_file.iolm``) or per device;
+    ``extra`` options last."""
     model = out / ("readahead_nn_file.iolm" if per_file else "readahead_nn.iolm")
-    return tuner_helper(tb, model, "file" if per_file else "device", log, out / "raw" / "state")
+    return tuner_helper(tb, model, "file" if per_file else "device", log, out / "raw" / "state", extra=extra)
 
 
 def per_process_helper(tb: Testbed, kbs: list[int], log: Path, state: Path):
@@ -827,7 +832,14 @@ def main(argv=None) -> int:
         "--progress",
         choices=PROGRESS,
         default="cpu",
-        help="what the online step's learner counts as progress (iolearn tune readahead --progress)",
+        help="what the guardrail and the online learner count as progress in the online and family steps "
+        "(iolearn tune readahead --progress)",
+    )
+    ap.add_argument(
+        "--fallback-online",
+        action="store_true",
+        help="the family step's per-device tuner lets the online learner decide the windows its model "
+        "cannot (iolearn tune readahead --fallback-online)",
     )
     a = ap.parse_args(argv)
     if a.family is not None:
@@ -876,6 +888,7 @@ def main(argv=None) -> int:
     s = Settings(a.quick)
     s.family = tuple(a.family.split(",")) if a.family else None
     s.progress = a.progress
+    s.fallback_online = a.fallback_online
     if a.repeats:
         s.repeats = max(1, a.repeats)
     date = datetime.date.today().isoformat()
@@ -939,6 +952,7 @@ def main(argv=None) -> int:
             from . import bench_family
 
             report["family"] = bench_family.summarize(bench_family.family(s, tb, db, out))
+            report["family_options"] = {"progress": s.progress, "fallback_online": s.fallback_online}
         if "online" in steps:
             from . import bench_online
 

@@ -47,7 +47,8 @@ def _leftovers(workdir: Path) -> list[str]:
 @needs_real
 def test_quick_real_benchmark_runs_and_cleans_up(tmp_path):
     out, work = tmp_path / "out", tmp_path / "work"
-    assert bench_real.main(["--quick", "--out", str(out), "--workdir", str(work), "--progress", "auto"]) == 0
+    argv = ["--quick", "--out", str(out), "--workdir", str(work), "--progress", "auto", "--fallback-online"]
+    assert bench_real.main(argv) == 0
     rep = json.loads((out / "report.json").read_text())
     assert set(rep["oracle_kb"]) == {"readrandom", "readseq"}
     # Readahead matters on the real device too: small readahead wins for random reads.
@@ -87,7 +88,11 @@ def test_quick_real_benchmark_runs_and_cleans_up(tmp_path):
         assert all(r[c] > 0 for c in ("nn", "nn_file", "oracle")), r
         assert r["oracle_kb"] in bench_real.Settings(True).sweep_kb, r
         for c in ("nn", "nn_file"):
-            assert '"event":"stop"' in (out / "raw" / f"tuner-family-{w}-{c}-0.log").read_text()
+            log = (out / "raw" / f"tuner-family-{w}-{c}-0.log").read_text()
+            assert '"event":"stop"' in log and '"progress":"auto"' in log, log[:400]
+            # The fallback to the online learner per device only (the tuner refuses it per file).
+            assert f'"fallback_online":{str(c == "nn").lower()}' in log, log[:400]
+    assert rep["family_options"] == {"progress": "auto", "fallback_online": True}
     assert not (out / "raw" / "fio.json").exists()
     # The online learner on the kernel: vanilla, oracle and learner with a series each; the
     # learner's logs show the tuner ran and stopped; the phase run went through every phase.
@@ -300,3 +305,17 @@ def test_a_reused_report_is_dated_by_the_run_and_keeps_its_sweeps_date(capsys):
     assert twice["oracle_kb"] == {"readseq": 1024} and earlier["date"] == "2026-11-22"
     bench_real.print_report(twice)
     assert "(2026-11-24; sweep of 2026-11-22, m)" in capsys.readouterr().out
+
+
+def test_the_familys_tuners_get_the_measure_of_progress_and_the_fallback_per_device_only(tmp_path):
+    s = bench_real.Settings(True)
+    assert bench_family.tuner_options(s, per_file=False) == ["--progress", "cpu"]
+    s.progress, s.fallback_online = "auto", True
+    assert bench_family.tuner_options(s, per_file=False) == ["--progress", "auto", "--fallback-online"]
+    assert bench_family.tuner_options(s, per_file=True) == ["--progress", "auto"]
+
+    class Bed:
+        name, cgroup = "loop9", Path("/sys/fs/cgroup/memory/x")
+
+    argv, _ = bench_real.nn_tuner(Bed(), tmp_path, False, tmp_path / "t.log", ["--fallback-online"])
+    assert argv[-1] == "--fallback-online" and str(tmp_path / "readahead_nn.iolm") in argv

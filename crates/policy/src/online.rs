@@ -122,6 +122,11 @@ pub struct Online {
     /// Whether the last measured window's progress was the application's count
     /// ([`Outcome::ops`]) rather than CPU time: a change is a change of measure.
     by_ops: Option<bool>,
+    /// Per arm, the window until which it is not asked for (the guardrail took it back), and
+    /// how often it was taken back: the ban is `max_hold` windows, doubling each time up to
+    /// eight times that. Forgetting the estimates (a phase change, a hold's end) keeps them.
+    banned_until: Vec<u64>,
+    bans: Vec<u32>,
     /// (window, KiB) at every change of the value asked for.
     pub trace: Vec<(u64, u64)>,
     /// Phase changes detected.
@@ -141,6 +146,8 @@ impl Online {
         Online {
             est: vec![None; cfg.arms.len()],
             used: vec![None; cfg.arms.len()],
+            banned_until: vec![0; cfg.arms.len()],
+            bans: vec![0; cfg.arms.len()],
             pages: Some((0, 0)),
             hold: cfg.first_hold,
             cfg,
@@ -230,8 +237,24 @@ impl Online {
         self.climb(home);
     }
 
+    /// The guardrail took `arm` back: not asked for again for a while, longer each time, and
+    /// longer than the guardrail's own backoff, so the learner does not ask again as soon as
+    /// that ends (on the kernel, eight files read in turn collapsed to a quarter of their
+    /// throughput at 2048 KiB each time it was asked for: three times in two minutes, after a
+    /// hold's end and phase changes that forgot the mark).
+    fn ban(&mut self, arm: usize) {
+        let windows = self.cfg.max_hold << self.bans[arm].min(3);
+        self.banned_until[arm] = self.window + windows;
+        self.bans[arm] += 1;
+        self.est[arm] = Some(0.0);
+    }
+
+    fn banned(&self, arm: usize) -> bool {
+        self.window < self.banned_until[arm]
+    }
+
     fn climb(&mut self, home: usize) {
-        let ns = self.neighbours(home);
+        let ns: Vec<usize> = self.neighbours(home).into_iter().filter(|&n| !self.banned(n)).collect();
         let h = self.est[home].unwrap_or(0.0);
         let best = ns
             .iter()
@@ -283,7 +306,7 @@ impl Online {
         }
         let n = home
             .checked_add_signed(way as isize)
-            .filter(|&n| n != home && n < self.cfg.arms.len())?;
+            .filter(|&n| n != home && n < self.cfg.arms.len() && !self.banned(n))?;
         // A value taken back by the guardrail (0) is no tie, even with nothing better known.
         let (h, e) = (self.est[home]?, self.est[n].filter(|&e| e > 0.0)?);
         let best = self.est.iter().flatten().copied().fold(h, f64::max);
@@ -310,8 +333,9 @@ impl Online {
         self.overruled = 0;
     }
 
-    /// Credit the window that ended to the value in force during it.
-    fn observe(&mut self, o: &Outcome, kb_in_force: u64) {
+    /// Credit the window that ended to the value in force during it. `watching`: another
+    /// controller decided it, so a value other than the learner's is no veto.
+    fn observe(&mut self, o: &Outcome, kb_in_force: u64, watching: bool) {
         if self.last_kb != Some(kb_in_force) {
             self.age = 0;
             self.last_kb = Some(kb_in_force);
@@ -335,6 +359,10 @@ impl Online {
             return;
         }
         let Some(target) = self.target_kb() else { return };
+        if kb_in_force != target && watching {
+            // The model's value, not the guardrail's veto: nothing to credit, nothing to mark.
+            return;
+        }
         if kb_in_force != target {
             self.overruled += 1;
             if self.applied && self.overruled > 2 * (self.cfg.settle + self.cfg.block) as u64 {
@@ -344,7 +372,7 @@ impl Online {
                     // without that side (on the kernel, eight files read in turn climbed to
                     // 1024 KiB, +40%; 2048 collapsed and was taken back, and starting again
                     // from vanilla spent a third of the run climbing back).
-                    self.est[p] = Some(0.0);
+                    self.ban(p);
                     self.probe = None;
                     self.drop_samples();
                     self.overruled = 0;
@@ -362,7 +390,7 @@ impl Online {
                 self.forget(home);
                 if let Some(w) = worse.filter(|&w| w != home) {
                     // No progress at all: below any measured estimate.
-                    self.est[w] = Some(0.0);
+                    self.ban(w);
                 }
             }
             return;
@@ -391,11 +419,12 @@ impl Online {
         }
     }
 
-    /// Learn from a window another controller decided (the learner's value was not asked for):
-    /// its outcome is credited to the value in force, nothing is set.
+    /// Follow a window another controller decided (the learner's value was not asked for):
+    /// its outcome counts where the value in force is the learner's target; nothing is set,
+    /// and the learner's climb goes on where it stood when it decides again.
     pub fn watch(&mut self, window: &WindowFeatures, knobs: &dyn ReadaheadKnobs) {
         let in_force = self.in_force(window, knobs);
-        self.observe(&window.outcome, in_force);
+        self.observe(&window.outcome, in_force, true);
         self.window += 1;
     }
 
@@ -420,7 +449,7 @@ impl ReadaheadController for Online {
     fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
         let in_force = self.in_force(window, knobs);
         let before = self.target_kb();
-        self.observe(&window.outcome, in_force);
+        self.observe(&window.outcome, in_force, false);
         let Some(kb) = self.target_kb() else { return };
         if before != Some(kb) || self.trace.is_empty() {
             self.drop_samples();
@@ -751,6 +780,49 @@ mod tests {
         );
         assert_eq!(home_kb(&o), Some(16), "trace {:?}", o.trace);
         assert!(o.trace.iter().all(|&(_, kb)| kb <= 128), "never up: {:?}", o.trace);
+    }
+
+    #[test]
+    fn windows_another_controller_decides_are_no_veto() {
+        // The learner asks for 256 (its first look up) and has it in force; then a model
+        // decides 30 windows at 64 KiB (`--fallback-online`, in range). Those windows are the
+        // model's, not the guardrail taking 256 back: nothing is marked worse, and the learner
+        // asks for 256 again when it decides.
+        let mut o = Online::new(OnlineConfig::default());
+        let mut dev = Peak { kb: 128, peak: 1024.0 };
+        run(&mut o, &mut dev, &[(4, 1024.0)]);
+        assert_eq!((o.target_kb(), dev.kb), (Some(256), 256), "trace {:?}", o.trace);
+        dev.kb = 64;
+        for _ in 0..30 {
+            o.watch(&window(dev.kb, Some(progress(dev.kb, dev.peak)), None), &dev);
+        }
+        assert!(o.est.iter().all(|e| *e != Some(0.0)), "marked worse: {:?}", o.est);
+        run(&mut o, &mut dev, &[(1, 1024.0)]);
+        assert_eq!(dev.kb, 256, "trace {:?}", o.trace);
+    }
+
+    #[test]
+    fn a_value_taken_back_stays_banned_through_a_phase_change() {
+        // 2048 KiB collapses whatever the phase (the guardrail takes it back). Once it has been
+        // taken back, the peak moves (a phase change, every estimate forgotten); the climb
+        // from 1024 does not ask for 2048 again while it is banned.
+        let mut o = Online::new(OnlineConfig::default());
+        let mut g = Guarded {
+            dev: Peak { kb: 128, peak: 4096.0 },
+            vanilla: 128,
+            limit: 1024,
+            in_force: 0,
+            backoff: 0,
+        };
+        g.run(&mut o, 60);
+        assert!(o.trace.iter().any(|&(_, kb)| kb == 2048), "trace {:?}", o.trace);
+        assert_eq!(home_kb(&o), Some(1024), "trace {:?}", o.trace);
+        g.dev.peak = 1024.0;
+        g.run(&mut o, 60);
+        assert!(o.phase_changes >= 1, "trace {:?}", o.trace);
+        let asked = o.trace.iter().filter(|&&(_, kb)| kb == 2048).count();
+        assert_eq!(asked, 1, "trace {:?}", o.trace);
+        assert_eq!(home_kb(&o), Some(1024), "trace {:?}", o.trace);
     }
 
     #[test]

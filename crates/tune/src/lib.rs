@@ -458,6 +458,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         read_ahead_kb = original_kb,
         pids = ?pids,
         progress = %cfg.progress.name(),
+        fallback_online = cfg.fallback_online,
         dry_run = cfg.dry_run
     );
     // With no process watched the guardrail has nothing to measure.
