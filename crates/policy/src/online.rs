@@ -680,6 +680,18 @@ mod tests {
         fn set_file_read_ahead_kb(&mut self, _: u64, _: u64) {}
     }
 
+    /// A learner after 60 windows on a [`Table`] of `rows` with pages used counted, from 128 KiB.
+    fn learn(rows: Vec<(u64, f64, f64)>) -> Online {
+        let mut o = Online::new(OnlineConfig::default());
+        Table {
+            kb: 128,
+            rows,
+            counted: true,
+        }
+        .run(&mut o, 60);
+        o
+    }
+
     fn home_kb(o: &Online) -> Option<u64> {
         o.home.map(|h| o.cfg.arms[h])
     }
@@ -698,13 +710,7 @@ mod tests {
                 (4096, 106.0, used),
             ]
         };
-        let mut o = Online::new(OnlineConfig::default());
-        let mut t = Table {
-            kb: 128,
-            rows: rows(1.0),
-            counted: true,
-        };
-        t.run(&mut o, 60);
+        let o = learn(rows(1.0));
         assert_eq!(home_kb(&o), Some(4096), "trace {:?}", o.trace);
         // Starting at 512 with a tie on both sides (256 at 99.5): a middling share used, or no
         // count of pages used (mapped reads), goes neither way.
@@ -726,52 +732,39 @@ mod tests {
     fn shares_on_either_side_of_a_flat_stretch_do_not_send_ties_to_and_fro() {
         // Flat progress; 128 KiB's pages nearly all used (up), 256's mostly not (down). A tie up
         // and a tie back would alternate without a measurement in between, for ever.
-        let mut o = Online::new(OnlineConfig::default());
-        let mut t = Table {
-            kb: 128,
-            rows: vec![(64, 50.0, 1.0), (128, 100.0, 0.9), (256, 99.0, 0.4), (512, 50.0, 0.4)],
-            counted: true,
-        };
-        t.run(&mut o, 60);
+        let o = learn(vec![
+            (64, 50.0, 1.0),
+            (128, 100.0, 0.9),
+            (256, 99.0, 0.4),
+            (512, 50.0, 0.4),
+        ]);
         assert_eq!(home_kb(&o), Some(256), "trace {:?}", o.trace);
     }
 
     #[test]
     fn ties_stop_within_the_tolerance_of_the_best_value_known() {
         // Past 512 KiB each step loses 1.4%: ties go up while within 3% of 512's estimate.
-        let mut o = Online::new(OnlineConfig::default());
-        let mut t = Table {
-            kb: 128,
-            rows: vec![
-                (128, 60.0, 1.0),
-                (256, 80.0, 1.0),
-                (512, 100.0, 1.0),
-                (1024, 98.6, 1.0),
-                (2048, 97.2, 1.0),
-                (4096, 95.8, 1.0),
-            ],
-            counted: true,
-        };
-        t.run(&mut o, 60);
+        let o = learn(vec![
+            (128, 60.0, 1.0),
+            (256, 80.0, 1.0),
+            (512, 100.0, 1.0),
+            (1024, 98.6, 1.0),
+            (2048, 97.2, 1.0),
+            (4096, 95.8, 1.0),
+        ]);
         assert_eq!(home_kb(&o), Some(2048), "trace {:?}", o.trace);
     }
 
     #[test]
     fn a_tie_goes_down_and_the_first_look_too_where_most_pages_read_ahead_go_unused() {
         // A random reader: each halving gains 2% and uses a larger share of what it reads.
-        let mut o = Online::new(OnlineConfig::default());
-        let mut t = Table {
-            kb: 128,
-            rows: vec![
-                (16, 106.0, 0.25),
-                (32, 104.0, 0.125),
-                (64, 102.0, 0.06),
-                (128, 100.0, 0.03),
-                (256, 98.0, 0.015),
-            ],
-            counted: true,
-        };
-        t.run(&mut o, 60);
+        let o = learn(vec![
+            (16, 106.0, 0.25),
+            (32, 104.0, 0.125),
+            (64, 102.0, 0.06),
+            (128, 100.0, 0.03),
+            (256, 98.0, 0.015),
+        ]);
         assert_eq!(
             o.trace.get(1).map(|t| t.1),
             Some(64),
