@@ -852,6 +852,8 @@ def main(argv=None) -> int:
     unknown = set(a.steps.split(",")) - set(STEPS)
     if unknown:
         ap.error(f"--steps: unknown {', '.join(sorted(unknown))} (steps: {', '.join(STEPS)})")
+    if a.fallback_online and "family" not in a.steps.split(","):
+        ap.error("--fallback-online: applies to the family step's tuner; add family to --steps")
     if a.reuse and not (a.out and (a.out / "report.json").is_file()):
         ap.error("--reuse needs --out with the report.json of an earlier run")
     earlier = None

@@ -307,12 +307,17 @@ def test_a_reused_report_is_dated_by_the_run_and_keeps_its_sweeps_date(capsys):
     assert "(2026-11-24; sweep of 2026-11-22, m)" in capsys.readouterr().out
 
 
-def test_the_familys_tuners_get_the_measure_of_progress_and_the_fallback_per_device_only(tmp_path):
+def test_the_familys_tuners_get_the_measure_of_progress_and_the_fallback_per_device_only(tmp_path, capsys):
     s = bench_real.Settings(True)
     assert bench_family.tuner_options(s, per_file=False) == ["--progress", "cpu"]
     s.progress, s.fallback_online = "auto", True
     assert bench_family.tuner_options(s, per_file=False) == ["--progress", "auto", "--fallback-online"]
     assert bench_family.tuner_options(s, per_file=True) == ["--progress", "auto"]
+    # Without the family step the option would change nothing: refused, not ignored.
+    with pytest.raises(SystemExit) as e:
+        bench_real.main(["--fallback-online", "--steps", "online", "--workdir", str(tmp_path / "w")])
+    assert e.value.code == 2 and not (tmp_path / "w").exists()
+    assert "--fallback-online: applies to the family step" in capsys.readouterr().err
 
     class Bed:
         name, cgroup = "loop9", Path("/sys/fs/cgroup/memory/x")

@@ -11,9 +11,10 @@
 //! a slow drift is followed too. A neighbour within the tolerance of home (a tie) is taken
 //! when the pages read into the cache were nearly all used (up: more readahead costs no read
 //! the workload would not make) or mostly not (down), where the pages used are counted
-//! ([`Outcome::pages_used`]), and the first look goes that way too. This is the local exploration of unimodal bandits (Combes and
-//! Proutière, ICML 2014, OSUB) in blocks of windows instead of single pulls, since a readahead
-//! value shows its effect only once the cache has turned over.
+//! ([`Outcome::pages_used`]), and the first look goes that way too. This is the local
+//! exploration of unimodal bandits (Combes and Proutière, ICML 2014, OSUB) in blocks of
+//! windows instead of single pulls, since a readahead value shows its effect only once the
+//! cache has turned over.
 //!
 //! Exploration is bounded: one step from home at a time, `settle + block` windows per probe.
 //! Each window's outcome is credited to the value that was in force during it
@@ -185,7 +186,7 @@ impl Online {
     }
 
     /// The way a tie goes from `at`: up (+1) where nearly every page read into the cache was
-    /// asked for, down (-1) where most were not, else neither.
+    /// used, down (-1) where most were not, else neither (or not counted).
     fn preferred(&self, at: usize) -> i32 {
         match self.used[at] {
             Some(u) if u >= USED_UP => 1,
