@@ -9,7 +9,7 @@
 //! is within `tolerance` of vanilla's, reverted otherwise (several watched processes: each
 //! against its own vanilla, with equal weights, [`Outcome::relative_progress`]). A vanilla block older than the
 //! current interval is measured again before judging (the interval doubles after every passed
-//! check, up to `max_interval`). A single window below `abort` times vanilla reverts at once,
+//! check, up to `max_interval`). A single settled window below `abort` times vanilla reverts at once,
 //! where it can be told from noise (progress counted in clock ticks: a shortfall of more than
 //! three times the square root of vanilla's ticks in a window); else two in a row do.
 //! A revert holds vanilla for a backoff of that value that doubles on each failure (four times
@@ -48,9 +48,10 @@ pub struct GuardConfig {
     pub block: u32,
     /// The controller is reverted when its progress is below vanilla's by more than this share.
     pub tolerance: f64,
-    /// Any window of the controller's (settling ones too) below this share of vanilla's
-    /// progress reverts at once, without waiting for a whole block (where the window's
-    /// shortfall is more than clock-tick noise; else two such windows in a row).
+    /// Any settled window of the controller's below this share of vanilla's progress reverts
+    /// at once, without waiting for a whole block (where the window's shortfall is more than
+    /// clock-tick noise; else two such windows in a row). Settling windows are not judged:
+    /// raising readahead under a running reader costs the kernel a second or two first.
     pub abort: f64,
     /// How old (windows) a vanilla block may be to judge a decision by, at first; doubles after
     /// each passed check, so vanilla is measured less often while the controller keeps winning.
@@ -741,7 +742,11 @@ impl Guarded {
                 return;
             }
         }
-        if self.age >= cfg.settle as u64 {
+        // A window the value settles in is not judged, not even by the collapse rule: raising
+        // readahead under a running reader costs the kernel a second or two before the new
+        // value pays (and the cache still holds what the other setting read).
+        let settled = self.age >= cfg.settle as u64;
+        if settled {
             let side = match self.arm {
                 Arm::Vanilla => &mut self.vanilla,
                 Arm::Tuned => &mut self.tuned,
@@ -782,7 +787,7 @@ impl Guarded {
                 let judged = self.judged.as_ref() == Some(&self.wants);
                 let one = std::slice::from_ref(outcome);
                 // A window below the collapse bar by more than noise, or a second one in a row.
-                let below = fresh && !self.passes(cfg, one);
+                let below = settled && fresh && !self.passes(cfg, one);
                 let shortfall: Vec<Outcome> = match self.short.take() {
                     _ if below && self.beyond_noise(outcome) => vec![outcome.clone()],
                     Some(last) if below => vec![last, outcome.clone()],

