@@ -29,8 +29,9 @@
 //! started for, and only if the controller still wants what they measured.
 //!
 //! Exploration is bounded: the controller's requests below `min_kb` are raised to it (see
-//! [`GuardConfig::min_kb`]), a bad setting lasts at most `settle + 1` windows after a fresh
-//! vanilla block (`settle + 2` on a light workload whose window is noise), and vanilla costs
+//! [`GuardConfig::min_kb`]), a setting that collapses lasts at most `settle + 1` windows after
+//! a fresh vanilla block (`settle + 2` on a light workload whose window is noise; a loss above
+//! the collapse bar, `settle + block`), and vanilla costs
 //! `settle + block` windows per interval.
 
 use crate::controller::{ReadaheadController, ReadaheadKnobs};
@@ -41,7 +42,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// How the guardrail measures and backs off. Windows are the controller's decision windows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GuardConfig {
-    /// Windows after a switch that are not measured.
+    /// Windows after a switch or a new decision that are not measured.
     pub settle: u32,
     /// Windows measured per side of a comparison (their median progress is compared, or
     /// each process's progress summed over them, [`Outcome::relative_progress`]).
@@ -50,8 +51,9 @@ pub struct GuardConfig {
     pub tolerance: f64,
     /// Any settled window of the controller's below this share of vanilla's progress reverts
     /// at once, without waiting for a whole block (where the window's shortfall is more than
-    /// clock-tick noise; else two such windows in a row). Settling windows are not judged:
-    /// raising readahead under a running reader costs the kernel a second or two first.
+    /// clock-tick noise; else two such windows in a row). Settling windows are not judged on
+    /// their own (only `settle` of them in a row): raising readahead under a running reader
+    /// costs the kernel about a second first.
     pub abort: f64,
     /// How old (windows) a vanilla block may be to judge a decision by, at first; doubles after
     /// each passed check, so vanilla is measured less often while the controller keeps winning.
@@ -384,6 +386,9 @@ pub struct Guarded {
     window: u64,
     /// The arm in force during the window that just ended, and for how many windows it had been.
     age: u64,
+    /// Settling windows in a row: only the first `settle` of them are spared the collapse rule,
+    /// so a controller that changes its mind every window is still held to it.
+    settling_run: u64,
     /// Measured outcomes of the latest block of each arm (the controller's: of its current
     /// decision only, cleared when it changes).
     tuned: Vec<Outcome>,
@@ -448,6 +453,7 @@ impl Guarded {
             wants: Wants::default(),
             window: 0,
             age: 0,
+            settling_run: 0,
             tuned: Vec::new(),
             vanilla: Vec::new(),
             unjudged: Vec::new(),
@@ -701,12 +707,15 @@ impl Guarded {
         if changed && self.arm == Arm::Tuned {
             let target = self.wants.with_processes_at(&self.held, self.vanilla_kb);
             self.put(&target, knobs);
+            // A process's values changed: the next window settles (a held process's raise
+            // costs the kernel as any other).
+            self.age = 0;
+            self.short = None;
             if !ended.is_empty() {
                 // A process back on its own values: the whole decision is judged again.
                 self.judged = None;
                 self.tuned.clear();
                 self.unjudged.clear();
-                self.age = 0;
             }
         }
     }
@@ -742,10 +751,13 @@ impl Guarded {
                 return;
             }
         }
-        // A window the value settles in is not judged, not even by the collapse rule: raising
-        // readahead under a running reader costs the kernel a second or two before the new
-        // value pays (and the cache still holds what the other setting read).
+        // A window the value settles in is not measured, nor judged on its own by the collapse
+        // rule: raising readahead under a running reader costs the kernel about a second (two
+        // on a busy machine) before the new value pays, and the cache still holds what the
+        // other setting read. Only `settle` such windows in a row are spared.
         let settled = self.age >= cfg.settle as u64;
+        let spared = !settled && self.settling_run < cfg.settle as u64;
+        self.settling_run = if settled { 0 } else { self.settling_run + 1 };
         if settled {
             let side = match self.arm {
                 Arm::Vanilla => &mut self.vanilla,
@@ -787,7 +799,7 @@ impl Guarded {
                 let judged = self.judged.as_ref() == Some(&self.wants);
                 let one = std::slice::from_ref(outcome);
                 // A window below the collapse bar by more than noise, or a second one in a row.
-                let below = settled && fresh && !self.passes(cfg, one);
+                let below = !spared && fresh && !self.passes(cfg, one);
                 let shortfall: Vec<Outcome> = match self.short.take() {
                     _ if below && self.beyond_noise(outcome) => vec![outcome.clone()],
                     Some(last) if below => vec![last, outcome.clone()],

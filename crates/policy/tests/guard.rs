@@ -285,6 +285,21 @@ fn a_kept_value_that_collapses_later_is_reverted_at_once() {
 }
 
 #[test]
+fn a_controller_that_changes_its_mind_every_window_is_held_to_the_collapse_rule() {
+    // 32 and 48 KiB both collapse; asked for in turn, every window is a settling one. Only the
+    // first is spared: the second is judged, and reverted, as a settled window would be.
+    let f = |kb: u64| if kb < 64 { 5.0 } else { 100.0 };
+    let mut g = guarded(Schedule {
+        kb: |w| if w % 2 == 0 { 32 } else { 48 },
+        window: 0,
+    });
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run(&mut g, &mut dev, 40, f);
+    assert!(seen[4] < 64 && seen[5] < 64, "{seen:?}");
+    assert_eq!(seen[6], 128, "two windows of a collapse, not a block: {seen:?}");
+}
+
+#[test]
 fn a_controller_that_flips_between_two_bad_values_is_held_to_the_tolerance() {
     // 512 and 1024 both lose to vanilla; the controller changes its mind every 3 windows, less
     // than a settle and a block, and its values take turns being backed off.
@@ -573,22 +588,43 @@ fn a_process_that_loses_alone_is_put_back_alone() {
     // A range scan (pid 100) and a random reader (101) on one file, both given 16 KiB: the
     // reader more than doubles, the scan loses a third. The mean passes (+46%); the scan alone
     // goes back to vanilla and the reader keeps its 16 KiB.
-    process_put_back_alone(0.20, "while the mean passed");
+    process_put_back_alone(0.20, "while the mean passed", false);
+}
+
+#[test]
+fn a_process_put_back_alone_settles_before_it_is_judged() {
+    // As above, and each raise of the scan's value (16 KiB back to 128) costs the kernel the
+    // window it comes in, for both processes (the sum falls to a fifth of vanilla's): the window
+    // a held process's value settles in is spared as any other's, not taken for a collapse of
+    // the whole decision.
+    process_put_back_alone(0.20, "while the mean passed", true);
 }
 
 #[test]
 fn a_process_that_collapses_alone_is_put_back_alone() {
     // The scan loses 60%: the sum falls below the collapse bar (0.62x) in the first window,
     // which would revert the reader's gain too; split by process, the scan goes back alone.
-    process_put_back_alone(0.12, "collapsed");
+    process_put_back_alone(0.12, "collapsed", false);
 }
 
-fn process_put_back_alone(scan_at_16_progress: f64, why: &str) {
-    let progress = |k: &Processes, pid: u32| match (pid, k.description_read_ahead_kb(pid, 1)) {
-        (100, 16) => scan_at_16_progress,
-        (100, _) => 0.30,
-        (_, 16) => 0.09,
-        _ => 0.04,
+/// Pids 100 (a scan) and 101 (a random reader) given 16 KiB each, the scan at
+/// `scan_at_16_progress` there; with `raise_costs`, the window after each raise of the scan's
+/// value is a fifth of vanilla's for both.
+fn process_put_back_alone(scan_at_16_progress: f64, why: &str, raise_costs: bool) {
+    let scan_kb_before = std::cell::Cell::new(128);
+    let progress = |k: &Processes, pid: u32| {
+        let scan_kb = k.description_read_ahead_kb(100, 1);
+        let raised = raise_costs && scan_kb > scan_kb_before.get();
+        if pid == 101 {
+            scan_kb_before.set(scan_kb); // called for 100, then 101, each window
+        }
+        match (pid, k.description_read_ahead_kb(pid, 1)) {
+            _ if raised => 0.035,
+            (100, 16) => scan_at_16_progress,
+            (100, _) => 0.30,
+            (_, 16) => 0.09,
+            _ => 0.04,
+        }
     };
     let mut scan_at_16 = 0;
     let ctl = PerProcess {
