@@ -153,7 +153,9 @@ def test_guardrail_and_online_learner_from_python():
     flood = ops("static:4096")[0][0]
     guarded, trace, _ = ops("static:4096", guard=True)
     assert flood < 0.5 * vanilla
-    assert guarded[0] >= 0.95 * vanilla
+    # Each trial of 4 MiB costs the window it settles in (not judged) and one more: about 9%
+    # over 40 s, under 2% over five minutes (docs/benchmarks.md).
+    assert guarded[0] >= 0.88 * vanilla
     # Vanilla is measured first, 4 MiB is tried, found worse and reverted.
     kbs = [kb for _, kb in trace]
     assert kbs[0] == 128 and 4096 in kbs and kbs[-1] == 128

@@ -937,19 +937,26 @@ fn one_window_short_of_vanilla_by_clock_tick_noise_is_no_collapse() {
     }
 }
 
+/// A one-second window whose progress is `pages` read, counted at `resolution`.
+fn pages_read(pages: f64, resolution: f64) -> Outcome {
+    Outcome {
+        seconds: 1.0,
+        ops: Some(pages),
+        resolution,
+        pages_accessed: 5_000,
+        pages_added: 10,
+        ..Outcome::default()
+    }
+}
+
 #[test]
 fn one_window_short_of_vanilla_in_pages_read_is_no_collapse_and_two_are() {
     // Progress counted by the kernel in pages read (resolution one page): exact, thousands a
     // window, and still one short window of a real workload is no collapse; two in a row
     // are. Counted by the application (resolution 0), one is.
     for (resolution, short, collapse) in [(1.0, &[9][..], false), (1.0, &[9, 10][..], true), (0.0, &[9][..], true)] {
-        let reverted = reverted_over_short_windows(short, |is_short| Outcome {
-            seconds: 1.0,
-            ops: Some(if is_short { 2_000.0 } else { 5_000.0 }),
-            resolution,
-            pages_accessed: 5_000,
-            pages_added: 10,
-            ..Outcome::default()
+        let reverted = reverted_over_short_windows(short, |is_short| {
+            pages_read(if is_short { 2_000.0 } else { 5_000.0 }, resolution)
         });
         assert_eq!(reverted, collapse, "resolution {resolution}, short windows {short:?}");
     }
@@ -968,13 +975,8 @@ fn the_windows_a_change_settles_in_are_no_collapse() {
         (0.0, &[4][..], false),
         (0.0, &[5][..], true),
     ] {
-        let reverted = reverted_over_short_windows(short, |is_short| Outcome {
-            seconds: 1.0,
-            ops: Some(if is_short { 1_000.0 } else { 5_000.0 }),
-            resolution,
-            pages_accessed: 5_000,
-            pages_added: 10,
-            ..Outcome::default()
+        let reverted = reverted_over_short_windows(short, |is_short| {
+            pages_read(if is_short { 1_000.0 } else { 5_000.0 }, resolution)
         });
         assert_eq!(reverted, collapse, "resolution {resolution}, short windows {short:?}");
     }
