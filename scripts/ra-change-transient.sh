@@ -3,7 +3,7 @@
 # (sequential 4 KiB preads over eight 256 MiB files, switching file every 16 reads; fio reopens
 # each file when it wraps, about once a second, so open files take the device's value by
 # sysfs alone) in a 1 GiB memory cgroup, on ext4 on a loop device (direct I/O) backed by a
-# file in WORKDIR. Each case runs 15 s from a dropped cache; at 5 s the device goes from FROM to
+# 3 GiB file in a fresh directory under /var/tmp. Each case runs 15 s from a dropped cache; at 5 s the device goes from FROM to
 # TO KiB by sysfs (TO = FROM: a write of the same value). Prints fio's MB/s per second, the
 # cases interleaved REPEATS times. Root and fio; removes its loop device, mount, cgroup and
 # image on exit and on signals.
@@ -13,9 +13,8 @@
 set -euo pipefail
 REPEATS=${1:-3}
 shift || true
-CASES=("${@:-1024:1024 1024:2048 2048:2048}")
-# shellcheck disable=SC2206 # one word per case
-CASES=(${CASES[*]})
+[ $# -gt 0 ] || set -- 1024:1024 1024:2048 2048:2048
+CASES=("$@")
 [ "$(id -u)" = 0 ] || { echo "$0: needs root (loop device, cgroup)" >&2; exit 1; }
 command -v fio >/dev/null || { echo "$0: fio not found" >&2; exit 1; }
 [[ $REPEATS =~ ^[1-9][0-9]?$ ]] || { echo "$0: REPEATS must be 1 to 99, got '$REPEATS'" >&2; exit 1; }

@@ -83,8 +83,8 @@ fn a_worse_setting_is_reverted_and_the_reason_logged() {
 
 #[test]
 fn a_collapse_is_reverted_after_one_settled_window() {
-    // The window 32 KiB settles in is not judged (a change costs the kernel a second or two
-    // whatever the value); the first settled one is, alone, not a block.
+    // The window 32 KiB settles in is not judged (a raise of readahead costs the kernel about a
+    // second first); the first settled one is, alone, not a block.
     let f = |kb: u64| if kb == 32 { 5.0 } else { 100.0 };
     let mut g = guarded(Static::new(32));
     let mut dev = Device { kb: 128, sets: 0 };
