@@ -981,3 +981,87 @@ fn the_windows_a_change_settles_in_are_no_collapse() {
         assert_eq!(reverted, collapse, "resolution {resolution}, short windows {short:?}");
     }
 }
+
+/// A window of a workload that runs its own code `ticks` clock ticks (0.01 s) and uses 100
+/// pages, reading `read_per_used` pages per page used.
+fn ticks_and_waste(ticks: f64, read_per_used: f64) -> Outcome {
+    Outcome {
+        seconds: 1.0,
+        busy_s: Some(ticks * 0.01),
+        resolution: 0.01,
+        pages_accessed: 100,
+        pages_added: (100.0 * read_per_used) as u64,
+        ..Outcome::default()
+    }
+}
+
+/// Run `ctl` over `windows` windows whose outcome at a value is `at(kb)`; returns the device's
+/// value in each window.
+fn run_outcomes(ctl: &mut Guarded, dev: &mut Device, windows: usize, at: impl Fn(u64) -> Outcome) -> Vec<u64> {
+    let mut seen = Vec::new();
+    for _ in 0..windows {
+        seen.push(dev.kb);
+        let w = WindowFeatures {
+            outcome: Outcome {
+                read_ahead_kb: Some(dev.kb),
+                ..at(dev.kb)
+            },
+            ..WindowFeatures::default()
+        };
+        ctl.decide(&w, dev);
+    }
+    seen
+}
+
+#[test]
+fn a_value_that_reads_pages_nobody_uses_for_no_gain_is_reverted_for_waste() {
+    // A random reader of a mapped file runs a tick or two of its own code a window, whatever
+    // the value: progress cannot tell 1 MiB from vanilla, the pages read per page used can
+    // (read-around brings in the whole window for each fault; kernel: 176 against 25).
+    // Two ticks against three is +50%, and still within chance.
+    for (vanilla_ticks, tuned_ticks) in [(1.0, 1.0), (2.0, 3.0)] {
+        let mut g = guarded(Static::new(1024));
+        let mut dev = Device { kb: 128, sets: 0 };
+        let seen = run_outcomes(&mut g, &mut dev, 60, |kb| {
+            let ticks = if kb == 128 { vanilla_ticks } else { tuned_ticks };
+            ticks_and_waste(ticks, kb as f64 / 5.0)
+        });
+        let ev = g.take_events();
+        let first = ev.first().expect("a verdict");
+        assert_eq!(first.kind, GuardEventKind::Reverted, "{ev:?}");
+        assert!(first.reason.starts_with("waste"), "{}", first.reason);
+        assert_eq!(seen[4..8], [1024; 4], "judged on a settled block: {seen:?}");
+        assert_eq!(seen[8], 128, "{seen:?}");
+        let tuned = seen.iter().filter(|&&kb| kb == 1024).count();
+        assert!(
+            tuned <= 12,
+            "retried only after backoffs: {tuned} windows of 60 at 1 MiB"
+        );
+    }
+}
+
+#[test]
+fn a_value_is_not_reverted_for_waste_when_it_reads_what_it_uses_or_pays_for_it() {
+    // A scan uses every page it reads at any value (pages read per page used 1): no waste to
+    // revert for, even where progress cannot tell. A value that reads three times the pages
+    // for a gain well beyond noise (30 ticks against 20) pays for them. Reading no more
+    // than one page more per page used than vanilla is no waste either (0.1 against 0.4).
+    for (vanilla, tuned) in [
+        ((1.0, 1.0), (1.0, 1.0)),
+        ((20.0, 2.0), (30.0, 6.0)),
+        ((5.0, 0.1), (5.0, 0.4)),
+    ] {
+        let mut g = guarded(Static::new(1024));
+        let mut dev = Device { kb: 128, sets: 0 };
+        let seen = run_outcomes(&mut g, &mut dev, 60, |kb| {
+            let (ticks, waste) = if kb == 128 { vanilla } else { tuned };
+            ticks_and_waste(ticks, waste)
+        });
+        let ev = g.take_events();
+        assert!(
+            !ev.is_empty() && ev.iter().all(|e| e.kind == GuardEventKind::Kept),
+            "{vanilla:?} {tuned:?}: {ev:?}"
+        );
+        assert!(seen[20..].iter().filter(|&&kb| kb == 1024).count() >= 30, "{seen:?}");
+    }
+}
