@@ -15,10 +15,12 @@
 //! A revert holds vanilla for a backoff of that value that doubles on each failure (four times
 //! after a collapse; a different decision is tried sooner: the controller may have seen the
 //! workload change), and logs the reason ([`GuardEvent`]) with the outcome behind it (pages
-//! read per page used, demand misses per page used). A decision that reads more than twice
-//! the pages per page used that vanilla did is reverted too unless its progress gained beyond
-//! the tolerance and beyond noise ("waste"): a workload that runs a tick of its own code a
-//! window shows no progress either way, and unused readahead costs the device and the cache.
+//! read per page used, demand misses per page used). A whole block that passes on progress
+//! but read more than twice the pages per page used that vanilla's did (and at least one page
+//! more) is reverted too, unless its progress gained beyond the tolerance and beyond chance
+//! ("waste", [`Guarded::wasteful`]): a workload that runs a tick of its own code a window
+//! shows no progress either way, and unused readahead costs the device and the cache. Pages
+//! are counted for the device, not by process: a waste failure takes the whole decision back.
 //!
 //! Several watched processes are judged each against its own vanilla (the mean of their
 //! ratios). Where the decision is per process (open file descriptions), a process that loses
@@ -48,7 +50,8 @@ pub struct GuardConfig {
     /// Windows after a switch or a new decision that are not measured.
     pub settle: u32,
     /// Windows measured per side of a comparison (their median progress is compared, or
-    /// each process's progress summed over them, [`Outcome::relative_progress`]).
+    /// each process's progress summed over them, [`Outcome::relative_progress`]). With 1,
+    /// every settled window is a whole block: held to the tolerance and judged for waste.
     pub block: u32,
     /// The controller is reverted when its progress is below vanilla's by more than this share.
     pub tolerance: f64,
@@ -985,12 +988,15 @@ impl Guarded {
         let summed = if v > 0.0 { t / v } else { f64::INFINITY };
         let relative = by_process.as_ref().map_or(summed, |r| r.mean);
         let block = tuned.len() >= cfg.block as usize;
-        let wasteful = block && self.wasteful(tuned) && !self.gains(cfg, tuned, relative);
+        let progressed = relative >= Self::bar(cfg, tuned.len());
+        // Judged for waste only where progress passes: a loss is a loss, whatever it read.
+        let wasteful =
+            progressed && block && self.wasteful(tuned) && !self.gains(cfg, tuned, relative, by_process.as_ref());
         Some(Comparison {
             tuned: t,
             vanilla: v,
             relative,
-            keep: relative >= Self::bar(cfg, tuned.len()) && !wasteful,
+            keep: progressed && !wasteful,
             by_process,
             wasteful,
         })
@@ -1004,7 +1010,8 @@ impl Guarded {
     /// used against vanilla's 25, at 0.63 of vanilla's throughput.
     fn wasteful(&self, tuned: &[Outcome]) -> bool {
         let (t, v) = (pages_of(tuned), pages_of(&self.vanilla));
-        if t.pages_accessed == 0 || v.pages_accessed == 0 {
+        // Vanilla used nothing: no measure to hold the controller to.
+        if v.pages_accessed == 0 {
             return false;
         }
         let (t, v) = (t.read_per_used(), v.read_per_used());
@@ -1013,9 +1020,19 @@ impl Guarded {
 
     /// Whether `tuned`'s progress (at `relative` of vanilla's) is a gain worth paying waste
     /// for: above vanilla's by more than the tolerance and, where progress is counted in units
-    /// of [`Outcome::resolution`], by more than chance (three times the square root of
-    /// vanilla's count over the block; a workload at a tick or two a window has none).
-    fn gains(&self, cfg: &GuardConfig, tuned: &[Outcome], relative: f64) -> bool {
+    /// of [`Outcome::resolution`] (clock ticks, pages), by more than chance: a surplus over
+    /// vanilla's count of more than three times the square root of both sides' counts (the
+    /// spread of a difference of two sampled counts), so a workload at a tick or two a window
+    /// has none. With several processes (`by_process`), at least one must gain so on its own
+    /// count: summed, a busy scan's ticks would hide a light reader's doubling. Counted by the
+    /// application (resolution 0, the simulator's operations), the tolerance alone decides.
+    fn gains(
+        &self,
+        cfg: &GuardConfig,
+        tuned: &[Outcome],
+        relative: f64,
+        by_process: Option<&RelativeProgress>,
+    ) -> bool {
         if relative < 1.0 + cfg.tolerance {
             return false;
         }
@@ -1030,11 +1047,21 @@ impl Guarded {
         let (tu, ts, tr) = count(tuned);
         let (vu, vs, vr) = count(&self.vanilla);
         let resolution = tr.max(vr);
-        if resolution <= 0.0 || ts <= 0.0 || vs <= 0.0 {
+        if !(resolution > 0.0 && resolution.is_finite()) {
             return true;
         }
-        let (tu, vu) = (tu / resolution * vs / ts, vu / resolution);
-        tu - vu > 3.0 * vu.sqrt().max(1.0)
+        if !(ts > 0.0 && vs > 0.0 && ts.is_finite() && vs.is_finite()) {
+            return false;
+        }
+        // Counts over vanilla's seconds, the tuned side scaled to them.
+        let beyond_chance = |vu: f64, tu: f64| tu - vu > 3.0 * (vu + tu).sqrt().max(1.0);
+        match by_process {
+            Some(r) => r.ratios.iter().any(|&(_, ratio, rate)| {
+                let u = rate * vs / resolution;
+                ratio >= 1.0 + cfg.tolerance && beyond_chance(u, ratio * u)
+            }),
+            None => beyond_chance(vu / resolution, tu / resolution * vs / ts),
+        }
     }
 
     /// Whether one window's progress falls short of vanilla's median by more than a count
