@@ -15,9 +15,12 @@ from which a ``SPAN``-second mean holds 90% of the oracle's gain over vanilla, a
 oracle's and vanilla's runs over the same seconds (the simulator's definition, in
 ``crates/readahead/examples/guard_online.rs``).
 
-Then a phase run per repeat: one learner through ``PHASES`` back to back, each for
-``PHASE_SECONDS``, without a pause; its decisions over time are plotted with each phase's
-throughput against that member's vanilla and oracle runs of the same repeat.
+Then two phase runs per repeat, in turn: one learner through ``PHASES`` back to back, each
+for ``PHASE_SECONDS``, without a pause, and vanilla through the same phases (``phases-vanilla``:
+a later phase starts with the cache the earlier ones left, which a member's own vanilla run
+does not). The learner's decisions over time are plotted; each phase's throughput is reported
+against vanilla's in the same phase of the same repeat, and the oracle's gain from that
+member's runs.
 """
 
 from __future__ import annotations
@@ -104,7 +107,7 @@ def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     phase_s = s.seconds if s.quick else PHASE_SECONDS
     phases = [next(w for w in bf.FAMILY if w.name == n) for n in PHASES]
     configs = ("vanilla", "oracle", "online")
-    total = len(members) * (len(s.sweep_kb) + len(configs) * s.repeats) + s.repeats
+    total = len(members) * (len(s.sweep_kb) + len(configs) * s.repeats) + 2 * s.repeats
     bar = ra._bar(total, "online")
     rows: list[dict] = []
 
@@ -133,25 +136,29 @@ def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
                              scratch=scratch, series=series)  # fmt: skip
                 trace = decisions(log, br.VANILLA_KB) if c == "online" else None
                 record(w.name, c, i, i + 1, kb, ops, series, w.unit, trace)
-        # The phase run: one learner through the phases, each member's series one after the other.
-        log = scratch / f"online-phases-{i}.log"
-        bg = br.prepare(tb, br.VANILLA_KB, learner(tb, log, scratch / "state", s.progress))
-        series, ops, starts, t0 = [], [], [], time.time()
-        try:
-            for w in phases:
-                # Seconds since the tuner started: its windows count from there.
-                starts.append(round(time.time() - bg.started, 2))
-                part: list[float] = []
-                ops.append(sum(bf.execute(s, tb, db, files, w, seed=i + 1, seconds=phase_s, scratch=scratch,
-                                          series=part)))  # fmt: skip
-                # Each phase exactly phase_s long in the series (fio may log one second fewer).
-                series += (part + [part[-1] if part else 0.0] * phase_s)[:phase_s]
-            starts.append(round(time.time() - bg.started, 2))  # the end
-        finally:
-            bg.stop()
-        print(f"phase run {i}: {time.time() - t0:.0f} s", file=sys.stderr)
-        trace = decisions(log, br.VANILLA_KB)
-        record(">".join(PHASES), "phases", i, i + 1, br.VANILLA_KB, ops, series, "MB/s", trace, starts)
+        # The phase runs, the learner's and vanilla's in turn: each through the phases, each
+        # member's series one after the other.
+        for config in ("phases", "phases-vanilla")[:: 1 if i % 2 == 0 else -1]:
+            log = scratch / f"online-{config}-{i}.log"
+            helper = learner(tb, log, scratch / "state", s.progress) if config == "phases" else None
+            bg = br.prepare(tb, br.VANILLA_KB, helper)
+            series, ops, starts, t0 = [], [], [], time.time()
+            try:
+                for w in phases:
+                    # Seconds since the tuner started: its windows count from there.
+                    starts.append(round(time.time() - (bg.started if bg else t0), 2))
+                    part: list[float] = []
+                    ops.append(sum(bf.execute(s, tb, db, files, w, seed=i + 1, seconds=phase_s, scratch=scratch,
+                                              series=part)))  # fmt: skip
+                    # Each phase exactly phase_s long in the series (fio may log one second fewer).
+                    series += (part + [part[-1] if part else 0.0] * phase_s)[:phase_s]
+                starts.append(round(time.time() - (bg.started if bg else t0), 2))  # the end
+            finally:
+                if bg:
+                    bg.stop()
+            print(f"{config} run {i}: {time.time() - t0:.0f} s", file=sys.stderr)
+            trace = decisions(log, br.VANILLA_KB) if bg else None
+            record(">".join(PHASES), config, i, i + 1, br.VANILLA_KB, ops, series, "MB/s", trace, starts)
     if bar is not None:
         bar.close()
     tb.set_readahead(br.VANILLA_KB)
@@ -201,7 +208,7 @@ def load(path: Path) -> list[dict]:
                 raise ValueError(f"{path}:{n}: no {key} field")
             if not _holds(value, kind):
                 raise ValueError(f"{path}:{n}: {key} {value[:40]!r} is not {KINDS[kind]}")
-        if r["config"] not in ("sweep", "vanilla", "oracle", "online", "phases"):
+        if r["config"] not in ("sweep", "vanilla", "oracle", "online", "phases", "phases-vanilla"):
             raise ValueError(f"{path}:{n}: config {r['config'][:40]!r} is not one of the step's")
     return rows
 
@@ -214,14 +221,16 @@ def summarize(rows: list[dict]) -> dict:
     """Per member: vanilla's median throughput; the oracle's and the learner's median [min, max]
     ratio to vanilla of the same repeat; the learner's share of the oracle's gain over the
     whole run and over its second half; t90 per repeat. Per phase: the learner's throughput
-    against that member's vanilla and oracle runs of the same repeat over as many seconds."""
+    against vanilla's in the same phase of the same repeat's vanilla phase run (runs from before
+    there was one: that member's vanilla run), and the oracle's gain from that member's runs of
+    the same repeat, over as many seconds."""
     out: dict = {"members": [], "phases": []}
     # The learner's measure of progress (files from before it was recorded have none).
     measures = {r.get("progress") for r in rows if r["config"] in ("online", "phases") and r.get("progress")}
     if measures:
         out["progress"] = ",".join(sorted(measures))
     runs = {(r["workload"], r["config"], int(r["repeat"])): r for r in rows if r["config"] != "sweep"}
-    for name in dict.fromkeys(r["workload"] for r in rows if r["config"] not in ("sweep", "phases")):
+    for name in dict.fromkeys(r["workload"] for r in rows if r["config"] not in ("sweep", "phases", "phases-vanilla")):
         repeats = sorted(i for (w, c, i) in runs if w == name and c == "vanilla")
         # Repeats with all three runs (a partial CSV of an interrupted run has some without).
         repeats = [i for i in repeats if all((name, c, i) in runs for c in ("oracle", "online"))]
@@ -256,20 +265,24 @@ def summarize(rows: list[dict]) -> dict:
     for r in sorted((r for r in rows if r["config"] == "phases"), key=lambda r: int(r["repeat"])):
         i, names = int(r["repeat"]), r["workload"].split(">")
         series, n = _load(r, "series"), len(_load(r, "series")) // len(names)
+        side = runs.get((r["workload"], "phases-vanilla", i))
         each = []
         for k, name in enumerate(names):
             mine = series[k * n : (k + 1) * n]
-            base = (
-                [_load(runs[(name, c, i)], "series")[:n] for c in ("vanilla", "oracle")]
-                if (name, "vanilla", i) in runs
-                else None
-            )
-            if not base or not mine or not all(base):
+            if (name, "vanilla", i) not in runs or (name, "oracle", i) not in runs:
                 each.append({"workload": name})
                 continue
-            mx, mv, mo = statistics.fmean(mine), statistics.fmean(base[0]), statistics.fmean(base[1])
-            each.append({"workload": name, "ratio": mx / mv if mv > 0 else None, "oracle": mo / mv if mv > 0 else None,
-                         "share": share(mx, mv, mo)})  # fmt: skip
+            # The member's own runs: the oracle's gain over vanilla, from a cold cache.
+            alone = [_load(runs[(name, c, i)], "series")[:n] for c in ("vanilla", "oracle")]
+            vanilla = _load(side, "series")[k * n : (k + 1) * n] if side else alone[0]
+            if not mine or not vanilla or not all(alone):
+                each.append({"workload": name})
+                continue
+            mx, mv = statistics.fmean(mine), statistics.fmean(vanilla)
+            gain = statistics.fmean(alone[1]) / statistics.fmean(alone[0]) if statistics.fmean(alone[0]) > 0 else None
+            mo = mv * gain if gain is not None else math.nan
+            each.append({"workload": name, "ratio": mx / mv if mv > 0 else None, "oracle": gain,
+                         "share": share(mx, mv, mo), "vanilla_from": "phases" if side else "member"})  # fmt: skip
         # Phase starts and the end in seconds since the tuner started (runs before they were
         # recorded: the phases' lengths, after the half second the tuner starts ahead).
         starts = _load(r, "phase_starts") if r.get("phase_starts") else []

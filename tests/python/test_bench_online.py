@@ -97,6 +97,26 @@ def test_the_summary_scores_the_learner_against_vanilla_and_the_oracle_of_its_re
     (p,) = rep["phases"]
     assert p["phase_seconds"] == 60 and p["decisions"] == [[0, 128], [7, 64]]
     assert [e["share"] for e in p["phases"]] == pytest.approx([0.5, 1.0])
+    assert {e["vanilla_from"] for e in p["phases"]} == {"member"}
+
+
+def test_a_phase_is_scored_against_vanilla_through_the_same_phases_where_it_ran():
+    # The member alone: vanilla 10, the oracle 20 (2x). Through the phases the second phase
+    # starts with the first's cache and vanilla runs at 8 there: the learner's 8 is vanilla's
+    # own, not 0.8x of it, and its 12 in the first phase against vanilla's 10 is 20% of the
+    # oracle's 2x gain.
+    rows = [
+        _row("a", "vanilla", 0, [10.0], [10.0] * 60),
+        _row("a", "oracle", 0, [20.0], [20.0] * 60, kb=16),
+        _row("a", "online", 0, [15.0], [15.0] * 60),
+        _row("a>a", "phases", 0, [1.0, 1.0], [12.0] * 60 + [8.0] * 60),
+        _row("a>a", "phases-vanilla", 0, [1.0, 1.0], [10.0] * 60 + [8.0] * 60),
+    ]
+    (p,) = bench_online.summarize(rows)["phases"]
+    assert [e["ratio"] for e in p["phases"]] == pytest.approx([1.2, 1.0])
+    assert [e["oracle"] for e in p["phases"]] == pytest.approx([2.0, 2.0])
+    assert [e["share"] for e in p["phases"]] == pytest.approx([0.2, 0.0])
+    assert {e["vanilla_from"] for e in p["phases"]} == {"phases"}
 
 
 def test_a_repeat_without_all_three_runs_is_left_out_and_a_written_csv_summarizes_and_plots(tmp_path):

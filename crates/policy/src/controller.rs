@@ -94,6 +94,11 @@ pub trait ReadaheadController {
     fn labels(&self) -> Vec<String> {
         Vec::new()
     }
+    /// The guardrail ([`crate::guard`]) took back the device value `kb` this controller asked
+    /// for: measured worse than vanilla, and `now_kb` (vanilla) is in force again. A
+    /// controller that learns from its values' outcomes should not ask for `kb` again soon,
+    /// nor climb on from it.
+    fn taken_back(&mut self, _kb: u64, _now_kb: u64) {}
 }
 
 /// The vanilla kernel: never changes anything.
@@ -291,6 +296,11 @@ impl KmlController {
 }
 
 impl ReadaheadController for KmlController {
+    fn taken_back(&mut self, kb: u64, now_kb: u64) {
+        if let Some(l) = self.learner.as_mut() {
+            l.taken_back(kb, now_kb);
+        }
+    }
     fn decisions(&self) -> &[(u64, usize)] {
         &self.decisions
     }

@@ -434,6 +434,9 @@ pub struct Guarded {
     /// what the controller asks for others is no decision.
     open: Option<OpenTargets>,
     events: Vec<GuardEvent>,
+    /// A check found the value it was for worse while the controller had moved on: the
+    /// controller, told, decides before its decision is resumed.
+    resume_after_decide: bool,
     /// Windows spent on vanilla by the guardrail (checks and backoffs).
     pub vanilla_windows: u64,
 }
@@ -477,6 +480,7 @@ impl Guarded {
             short: None,
             open: None,
             events: Vec::new(),
+            resume_after_decide: false,
             vanilla_windows: 0,
         }
     }
@@ -850,7 +854,19 @@ impl Guarded {
                     return;
                 };
                 let noise = t.len() == 1 && !full && !self.beyond_noise(&t[0]);
-                if wanted != self.wants || noise {
+                if wanted != self.wants && !noise && !self.passes(cfg, &t) {
+                    // The controller moved on during the check, and what it left did worse than
+                    // vanilla measured now: that value is backed off and the controller told,
+                    // and its next decision (made knowing) is what resumes. Resumed at once, a
+                    // learner's step on from a collapsed 1024 KiB put 2048 in force.
+                    self.verdict(cfg, &t);
+                    if let Some(kb) = wanted.device {
+                        self.inner.taken_back(kb, self.vanilla_kb);
+                        let b = self.backoffs.entry(Some(kb)).or_insert((0, cfg.first_backoff));
+                        *b = (w + b.1, (b.1 * 2).min(cfg.max_backoff));
+                    }
+                    self.resume_after_decide = true;
+                } else if wanted != self.wants || noise {
                     // The controller moved on during the check: its new decision is measured
                     // afresh against this vanilla block. Or the collapse that asked for the
                     // check is within noise of vanilla measured now.
@@ -1113,6 +1129,9 @@ impl Guarded {
     /// Back to vanilla, this decision's value backed off (four times longer each time after
     /// a `collapse`, twice after a plain loss).
     fn revert(&mut self, cfg: &GuardConfig, knobs: &mut dyn ReadaheadKnobs, collapse: bool) {
+        if let Some(kb) = self.wants.device {
+            self.inner.taken_back(kb, self.vanilla_kb);
+        }
         let growth = if collapse { 4 } else { 2 };
         let b = self.backoffs.entry(self.wants.device).or_insert((0, cfg.first_backoff));
         *b = (self.window + b.1, (b.1 * growth).min(cfg.max_backoff));
@@ -1122,6 +1141,9 @@ impl Guarded {
     /// Back to vanilla, the controller as a whole backed off: its decisions came and went
     /// too fast for one value to be the culprit.
     fn revert_all(&mut self, cfg: &GuardConfig, knobs: &mut dyn ReadaheadKnobs) {
+        if let Some(kb) = self.wants.device {
+            self.inner.taken_back(kb, self.vanilla_kb);
+        }
         self.all_until = self.window + self.all_backoff;
         self.all_backoff = (self.all_backoff * 2).min(cfg.max_backoff);
         self.back_to_vanilla(cfg, knobs);
@@ -1203,6 +1225,9 @@ impl ReadaheadController for Guarded {
         };
         self.inner.decide(window, &mut floored);
         self.forget_not_open();
+        if std::mem::take(&mut self.resume_after_decide) {
+            self.resume(knobs);
+        }
         if self.wants.with_processes_at(&self.held, self.vanilla_kb) != before {
             // A new decision: measured afresh once it has settled (in force or not). A held
             // process's requests change nothing in force.
@@ -1223,5 +1248,8 @@ impl ReadaheadController for Guarded {
     }
     fn labels(&self) -> Vec<String> {
         self.inner.labels()
+    }
+    fn taken_back(&mut self, kb: u64, now_kb: u64) {
+        self.inner.taken_back(kb, now_kb);
     }
 }

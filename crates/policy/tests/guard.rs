@@ -1087,3 +1087,21 @@ fn a_light_process_s_gain_pays_for_waste_beside_a_busy_one() {
     );
     assert!(seen[20..].iter().filter(|&&kb| kb == 512).count() >= 30, "{seen:?}");
 }
+
+#[test]
+fn a_value_taken_back_sends_the_learner_home_to_vanilla_not_to_its_neighbours() {
+    // A scan that gains up to 1024 KiB, then a random mapped reader under which anything
+    // above vanilla collapses to a fifth (on the kernel: 1024, then 2048, then 4096 KiB
+    // were each asked for and collapsed, the learner climbing on from the value taken back).
+    // Told of the revert, it starts again from vanilla with 1024 banned.
+    let scan = |kb: u64| 100.0 * (1.0 - 0.15 * ((kb as f64).log2() - 10.0).abs()).max(0.05);
+    let random = |kb: u64| if kb <= 128 { 100.0 } else { 20.0 };
+    let mut g = guarded(Online::new(OnlineConfig::default()));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let first = run(&mut g, &mut dev, 150, scan);
+    assert!(first[100..].iter().filter(|&&kb| kb >= 512).count() >= 40, "{first:?}");
+    let then = run(&mut g, &mut dev, 150, random);
+    let above: Vec<u64> = then.iter().copied().filter(|&kb| kb > 128).collect();
+    assert!(above.len() <= 8, "{} windows above vanilla after the change: {then:?}", above.len());
+    assert!(above.iter().all(|&kb| kb <= 1024), "{then:?}");
+}
