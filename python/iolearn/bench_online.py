@@ -269,20 +269,20 @@ def summarize(rows: list[dict]) -> dict:
         each = []
         for k, name in enumerate(names):
             mine = series[k * n : (k + 1) * n]
-            if (name, "vanilla", i) not in runs or (name, "oracle", i) not in runs:
-                each.append({"workload": name})
-                continue
-            # The member's own runs: the oracle's gain over vanilla, from a cold cache.
-            alone = [_load(runs[(name, c, i)], "series")[:n] for c in ("vanilla", "oracle")]
-            vanilla = _load(side, "series")[k * n : (k + 1) * n] if side else alone[0]
-            if not mine or not vanilla or not all(alone):
+            # The member's own runs (a member of this run): the oracle's gain over vanilla,
+            # from a cold cache.
+            alone = [_load(runs[(name, c, i)], "series")[:n] for c in ("vanilla", "oracle") if (name, c, i) in runs]
+            alone = alone if len(alone) == 2 and all(alone) and statistics.fmean(alone[0]) > 0 else None
+            vanilla = _load(side, "series")[k * n : (k + 1) * n] if side else alone[0] if alone else None
+            if not mine or not vanilla or statistics.fmean(vanilla) <= 0:
                 each.append({"workload": name})
                 continue
             mx, mv = statistics.fmean(mine), statistics.fmean(vanilla)
-            gain = statistics.fmean(alone[1]) / statistics.fmean(alone[0]) if statistics.fmean(alone[0]) > 0 else None
-            mo = mv * gain if gain is not None else math.nan
-            each.append({"workload": name, "ratio": mx / mv if mv > 0 else None, "oracle": gain,
-                         "share": share(mx, mv, mo), "vanilla_from": "phases" if side else "member"})  # fmt: skip
+            e = {"workload": name, "ratio": mx / mv, "vanilla_from": "phases" if side else "member"}
+            if alone:
+                e["oracle"] = statistics.fmean(alone[1]) / statistics.fmean(alone[0])
+                e["share"] = share(mx, mv, mv * e["oracle"])
+            each.append(e)
         # Phase starts and the end in seconds since the tuner started (runs before they were
         # recorded: the phases' lengths, after the half second the tuner starts ahead).
         starts = _load(r, "phase_starts") if r.get("phase_starts") else []
@@ -308,7 +308,9 @@ def print_table(rep: dict):
         )
     for p in rep["phases"]:
         cells = "; ".join(
-            f"{e['workload']} {e['ratio']:.2f}x (oracle {e['oracle']:.2f}x)" if e.get("ratio") else e["workload"]
+            e["workload"]
+            + (f" {e['ratio']:.2f}x" if e.get("ratio") else "")
+            + (f" (oracle {e['oracle']:.2f}x)" if e.get("oracle") else "")
             for e in p["phases"]
         )
         print(f"  phases, repeat {p['repeat']}: {cells}")

@@ -117,6 +117,12 @@ def test_a_phase_is_scored_against_vanilla_through_the_same_phases_where_it_ran(
     assert [e["oracle"] for e in p["phases"]] == pytest.approx([2.0, 2.0])
     assert [e["share"] for e in p["phases"]] == pytest.approx([0.2, 0.0])
     assert {e["vanilla_from"] for e in p["phases"]} == {"phases"}
+    # A phase whose workload was no member of the run: scored against vanilla through the
+    # phases, no oracle known.
+    rows[3]["workload"] = rows[4]["workload"] = "a>b"
+    (p,) = bench_online.summarize(rows)["phases"]
+    assert p["phases"][1] == {"workload": "b", "ratio": pytest.approx(1.0), "vanilla_from": "phases"}
+    assert p["phases"][0]["share"] == pytest.approx(0.2)
 
 
 def test_a_repeat_without_all_three_runs_is_left_out_and_a_written_csv_summarizes_and_plots(tmp_path):

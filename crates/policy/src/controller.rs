@@ -95,10 +95,11 @@ pub trait ReadaheadController {
         Vec::new()
     }
     /// The guardrail ([`crate::guard`]) took back the device value `kb` this controller asked
-    /// for: measured worse than vanilla, and `now_kb` (vanilla) is in force again. A
-    /// controller that learns from its values' outcomes should not ask for `kb` again soon,
-    /// nor climb on from it.
-    fn taken_back(&mut self, _kb: u64, _now_kb: u64) {}
+    /// for: measured worse than vanilla, and `now_kb` (vanilla) is in force again; `sure`:
+    /// by more than the counts it was measured with could by chance. A controller that learns
+    /// from its values' outcomes should not climb on from `kb`, nor, if `sure`, ask for it
+    /// again soon.
+    fn taken_back(&mut self, _kb: u64, _now_kb: u64, _sure: bool) {}
 }
 
 /// The vanilla kernel: never changes anything.
@@ -296,9 +297,9 @@ impl KmlController {
 }
 
 impl ReadaheadController for KmlController {
-    fn taken_back(&mut self, kb: u64, now_kb: u64) {
+    fn taken_back(&mut self, kb: u64, now_kb: u64, sure: bool) {
         if let Some(l) = self.learner.as_mut() {
-            l.taken_back(kb, now_kb);
+            l.taken_back(kb, now_kb, sure);
         }
     }
     fn decisions(&self) -> &[(u64, usize)] {

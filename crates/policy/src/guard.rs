@@ -437,6 +437,9 @@ pub struct Guarded {
     /// A check found the value it was for worse while the controller had moved on: the
     /// controller, told, decides before its decision is resumed.
     resume_after_decide: bool,
+    /// Whether the last verdict's loss was beyond chance ([`Guarded::counts`]), told to the
+    /// controller with a revert.
+    sure: bool,
     /// Windows spent on vanilla by the guardrail (checks and backoffs).
     pub vanilla_windows: u64,
 }
@@ -481,6 +484,7 @@ impl Guarded {
             open: None,
             events: Vec::new(),
             resume_after_decide: false,
+            sure: true,
             vanilla_windows: 0,
         }
     }
@@ -621,6 +625,8 @@ impl Guarded {
             // Nothing measured (an idle workload): nothing to hold against the controller.
             return true;
         };
+        // A loss by more than chance (a waste failure is counted in pages, and is one).
+        self.sure = wasteful || self.counts(tuned).is_none_or(|(tu, vu, _)| beyond_chance(tu, vu));
         let (st, sv) = (pages_of(tuned), pages_of(&self.vanilla));
         let per_process = by_process.as_ref().map_or(String::new(), |r| {
             let each: Vec<String> = r
@@ -861,7 +867,7 @@ impl Guarded {
                     // learner's step on from a collapsed 1024 KiB put 2048 in force.
                     self.verdict(cfg, &t);
                     if let Some(kb) = wanted.device {
-                        self.inner.taken_back(kb, self.vanilla_kb);
+                        self.inner.taken_back(kb, self.vanilla_kb, self.sure);
                         let b = self.backoffs.entry(Some(kb)).or_insert((0, cfg.first_backoff));
                         *b = (w + b.1, (b.1 * 2).min(cfg.max_backoff));
                     }
@@ -1052,7 +1058,25 @@ impl Guarded {
         if relative < 1.0 + cfg.tolerance {
             return false;
         }
-        // Units counted, and seconds, over each side's windows that measured something.
+        let Some((tu, vu, k)) = self.counts(tuned) else {
+            return true;
+        };
+        match by_process {
+            Some(r) => r.ratios.iter().any(|&(_, ratio, rate)| {
+                // The process's count under vanilla, and what its ratio makes of it.
+                let u = rate * k;
+                ratio >= 1.0 + cfg.tolerance && beyond_chance(u, ratio * u)
+            }),
+            None => beyond_chance(vu, tu),
+        }
+    }
+
+    /// The progress counts `tuned` and the vanilla block rest on, in units of
+    /// [`Outcome::resolution`] over vanilla's seconds (the tuned side scaled to them), and
+    /// vanilla's seconds per unit: `(tuned, vanilla, seconds per unit)`. `None` where progress
+    /// is not counted in units (resolution 0: the application's operations, exact) or either
+    /// side measured nothing.
+    fn counts(&self, tuned: &[Outcome]) -> Option<(f64, f64, f64)> {
         let count = |side: &[Outcome]| {
             side.iter()
                 .fold((0.0, 0.0, 0.0f64), |(units, secs, res), o| match o.progress() {
@@ -1063,21 +1087,11 @@ impl Guarded {
         let (tu, ts, tr) = count(tuned);
         let (vu, vs, vr) = count(&self.vanilla);
         let resolution = tr.max(vr);
-        if !(resolution > 0.0 && resolution.is_finite()) {
-            return true;
+        let finite = |x: f64| x > 0.0 && x.is_finite();
+        if !(finite(resolution) && finite(ts) && finite(vs)) {
+            return None;
         }
-        if !(ts > 0.0 && vs > 0.0 && ts.is_finite() && vs.is_finite()) {
-            return false;
-        }
-        // Counts over vanilla's seconds, the tuned side scaled to them.
-        let beyond_chance = |vu: f64, tu: f64| tu - vu > 3.0 * (vu + tu).sqrt().max(1.0);
-        match by_process {
-            Some(r) => r.ratios.iter().any(|&(_, ratio, rate)| {
-                let u = rate * vs / resolution;
-                ratio >= 1.0 + cfg.tolerance && beyond_chance(u, ratio * u)
-            }),
-            None => beyond_chance(vu / resolution, tu / resolution * vs / ts),
-        }
+        Some((tu / resolution * vs / ts, vu / resolution, vs / resolution))
     }
 
     /// Whether one window's progress falls short of vanilla's median by more than a count
@@ -1130,7 +1144,7 @@ impl Guarded {
     /// a `collapse`, twice after a plain loss).
     fn revert(&mut self, cfg: &GuardConfig, knobs: &mut dyn ReadaheadKnobs, collapse: bool) {
         if let Some(kb) = self.wants.device {
-            self.inner.taken_back(kb, self.vanilla_kb);
+            self.inner.taken_back(kb, self.vanilla_kb, self.sure);
         }
         let growth = if collapse { 4 } else { 2 };
         let b = self.backoffs.entry(self.wants.device).or_insert((0, cfg.first_backoff));
@@ -1142,7 +1156,7 @@ impl Guarded {
     /// too fast for one value to be the culprit.
     fn revert_all(&mut self, cfg: &GuardConfig, knobs: &mut dyn ReadaheadKnobs) {
         if let Some(kb) = self.wants.device {
-            self.inner.taken_back(kb, self.vanilla_kb);
+            self.inner.taken_back(kb, self.vanilla_kb, self.sure);
         }
         self.all_until = self.window + self.all_backoff;
         self.all_backoff = (self.all_backoff * 2).min(cfg.max_backoff);
@@ -1173,6 +1187,12 @@ struct Comparison {
     by_process: Option<RelativeProgress>,
     /// Whether the controller was failed for waste ([`Guarded::wasteful`]).
     wasteful: bool,
+}
+
+/// Whether count `b` exceeds count `a` by more than chance: by more than three times the
+/// square root of their sum (the spread of a difference of two sampled counts).
+fn beyond_chance(a: f64, b: f64) -> bool {
+    b - a > 3.0 * (a + b).sqrt().max(1.0)
 }
 
 /// The pages of `outcomes` summed (reads, pages read in, demand misses).
@@ -1249,7 +1269,7 @@ impl ReadaheadController for Guarded {
     fn labels(&self) -> Vec<String> {
         self.inner.labels()
     }
-    fn taken_back(&mut self, kb: u64, now_kb: u64) {
-        self.inner.taken_back(kb, now_kb);
+    fn taken_back(&mut self, kb: u64, now_kb: u64, sure: bool) {
+        self.inner.taken_back(kb, now_kb, sure);
     }
 }

@@ -380,16 +380,19 @@ impl Online {
     }
 
     /// The guardrail took back `kb` and put `now_kb` (vanilla) in force: `kb` is banned as a
-    /// value found worse than vanilla, and the climb starts again from `now_kb`, the other
+    /// value found worse than vanilla where the loss was beyond chance (`sure`; a block of one
+    /// clock tick against two is not, and a ban of 256 KiB on such a block outlived the mapped
+    /// reader it came from and kept the scan after it at vanilla), and the climb starts again
+    /// from `now_kb`, the other
     /// estimates forgotten (the workload may have changed under them; values taken back stay
     /// marked). Noticed only by being overruled for `2 x (settle + block)` windows, the
     /// learner kept asking for neighbours of the value taken back, which the guardrail let
     /// through after a block of vanilla: on the kernel, random mmap reads after a scan met
     /// 1024, then 2048, then 4096 KiB, each a collapse to a fifth of vanilla's throughput.
-    pub fn taken_back(&mut self, kb: u64, now_kb: u64) {
+    pub fn taken_back(&mut self, kb: u64, now_kb: u64, sure: bool) {
         let (worse, home) = (self.nearest(kb), self.nearest(now_kb));
         self.forget_but_taken_back(home);
-        if worse != home {
+        if sure && worse != home {
             self.ban(worse);
         }
     }
@@ -510,8 +513,8 @@ impl ReadaheadController for Online {
         "online".into()
     }
 
-    fn taken_back(&mut self, kb: u64, now_kb: u64) {
-        Online::taken_back(self, kb, now_kb);
+    fn taken_back(&mut self, kb: u64, now_kb: u64, sure: bool) {
+        Online::taken_back(self, kb, now_kb, sure);
     }
 
     fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
@@ -931,6 +934,21 @@ mod tests {
                 assert_eq!(o.home.map(|h| o.cfg.arms[h]), Some(128), "{:?}", o.trace);
                 assert_eq!((far, o.phase_changes), (0, 0), "{:?}", o.trace);
             }
+        }
+    }
+
+    #[test]
+    fn a_value_taken_back_by_chance_is_not_banned() {
+        // Told of a revert, the learner goes home to vanilla either way; it bans the value
+        // only where the loss was beyond chance.
+        for sure in [false, true] {
+            let mut o = Online::default();
+            let mut dev = Peak { kb: 256, peak: 256.0 };
+            o.decide(&window(256, Some(100.0), None), &mut dev);
+            o.taken_back(256, 128, sure);
+            let arm = o.nearest(256);
+            assert_eq!(o.banned(arm), sure);
+            assert_eq!(o.home, Some(o.nearest(128)));
         }
     }
 }

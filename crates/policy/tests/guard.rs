@@ -1102,6 +1102,58 @@ fn a_value_taken_back_sends_the_learner_home_to_vanilla_not_to_its_neighbours() 
     assert!(first[100..].iter().filter(|&&kb| kb >= 512).count() >= 40, "{first:?}");
     let then = run(&mut g, &mut dev, 150, random);
     let above: Vec<u64> = then.iter().copied().filter(|&kb| kb > 128).collect();
-    assert!(above.len() <= 8, "{} windows above vanilla after the change: {then:?}", above.len());
+    assert!(
+        above.len() <= 8,
+        "{} windows above vanilla after the change: {then:?}",
+        above.len()
+    );
     assert!(above.iter().all(|&kb| kb <= 1024), "{then:?}");
+}
+
+/// A static value that records what the guardrail told it when taking it back.
+struct Told {
+    kb: u64,
+    told: std::sync::Arc<std::sync::Mutex<Vec<(u64, u64, bool)>>>,
+}
+
+impl ReadaheadController for Told {
+    fn name(&self) -> String {
+        "told".into()
+    }
+    fn decide(&mut self, _: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
+        if knobs.device_read_ahead_kb() != self.kb {
+            knobs.set_device_read_ahead_kb(self.kb);
+        }
+    }
+    fn taken_back(&mut self, kb: u64, now_kb: u64, sure: bool) {
+        self.told.lock().unwrap().push((kb, now_kb, sure));
+    }
+}
+
+#[test]
+fn a_controller_is_told_of_a_revert_and_whether_its_loss_was_beyond_chance() {
+    // One tick against two a window is -50% and chance; operations the application counts,
+    // or a hundred ticks against two hundred, are not.
+    for (scale, ops, sure) in [(1.0, false, false), (100.0, false, true), (1.0, true, true)] {
+        let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut g = guarded(Told {
+            kb: 256,
+            told: told.clone(),
+        });
+        let mut dev = Device { kb: 128, sets: 0 };
+        run_outcomes(&mut g, &mut dev, 12, |kb| {
+            let ticks = if kb == 128 { 2.0 } else { 1.0 } * scale;
+            let mut o = ticks_and_waste(ticks, 1.0);
+            if ops {
+                (o.ops, o.resolution) = (Some(ticks), 0.0);
+            }
+            o
+        });
+        let told = told.lock().unwrap().clone();
+        assert_eq!(
+            told.first(),
+            Some(&(256, 128, sure)),
+            "scale {scale}, ops {ops}: {told:?}"
+        );
+    }
 }
