@@ -353,31 +353,64 @@ pub(crate) struct SplitBlock {
     pub left_hi: [u32; 16],
 }
 
-/// A tree kernel: the packed leaf (`tree::Scorer::leaves`) row `x` reaches.
+/// Per leaf of a narrow tree (at most 32 leaves, left to right): the splits whose left subtree
+/// holds it, bit `k` for split `k` (lane `k % 16` of block `k / 16`); zero past the last leaf.
+/// The leaf is the exit leaf when the row goes right at none of them and no lower leaf is.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[repr(C, align(64))]
+pub(crate) struct LeafSplits(pub [u32; 32]);
+
+/// A tree laid out for the QuickScorer kernels (built by `tree::Scorer`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct TreeLayout {
+    /// The row's lanes to load: the first n (n <= 8) bits set.
+    pub row_mask: u16,
+    /// The same lanes as an AVX2 load mask (all ones where loaded).
+    pub lanes: [i32; 8],
+    /// The splits, sixteen per block, padded with splits that clear nothing.
+    pub blocks: alloc::vec::Vec<SplitBlock>,
+    /// More than 32 leaves: the blocks' `left_hi` words are used.
+    pub wide: bool,
+    /// Leaves in the tree (at most 64).
+    pub n_leaves: usize,
+    /// For narrow trees (one entry, empty when wide): each leaf's left-subtree splits (the
+    /// AVX-512 kernel tests these). On the heap, as the rest, so a tree stays small to move.
+    pub leaf_splits: alloc::vec::Vec<LeafSplits>,
+    /// Each leaf, left to right: its node index in the high 32 bits, its class in the low;
+    /// padded with the last to 33 entries (65 when `wide`).
+    pub leaves: alloc::vec::Vec<u64>,
+}
+
+/// A tree kernel: the packed leaf (`TreeLayout::leaves`) row `x` reaches. One pointer to the
+/// layout rather than its parts, so a caller's loop passes two arguments, not five.
 ///
 /// # Safety
-/// The CPU has the kernel's instructions (it came from [`tree_kernels`]); `x` holds a value for
-/// every lane `lanes` sets (the first n, n <= 8); every block's features are among those lanes;
-/// `leaves` has 33 entries (65 for a wide kernel): one per index a trailing-zero count of the
-/// mask can give; the blocks are the ones the kernel was chosen for.
-pub(crate) type TreeKernel = unsafe fn(x: &[f32], lanes: &[i32; 8], blocks: &[SplitBlock], leaves: &[u64]) -> u64;
+/// The CPU has the kernel's instructions (it came from [`tree_kernels`] for this layout); `x`
+/// points to a value for every lane `row_mask` sets; every block's features are among those lanes;
+/// `leaves` has 33 entries (65 when `wide`): one per index a trailing-zero count can give.
+pub(crate) type TreeKernel = unsafe fn(x: *const f32, t: &TreeLayout) -> u64;
 
-/// The QuickScorer kernels this CPU runs for a tree of `blocks` split blocks (`wide`: over 32
-/// leaves), fastest first, with their names; empty without AVX2 (the tree is then walked).
-/// Chosen once, when the tree is laid out; trees of one or two blocks (up to 32 splits) get
-/// copies with the block count fixed, fully unrolled.
-pub(crate) fn tree_kernels(wide: bool, blocks: usize) -> alloc::vec::Vec<(&'static str, TreeKernel)> {
+/// The QuickScorer kernels this CPU runs for `t`, fastest first, with their names; empty
+/// without AVX2 (the tree is then walked). Chosen once, when the tree is laid out; trees of
+/// one or two blocks (up to 32 splits) get copies with the counts fixed, fully unrolled.
+pub(crate) fn tree_kernels(t: &TreeLayout) -> alloc::vec::Vec<(&'static str, TreeKernel)> {
     let mut out: alloc::vec::Vec<(&'static str, TreeKernel)> = alloc::vec::Vec::new();
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     {
-        if std::is_x86_feature_detected!("avx512f") && has_avx2_fma() {
+        let (wide, blocks) = (t.wide, t.blocks.len());
+        let tests = t.n_leaves.div_ceil(16);
+        let avx512 = std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("bmi1");
+        if avx512 && has_avx2_fma() {
             out.push((
                 "avx512",
-                match (wide, blocks) {
-                    (false, 1) => avx512::tree_leaf::<false, 1>,
-                    (false, 2) => avx512::tree_leaf::<false, 2>,
-                    (false, _) => avx512::tree_leaf::<false, 0>,
-                    (true, _) => avx512::tree_leaf::<true, 0>,
+                match (wide, blocks, tests) {
+                    // Two blocks hold 17 or more splits, so 18 or more leaves: two tests.
+                    (false, 1, 1) => avx512::tree_leaf_narrow::<1, 1>,
+                    (false, 1, _) => avx512::tree_leaf_narrow::<1, 2>,
+                    (false, _, _) => avx512::tree_leaf_narrow::<2, 2>,
+                    (true, _, _) => avx512::tree_leaf_wide,
                 },
             ));
         }
@@ -393,7 +426,7 @@ pub(crate) fn tree_kernels(wide: bool, blocks: usize) -> alloc::vec::Vec<(&'stat
             ));
         }
     }
-    let _ = (wide, blocks);
+    let _ = t;
     out
 }
 

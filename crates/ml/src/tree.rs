@@ -1,7 +1,7 @@
 //! Decision trees: CART induction, allocation-free inference, and scikit-learn `export_text`
 //! export and import (the format of KML's `readahead_model.dt`).
 
-use crate::kernels::SplitBlock;
+use crate::kernels::{LeafSplits, SplitBlock, TreeLayout};
 use crate::{math, Error, Result};
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -90,15 +90,8 @@ pub struct DecisionTree {
 /// nothing.
 #[derive(Debug, Clone, Default)]
 struct Scorer {
-    /// The splits, sixteen per block.
-    blocks: Vec<SplitBlock>,
-    /// More than 32 leaves: the masks' second word is used.
-    wide: bool,
-    /// Lanes of the row to load (the first `n_features` all ones).
-    lanes: [i32; 8],
-    /// Each leaf, left to right: its node index in the high 32 bits, its class in the low;
-    /// padded with the last to 33 entries (65 when `wide`).
-    leaves: Vec<u64>,
+    /// The layout (empty `leaves` when the tree does not fit).
+    layout: TreeLayout,
     /// The kernel for this layout on this CPU (chosen when the layout was made; without one the
     /// tree is walked).
     kernel: Option<crate::kernels::TreeKernel>,
@@ -107,7 +100,7 @@ struct Scorer {
 /// Layouts are equal when their splits and leaves are (the kernel follows from them).
 impl PartialEq for Scorer {
     fn eq(&self, o: &Self) -> bool {
-        (&self.blocks, self.wide, &self.lanes, &self.leaves) == (&o.blocks, o.wide, &o.lanes, &o.leaves)
+        self.layout == o.layout
     }
 }
 
@@ -122,9 +115,9 @@ impl Scorer {
             return Scorer::default();
         }
         // Left-to-right leaf numbers, and each split's range of left-subtree leaves.
-        let mut s = Scorer::default();
+        let mut s = TreeLayout::default();
         let mut splits: Vec<(u32, f32, usize, usize)> = Vec::new();
-        fn walk(nodes: &[Node], i: usize, s: &mut Scorer, splits: &mut Vec<(u32, f32, usize, usize)>) {
+        fn walk(nodes: &[Node], i: usize, s: &mut TreeLayout, splits: &mut Vec<(u32, f32, usize, usize)>) {
             match nodes[i] {
                 Node::Leaf { class } => s.leaves.push((i as u64) << 32 | class as u64),
                 Node::Split {
@@ -141,7 +134,12 @@ impl Scorer {
             }
         }
         walk(nodes, 0, &mut s, &mut splits);
+        s.n_leaves = leaves;
         s.wide = leaves > 32;
+        s.row_mask = (1u16 << n_features) - 1;
+        if !s.wide {
+            s.leaf_splits.push(LeafSplits::default());
+        }
         s.lanes = core::array::from_fn(|k| if k < n_features { -1 } else { 0 });
         for k in 0..splits.len().div_ceil(16).max(1) * 16 {
             if k % 16 == 0 {
@@ -160,16 +158,20 @@ impl Scorer {
                 b.threshold[k % 16] = t;
                 b.left_lo[k % 16] = left as u32;
                 b.left_hi[k % 16] = (left >> 32) as u32;
+                if !s.wide {
+                    // At most 31 splits: split k is bit k of the set R the narrow kernel builds.
+                    for leaf in lo..hi {
+                        s.leaf_splits[0].0[leaf] |= 1 << k;
+                    }
+                }
             }
         }
         // One entry per index the kernel's trailing-zero count can give (it never gives one
         // past the last leaf, but then no bounds check is needed): the last leaf repeated.
         let last = *s.leaves.last().expect("a tree has a leaf");
         s.leaves.resize(if s.wide { 65 } else { 33 }, last);
-        s.kernel = crate::kernels::tree_kernels(s.wide, s.blocks.len())
-            .first()
-            .map(|k| k.1);
-        s
+        let kernel = crate::kernels::tree_kernels(&s).first().map(|k| k.1);
+        Scorer { layout: s, kernel }
     }
 }
 
@@ -289,11 +291,12 @@ impl DecisionTree {
 
     /// Bytes of memory the tree occupies.
     pub fn bytes(&self) -> usize {
-        let sc = &self.scorer;
+        let sc = &self.scorer.layout;
         core::mem::size_of::<Self>()
             + self.nodes.capacity() * core::mem::size_of::<Node>()
             + self.proba.capacity() * 4
             + sc.blocks.capacity() * core::mem::size_of::<SplitBlock>()
+            + sc.leaf_splits.capacity() * core::mem::size_of::<LeafSplits>()
             + sc.leaves.capacity() * 8
     }
 
@@ -325,7 +328,7 @@ impl DecisionTree {
             // SAFETY: `Scorer::new` chose the kernel for this CPU and layout, whose lanes are
             // within `n_features`, features among them, and `leaves` padded as the kernel
             // needs; `x` holds `n_features` values (checked above).
-            return unsafe { kernel(x, &sc.lanes, &sc.blocks, &sc.leaves) };
+            return unsafe { kernel(x.as_ptr(), &sc.layout) };
         }
         let (i, c) = self.walk(x);
         (i as u64) << 32 | c as u64
@@ -831,8 +834,8 @@ mod scorer_tests {
 
     /// The tree once per kernel this CPU runs (AVX-512 and AVX2 here), so each is tested.
     fn with_each_kernel(tree: &DecisionTree) -> Vec<DecisionTree> {
-        let kernels = crate::kernels::tree_kernels(tree.scorer.wide, tree.scorer.blocks.len());
-        if tree.scorer.leaves.is_empty() || kernels.is_empty() {
+        let kernels = crate::kernels::tree_kernels(&tree.scorer.layout);
+        if tree.scorer.layout.leaves.is_empty() || kernels.is_empty() {
             return alloc::vec![tree.clone()];
         }
         kernels
@@ -864,7 +867,7 @@ mod scorer_tests {
                 let tree = DecisionTree::fit(&x, &y, n_features, &cfg).unwrap();
                 let leaves = tree.nodes().iter().filter(|n| matches!(n, Node::Leaf { .. })).count();
                 assert_eq!(
-                    tree.scorer.leaves.is_empty(),
+                    tree.scorer.layout.leaves.is_empty(),
                     leaves > Scorer::MAX_LEAVES,
                     "{leaves} leaves"
                 );
@@ -877,6 +880,65 @@ mod scorer_tests {
             }
         }
         assert!(checked > 10_000);
+    }
+
+    /// A random tree of `leaves` leaves over `n_features` features: a leaf chosen at random
+    /// is split until there are enough (so shapes range from combs to balanced trees).
+    fn random_tree(rng: &mut Rng, leaves: usize, n_features: usize) -> DecisionTree {
+        let mut nodes = alloc::vec![Node::Leaf { class: 0 }];
+        let mut open = alloc::vec![0usize];
+        while open.len() < leaves {
+            let i = open.swap_remove(rng.below(open.len()));
+            let n = nodes.len() as u32;
+            nodes[i] = Node::Split {
+                feature: rng.below(n_features) as u32,
+                // Few distinct thresholds, so rows often sit exactly on one.
+                threshold: (rng.below(9) as f32 - 4.0) * 0.5,
+                left: n,
+                right: n + 1,
+            };
+            nodes.push(Node::Leaf {
+                class: rng.below(3) as u32,
+            });
+            nodes.push(Node::Leaf {
+                class: rng.below(3) as u32,
+            });
+            open.extend([n as usize, n as usize + 1]);
+        }
+        DecisionTree::from_nodes(nodes, n_features, 3).unwrap()
+    }
+
+    #[test]
+    fn every_leaf_count_the_scorer_takes_finds_the_walk_s_leaf() {
+        // Each kernel copy on this CPU (one block or two, sixteen leaves or more, narrow or
+        // wide) against the walk, at every leaf count from 1 to one past the limit.
+        let mut rng = Rng::new(11);
+        let mut shapes = alloc::collections::BTreeSet::new();
+        for leaves in 1..=Scorer::MAX_LEAVES + 1 {
+            for n_features in [1, 5, 8] {
+                let tree = random_tree(&mut rng, leaves, n_features);
+                let t = &tree.scorer.layout;
+                assert_eq!(t.leaves.is_empty(), leaves > Scorer::MAX_LEAVES);
+                shapes.insert((t.wide, t.blocks.len().min(3), t.n_leaves.div_ceil(16).min(3)));
+                for tree in with_each_kernel(&tree) {
+                    for row in hostile_rows(&tree, &mut rng, 200) {
+                        assert_eq!(tree.leaf(&row), tree.walk(&row), "{leaves} leaves, {row:?}");
+                    }
+                }
+            }
+        }
+        // The narrow shapes a tree can have (17 leaves is the only one-block tree with two
+        // leaf tests), wide ones, and the unfit (no layout).
+        for shape in [
+            (false, 1, 1),
+            (false, 1, 2),
+            (false, 2, 2),
+            (true, 2, 3),
+            (true, 3, 3),
+            (false, 0, 0),
+        ] {
+            assert!(shapes.contains(&shape), "no tree of shape {shape:?} in {shapes:?}");
+        }
     }
 
     #[test]
@@ -895,7 +957,7 @@ mod scorer_tests {
         }
         fixed.push(Node::Leaf { class: 2 });
         let comb = DecisionTree::from_nodes(fixed, 8, 3).unwrap();
-        assert!(comb.scorer.wide);
+        assert!(comb.scorer.layout.wide);
         let mut rng = Rng::new(3);
         for comb in with_each_kernel(&comb) {
             for _ in 0..2000 {
@@ -920,7 +982,7 @@ mod scorer_tests {
             2,
         )
         .unwrap();
-        assert!(nine.scorer.leaves.is_empty());
+        assert!(nine.scorer.layout.leaves.is_empty());
         let mut row = [0.0f32; 9];
         row[8] = 1.0;
         assert_eq!(nine.predict_class(&row), 1);

@@ -307,17 +307,13 @@ pub(super) fn linear_i16_pairs(packed: &[i16], xp: &[i32], acc_out: &mut [i32]) 
 /// `x` holds a value for every lane `lanes` sets; block features are among those lanes;
 /// `leaves` has 33 entries (65 when `WIDE`); `BLOCKS` is 0 or `blocks.len()`.
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn tree_leaf<const WIDE: bool, const BLOCKS: usize>(
-    x: &[f32],
-    lanes: &[i32; 8],
-    blocks: &[super::SplitBlock],
-    leaves: &[u64],
-) -> u64 {
+pub(super) unsafe fn tree_leaf<const WIDE: bool, const BLOCKS: usize>(x: *const f32, t: &super::TreeLayout) -> u64 {
+    let (blocks, leaves) = (&t.blocks[..], &t.leaves[..]);
     // SAFETY: the masked load reads only the lanes the caller guarantees; blocks are aligned
     // to 64 bytes by their type, and every load is inside one; a trailing-zero count is at
     // most 32 (64 when `WIDE`), an index `leaves` holds.
     unsafe {
-        let row = _mm256_maskload_ps(x.as_ptr(), _mm256_loadu_si256(lanes.as_ptr().cast()));
+        let row = _mm256_maskload_ps(x, _mm256_loadu_si256(t.lanes.as_ptr().cast()));
         let ones = _mm256_set1_epi32(-1);
         let (mut lo, mut hi) = (ones, ones);
         let blocks = if BLOCKS > 0 {

@@ -1,55 +1,78 @@
 //! AVX-512 versions of kernels where sixteen lanes and mask registers cut the instruction
-//! count. Every function here requires a CPU with AVX-512F (and AVX2, which the row mask is
-//! read with); they are only reached through `super::tree_kernels`, after it checked.
+//! count. Every function here requires a CPU with AVX-512F and BW, AVX2, FMA and BMI1; they
+//! are only reached through `super::tree_kernels`, after it checked.
 
 use core::arch::x86_64::*;
 
-/// QuickScorer's exit leaf (see `kernels::TreeKernel` for the contract): sixteen splits per
-/// block, each split's feature picked from the row by one permute, "goes right" by one
-/// compare into a mask register (`!(x <= t)`, true for NaN as in the walk), and the
-/// left-subtree leaves of exactly those splits cleared by one masked AND-NOT per mask word
-/// (`WIDE`: two); the words are reduced across lanes at the end. `BLOCKS` > 0 fixes the
-/// number of blocks (the loop then unrolls); 0 takes them all.
+/// QuickScorer's exit leaf for a narrow tree (at most 32 leaves, so at most 31 splits in
+/// `BLOCKS` blocks; `TESTS` = leaves / 16 rounded up; see `kernels::TreeKernel` for the
+/// contract). Each block's features are picked from the row by one permute and "goes right" is
+/// one compare into a mask register (`!(x <= t)`, true for NaN as in the walk), giving the
+/// 32-bit set R of splits the row goes right at. A leaf survives when none of the splits whose
+/// left subtree holds it is in R: broadcast R and test it against every leaf's set at once
+/// (`vptestnmd`, sixteen leaves per test); the exit leaf is the lowest survivor. This replaces
+/// the masked AND-NOTs and the sixteen-lane AND reduction of [`tree_leaf_wide`] (nine
+/// dependent instructions) by a broadcast and one or two tests.
 ///
 /// # Safety
-/// `x` holds a value for every lane `lanes` sets; block features are among those lanes;
-/// `leaves` has 33 entries (65 when `WIDE`); `BLOCKS` is 0 or `blocks.len()`.
-#[target_feature(enable = "avx512f,avx2,fma")]
-pub(super) unsafe fn tree_leaf<const WIDE: bool, const BLOCKS: usize>(
-    x: &[f32],
-    lanes: &[i32; 8],
-    blocks: &[super::SplitBlock],
-    leaves: &[u64],
+/// As `kernels::TreeKernel`, and `t` is narrow (`leaf_splits` has its entry) with `BLOCKS`
+/// blocks and at most `16 TESTS` leaves; the CPU has AVX-512F and BW, and BMI1.
+#[target_feature(enable = "avx512f,avx512bw,bmi1,avx2,fma")]
+pub(super) unsafe fn tree_leaf_narrow<const BLOCKS: usize, const TESTS: usize>(
+    x: *const f32,
+    t: &super::TreeLayout,
 ) -> u64 {
-    // SAFETY: the masked load reads only the lanes the caller guarantees (the mask is built
-    // from `lanes`); blocks are aligned to 64 bytes by their type and every load is one
-    // whole field of one; a trailing-zero count is at most 32 (64 when `WIDE`), an index
-    // `leaves` holds.
+    // SAFETY: the masked load reads only the lanes `row_mask` sets, which the caller
+    // guarantees `x` holds; blocks and leaf sets are aligned to 64 bytes by their types and
+    // every load is one whole field of one; `BLOCKS` <= `blocks.len()` by the contract; the
+    // exit leaf exists (a leaf is only cleared by a split whose left subtree holds it, and
+    // the row went right there, so the leaf it reaches survives), so the trailing-zero count
+    // is below the leaf count and `leaves` holds it.
     unsafe {
-        let k = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_loadu_si256(lanes.as_ptr().cast()))) as __mmask16;
-        let row = _mm512_maskz_loadu_ps(k, x.as_ptr());
+        let row = _mm512_maskz_loadu_ps(t.row_mask, x);
+        let mut right = 0u32;
+        for (i, b) in t.blocks.get_unchecked(..BLOCKS).iter().enumerate() {
+            let v = _mm512_permutexvar_ps(_mm512_load_si512(b.feature.as_ptr().cast()), row);
+            let r = _mm512_cmp_ps_mask::<_CMP_NLE_UQ>(v, _mm512_load_ps(b.threshold.as_ptr()));
+            right |= (r as u32) << (16 * i);
+        }
+        let right = _mm512_set1_epi32(right as i32);
+        let mut kept = 0u32;
+        for i in 0..TESTS {
+            let sets = _mm512_load_si512(t.leaf_splits.as_ptr().cast::<u32>().add(16 * i).cast());
+            kept |= (_mm512_testn_epi32_mask(right, sets) as u32) << (16 * i);
+        }
+        *t.leaves.as_ptr().add(kept.trailing_zeros() as usize)
+    }
+}
+
+/// QuickScorer's exit leaf for a wide tree (33 to 64 leaves; see `kernels::TreeKernel` for the
+/// contract): sixteen splits per block, each split's feature picked from the row by one
+/// permute, "goes right" by one compare into a mask register (`!(x <= t)`, true for NaN as in
+/// the walk), and the left-subtree leaves of exactly those splits cleared by one masked
+/// AND-NOT per mask word; the two words are reduced across lanes at the end.
+///
+/// # Safety
+/// As `kernels::TreeKernel`, `t` wide; the CPU has AVX-512F and BW, and BMI1.
+#[target_feature(enable = "avx512f,avx512bw,bmi1,avx2,fma")]
+pub(super) unsafe fn tree_leaf_wide(x: *const f32, t: &super::TreeLayout) -> u64 {
+    // SAFETY: the masked load reads only the lanes the caller guarantees; blocks are aligned
+    // to 64 bytes by their type and every load is one whole field of one; a trailing-zero
+    // count is at most 64, an index `leaves` holds (65 entries when wide).
+    unsafe {
+        let row = _mm512_maskz_loadu_ps(t.row_mask, x);
         let ones = _mm512_set1_epi32(-1);
         let (mut lo, mut hi) = (ones, ones);
-        let blocks = if BLOCKS > 0 {
-            blocks.get_unchecked(..BLOCKS)
-        } else {
-            blocks
-        };
-        for b in blocks {
+        for b in &t.blocks {
             let v = _mm512_permutexvar_ps(_mm512_load_si512(b.feature.as_ptr().cast()), row);
             let right = _mm512_cmp_ps_mask::<_CMP_NLE_UQ>(v, _mm512_load_ps(b.threshold.as_ptr()));
             // Where the row goes right: lo = !left & lo.
             lo = _mm512_mask_andnot_epi32(lo, right, _mm512_load_si512(b.left_lo.as_ptr().cast()), lo);
-            if WIDE {
-                hi = _mm512_mask_andnot_epi32(hi, right, _mm512_load_si512(b.left_hi.as_ptr().cast()), hi);
-            }
+            hi = _mm512_mask_andnot_epi32(hi, right, _mm512_load_si512(b.left_hi.as_ptr().cast()), hi);
         }
-        let exit = if WIDE {
-            let (l, h) = (_mm512_reduce_and_epi32(lo) as u32, _mm512_reduce_and_epi32(hi) as u32);
-            (l as u64 | (h as u64) << 32).trailing_zeros() as usize
-        } else {
-            (_mm512_reduce_and_epi32(lo) as u32).trailing_zeros() as usize
-        };
-        *leaves.as_ptr().add(exit)
+        let (l, h) = (_mm512_reduce_and_epi32(lo) as u32, _mm512_reduce_and_epi32(hi) as u32);
+        *t.leaves
+            .as_ptr()
+            .add((l as u64 | (h as u64) << 32).trailing_zeros() as usize)
     }
 }
