@@ -371,7 +371,7 @@ pub(crate) struct TreeLayout {
     pub blocks: alloc::vec::Vec<SplitBlock>,
     /// More than 32 leaves: the blocks' `left_hi` words are used.
     pub wide: bool,
-    /// Leaves in the tree (at most 64).
+    /// Leaves in the tree (1 to 64; 0 in the empty layout of a tree too large to lay out).
     pub n_leaves: usize,
     /// For narrow trees (one entry, empty when wide): each leaf's left-subtree splits (the
     /// AVX-512 kernel tests these). On the heap, as the rest, so a tree stays small to move.
@@ -387,43 +387,54 @@ pub(crate) struct TreeLayout {
 /// # Safety
 /// The CPU has the kernel's instructions (it came from [`tree_kernels`] for this layout); `x`
 /// points to a value for every lane `row_mask` sets; every block's features are among those lanes;
-/// `leaves` has 33 entries (65 when `wide`): one per index a trailing-zero count can give.
+/// `leaves` has 33 entries (65 when `wide`): one per index a trailing-zero count can give;
+/// the block count and leaf count are the ones the kernel was chosen for (a narrow layout's
+/// `leaf_splits` has its one entry).
 pub(crate) type TreeKernel = unsafe fn(x: *const f32, t: &TreeLayout) -> u64;
 
 /// The QuickScorer kernels this CPU runs for `t`, fastest first, with their names; empty
-/// without AVX2 (the tree is then walked). Chosen once, when the tree is laid out; trees of
-/// one or two blocks (up to 32 splits) get copies with the counts fixed, fully unrolled.
+/// without AVX2 (the tree is then walked) and for a layout no kernel takes (the empty one of a
+/// tree too large to lay out). Chosen once, when the tree is laid out; narrow trees (at most
+/// 32 leaves, so one or two blocks) get copies with the counts fixed, fully unrolled.
 pub(crate) fn tree_kernels(t: &TreeLayout) -> alloc::vec::Vec<(&'static str, TreeKernel)> {
     let mut out: alloc::vec::Vec<(&'static str, TreeKernel)> = alloc::vec::Vec::new();
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     {
-        let (wide, blocks) = (t.wide, t.blocks.len());
-        let tests = t.n_leaves.div_ceil(16);
+        let (wide, blocks, leaves) = (t.wide, t.blocks.len(), t.n_leaves);
+        let padded = t.leaves.len() == if wide { 65 } else { 33 };
+        let fits = padded
+            && leaves >= 1
+            && if wide {
+                (33..=64).contains(&leaves) && blocks == (leaves - 1).div_ceil(16)
+            } else {
+                leaves <= 32 && blocks == (leaves - 1).div_ceil(16).max(1) && t.leaf_splits.len() == 1
+            };
+        if !fits {
+            return out;
+        }
+        // BW for the mask unpack the compiler uses to join two blocks' masks (`kunpckwd`).
         let avx512 = std::is_x86_feature_detected!("avx512f")
             && std::is_x86_feature_detected!("avx512bw")
             && std::is_x86_feature_detected!("bmi1");
         if avx512 && has_avx2_fma() {
-            out.push((
-                "avx512",
-                match (wide, blocks, tests) {
-                    // Two blocks hold 17 or more splits, so 18 or more leaves: two tests.
-                    (false, 1, 1) => avx512::tree_leaf_narrow::<1, 1>,
-                    (false, 1, _) => avx512::tree_leaf_narrow::<1, 2>,
-                    (false, _, _) => avx512::tree_leaf_narrow::<2, 2>,
-                    (true, _, _) => avx512::tree_leaf_wide,
-                },
-            ));
+            // Two blocks hold 17 or more splits, so 18 or more leaves: two leaf tests.
+            let kernel: Option<TreeKernel> = match (wide, blocks, leaves.div_ceil(16)) {
+                (false, 1, 1) => Some(avx512::tree_leaf_narrow::<1, 1>),
+                (false, 1, 2) => Some(avx512::tree_leaf_narrow::<1, 2>),
+                (false, 2, 2) => Some(avx512::tree_leaf_narrow::<2, 2>),
+                (true, _, _) => Some(avx512::tree_leaf_wide),
+                _ => None,
+            };
+            out.extend(kernel.map(|k| ("avx512", k)));
         }
         if has_avx2_fma() {
-            out.push((
-                "avx2",
-                match (wide, blocks) {
-                    (false, 1) => avx2::tree_leaf::<false, 1>,
-                    (false, 2) => avx2::tree_leaf::<false, 2>,
-                    (false, _) => avx2::tree_leaf::<false, 0>,
-                    (true, _) => avx2::tree_leaf::<true, 0>,
-                },
-            ));
+            let kernel: Option<TreeKernel> = match (wide, blocks) {
+                (false, 1) => Some(avx2::tree_leaf::<false, 1>),
+                (false, 2) => Some(avx2::tree_leaf::<false, 2>),
+                (true, _) => Some(avx2::tree_leaf::<true, 0>),
+                _ => None,
+            };
+            out.extend(kernel.map(|k| ("avx2", k)));
         }
     }
     let _ = t;

@@ -84,10 +84,13 @@ pub struct DecisionTree {
 /// to right; every split gets a bit mask that clears the leaves of its left subtree. For a row,
 /// AND together the masks of the splits whose test sends it right (`!(x[f] <= t)`): the exit
 /// leaf is the lowest bit still set. All splits are tested at once with AVX-512 or AVX2
-/// (features picked by a lane permute, sixteen or eight splits per compare), so a row costs a fixed, short run of
-/// instructions and no branch mispredicts, where a walk from the root mispredicts at nearly
-/// every level on varied input. Splits are padded to a multiple of 16 with masks that clear
-/// nothing.
+/// (features picked by a lane permute, sixteen or eight splits per compare), so a row costs a
+/// fixed, short run of instructions and no branch mispredicts, where a walk from the root
+/// mispredicts at nearly every level on varied input. Splits are padded to a multiple of 16
+/// with masks that clear nothing. A narrow tree (at most 32 leaves) on AVX-512 is scored the
+/// other way round, with the same answer: the set R of splits the row goes right at against
+/// each leaf's set of splits whose left subtree holds it (`kernels::LeafSplits`); padding
+/// splits may be in R (a NaN in feature 0 goes right) but in no leaf's set.
 #[derive(Debug, Clone, Default)]
 struct Scorer {
     /// The layout (empty `leaves` when the tree does not fit).
@@ -832,10 +835,26 @@ mod scorer_tests {
             .collect()
     }
 
-    /// The tree once per kernel this CPU runs (AVX-512 and AVX2 here), so each is tested.
+    /// The tree once per kernel this CPU runs (AVX-512 and AVX2 here), so each is tested;
+    /// a fit tree gets every kernel the CPU has the instructions for.
     fn with_each_kernel(tree: &DecisionTree) -> Vec<DecisionTree> {
         let kernels = crate::kernels::tree_kernels(&tree.scorer.layout);
-        if tree.scorer.layout.leaves.is_empty() || kernels.is_empty() {
+        if tree.scorer.layout.leaves.is_empty() {
+            assert!(kernels.is_empty(), "a kernel for a tree with no layout");
+            return alloc::vec![tree.clone()];
+        }
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        {
+            let names: Vec<&str> = kernels.iter().map(|k| k.0).collect();
+            let avx2 = std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
+            let avx512 = avx2
+                && std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("bmi1");
+            assert_eq!(names.contains(&"avx2"), avx2, "{names:?}");
+            assert_eq!(names.contains(&"avx512"), avx512, "{names:?}");
+        }
+        if kernels.is_empty() {
             return alloc::vec![tree.clone()];
         }
         kernels

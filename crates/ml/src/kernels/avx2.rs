@@ -304,8 +304,8 @@ pub(super) fn linear_i16_pairs(packed: &[i16], xp: &[i32], acc_out: &mut [i32]) 
 /// at the end. `BLOCKS` > 0 fixes the number of blocks (the loop then unrolls); 0 takes them all.
 ///
 /// # Safety
-/// `x` holds a value for every lane `lanes` sets; block features are among those lanes;
-/// `leaves` has 33 entries (65 when `WIDE`); `BLOCKS` is 0 or `blocks.len()`.
+/// As `kernels::TreeKernel` (`x` points to a value for every lane `t.lanes` sets); `WIDE` is
+/// `t.wide`; `BLOCKS` is 0 or `t.blocks.len()`.
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn tree_leaf<const WIDE: bool, const BLOCKS: usize>(x: *const f32, t: &super::TreeLayout) -> u64 {
     let (blocks, leaves) = (&t.blocks[..], &t.leaves[..]);

@@ -24,7 +24,8 @@ pub(super) unsafe fn tree_leaf_narrow<const BLOCKS: usize, const TESTS: usize>(
 ) -> u64 {
     // SAFETY: the masked load reads only the lanes `row_mask` sets, which the caller
     // guarantees `x` holds; blocks and leaf sets are aligned to 64 bytes by their types and
-    // every load is one whole field of one; `BLOCKS` <= `blocks.len()` by the contract; the
+    // every load is 64 aligned bytes inside one (a block's field, or half the one leaf-set
+    // entry); `BLOCKS` is `blocks.len()` by the contract; the
     // exit leaf exists (a leaf is only cleared by a split whose left subtree holds it, and
     // the row went right there, so the leaf it reaches survives), so the trailing-zero count
     // is below the leaf count and `leaves` holds it.
