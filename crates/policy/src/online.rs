@@ -145,15 +145,18 @@ pub struct Online {
     /// Whether the last measured window's progress was the application's count
     /// ([`Outcome::ops`]) rather than CPU time: a change is a change of measure.
     by_ops: Option<bool>,
-    /// Per arm, the window until which it is not asked for (the guardrail took it back), and
-    /// how often it was taken back: the ban is `max_hold` windows, doubling each time up to
-    /// eight times that. Forgetting the estimates (a phase change, a hold's end) keeps them.
+    /// Per arm, the window until which it is not asked for (the guardrail took it back on a
+    /// loss beyond chance, or overruled it for long without saying), and how often: the ban
+    /// is `max_hold` windows, doubling each time up to eight times that. Forgetting the
+    /// estimates (a phase change, a hold's end) keeps them.
     banned_until: Vec<u64>,
     bans: Vec<u32>,
     /// Per arm, the window until which it is not asked for because the guardrail took it back
     /// on a loss within chance, and how often that happened since the workload last changed:
-    /// `first_hold` windows, doubling each time up to `max_hold`. No evidence against the
-    /// value, so a change of workload (a phase change, a change of measure) lifts it; but a
+    /// `first_hold` windows, doubling each time up to `max_hold` (a hold ends when it does).
+    /// No evidence against the value, so a change of workload (a phase change, a change of
+    /// measure, home's block moving beyond chance) lifts it, and becoming home clears the
+    /// count; but a
     /// value taken back again and again, each time by chance, is still a cost each time it is
     /// tried (on the kernel, a mapped reader asked for 256 KiB five times in forty windows and
     /// ran at 0.75x of vanilla).
@@ -258,6 +261,14 @@ impl Online {
             self.est[home] = Some(m);
             self.scale[home] = scale;
             if self.hold_until.is_some() {
+                if old.is_some_and(|o| {
+                    o > 0.0 && (m / o - 1.0).abs() > self.cfg.tolerance && apart(m, scale, o, old_scale)
+                }) {
+                    // Home moved, beyond chance and the tolerance, if less than a phase change:
+                    // the doubts, counted in units that could not tell values apart, were
+                    // about another workload.
+                    self.lift_suspensions();
+                }
                 if old.is_some_and(|o| o > 0.0 && (m / o - 1.0).abs() > self.cfg.shift && apart(m, scale, o, old_scale))
                 {
                     // A phase change: what the other values did no longer holds.
@@ -295,7 +306,11 @@ impl Online {
     /// The guardrail took `arm` back on a loss within chance: not asked for again for a
     /// while, longer each time since the workload last changed.
     fn suspend(&mut self, arm: usize) {
-        let windows = (self.cfg.first_hold << self.doubts[arm].min(16)).min(self.cfg.max_hold);
+        let windows = self
+            .cfg
+            .first_hold
+            .saturating_mul(1 << self.doubts[arm].min(20))
+            .min(self.cfg.max_hold);
         self.suspended_until[arm] = self.window + windows;
         self.doubts[arm] += 1;
     }
@@ -330,7 +345,17 @@ impl Online {
                 } else if let Some(&n) = ns.iter().find(|&&n| self.est[n].is_none()) {
                     self.probe = Some(n);
                 } else {
-                    self.hold_until = Some(self.window + self.hold);
+                    // A hold ends no later than a neighbour's suspension: that neighbour is
+                    // looked at when it may be asked for again, not up to a whole hold after
+                    // (a suspension of 128 windows would otherwise keep it out for about 240).
+                    let free_at = self
+                        .neighbours(home)
+                        .into_iter()
+                        .filter(|&n| self.window < self.suspended_until[n] && self.window >= self.banned_until[n])
+                        .map(|n| self.suspended_until[n])
+                        .min();
+                    let until = self.window + self.hold;
+                    self.hold_until = Some(free_at.map_or(until, |f| f.min(until)));
                     self.hold = (self.hold * 2).min(self.cfg.max_hold);
                 }
             }
@@ -346,6 +371,8 @@ impl Online {
     }
 
     fn move_home(&mut self, home: usize, n: usize) {
+        // Measured better than home: whatever was doubted of it is settled.
+        self.doubts[n] = 0;
         self.dir = if n > home { 1 } else { -1 };
         self.home = Some(n);
         self.hold = self.cfg.first_hold;
@@ -408,7 +435,8 @@ impl Online {
     /// The guardrail took back `kb` and put `now_kb` (vanilla) in force: `kb` is banned as a
     /// value found worse than vanilla where the loss was beyond chance (`sure`; a block of one
     /// clock tick against two is not, and a ban of 256 KiB on such a block outlived the mapped
-    /// reader it came from and kept the scan after it at vanilla), and the climb starts again
+    /// reader it came from and kept the scan after it at vanilla), else suspended (kept out
+    /// for a while, longer each time, until the workload changes), and the climb starts again
     /// from `now_kb`, the other
     /// estimates forgotten (the workload may have changed under them; values taken back stay
     /// marked). Noticed only by being overruled for `2 x (settle + block)` windows, the
@@ -969,7 +997,7 @@ mod tests {
     }
 
     #[test]
-    fn a_value_taken_back_by_chance_is_not_banned() {
+    fn a_value_taken_back_by_chance_is_suspended_not_banned() {
         // Told of a revert, the learner goes home to vanilla either way; it bans the value
         // (marked worse, for max_hold windows or more) only where the loss was beyond chance.
         for sure in [false, true] {
@@ -1012,5 +1040,56 @@ mod tests {
         o.taken_back(256, 128, true);
         o.restart(o.nearest(128));
         assert!(o.banned(arm));
+    }
+
+    #[test]
+    fn a_change_of_measure_lifts_suspensions() {
+        // Counted in CPU time, then in the application's own count: another workload.
+        let mut o = Online::default();
+        let mut dev = Peak { kb: 128, peak: 128.0 };
+        for _ in 0..8 {
+            o.decide(&window(dev.kb, None, Some(0.5)), &mut dev);
+        }
+        let arm = o.nearest(256);
+        o.taken_back(256, 128, false);
+        assert!(o.banned(arm));
+        dev.kb = 128;
+        o.decide(&window(128, Some(100.0), None), &mut dev);
+        assert!(
+            !o.banned(arm),
+            "the measure changed: the doubt was about another workload"
+        );
+    }
+
+    #[test]
+    fn a_suspended_neighbour_is_looked_at_when_its_suspension_ends() {
+        // Home holds at the peak; a neighbour taken back by chance three times is out for 64
+        // windows, which end inside a hold of 64 that began after holds of 16 and 32: the
+        // hold ends with the suspension, not a whole hold after (at about 125 windows).
+        let mut o = Online::default();
+        let mut dev = Peak { kb: 128, peak: 128.0 };
+        run(&mut o, &mut dev, &[(40, 128.0)]);
+        let arm = o.nearest(256);
+        for _ in 0..3 {
+            o.taken_back(256, 128, false);
+        }
+        let from = o.window;
+        let until = o.suspended_until[arm];
+        assert_eq!(until - from, 64);
+        let mut asked = None;
+        for _ in 0..400 {
+            o.decide(&window(dev.kb, Some(progress(dev.kb, dev.peak)), None), &mut dev);
+            if dev.kb == 256 {
+                asked = Some(o.window);
+                break;
+            }
+        }
+        let asked = asked.expect("256 asked for again");
+        assert!(asked >= until, "asked for at {asked}, suspended until {until}");
+        assert!(
+            asked <= until + 8,
+            "asked for at {asked}, {} windows after its suspension ended",
+            asked - until
+        );
     }
 }
