@@ -162,6 +162,8 @@ pub struct Online {
     /// ran at 0.75x of vanilla).
     suspended_until: Vec<u64>,
     doubts: Vec<u32>,
+    /// The value in force when the learner started (vanilla), where a new workload starts.
+    start: Option<usize>,
     /// (window, KiB) at every change of the value asked for.
     pub trace: Vec<(u64, u64)>,
     /// Phase changes detected.
@@ -202,6 +204,7 @@ impl Online {
             applied: false,
             window: 0,
             by_ops: None,
+            start: None,
             trace: Vec::new(),
             phase_changes: 0,
         }
@@ -468,10 +471,13 @@ impl Online {
         if o.progress().is_some() && self.by_ops.replace(by_ops).is_some_and(|was| was != by_ops) && self.home.is_some()
         {
             // The measure of progress changed (the kernel's `--progress auto` switched
-            // between pages read and CPU time): what each value did before does not compare
-            // with what comes. Climb again from the value in force, this window (it straddles
-            // both) no sample; values the guardrail took back stay marked.
-            let home = self.nearest(kb_in_force);
+            // between pages read and CPU time): another workload, and what each value did
+            // before does not compare with what comes. Climb again from the value the device
+            // started with (vanilla), as a new process starts there: from the value in force,
+            // a mapped reader after a scan began at the scan's 1024 KiB, a collapse until the
+            // guardrail's next check (0.91x of vanilla over the phase, on the kernel). This
+            // window (it straddles both) no sample; values taken back stay marked.
+            let home = self.start.unwrap_or_else(|| self.nearest(kb_in_force));
             self.forget_but_taken_back(home);
             self.lift_suspensions();
             self.age = 0;
@@ -562,6 +568,7 @@ impl Online {
             .unwrap_or_else(|| knobs.device_read_ahead_kb());
         if self.home.is_none() {
             self.home = Some(self.nearest(kb));
+            self.start = self.home;
         }
         kb
     }
@@ -1040,6 +1047,21 @@ mod tests {
         o.taken_back(256, 128, true);
         o.restart(o.nearest(128));
         assert!(o.banned(arm));
+    }
+
+    #[test]
+    fn a_change_of_measure_sends_the_learner_back_to_where_it_started() {
+        // A scan counted in pages climbs to 1024; then the progress is CPU time (a mapped
+        // reader): the next value asked for is vanilla, not the scan's value.
+        let mut o = Online::default();
+        let mut dev = Peak { kb: 128, peak: 1024.0 };
+        for _ in 0..60 {
+            o.decide(&window(dev.kb, Some(progress(dev.kb, dev.peak)), None), &mut dev);
+        }
+        assert_eq!(dev.kb, 1024, "trace {:?}", o.trace);
+        dev.peak = 16.0;
+        o.decide(&window(dev.kb, None, Some(0.5)), &mut dev);
+        assert_eq!(dev.kb, 128, "trace {:?}", o.trace);
     }
 
     #[test]
