@@ -369,16 +369,21 @@ pub(crate) struct TreeLayout {
     pub lanes: [i32; 8],
     /// The splits, sixteen per block, padded with splits that clear nothing.
     pub blocks: alloc::vec::Vec<SplitBlock>,
-    /// More than 32 leaves: the blocks' `left_hi` words are used.
-    pub wide: bool,
     /// Leaves in the tree (1 to 64; 0 in the empty layout of a tree too large to lay out).
     pub n_leaves: usize,
     /// For narrow trees (one entry, empty when wide): each leaf's left-subtree splits (the
     /// AVX-512 kernel tests these). On the heap, as the rest, so a tree stays small to move.
     pub leaf_splits: alloc::vec::Vec<LeafSplits>,
     /// Each leaf, left to right: its node index in the high 32 bits, its class in the low;
-    /// padded with the last to 33 entries (65 when `wide`).
+    /// padded with the last to 33 entries (65 when `wide()`).
     pub leaves: alloc::vec::Vec<u64>,
+}
+
+impl TreeLayout {
+    /// More than 32 leaves: the blocks' `left_hi` words are used.
+    pub fn wide(&self) -> bool {
+        self.n_leaves > 32
+    }
 }
 
 /// A tree kernel: the packed leaf (`TreeLayout::leaves`) row `x` reaches. One pointer to the
@@ -387,7 +392,7 @@ pub(crate) struct TreeLayout {
 /// # Safety
 /// The CPU has the kernel's instructions (it came from [`tree_kernels`] for this layout); `x`
 /// points to a value for every lane `row_mask` sets; every block's features are among those lanes;
-/// `leaves` has 33 entries (65 when `wide`): one per index a trailing-zero count can give;
+/// `leaves` has 33 entries (65 when `wide()`): one per index a trailing-zero count can give;
 /// the block count and leaf count are the ones the kernel was chosen for (a narrow layout's
 /// `leaf_splits` has its one entry).
 pub(crate) type TreeKernel = unsafe fn(x: *const f32, t: &TreeLayout) -> u64;
@@ -400,7 +405,7 @@ pub(crate) fn tree_kernels(t: &TreeLayout) -> alloc::vec::Vec<(&'static str, Tre
     let mut out: alloc::vec::Vec<(&'static str, TreeKernel)> = alloc::vec::Vec::new();
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     {
-        let (wide, blocks, leaves) = (t.wide, t.blocks.len(), t.n_leaves);
+        let (wide, blocks, leaves) = (t.wide(), t.blocks.len(), t.n_leaves);
         let padded = t.leaves.len() == if wide { 65 } else { 33 };
         let fits = padded
             && leaves >= 1

@@ -138,9 +138,8 @@ impl Scorer {
         }
         walk(nodes, 0, &mut s, &mut splits);
         s.n_leaves = leaves;
-        s.wide = leaves > 32;
         s.row_mask = (1u16 << n_features) - 1;
-        if !s.wide {
+        if !s.wide() {
             s.leaf_splits.push(LeafSplits::default());
         }
         s.lanes = core::array::from_fn(|k| if k < n_features { -1 } else { 0 });
@@ -161,7 +160,7 @@ impl Scorer {
                 b.threshold[k % 16] = t;
                 b.left_lo[k % 16] = left as u32;
                 b.left_hi[k % 16] = (left >> 32) as u32;
-                if !s.wide {
+                if !s.wide() {
                     // At most 31 splits: split k is bit k of the set R the narrow kernel builds.
                     for leaf in lo..hi {
                         s.leaf_splits[0].0[leaf] |= 1 << k;
@@ -172,7 +171,7 @@ impl Scorer {
         // One entry per index the kernel's trailing-zero count can give (it never gives one
         // past the last leaf, but then no bounds check is needed): the last leaf repeated.
         let last = *s.leaves.last().expect("a tree has a leaf");
-        s.leaves.resize(if s.wide { 65 } else { 33 }, last);
+        s.leaves.resize(if s.wide() { 65 } else { 33 }, last);
         let kernel = crate::kernels::tree_kernels(&s).first().map(|k| k.1);
         Scorer { layout: s, kernel }
     }
@@ -938,7 +937,7 @@ mod scorer_tests {
                 let tree = random_tree(&mut rng, leaves, n_features);
                 let t = &tree.scorer.layout;
                 assert_eq!(t.leaves.is_empty(), leaves > Scorer::MAX_LEAVES);
-                shapes.insert((t.wide, t.blocks.len().min(3), t.n_leaves.div_ceil(16).min(3)));
+                shapes.insert((t.wide(), t.blocks.len().min(3), t.n_leaves.div_ceil(16).min(3)));
                 for tree in with_each_kernel(&tree) {
                     for row in hostile_rows(&tree, &mut rng, 200) {
                         assert_eq!(tree.leaf(&row), tree.walk(&row), "{leaves} leaves, {row:?}");
@@ -976,7 +975,7 @@ mod scorer_tests {
         }
         fixed.push(Node::Leaf { class: 2 });
         let comb = DecisionTree::from_nodes(fixed, 8, 3).unwrap();
-        assert!(comb.scorer.layout.wide);
+        assert!(comb.scorer.layout.wide());
         let mut rng = Rng::new(3);
         for comb in with_each_kernel(&comb) {
             for _ in 0..2000 {

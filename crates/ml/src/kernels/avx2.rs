@@ -305,7 +305,7 @@ pub(super) fn linear_i16_pairs(packed: &[i16], xp: &[i32], acc_out: &mut [i32]) 
 ///
 /// # Safety
 /// As `kernels::TreeKernel` (`x` points to a value for every lane `t.lanes` sets); `WIDE` is
-/// `t.wide`; `BLOCKS` is 0 or `t.blocks.len()`.
+/// `t.wide()`; `BLOCKS` is 0 or `t.blocks.len()`.
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn tree_leaf<const WIDE: bool, const BLOCKS: usize>(x: *const f32, t: &super::TreeLayout) -> u64 {
     let (blocks, leaves) = (&t.blocks[..], &t.leaves[..]);
