@@ -1190,8 +1190,9 @@ struct Comparison {
 }
 
 /// Whether count `b` exceeds count `a` by more than chance: by more than three times the
-/// square root of their sum (the spread of a difference of two sampled counts).
-fn beyond_chance(a: f64, b: f64) -> bool {
+/// square root of their sum (the spread of a difference of two sampled counts). The learner
+/// ([`crate::online`]) compares its estimates by the same rule.
+pub(crate) fn beyond_chance(a: f64, b: f64) -> bool {
     b - a > 3.0 * (a + b).sqrt().max(1.0)
 }
 

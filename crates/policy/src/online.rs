@@ -22,6 +22,7 @@
 //! are never credited to the learner's value.
 
 use crate::controller::{ReadaheadController, ReadaheadKnobs};
+use crate::guard::beyond_chance;
 use crate::readahead::{Outcome, WindowFeatures};
 
 /// The learner's parameters.
@@ -97,7 +98,8 @@ fn apart(a: f64, ka: f64, b: f64, kb: f64) -> bool {
     if !k.is_finite() {
         return true;
     }
-    (a - b).abs() * k > 3.0 * ((a + b).abs() * k).sqrt().max(1.0)
+    let (a, b) = (a * k, b * k);
+    beyond_chance(a, b) || beyond_chance(b, a)
 }
 
 /// A tie goes up where at least this share of the pages read into the cache were used.
