@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # iolearn's ML runtime side by side with KML's own C, on KML's released readahead models and
-# the same 64 normalised rows (the micro benchmark's), in one session, pinned to one CPU.
+# the same normalised rows (the micro benchmark's, more of them, and KML's own), in one session,
+# pinned to one CPU.
 #
 #   scripts/peer-kml.sh KERNEL_ML_CHECKOUT [REPEATS]
 #
 # KERNEL_ML_CHECKOUT is a checkout of https://github.com/sbu-fsl/kernel-ml (none of its code is
 # in this repository; its `src/` and `include/` are compiled here with gcc -O3 -march=native,
-# without the coverage flags of its CMake build: the peer at its best). Each repeat runs, in
-# turn, iolearn's tree, KML's tree, iolearn's network, KML's network; the two sides must agree
-# on every class (a checksum of the predictions). Prints per case the median ns per call with
+# without the coverage flags of its CMake build: the peer at its best). Each repeat runs, per
+# row set in turn, iolearn's tree, KML's tree, iolearn's network, KML's network; the two sides
+# must agree on every class (a checksum of the predictions). Prints per case the median ns per call with
 # [min-max] over the repeats, and the median of the per-repeat ratios with their range. With
 # valgrind installed, INSTR=1 adds instructions per call (callgrind, two call counts, the
 # difference divided by the extra calls).
@@ -40,16 +41,19 @@ build_peer "$work/peer"
 [[ ${INSTR:-0} == 1 ]] && build_peer "$work/peer-avx2" -mno-avx512f
 cargo build --release --quiet -p iolearn-ml --example side_by_side
 ours=target/release/examples/side_by_side
-# Two row sets: the micro benchmark's 64 rows (uniform in [-1.5, 1.5]; cycled, a branch
-# predictor learns them) and KML's own 422 normalised training rows (real feature vectors).
+# Three row sets: the micro benchmark's 64 rows (uniform in [-1.5, 1.5]; cycled, a branch
+# predictor learns them), 4,096 such rows (too many to learn: a walk on varied input, as a
+# tuner's windows are; both sides' rows still fit in L2) and KML's own 422 normalised training
+# rows (real feature vectors).
 "$ours" "$models" rows > "$work/uniform.txt"
+"$ours" "$models" rows 4096 > "$work/varied.txt"
 tr -s ' ' < "$models/nn_arch_data/input.csv" > "$work/kml.txt"
 
 pin=()
 if command -v taskset >/dev/null && (($(nproc) > 1)); then pin=(taskset -c 1); fi
 declare -A calls=([tree]=20000000 [net]=1000000 [peer_net]=100000)
 results=$work/results.txt
-for rows in uniform kml; do
+for rows in uniform varied kml; do
     for case in tree net; do
         # Both sides decide the same: equal checksums over the same calls.
         n=$(($(grep -c . "$work/$rows.txt") * 50))
@@ -59,7 +63,7 @@ for rows in uniform kml; do
     done
 done
 for ((r = 1; r <= repeats; r++)); do
-    for rows in uniform kml; do
+    for rows in uniform varied kml; do
         for case in tree net; do
             o=$("${pin[@]}" "$ours" "$models" "$work/$rows.txt" "$case" "${calls[$case]}" | awk '{print $1}')
             n=${calls[$case]}; [[ $case == net ]] && n=${calls[peer_net]}
@@ -87,7 +91,7 @@ rows = [line.split() for line in open(sys.argv[1])]
 instr = {l.split()[0]: l.split()[1:] for l in sys.argv[2].splitlines() if l.strip()}
 fmt = lambda v, d: f"{statistics.median(v):.{d}f} [{min(v):.{d}f}-{max(v):.{d}f}]"
 print(f"{'rows':<9}{'case':<6}{'iolearn ns':>22}{'KML C ns':>26}{'KML / iolearn':>20}  instructions, uniform rows (iolearn / KML)")
-for rs in ("uniform", "kml"):
+for rs in ("uniform", "varied", "kml"):
     for case in ("tree", "net"):
         r = [x for x in rows if x[0] == rs and x[1] == case]
         ours, peer = [float(x[2]) for x in r], [float(x[3]) for x in r]
@@ -95,5 +99,5 @@ for rs in ("uniform", "kml"):
         i = instr.get(case) if rs == "uniform" else None
         shown = f"{i[0]} / {i[1]}" if i and int(i[1]) > 0 else "-"
         print(f"{rs:<9}{case:<6}{fmt(ours, 2):>22}{fmt(peer, 1):>26}{fmt(ratio, 1) + 'x':>20}  {shown}")
-print(f"{len(rows) // 4} repeats, interleaved; both sides predicted the same classes on both row sets")
+print(f"{len(rows) // 6} repeats, interleaved; both sides predicted the same classes on every row set")
 EOF

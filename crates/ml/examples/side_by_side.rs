@@ -2,7 +2,7 @@
 //! the same rows as the peer's half (`benches/peers/kml_side_by_side.c`, KML's own C).
 //!
 //! ```text
-//! side_by_side KML_MODEL_DIR rows            # print the 64 rows (the micro benchmark's)
+//! side_by_side KML_MODEL_DIR rows [N]        # print N rows (default 64: the micro benchmark's)
 //! side_by_side KML_MODEL_DIR ROWS {tree|net} CALLS
 //! ```
 //!
@@ -12,6 +12,7 @@
 
 use iolearn_ml::{kml, ModelFile, ModelKind, Rng};
 use std::hint::black_box;
+use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -49,16 +50,29 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let dir = Path::new(args.get(1).map_or(".", String::as_str));
     if args.get(2).map(String::as_str) == Some("rows") {
-        // The micro benchmark's normalised rows (crates/ml/benches/inference.rs).
+        // Uniform normalised rows; the first 64 are the micro benchmark's
+        // (crates/ml/benches/inference.rs). More rows than a branch predictor can learn show
+        // a walk on varied input, as a tuner's windows are.
+        let n = match args.get(3).map(|n| n.parse::<usize>()) {
+            None => 64,
+            Some(Ok(n)) if (1..=65536).contains(&n) => n,
+            Some(_) => return fail(format!("rows N: {:?} is not a count from 1 to 65536", args[3])),
+        };
         let mut rng = Rng::new(1);
-        for _ in 0..64 {
+        let mut text = String::new();
+        for _ in 0..n {
             let r: [f32; 5] = core::array::from_fn(|_| rng.uniform(-1.5, 1.5));
-            println!("{}", r.map(|v| format!("{v:.9}")).join(" "));
+            text += &r.map(|v| format!("{v:.9}")).join(" ");
+            text.push('\n');
         }
-        return ExitCode::SUCCESS;
+        // A reader that stops early (`| head`) is no error; anything else is.
+        return match std::io::stdout().lock().write_all(text.as_bytes()) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => fail(format!("stdout: {e}")),
+            _ => ExitCode::SUCCESS,
+        };
     }
     let (Some(rows), Some(what), Some(calls)) = (args.get(2), args.get(3), args.get(4)) else {
-        return fail("usage: side_by_side KML_MODEL_DIR {rows | ROWS {tree|net} CALLS}".into());
+        return fail("usage: side_by_side KML_MODEL_DIR {rows [N] | ROWS {tree|net} CALLS}".into());
     };
     let Ok(calls) = calls.parse::<usize>() else {
         return fail(format!("CALLS: {calls:?} is not a count"));
