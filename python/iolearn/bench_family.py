@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -183,6 +184,44 @@ def bin_seconds(done: list[tuple[float, int]], seconds: float) -> list[float]:
     return per_s
 
 
+#: db_bench benchmarks whose thread 0 writes beside the readers; its own report leaves it out.
+WRITER_FIRST = frozenset({"readwhilewriting", "readwhilemerging"})
+
+DB_INTERVAL = re.compile(
+    r"\.\.\. thread (\d+): \((\d+),\d+\) ops and \([\d.]+,[\d.]+\) ops/second in \(([\d.]+),([\d.]+)\) seconds"
+)
+
+
+def db_series(stderr: str, seconds: float, *, skip_writer: bool = False) -> list[float]:
+    """Operations/s per second of a db_bench run from its ``--stats_interval_seconds`` reports
+    (``... thread T: (interval ops,total) ops and (...) ops/second in (interval s,total s)
+    seconds``), every reading thread summed (thread 0 left out where it is the writer, as
+    db_bench's own report does). A report's operations are spread evenly over its interval;
+    what runs past the last whole second counts in it, as ``bin_seconds`` does."""
+    last = max(int(seconds), 1) - 1
+    per_s = [0.0] * (last + 1)
+    found = False
+    for m in DB_INTERVAL.finditer(stderr):
+        thread, ops, span, end = int(m[1]), int(m[2]), float(m[3]), float(m[4])
+        if skip_writer and thread == 0:
+            continue
+        found = True
+        start = max(end - span, 0.0)
+        if end <= start:
+            per_s[min(int(end), last)] += ops
+            continue
+        rate = ops / (end - start)
+        t = start
+        while t < end:
+            i = min(int(t), last)
+            step = min(end, math.floor(t) + 1.0) - t
+            per_s[i] += rate * step
+            t += step
+    if not found:
+        raise ValueError("db_bench printed no interval reports (--stats_interval_seconds)")
+    return per_s
+
+
 def fio_throughput(out: Path) -> list[float]:
     """Each job's read bandwidth (bytes/s) from fio's JSON report."""
     text = out.read_text()
@@ -257,12 +296,14 @@ def execute(s: br.Settings, tb: br.Testbed, db: Path, files: Files, w: Workload,
             scratch: Path, series: list | None = None) -> list[float]:  # fmt: skip
     """``w`` as things are (no caches dropped, no helper started, a writing workload on ``db``
     itself): see [`run`]."""
-    if series is not None and w.kind == "db":
-        raise ValueError(f"{w.name}: no per-second throughput for a db_bench workload")
     try:
         if w.kind == "db":
             args = br.db_args(s, db, w.name, seconds) + [f"--seed={seed}"]
+            # Each thread reports its operations about once a second (checked every 1,000).
+            args += ["--stats_interval_seconds=1"] if series is not None else []
             p = br.sh(*tb.in_cgroup(args + ([] if w.writes else ["--readonly=1"])))
+            if series is not None:
+                series[:] = db_series(p.stderr, seconds, skip_writer=br.bench_name(w.name) in WRITER_FIRST)
             return [br.parse_ops(p.stdout, w.name)]
         if w.kind == "fio":
             out = scratch / "fio.json"

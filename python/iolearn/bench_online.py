@@ -330,9 +330,10 @@ def plot(rows: list[dict], rep: dict, path: Path):
             r = runs.get((m["workload"], c))
             if r:
                 label = f"oracle {m['oracle_kb']} KiB" if c == "oracle" else c
-                ax.plot([x / 1e6 for x in _load(r, "series")], color=style, linewidth=1, label=label)
+                scale = 1e6 if m["unit"] == "MB/s" else 1
+                ax.plot([x / scale for x in _load(r, "series")], color=style, linewidth=1, label=label)
         ax.set_title(m["workload"], fontsize=9)
-        ax.set_ylabel("MB/s")
+        ax.set_ylabel(m["unit"])
         ax.legend(fontsize=7, loc="lower right")
     if rep["phases"]:
         ax = axes[-1, 0]

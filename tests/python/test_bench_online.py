@@ -56,6 +56,33 @@ def test_files_finished_are_binned_by_the_second_they_finished_in():
     assert bench_family.bin_seconds([(0.5, 5), (2.5, 7), (3.04, 9)], 3) == [5, 0, 16]
 
 
+# db_bench's interval reports (RocksDB 7.8, `--stats_interval_seconds=1`), two threads.
+DB_STDERR = """\
+2026/11/24-19:42:07  ... thread 1: (2500,2500) ops and (2494.3,2494.3) ops/second in (1.002286,1.002286) seconds
+2026/11/24-19:42:07  ... thread 0: (90,90) ops and (89.4,89.4) ops/second in (1.006109,1.006109) seconds
+2026/11/24-19:42:08  ... thread 1: (1000,3500) ops and (2000.0,1750.0) ops/second in (0.500000,1.502286) seconds
+2026/11/24-19:42:09  ... thread 0: (90,180) ops and (89.6,89.5) ops/second in (1.003940,2.010049) seconds
+"""
+
+
+def test_db_bench_interval_reports_become_operations_per_second():
+    series = bench_family.db_series(DB_STDERR, 3)
+    assert len(series) == 3
+    # Thread 1's first 2,500 ops over 1.002 s: 2,494 in second 0, 6 in second 1; its next
+    # 1,000 over 0.5 s all in second 1; thread 0 (90 over 1.006 s, then 90 over 1.004 s) too.
+    assert series[0] == pytest.approx(2500 / 1.002286 + 90 / 1.006109, rel=1e-6)
+    assert sum(series) == pytest.approx(2500 + 1000 + 180, rel=1e-9)
+    assert series[2] == pytest.approx(90 * 0.010049 / 1.00394, rel=1e-6)
+    # Where thread 0 writes beside the readers, it is left out, as db_bench's own report does.
+    readers = bench_family.db_series(DB_STDERR, 3, skip_writer=True)
+    assert sum(readers) == pytest.approx(3500, rel=1e-9)
+    assert readers[2] == 0
+    # Work past the run's last whole second counts in it.
+    assert sum(bench_family.db_series(DB_STDERR, 1)) == pytest.approx(3680, rel=1e-9)
+    with pytest.raises(ValueError, match="no interval reports"):
+        bench_family.db_series("readrandom : 1 micros/op", 3)
+
+
 def test_the_learners_decisions_are_read_from_its_log(tmp_path):
     log = tmp_path / "tuner.log"
     lines = [
