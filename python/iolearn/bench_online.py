@@ -107,7 +107,7 @@ def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     phase_s = s.seconds if s.quick else PHASE_SECONDS
     phases = [next(w for w in bf.FAMILY if w.name == n) for n in PHASES]
     configs = ("vanilla", "oracle", "online")
-    total = len(members) * (len(s.sweep_kb) + len(configs) * s.repeats) + 2 * s.repeats
+    total = len(members) * (len(s.sweep_kb) + len(configs) * s.repeats) + (2 * s.repeats if s.phases else 0)
     bar = ra._bar(total, "online")
     rows: list[dict] = []
 
@@ -138,7 +138,7 @@ def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
                 record(w.name, c, i, i + 1, kb, ops, series, w.unit, trace)
         # The phase runs, the learner's and vanilla's in turn: each through the phases, each
         # member's series one after the other.
-        for config in ("phases", "phases-vanilla")[:: 1 if i % 2 == 0 else -1]:
+        for config in ("phases", "phases-vanilla")[:: 1 if i % 2 == 0 else -1] if s.phases else ():
             log = scratch / f"online-{config}-{i}.log"
             helper = learner(tb, log, scratch / "state", s.progress) if config == "phases" else None
             bg = br.prepare(tb, br.VANILLA_KB, helper)

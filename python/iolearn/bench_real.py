@@ -90,6 +90,9 @@ class Settings:
         # The family step's per-device tuner hands windows its model cannot judge to the online
         # learner (`iolearn tune readahead --fallback-online`).
         self.fallback_online = False
+        # The online step runs its phase runs (mapped reads, a scan, mapped reads again) after
+        # each repeat's members.
+        self.phases = True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -841,7 +844,14 @@ def main(argv=None) -> int:
         help="the family step's per-device tuner lets the online learner decide the windows its model "
         "cannot (iolearn tune readahead --fallback-online)",
     )
+    ap.add_argument(
+        "--no-phases",
+        action="store_true",
+        help="the online step runs its members only, not the phase runs (18 minutes of fio over 3 repeats)",
+    )
     a = ap.parse_args(argv)
+    if a.no_phases and "online" not in a.steps.split(","):
+        ap.error("--no-phases: applies to the online step; add online to --steps")
     if a.family is not None:
         from . import bench_family
 
@@ -891,6 +901,7 @@ def main(argv=None) -> int:
     s.family = tuple(a.family.split(",")) if a.family else None
     s.progress = a.progress
     s.fallback_online = a.fallback_online
+    s.phases = not a.no_phases
     if a.repeats:
         s.repeats = max(1, a.repeats)
     date = datetime.date.today().isoformat()

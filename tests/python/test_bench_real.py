@@ -296,6 +296,14 @@ def test_family_members_are_chosen_by_name_and_unknown_ones_refused(capsys):
         assert "--family" in err and "members: " in err, err
 
 
+def test_no_phases_is_refused_without_the_online_step(capsys, tmp_path):
+    with pytest.raises(SystemExit) as e:
+        bench_real.main(["--no-phases", "--steps", "family", "--workdir", str(tmp_path / "w")])
+    assert e.value.code == 2
+    assert "--no-phases: applies to the online step" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()
+
+
 def test_a_reused_report_is_dated_by_the_run_and_keeps_its_sweeps_date(capsys):
     earlier = {"date": "2026-11-22", "machine": "m", "oracle_kb": {"readseq": 1024}}
     once = bench_real.reused(earlier, "2026-11-23")
