@@ -610,7 +610,15 @@ fn the_online_learner_runs_on_the_kernel_and_restores() {
     assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original);
     let reader = sequential_reader(&b.data);
     let pid = reader.0.id().to_string();
-    let (_, logs) = tune_for(&b, "10", "0.3", &["--pid", &pid, "--controller", "online"]);
+    // Judged by the pages its reads return (thousands a window), so blocks of two windows
+    // tell values apart; by CPU time a block runs until it has counted 200 clock ticks, longer
+    // than this run leaves it.
+    let (_, logs) = tune_for(
+        &b,
+        "10",
+        "0.3",
+        &["--pid", &pid, "--controller", "online", "--progress", "auto"],
+    );
     // It explores: the neighbours of the kernel's value are tried (the guardrail measures
     // vanilla first, then lets it act).
     let changes: Vec<u64> = logs
