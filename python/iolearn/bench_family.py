@@ -41,6 +41,11 @@ from . import readahead as ra
 SWEEP_SEED = 1000
 #: Minimum gain of the oracle over vanilla for the "share of the oracle's gain" goal (issue 12).
 GAIN_FLOOR = 0.10
+#: LEAP as a prefetcher on the kernel (``iolearn tune readahead``; the marked form LEAP released
+#: cannot run from user space), KML's baseline beside the tuner with ``--leap``.
+LEAP = "leap-prefetch-unmarked"
+#: Configurations scored against vanilla, in the table's order.
+SCORED = ("nn", "nn_file", "oracle", "leap")
 #: Seconds per run, sweep and evaluation alike (the cold-cache share of a run depends on its
 #: length, so the oracle is chosen on runs as long as those it is judged on). Shorter than the
 #: other steps' 20 s to fit 209 runs in an hour; the tuner acts within its first 3-5 windows.
@@ -359,7 +364,7 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     scratch = out / "raw"
     workloads = chosen(s)
     seconds = s.seconds if s.quick else SECONDS
-    configs = ("vanilla", "nn", "nn_file", "oracle")
+    configs = ("vanilla", "nn", "nn_file", "oracle") + (("leap",) if s.leap else ())
     # Every member once, briefly, before the hour: a wrong option fails here, not at minute 50.
     for w in workloads:
         run(s, tb, db, files, w, kb=br.VANILLA_KB, seed=SWEEP_SEED, seconds=2, scratch=scratch)
@@ -382,9 +387,11 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
             # The order turns with each repeat, so no configuration always runs first or last.
             for c in configs[i % len(configs) :] + configs[: i % len(configs)]:
                 helper = None
+                log = scratch / f"tuner-family-{w.name}-{c}-{i}.log"
                 if c.startswith("nn"):
-                    log = scratch / f"tuner-family-{w.name}-{c}-{i}.log"
                     helper = br.nn_tuner(tb, out, c == "nn_file", log, tuner_options(s, per_file=c == "nn_file"))
+                elif c == "leap":
+                    helper = br.tuner_helper(tb, None, "device", log, scratch / "state", controller=LEAP)
                 kb = oracle[w.name] if c == "oracle" else br.VANILLA_KB
                 ops = run(s, tb, db, files, w, kb=kb, seed=i + 1, seconds=seconds, helper=helper, scratch=scratch)
                 record(w, c, i, i + 1, kb, ops)
@@ -406,7 +413,7 @@ def summarize(rows: list[dict]) -> list[dict]:
         vanilla = {r["repeat"]: ops(r) for r in mine if r["config"] == "vanilla"}
         entry = {"workload": name, "unit": mine[0]["unit"], "repeats": len(vanilla)}
         entry["vanilla"] = statistics.median(sum(v) for v in vanilla.values()) if vanilla else float("nan")
-        for c in ("nn", "nn_file", "oracle"):
+        for c in SCORED:
             # Each process against its own vanilla of the same repeat (a repeat whose vanilla
             # run did nothing is not scored).
             each = [
@@ -434,16 +441,20 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 
 def print_table(table: list[dict]):
+    leap = any("leap" in r for r in table)
     print(
-        f"{'family workload':<20}{'vanilla':>14}{'per device':>12}{'per file':>10}{'oracle':>8}{'KiB':>6}  (x vanilla)"
+        f"{'family workload':<20}{'vanilla':>14}{'per device':>12}{'per file':>10}{'oracle':>8}{'KiB':>6}"
+        + (f"{'LEAP':>7}" if leap else "")
+        + "  (x vanilla)"
     )
     for r in table:
         v = r["vanilla"] / (1e6 if r["unit"] == "MB/s" else 1)
         cells = "".join(
             f"{r[c]:>{n}.2f}" if c in r else f"{'-':>{n}}" for c, n in (("nn", 12), ("nn_file", 10), ("oracle", 8))
         )
-        print(f"{r['workload']:<20}{v:>10.0f} {r['unit']:<5}{cells}{r.get('oracle_kb') or '-':>6}")
-        members = [(c, r[c + "_members"]) for c in ("nn", "nn_file", "oracle") if c + "_members" in r]
+        tail = (f"{r['leap']:>7.2f}" if "leap" in r else f"{'-':>7}") if leap else ""
+        print(f"{r['workload']:<20}{v:>10.0f} {r['unit']:<5}{cells}{r.get('oracle_kb') or '-':>6}{tail}")
+        members = [(c, r[c + "_members"]) for c in SCORED if c + "_members" in r]
         if members:
             print("    each process: " + "; ".join(f"{c} " + " / ".join(f"{x:.2f}" for x in m) for c, m in members))
 

@@ -93,6 +93,9 @@ class Settings:
         # The online step runs its phase runs (mapped reads, a scan, mapped reads again) after
         # each repeat's members.
         self.phases = True
+        # The family step also runs LEAP, KML's baseline, as a prefetcher on the kernel
+        # (`iolearn tune readahead --controller leap-prefetch-unmarked`).
+        self.leap = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -845,6 +848,12 @@ def main(argv=None) -> int:
         "cannot (iolearn tune readahead --fallback-online)",
     )
     ap.add_argument(
+        "--leap",
+        action="store_true",
+        help="the family step also runs LEAP, KML's baseline, prefetching on the kernel "
+        "(iolearn tune readahead --controller leap-prefetch-unmarked)",
+    )
+    ap.add_argument(
         "--no-phases",
         action="store_true",
         help="the online step runs its members only, not the phase runs (18 minutes of fio over 3 repeats)",
@@ -864,6 +873,8 @@ def main(argv=None) -> int:
         ap.error(f"--steps: unknown {', '.join(sorted(unknown))} (steps: {', '.join(STEPS)})")
     if a.fallback_online and "family" not in a.steps.split(","):
         ap.error("--fallback-online: applies to the family step's tuner; add family to --steps")
+    if a.leap and "family" not in a.steps.split(","):
+        ap.error("--leap: applies to the family step; add family to --steps")
     if a.reuse and not (a.out and (a.out / "report.json").is_file()):
         ap.error("--reuse needs --out with the report.json of an earlier run")
     earlier = None
@@ -902,6 +913,7 @@ def main(argv=None) -> int:
     s.progress = a.progress
     s.fallback_online = a.fallback_online
     s.phases = not a.no_phases
+    s.leap = a.leap
     if a.repeats:
         s.repeats = max(1, a.repeats)
     date = datetime.date.today().isoformat()
@@ -965,7 +977,7 @@ def main(argv=None) -> int:
             from . import bench_family
 
             report["family"] = bench_family.summarize(bench_family.family(s, tb, db, out))
-            report["family_options"] = {"progress": s.progress, "fallback_online": s.fallback_online}
+            report["family_options"] = {"progress": s.progress, "fallback_online": s.fallback_online, "leap": s.leap}
         if "online" in steps:
             from . import bench_online
 

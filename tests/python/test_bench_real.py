@@ -332,3 +332,24 @@ def test_the_familys_tuners_get_the_measure_of_progress_and_the_fallback_per_dev
 
     argv, _ = bench_real.nn_tuner(Bed(), tmp_path, False, tmp_path / "t.log", ["--fallback-online"])
     assert argv[-1] == "--fallback-online" and str(tmp_path / "readahead_nn.iolm") in argv
+
+
+def test_leap_is_scored_beside_the_tuner_and_asked_for_with_the_family_step(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        bench_real.main(["--leap", "--steps", "online", "--workdir", str(tmp_path / "w")])
+    assert e.value.code == 2 and not (tmp_path / "w").exists()
+    assert "--leap: applies to the family step" in capsys.readouterr().err
+
+    def row(config, repeat, ops):
+        return {"workload": "rev", "config": config, "repeat": repeat, "seed": repeat + 1, "ra_kb": 128,
+                "ops": json.dumps(ops), "unit": "MB/s"}  # fmt: skip
+
+    rows = [row("vanilla", 0, [100.0]), row("leap", 0, [300.0]), row("vanilla", 1, [50.0]), row("leap", 1, [100.0])]
+    (t,) = bench_family.summarize(rows)
+    assert t["leap"] == pytest.approx(2.5) and t["leap_range"] == [2.0, 3.0]
+    bench_family.print_table([t])
+    out = capsys.readouterr().out
+    assert "LEAP" in out.splitlines()[0] and out.splitlines()[1].rstrip().endswith("2.50")
+    # Without LEAP the table keeps its columns.
+    bench_family.print_table(bench_family.summarize(rows[:1] + [row("nn", 0, [110.0])]))
+    assert "LEAP" not in capsys.readouterr().out

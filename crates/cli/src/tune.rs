@@ -35,8 +35,9 @@ pub struct ReadaheadArgs {
     /// Another controller instead of a model: `online` (learns the device's value from the
     /// watched processes' progress, no model; needs --pid or --cgroup), `static:KB`,
     /// `pids:PID=KB,...` (each process's open files at its own value through its own file
-    /// descriptions, other readers of the same files left alone; the processes are watched)
-    /// or `vanilla` (the names `iolearn readahead` and the Python API use; a model file's path
+    /// descriptions, other readers of the same files left alone; the processes are watched),
+    /// `leap-prefetch-unmarked` (LEAP, KML's baseline: Linux's readahead off and LEAP's
+    /// windows read with WILLNEED; needs --pid or --cgroup) or `vanilla` (the names `iolearn readahead` and the Python API use; a model file's path
     /// works too).
     #[arg(long, value_parser = controller_spec)]
     controller: Option<ControllerSpec>,
@@ -195,6 +196,13 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
     let stop = install_signal_handlers();
     let s = run(&cfg, stop).map_err(anyhow::Error::msg).context("tune readahead")?;
     let m = &s.metrics;
+    if let Some(p) = &s.prefetch {
+        println!(
+            "LEAP: {} misses, {} hits, {} WILLNEED calls for {} pages, {} misses unreachable, {} lost events; read_ahead_kb back to {}",
+            p.misses, p.hits, p.calls, p.pages, p.unreachable, p.lost_events, s.restored_kb
+        );
+        return Ok(());
+    }
     println!(
         "{} windows, {} changes ({} held back), {} fallbacks, {} lost events; decisions {:.1} us mean, {:.1} us max; read_ahead_kb back to {}",
         m.windows,

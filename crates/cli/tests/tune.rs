@@ -893,3 +893,86 @@ fn a_file_opened_between_windows_is_journalled_before_the_next_window() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original);
 }
+
+/// A process reading `file` back to front in 4 KiB `pread`s, dropping it from the cache at
+/// every pass, until killed: Linux's readahead never reads backwards; LEAP does.
+fn reverse_reader(file: &Path) -> Proc {
+    let script = "import os, sys\n\
+                  fd = os.open(sys.argv[1], os.O_RDONLY)\n\
+                  n = os.fstat(fd).st_size // 4096\n\
+                  while True:\n\
+                  \x20   os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)\n\
+                  \x20   for i in range(n - 1, -1, -1):\n\
+                  \x20       os.pread(fd, 4096, i * 4096)\n";
+    Proc(Command::new("python3").args(["-c", script]).arg(file).spawn().unwrap())
+}
+
+/// `LEAP: M misses, H hits, ...` from the tuner's summary line: (misses, hits).
+fn leap_counts(out: &str) -> (u64, u64) {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("LEAP: "))
+        .unwrap_or_else(|| panic!("{out}"));
+    let n: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    (n[0], n[1])
+}
+
+#[test]
+fn leap_prefetches_a_reverse_scan_on_the_kernel_and_restores() {
+    // KML's LEAP baseline on a stock kernel (issue 12, must-show 4): readahead off, LEAP's
+    // windows read through WILLNEED. A reverse scan is LEAP's case: its trend is -1 and its
+    // prefetched pages are used, so the window grows and most pages are hits.
+    if skip("leap_prefetches_a_reverse_scan_on_the_kernel_and_restores") {
+        return;
+    }
+    let b = bed("leap");
+    refused(
+        &b,
+        &["--controller", "leap-prefetch", "--pid", "1"],
+        "nothing in user space",
+    );
+    refused(&b, &["--controller", "leap-prefetch-unmarked"], "--pid or --cgroup");
+    refused(
+        &b,
+        &["--controller", "leap-prefetch-unmarked", "--pid", "1", "--per-file"],
+        "drop --per-file",
+    );
+    let reader = reverse_reader(&b.data);
+    let pid = reader.0.id().to_string();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--pid", &pid, "--controller", "leap-prefetch-unmarked"];
+        args.extend_from_slice(extra);
+        let (out, logs) = tune_for(&b, "6", "1", &args);
+        assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original, "restored");
+        (leap_counts(&out), logs)
+    };
+    // Linux's readahead is off while LEAP runs (sampled from beside it).
+    let sysfs = b.sysfs.clone();
+    let seen = std::thread::spawn(move || {
+        let mut values = std::collections::BTreeSet::new();
+        for _ in 0..40 {
+            values.insert(read_device_kb(&sysfs).unwrap());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        values
+    });
+    let ((misses, hits), logs) = run(&[]);
+    assert!(seen.join().unwrap().contains(&0), "read_ahead_kb 0 while LEAP ran");
+    assert!(logs.iter().any(|v| v["event"] == "restored"), "{logs:?}");
+    assert!(misses > 0, "the reader missed with readahead off");
+    assert!(
+        hits > 8 * misses,
+        "LEAP's backward windows were used: {hits} hits, {misses} misses"
+    );
+    // A dry run decides and changes nothing: the device keeps its value (nothing to restore).
+    let (_, logs) = run(&["--dry-run"]);
+    assert!(!logs.iter().any(|v| v["event"] == "restored"), "{logs:?}");
+    let calls = logs
+        .iter()
+        .find(|v| v["event"] == "stop")
+        .and_then(|v| v["willneed_calls"].as_u64());
+    assert!(calls.unwrap_or(0) > 0, "it decided: {logs:?}");
+}

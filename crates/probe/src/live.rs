@@ -6,7 +6,7 @@ use crate::{
     LATENCY_BUCKETS, N_COUNTERS,
 };
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapHandle, OpenObject, RingBuffer, RingBufferBuilder};
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
@@ -30,6 +30,18 @@ pub struct Probe {
     pid_words: u32,
     /// Whether the page-cache programs are attached.
     observing: bool,
+    /// The ring buffer's reader, set up at the first drain and kept: building one maps the
+    /// ring and makes an epoll set, too slow to do per drain for a prefetcher that drains
+    /// every few hundred microseconds.
+    ring: Option<EventRing>,
+}
+
+/// A reader of the `events` ring buffer and what its callback collected.
+struct EventRing {
+    /// Declared first, dropped first: it polls `_map`'s descriptor.
+    ring: RingBuffer<'static>,
+    _map: MapHandle,
+    got: std::sync::Arc<std::sync::Mutex<Vec<RawEvent>>>,
 }
 
 // The skeleton's raw pointers are only used through `&mut self`.
@@ -89,6 +101,7 @@ impl Probe {
             stats_fd: None,
             pid_words,
             observing: true,
+            ring: None,
         };
         for &pid in &cfg.pids {
             p.watch_pid(pid)?;
@@ -261,21 +274,29 @@ impl Probe {
     /// Take the raw events waiting in the ring buffer (only with `raw_events`), waiting up to
     /// `timeout` for the first.
     pub fn drain_events(&mut self, timeout: Duration) -> Result<Vec<RawEvent>, ProbeError> {
-        let mut out = Vec::new();
-        {
+        if self.ring.is_none() {
+            let map = MapHandle::try_from(&self.skel.maps.events).map_err(|e| ProbeError::Map(e.to_string()))?;
+            let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let sink = got.clone();
             let mut b = RingBufferBuilder::new();
-            b.add(&self.skel.maps.events, |data: &[u8]| {
-                if let Some(e) = RawEvent::decode(data) {
-                    out.push(e);
+            b.add(&map, move |data: &[u8]| {
+                if let (Some(e), Ok(mut v)) = (RawEvent::decode(data), sink.lock()) {
+                    v.push(e);
                 }
                 0
             })
             .map_err(|e| ProbeError::Map(e.to_string()))?;
-            let rb = b.build().map_err(|e| ProbeError::Map(e.to_string()))?;
-            rb.poll(timeout).map_err(|e| ProbeError::Map(e.to_string()))?;
-            rb.consume().map_err(|e| ProbeError::Map(e.to_string()))?;
+            let ring = b.build().map_err(|e| ProbeError::Map(e.to_string()))?;
+            self.ring = Some(EventRing { ring, _map: map, got });
         }
-        Ok(out)
+        let r = self.ring.as_ref().expect("set above");
+        r.ring.poll(timeout).map_err(|e| ProbeError::Map(e.to_string()))?;
+        r.ring.consume().map_err(|e| ProbeError::Map(e.to_string()))?;
+        let mut got = r
+            .got
+            .lock()
+            .map_err(|_| ProbeError::Map("the event list was poisoned".into()))?;
+        Ok(std::mem::take(&mut *got))
     }
 }
 
@@ -351,6 +372,7 @@ impl Probe {
 
 impl Drop for Probe {
     fn drop(&mut self) {
+        self.ring = None;
         // SAFETY: the skeleton is dropped exactly once, before the storage it borrows.
         unsafe {
             ManuallyDrop::drop(&mut self.skel);

@@ -661,7 +661,7 @@ impl Sim {
                             let mark = l.marks_pages();
                             if !mark {
                                 for &p in pages.iter().filter(|&&p| p != index) {
-                                    l.prefetched(p);
+                                    let _ = l.prefetched(p);
                                 }
                             }
                             self.read_pages(file, &pages, index, mark, clock);

@@ -29,7 +29,8 @@ pub mod calibrate;
 pub mod device;
 pub mod disk;
 pub mod engine;
-pub mod leap;
+/// LEAP's prefetcher, shared with the tuner on the kernel.
+pub use iolearn_leap as leap;
 pub mod readahead;
 pub mod replay;
 pub mod replicas;

@@ -12,6 +12,7 @@
 pub mod journal;
 pub mod linux;
 pub mod outcome;
+pub mod prefetch;
 pub mod report;
 pub mod sampling;
 pub mod testbed;
@@ -129,6 +130,8 @@ pub struct Summary {
     pub changes: Vec<(u64, String, u64)>,
     /// The guardrail's verdicts, one line each.
     pub guard: Vec<String>,
+    /// What LEAP did (controller `leap-prefetch-unmarked`).
+    pub prefetch: Option<prefetch::PrefetchStats>,
 }
 
 static STOP: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
@@ -283,6 +286,41 @@ impl Drop for Restorer {
     }
 }
 
+/// Take `cfg.device` for tuning: its lock held (a dry run changes nothing, so it neither takes
+/// the device nor undoes a crashed tuner), whatever a dead tuner left restored, its knobs, and
+/// the journal that puts the original settings back when the [`Restorer`] drops.
+fn take_device(cfg: &TuneConfig) -> Result<(LinuxKnobs, Restorer), String> {
+    let mut lock = if cfg.dry_run {
+        None
+    } else {
+        Some(lock_device(&cfg.device)?)
+    };
+    if let Some(lock) = &mut lock {
+        if let Some(j) = restore_left_over(&cfg.state_dir, &cfg.device, lock)? {
+            warn!(
+                event = %"restored_after_crash",
+                device = %j.device,
+                read_ahead_kb = j.original_kb,
+                tuner_pid = j.tuner_pid
+            );
+        }
+    }
+    let knobs = LinuxKnobs::new(&cfg.device, cfg.dry_run)?;
+    let journal = match &mut lock {
+        None => None,
+        Some(lock) => {
+            // The lock names the journal before the journal exists: a crash in between leaves
+            // a note naming nothing, never a journal nobody finds.
+            let path = Journal::path_for(&cfg.state_dir, &cfg.device);
+            let at = std::path::absolute(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            lock.set_note(&format!("{}\n", at.display()))
+                .map_err(|e| e.to_string())?;
+            Some(Journal::begin(&cfg.state_dir, &cfg.device)?)
+        }
+    };
+    Ok((knobs, Restorer { journal, _lock: lock }))
+}
+
 /// Tune until `stop` is set or the duration passes.
 pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     cfg.log.install();
@@ -323,13 +361,14 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
                 cfg.controller
             ))
         }
-        // The probes keep per-window sums, not the access history LEAP votes on: every window
-        // would look trendless and LEAP would shrink readahead whatever the workload.
-        ControllerSpec::LeapPrefetch | ControllerSpec::LeapPrefetchUnmarked => {
+        ControllerSpec::LeapPrefetch => {
             return Err(
-                "controller leap-prefetch: a page-cache prefetcher, which runs in the simulator only (so far)".into(),
+                "controller leap-prefetch: LEAP as released marks the pages it prefetches to count its hits, \
+                 which nothing in user space can do; use leap-prefetch-unmarked (LEAP keeps its pages itself)"
+                    .into(),
             )
         }
+        ControllerSpec::LeapPrefetchUnmarked => return prefetch::run_leap(cfg, stop),
         ControllerSpec::Leap => {
             return Err(
                 "controller leap: needs the access history, which the kernel probes do not keep yet; \
@@ -398,23 +437,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             cfg.device
         ));
     }
-    // A dry run changes nothing, so it neither takes the device nor undoes a crashed tuner.
-    let mut lock = if cfg.dry_run {
-        None
-    } else {
-        Some(lock_device(&cfg.device)?)
-    };
-    if let Some(lock) = &mut lock {
-        if let Some(j) = restore_left_over(&cfg.state_dir, &cfg.device, lock)? {
-            warn!(
-                event = %"restored_after_crash",
-                device = %j.device,
-                read_ahead_kb = j.original_kb,
-                tuner_pid = j.tuner_pid
-            );
-        }
-    }
-    let mut knobs = LinuxKnobs::new(&cfg.device, cfg.dry_run)?;
+    let (mut knobs, mut restorer) = take_device(cfg)?;
     let mut pids = cfg.pids.clone();
     if let Some(cg) = &cfg.cgroup {
         pids.extend(cgroup_pids(cg)?);
@@ -432,19 +455,6 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     // Kernel CPU of the probes, for the overhead report (best effort).
     let _ = probe.enable_stats();
     let original_kb = knobs.device_read_ahead_kb();
-    let journal = match &mut lock {
-        None => None,
-        Some(lock) => {
-            // The lock names the journal before the journal exists: a crash in between leaves
-            // a note naming nothing, never a journal nobody finds.
-            let path = Journal::path_for(&cfg.state_dir, &cfg.device);
-            let at = std::path::absolute(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            lock.set_note(&format!("{}\n", at.display()))
-                .map_err(|e| e.to_string())?;
-            Some(Journal::begin(&cfg.state_dir, &cfg.device)?)
-        }
-    };
-    let mut restorer = Restorer { journal, _lock: lock };
     let page = Arc::new(Mutex::new(String::new()));
     if let Some(addr) = &cfg.metrics {
         let bound = serve_metrics(addr, page.clone()).map_err(|e| format!("metrics on {addr}: {e}"))?;

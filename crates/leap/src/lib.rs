@@ -70,14 +70,18 @@ impl LeapState {
         self.pending.is_none()
     }
 
-    /// Unmarked variant: `index` was prefetched; a later use of it is a hit.
-    pub fn prefetched(&mut self, index: u64) {
+    /// Unmarked variant: `index` was prefetched; a later use of it is a hit. Returns whether
+    /// it was not already waiting for its use (a page to read, not one read already).
+    pub fn prefetched(&mut self, index: u64) -> bool {
         let cap = (4 * self.max_pages) as usize;
-        if let Some(p) = &mut self.pending {
-            if p.len() >= cap {
-                p.clear(); // old prefetches nobody used: forget them, bounded memory
+        match &mut self.pending {
+            Some(p) => {
+                if p.len() >= cap {
+                    p.clear(); // old prefetches nobody used: forget them, bounded memory
+                }
+                p.insert(index)
             }
-            p.insert(index);
+            None => true,
         }
     }
 

@@ -1,0 +1,78 @@
+#!/bin/bash
+# LEAP on the kernel (iolearn tune readahead --controller leap-prefetch-unmarked) against the
+# vanilla kernel (read_ahead_kb 128) on one reader of a 256 MiB file of random bytes: 4 KiB
+# preads front to back (seq), back to front (rev) or at random offsets (rand), the file
+# dropped from the cache at every pass, for SECONDS each run. Ext4 on a loop device (direct
+# I/O) backed by a file in a fresh directory under /var/tmp; the two configurations
+# interleaved REPEATS times per pattern; prints each run's pages/s and the median ratio with
+# its spread. Root; removes its loop device, mount and image on exit and on signals.
+#
+#   scripts/leap-kernel.sh [REPEATS] [SECONDS] [PATTERN ...]
+#   e.g. scripts/leap-kernel.sh 5 5 seq rev rand
+set -euo pipefail
+REPEATS=${1:-3}
+SECONDS_EACH=${2:-5}
+shift 2 || shift $# || true
+[ $# -gt 0 ] || set -- seq rev rand
+[ "$(id -u)" = 0 ] || { echo "$0: needs root (loop device, eBPF)" >&2; exit 1; }
+[[ $REPEATS =~ ^[1-9][0-9]?$ ]] || { echo "$0: REPEATS must be 1 to 99, got '$REPEATS'" >&2; exit 1; }
+[[ $SECONDS_EACH =~ ^[1-9][0-9]?$ ]] || { echo "$0: SECONDS must be 1 to 99, got '$SECONDS_EACH'" >&2; exit 1; }
+for p in "$@"; do
+  [[ $p =~ ^(seq|rev|rand)$ ]] || { echo "$0: a pattern is seq, rev or rand, got '$p'" >&2; exit 1; }
+done
+IOLEARN=${IOLEARN:-$(dirname "$0")/../target/release/iolearn}
+[ -x "$IOLEARN" ] || { echo "$0: $IOLEARN not built (cargo build --release --bin iolearn)" >&2; exit 1; }
+WORK=$(mktemp -d /var/tmp/leap-kernel.XXXXXX)
+DEV=
+cleanup() {
+  set +e
+  mountpoint -q "$WORK/mnt" && umount "$WORK/mnt"
+  [ -n "$DEV" ] && losetup -d "$DEV"
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+truncate -s 400M "$WORK/img"
+DEV=$(losetup --direct-io=on --find --show "$WORK/img")
+NAME=$(basename "$DEV")
+mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$DEV"
+mkdir "$WORK/mnt" && mount "$DEV" "$WORK/mnt"
+head -c 256M /dev/urandom > "$WORK/mnt/data" && sync
+echo 128 > "/sys/block/$NAME/queue/read_ahead_kb"
+cat > "$WORK/reader.py" <<'PY'
+import os, random, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY)
+n = os.fstat(fd).st_size // 4096
+seconds, pattern = float(sys.argv[2]), sys.argv[3]
+rng = random.Random(1)
+t0, pages = time.monotonic(), 0
+while time.monotonic() - t0 < seconds:
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    order = {"seq": lambda: range(n), "rev": lambda: range(n - 1, -1, -1),
+             "rand": lambda: (rng.randrange(n) for _ in range(n))}[pattern]()
+    for i in order:
+        os.pread(fd, 4096, i * 4096)
+        pages += 1
+        if pages % 1024 == 0 and time.monotonic() - t0 >= seconds:
+            break
+print(round(pages / (time.monotonic() - t0)))
+PY
+run() { # pattern config -> pages/s
+  python3 "$WORK/reader.py" "$WORK/mnt/data" "$SECONDS_EACH" "$1" > "$WORK/out" &
+  local pid=$!
+  if [ "$2" = leap ]; then
+    "$IOLEARN" tune readahead --device "$NAME" --pid "$pid" --controller leap-prefetch-unmarked \
+      --state-dir "$WORK/state" --duration "$SECONDS_EACH" > "$WORK/leap.out" 2> "$WORK/leap.log"
+  fi
+  wait "$pid"
+  cat "$WORK/out"
+}
+for p in "$@"; do
+  ratios=()
+  for ((i = 0; i < REPEATS; i++)); do
+    if ((i % 2)); then l=$(run "$p" leap); v=$(run "$p" vanilla); else v=$(run "$p" vanilla); l=$(run "$p" leap); fi
+    ratios+=("$(python3 -c "print(f'{$l / $v:.3f}')")")
+    echo "$p repeat $i: vanilla $v pages/s, LEAP $l pages/s; $(cat "$WORK/leap.out")"
+  done
+  python3 -c "import statistics, sys; r = sorted(map(float, sys.argv[2:])); print(f'{sys.argv[1]}: LEAP / vanilla median {statistics.median(r):.2f} [{r[0]:.2f}-{r[-1]:.2f}] over {len(r)} repeats')" "$p" "${ratios[@]}"
+done
