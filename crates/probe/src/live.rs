@@ -290,7 +290,12 @@ impl Probe {
             self.ring = Some(EventRing { ring, _map: map, got });
         }
         let r = self.ring.as_ref().expect("set above");
-        r.ring.poll(timeout).map_err(|e| ProbeError::Map(e.to_string()))?;
+        match r.ring.poll(timeout) {
+            // A signal (the one that stops the caller, typically) ended the wait: what has
+            // arrived is still taken.
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
+            r => r.map_err(|e| ProbeError::Map(e.to_string()))?,
+        }
         r.ring.consume().map_err(|e| ProbeError::Map(e.to_string()))?;
         let mut got = r
             .got
