@@ -32,8 +32,8 @@ use iolearn_leap::LeapState;
 use iolearn_policy::controller::ReadaheadKnobs;
 use iolearn_probe::{EventKind, OpenFileMode, Probe, ProbeConfig, RawEvent};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
@@ -93,26 +93,40 @@ impl Stream {
         }
     }
 
-    /// An access to `first..=last` (clipped to `file_pages` when known); returns the hits:
-    /// prefetched pages reached, except `missed`, which the process read itself (the
-    /// prefetch came too late).
-    fn access(&mut self, first: u64, last: u64, file_pages: Option<u64>, missed: Option<u64>) -> u64 {
+    /// An access to `first..=last` (clipped to `file_pages` when known); returns the hits.
+    ///
+    /// A new read's pages go into LEAP's history when it begins. Its hits are counted as it
+    /// goes: the kernel reports each batch of a read with the range left (the same last page,
+    /// the first moved on), so a batch's pages are known to be read when the next batch or
+    /// the next read is reported; then each one LEAP prefetched is a hit. (Counted when the
+    /// read began, the pages it reaches later would not have been fetched yet: LEAP's window
+    /// would never grow on a long read.)
+    fn access(&mut self, first: u64, last: u64, file_pages: Option<u64>) -> u64 {
+        let clip = |l: u64| file_pages.map_or(l, |n| l.min(n.saturating_sub(1)));
         let going_on = self.last_access.is_some_and(|(f, l)| l == last && first > f);
-        self.last_access = Some((first, last));
-        if going_on {
-            return 0; // its pages were logged when the read began
-        }
-        let end = file_pages.map_or(last, |n| last.min(n.saturating_sub(1)));
-        let end = end.min(first.saturating_add(MAX_LOGGED - 1));
         let mut hits = 0;
-        for p in first..=end {
-            self.leap.log(p);
-            if self.leap.take(p) && Some(p) != missed {
-                self.leap.hit();
-                hits += 1;
+        if let Some((f, l)) = self.last_access {
+            let read = if going_on { first - 1 } else { clip(l) };
+            for p in f..=read.min(f.saturating_add(MAX_LOGGED - 1)) {
+                if self.leap.take(p) {
+                    self.leap.hit();
+                    hits += 1;
+                }
+            }
+        }
+        self.last_access = Some((first, last));
+        if !going_on {
+            for p in first..=clip(last).min(first.saturating_add(MAX_LOGGED - 1)) {
+                self.leap.log(p);
             }
         }
         hits
+    }
+
+    /// A miss at `index`: a page LEAP prefetched too late is no hit.
+    fn missed(&mut self, index: u64) -> u64 {
+        self.leap.take(index);
+        index
     }
 
     /// An insertion of `index`: a miss now if the last access asked for it (a fault reports
@@ -121,7 +135,12 @@ impl Stream {
     fn inserted(&mut self, index: u64, unclaimed: &mut u64) -> Option<u64> {
         *unclaimed += u64::from(self.inserted.replace(index).is_some());
         let (f, l) = self.last_access?;
-        (f <= index && index <= l).then(|| self.inserted.take()).flatten()
+        if f <= index && index <= l {
+            self.inserted = None;
+            Some(self.missed(index))
+        } else {
+            None
+        }
     }
 
     /// An access to `first..=last`, and the miss it claims: the insertion reported before it
@@ -137,8 +156,8 @@ impl Stream {
         let waiting = self.inserted.take();
         let missed = waiting.filter(|&i| first <= i && i <= last);
         *unclaimed += u64::from(waiting.is_some() && missed.is_none());
-        *hits += self.access(first, last, file_pages, missed);
-        missed
+        *hits += self.access(first, last, file_pages);
+        missed.map(|i| self.missed(i))
     }
 
     /// LEAP's pages for a miss at `index` that are not waiting for their use already, as
@@ -618,46 +637,46 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_read_going_on_is_logged_once_and_its_hits_counted() {
+    fn a_read_going_on_is_logged_once_and_its_hits_counted_as_it_goes() {
         let mut s = Stream::new();
         // A prefetch of pages 10..=13 after a miss at 9.
         for p in 10..=13 {
             assert!(s.leap.prefetched(p));
         }
         assert!(!s.leap.prefetched(12), "already waiting");
-        // A 6-page read from 8, reported again for its second batch.
-        assert_eq!(s.access(8, 13, Some(100), None), 4);
-        assert_eq!(s.access(9, 13, Some(100), None), 0, "the same read going on");
+        // A 6-page read from 8, reported again for its batches from 11 and 13: the pages
+        // before each batch were read.
+        assert_eq!(s.access(8, 13, Some(100)), 0, "nothing read yet");
+        assert_eq!(s.access(11, 13, Some(100)), 1, "10");
+        assert_eq!(s.access(13, 13, Some(100)), 2, "11, 12");
+        assert_eq!(s.access(50, 50, Some(100)), 1, "13, once the next read begins");
+        // A read past the end of the file is clipped to it.
+        assert!(s.leap.prefetched(99));
+        s.access(98, 120, Some(100));
+        assert_eq!(s.access(0, 0, Some(100)), 1);
         // A page the read asked for, inserted before the access that claims it, is a miss; a
         // page inserted outside it (a write) is not; a fault's insertion after its access is.
+        // A prefetched page the process missed anyway is no hit.
         let (mut hits, mut unclaimed) = (0, 0);
+        assert!(s.leap.prefetched(20) && s.leap.prefetched(21));
         assert_eq!(s.inserted(20, &mut unclaimed), None, "not asked for yet");
         assert_eq!(s.accessed(20, 21, None, &mut hits, &mut unclaimed), Some(20));
         assert_eq!(s.inserted(40, &mut unclaimed), None);
         assert_eq!(s.accessed(30, 30, None, &mut hits, &mut unclaimed), None);
         assert_eq!(unclaimed, 1, "the write at 40");
+        assert_eq!(hits, 1, "21, not 20");
         assert_eq!(
             s.inserted(30, &mut unclaimed),
             Some(30),
             "a fault's insertion after its access"
         );
-        assert_eq!((hits, unclaimed), (0, 1));
-        // A read past the end of the file is clipped to it.
-        assert!(s.leap.prefetched(99));
-        assert_eq!(s.access(98, 120, Some(100), None), 1);
-        // A prefetched page the process missed anyway is no hit.
-        assert!(s.leap.prefetched(50) && s.leap.prefetched(51));
-        let (mut hits, mut unclaimed) = (0, 0);
-        assert_eq!(s.inserted(50, &mut unclaimed), None);
-        assert_eq!(s.accessed(50, 51, None, &mut hits, &mut unclaimed), Some(50));
-        assert_eq!(hits, 1, "51 only");
     }
 
     #[test]
     fn a_miss_fetches_along_the_trend_what_is_not_fetched_already() {
         let mut s = Stream::new();
         for p in (0..40u64).rev() {
-            s.access(1000 + p, 1000 + p, Some(5000), None); // a reverse scan, a page at a time
+            s.access(1000 + p, 1000 + p, Some(5000)); // a reverse scan, a page at a time
         }
         let first = s.pages_to_fetch(1000, 5000);
         assert_eq!(
@@ -666,8 +685,8 @@ mod tests {
             "a window of 4 behind the miss, the missing page read already"
         );
         // Hits grow the window; pages already asked for are not asked again.
-        for p in (996..1000).rev() {
-            s.access(p, p, Some(5000), None);
+        for p in (995..1000).rev() {
+            s.access(p, p, Some(5000));
         }
         let next = s.pages_to_fetch(995, 5000);
         assert_eq!(
