@@ -43,7 +43,9 @@ cat > "$WORK/reader.py" <<'PY'
 import os, random, sys, time
 fd = os.open(sys.argv[1], os.O_RDONLY)
 n = os.fstat(fd).st_size // 4096
-seconds, pattern = float(sys.argv[2]), sys.argv[3]
+seconds, pattern, go = float(sys.argv[2]), sys.argv[3], sys.argv[4]
+while not os.path.exists(go):  # the prefetcher, if any, is watching
+    time.sleep(0.01)
 rng = random.Random(1)
 t0, pages = time.monotonic(), 0
 while time.monotonic() - t0 < seconds:
@@ -58,13 +60,19 @@ while time.monotonic() - t0 < seconds:
 print(round(pages / (time.monotonic() - t0)))
 PY
 run() { # pattern config -> pages/s
-  python3 "$WORK/reader.py" "$WORK/mnt/data" "$SECONDS_EACH" "$1" > "$WORK/out" &
-  local pid=$!
+  rm -f "$WORK/go"
+  python3 "$WORK/reader.py" "$WORK/mnt/data" "$SECONDS_EACH" "$1" "$WORK/go" > "$WORK/out" &
+  local pid=$! tuner=
   if [ "$2" = leap ]; then
     "$IOLEARN" tune readahead --device "$NAME" --pid "$pid" --controller leap-prefetch-unmarked \
-      --state-dir "$WORK/state" --duration "$SECONDS_EACH" > "$WORK/leap.out" 2> "$WORK/leap.log"
+      --state-dir "$WORK/state" > "$WORK/leap.out" 2> "$WORK/leap.log" &
+    tuner=$!
+    # The reader starts once LEAP watches it (readahead off, in its memory cgroup).
+    for _ in $(seq 500); do grep -q charged_to "$WORK/leap.log" && break; sleep 0.02; done
   fi
+  touch "$WORK/go"
   wait "$pid"
+  if [ -n "$tuner" ]; then kill -TERM "$tuner"; wait "$tuner" || true; fi
   cat "$WORK/out"
 }
 for p in "$@"; do

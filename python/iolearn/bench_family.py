@@ -45,7 +45,7 @@ GAIN_FLOOR = 0.10
 #: cannot run from user space), KML's baseline beside the tuner with ``--leap``.
 LEAP = "leap-prefetch-unmarked"
 #: Configurations scored against vanilla, in the table's order.
-SCORED = ("nn", "nn_file", "oracle", "leap")
+SCORED = ("nn", "nn_file", "oracle", "leap", "kml")
 #: Seconds per run, sweep and evaluation alike (the cold-cache share of a run depends on its
 #: length, so the oracle is chosen on runs as long as those it is judged on). Shorter than the
 #: other steps' 20 s to fit 209 runs in an hour; the tuner acts within its first 3-5 windows.
@@ -364,7 +364,7 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     scratch = out / "raw"
     workloads = chosen(s)
     seconds = s.seconds if s.quick else SECONDS
-    configs = ("vanilla", "nn", "nn_file", "oracle") + (("leap",) if s.leap else ())
+    configs = ("vanilla", "nn", "nn_file", "oracle") + (("leap",) if s.leap else ()) + (("kml",) if s.kml else ())
     # Every member once, briefly, before the hour: a wrong option fails here, not at minute 50.
     for w in workloads:
         run(s, tb, db, files, w, kb=br.VANILLA_KB, seed=SWEEP_SEED, seconds=2, scratch=scratch)
@@ -392,6 +392,10 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
                     helper = br.nn_tuner(tb, out, c == "nn_file", log, tuner_options(s, per_file=c == "nn_file"))
                 elif c == "leap":
                     helper = br.tuner_helper(tb, None, "device", log, scratch / "state", controller=LEAP)
+                elif c == "kml":
+                    # KML's recipe as KML ran it: per device, no guardrail.
+                    model = out / "readahead_kml.iolm"
+                    helper = br.tuner_helper(tb, model, "device", log, scratch / "state", extra=["--no-guard"])
                 kb = oracle[w.name] if c == "oracle" else br.VANILLA_KB
                 ops = run(s, tb, db, files, w, kb=kb, seed=i + 1, seconds=seconds, helper=helper, scratch=scratch)
                 record(w, c, i, i + 1, kb, ops)
@@ -441,10 +445,11 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 
 def print_table(table: list[dict]):
-    leap = any("leap" in r for r in table)
+    # The baselines' columns only when they ran.
+    extra = [(c, title) for c, title in (("leap", "LEAP"), ("kml", "KML")) if any(c in r for r in table)]
     print(
         f"{'family workload':<20}{'vanilla':>14}{'per device':>12}{'per file':>10}{'oracle':>8}{'KiB':>6}"
-        + (f"{'LEAP':>7}" if leap else "")
+        + "".join(f"{title:>7}" for _, title in extra)
         + "  (x vanilla)"
     )
     for r in table:
@@ -452,7 +457,7 @@ def print_table(table: list[dict]):
         cells = "".join(
             f"{r[c]:>{n}.2f}" if c in r else f"{'-':>{n}}" for c, n in (("nn", 12), ("nn_file", 10), ("oracle", 8))
         )
-        tail = (f"{r['leap']:>7.2f}" if "leap" in r else f"{'-':>7}") if leap else ""
+        tail = "".join(f"{r[c]:>7.2f}" if c in r else f"{'-':>7}" for c, _ in extra)
         print(f"{r['workload']:<20}{v:>10.0f} {r['unit']:<5}{cells}{r.get('oracle_kb') or '-':>6}{tail}")
         members = [(c, r[c + "_members"]) for c in SCORED if c + "_members" in r]
         if members:

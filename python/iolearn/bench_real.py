@@ -96,6 +96,9 @@ class Settings:
         # The family step also runs LEAP, KML's baseline, as a prefetcher on the kernel
         # (`iolearn tune readahead --controller leap-prefetch-unmarked`).
         self.leap = False
+        # The family step also runs KML's own recipe (``readahead_kml.iolm`` in --out, as the
+        # train step makes it), per device and without iolearn's guardrail, as KML ran.
+        self.kml = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -854,6 +857,12 @@ def main(argv=None) -> int:
         "(iolearn tune readahead --controller leap-prefetch-unmarked)",
     )
     ap.add_argument(
+        "--kml",
+        action="store_true",
+        help="the family step also runs KML's own recipe (readahead_kml.iolm in --out, made by the train step) "
+        "per device without iolearn's guardrail",
+    )
+    ap.add_argument(
         "--no-phases",
         action="store_true",
         help="the online step runs its members only, not the phase runs (18 minutes of fio over 3 repeats)",
@@ -875,8 +884,12 @@ def main(argv=None) -> int:
         ap.error("--fallback-online: applies to the family step's tuner; add family to --steps")
     if a.leap and "family" not in a.steps.split(","):
         ap.error("--leap: applies to the family step; add family to --steps")
+    if a.kml and "family" not in a.steps.split(","):
+        ap.error("--kml: applies to the family step; add family to --steps")
     if a.reuse and not (a.out and (a.out / "report.json").is_file()):
         ap.error("--reuse needs --out with the report.json of an earlier run")
+    if a.kml and a.reuse and not (a.out / "readahead_kml.iolm").is_file():
+        ap.error(f"--kml: {a.out / 'readahead_kml.iolm'}: missing (a run without --reuse trains it)")
     earlier = None
     if a.reuse:
         # Read before the test bed is built, once: a report that cannot serve fails at once.
@@ -914,6 +927,7 @@ def main(argv=None) -> int:
     s.fallback_online = a.fallback_online
     s.phases = not a.no_phases
     s.leap = a.leap
+    s.kml = a.kml
     if a.repeats:
         s.repeats = max(1, a.repeats)
     date = datetime.date.today().isoformat()
@@ -977,7 +991,7 @@ def main(argv=None) -> int:
             from . import bench_family
 
             report["family"] = bench_family.summarize(bench_family.family(s, tb, db, out))
-            report["family_options"] = {"progress": s.progress, "fallback_online": s.fallback_online, "leap": s.leap}
+            report["family_options"] = {"progress": s.progress, "fallback_online": s.fallback_online, "leap": s.leap, "kml": s.kml}
         if "online" in steps:
             from . import bench_online
 

@@ -339,6 +339,14 @@ def test_leap_is_scored_beside_the_tuner_and_asked_for_with_the_family_step(tmp_
         bench_real.main(["--leap", "--steps", "online", "--workdir", str(tmp_path / "w")])
     assert e.value.code == 2 and not (tmp_path / "w").exists()
     assert "--leap: applies to the family step" in capsys.readouterr().err
+    # KML's recipe is the train step's model: a reused --out without it is refused up front.
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.json").write_text("{}")
+    with pytest.raises(SystemExit) as e:
+        bench_real.main(["--kml", "--reuse", "--steps", "family", "--out", str(out), "--workdir", str(tmp_path / "w")])
+    assert e.value.code == 2 and not (tmp_path / "w").exists()
+    assert "readahead_kml.iolm: missing" in capsys.readouterr().err
 
     def row(config, repeat, ops):
         return {"workload": "rev", "config": config, "repeat": repeat, "seed": repeat + 1, "ra_kb": 128,
@@ -350,6 +358,10 @@ def test_leap_is_scored_beside_the_tuner_and_asked_for_with_the_family_step(tmp_
     bench_family.print_table([t])
     out = capsys.readouterr().out
     assert "LEAP" in out.splitlines()[0] and out.splitlines()[1].rstrip().endswith("2.50")
+    # Both baselines: a column each, in order.
+    bench_family.print_table(bench_family.summarize(rows + [row("kml", 0, [90.0]), row("kml", 1, [45.0])]))
+    head, line = capsys.readouterr().out.splitlines()[:2]
+    assert head.split()[-4:-2] == ["LEAP", "KML"] and line.split()[-2:] == ["2.50", "0.90"]
     # Without LEAP the table keeps its columns.
     bench_family.print_table(bench_family.summarize(rows[:1] + [row("nn", 0, [110.0])]))
     assert "LEAP" not in capsys.readouterr().out

@@ -976,3 +976,75 @@ fn leap_prefetches_a_reverse_scan_on_the_kernel_and_restores() {
         .and_then(|v| v["willneed_calls"].as_u64());
     assert!(calls.unwrap_or(0) > 0, "it decided: {logs:?}");
 }
+
+/// A v1 memory cgroup for a test, removed when dropped (after its processes are gone).
+struct MemoryGroup(PathBuf);
+
+impl MemoryGroup {
+    fn new(name: &str) -> MemoryGroup {
+        let dir = PathBuf::from(format!(
+            "/sys/fs/cgroup/memory/iolearn-test-{name}-{}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        MemoryGroup(dir)
+    }
+}
+
+impl Drop for MemoryGroup {
+    fn drop(&mut self) {
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn leap_under_a_cgroup_charges_its_reads_there_and_does_not_watch_itself() {
+    // The prefetcher joins the watched processes' memory cgroup (the pages WILLNEED reads are
+    // charged to the reader's group, as LEAP's own reads in the fault path were); then the
+    // tuner is a member of the cgroup it follows and must not take its own reads for the
+    // processes'.
+    if skip("leap_under_a_cgroup_charges_its_reads_there_and_does_not_watch_itself") {
+        return;
+    }
+    if !Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists() {
+        eprintln!("skipped: no cgroup v1 memory hierarchy");
+        return;
+    }
+    let b = bed("leap-cgroup");
+    let group = MemoryGroup::new("leap");
+    let (out, logs) = {
+        let reader = reverse_reader(&b.data);
+        std::fs::write(group.0.join("cgroup.procs"), reader.0.id().to_string()).unwrap();
+        let cg = group.0.to_str().unwrap();
+        let r = tune_for(
+            &b,
+            "5",
+            "1",
+            &["--cgroup", cg, "--controller", "leap-prefetch-unmarked"],
+        );
+        drop(reader);
+        r
+    };
+    assert!(
+        logs.iter()
+            .any(|v| v["event"] == "charged_to" && v["cgroup"] == group.0.to_str().unwrap()),
+        "{logs:?}"
+    );
+    let stop = logs.iter().find(|v| v["event"] == "stop").expect("a stop line");
+    let (misses, hits) = leap_counts(&out);
+    assert!(hits > 8 * misses, "{hits} hits, {misses} misses");
+    // Its own WILLNEED reads (hundreds of thousands of pages) would all be insertions no
+    // access claimed.
+    assert!(stop["not_misses"].as_u64().unwrap() < 100, "{stop}");
+    assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original, "restored");
+    // And it left the group: only the tuner was in it after the reader.
+    assert!(std::fs::read_to_string(group.0.join("tasks"))
+        .unwrap()
+        .trim()
+        .is_empty());
+}

@@ -23,6 +23,31 @@
 /// Entries in the access history (LEAP's `init_swap_trend(32)`).
 pub const HISTORY: usize = 32;
 
+/// Prefetched pages not used yet, at most a few windows' worth: the oldest are forgotten first
+/// (a page nobody used for that long was evicted or never wanted), so the window being used
+/// keeps its hits.
+#[derive(Debug, Clone, Default)]
+struct Pending {
+    pages: std::collections::HashSet<u64>,
+    /// Insertion order; may still name pages used since (skipped when they come out).
+    order: std::collections::VecDeque<u64>,
+}
+
+impl Pending {
+    fn insert(&mut self, index: u64, cap: usize) -> bool {
+        if !self.pages.insert(index) {
+            return false;
+        }
+        self.order.push_back(index);
+        while self.order.len() > cap {
+            if let Some(old) = self.order.pop_front() {
+                self.pages.remove(&old);
+            }
+        }
+        true
+    }
+}
+
 /// One file's LEAP state.
 #[derive(Debug, Clone)]
 pub struct LeapState {
@@ -39,7 +64,7 @@ pub struct LeapState {
     /// The largest window, pages.
     max_pages: u64,
     /// Unmarked variant: the prefetched pages not used yet (`None`: the marker counts hits).
-    pending: Option<std::collections::HashSet<u64>>,
+    pending: Option<Pending>,
 }
 
 impl LeapState {
@@ -60,7 +85,7 @@ impl LeapState {
     /// LEAP remembers them itself, at most a few windows' worth.
     pub fn unmarked(max_pages: u64) -> LeapState {
         LeapState {
-            pending: Some(std::collections::HashSet::new()),
+            pending: Some(Pending::default()),
             ..LeapState::new(max_pages)
         }
     }
@@ -75,19 +100,14 @@ impl LeapState {
     pub fn prefetched(&mut self, index: u64) -> bool {
         let cap = (4 * self.max_pages) as usize;
         match &mut self.pending {
-            Some(p) => {
-                if p.len() >= cap {
-                    p.clear(); // old prefetches nobody used: forget them, bounded memory
-                }
-                p.insert(index)
-            }
+            Some(p) => p.insert(index, cap),
             None => true,
         }
     }
 
     /// Unmarked variant: whether `index` is a prefetched page used for the first time.
     pub fn take(&mut self, index: u64) -> bool {
-        self.pending.as_mut().is_some_and(|p| p.remove(&index))
+        self.pending.as_mut().is_some_and(|p| p.pages.remove(&index))
     }
 
     /// An access the kernel saw (`log_swap_trend`): the first one logs delta 0.
@@ -223,6 +243,19 @@ mod tests {
         assert_eq!(l.window(), 32, "no hits: half, not 4");
         assert_eq!(l.window(), 16);
         assert_eq!(LeapState::new(1).window(), 1);
+    }
+
+    #[test]
+    fn the_oldest_prefetches_nobody_used_are_forgotten_first() {
+        let mut l = LeapState::unmarked(2); // room for 8 pages
+        for p in 0..8 {
+            assert!(l.prefetched(p));
+        }
+        assert!(l.take(3), "used");
+        assert!(l.prefetched(8) && l.prefetched(9));
+        assert!(!l.take(0), "the oldest went first");
+        assert!(l.take(9) && l.take(7), "the newest stay");
+        assert!(!l.prefetched(8), "still waiting");
     }
 
     #[test]

@@ -326,6 +326,8 @@ pub enum EventKind {
     Added,
     /// Pages looked up or faulted.
     Accessed,
+    /// Pages fault-around mapped (cached ones around a fault; raw events only).
+    Mapped,
 }
 
 /// One event from the ring buffer: `pages` pages from `index` on.
@@ -345,12 +347,14 @@ pub struct RawEvent {
     pub tgid: u32,
     /// What happened.
     pub kind: EventKind,
+    /// The thread.
+    pub tid: u32,
 }
 
 impl RawEvent {
     /// Decode the BPF program's `struct page_event` (48 bytes, native byte order).
     pub fn decode(b: &[u8]) -> Option<RawEvent> {
-        if b.len() < 41 {
+        if b.len() < 48 {
             return None;
         }
         let u64_at = |i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().unwrap());
@@ -358,6 +362,7 @@ impl RawEvent {
         let kind = match b[40] {
             1 => EventKind::Added,
             2 => EventKind::Accessed,
+            3 => EventKind::Mapped,
             _ => return None,
         };
         Some(RawEvent {
@@ -368,6 +373,7 @@ impl RawEvent {
             dev: u32_at(32),
             tgid: u32_at(36),
             kind,
+            tid: u32_at(44),
         })
     }
 }

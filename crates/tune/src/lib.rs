@@ -914,10 +914,15 @@ pub fn follow_cgroup(dir: &Path, named: &[u32], pids: &mut Vec<u32>, probe: &mut
 }
 
 /// The processes of a cgroup and of the cgroups below it (v1 or v2: `cgroup.procs` lists a
-/// group's own members only, and a v2 group with controllers for its children has none).
+/// group's own members only, and a v2 group with controllers for its children has none), but
+/// this process.
 pub fn cgroup_pids(dir: &Path) -> Result<Vec<u32>, String> {
     let mut out = Vec::new();
     add_cgroup_pids(dir, 0, &mut out)?;
+    // Never the tuner itself: LEAP's prefetcher joins its processes' memory cgroup, and would
+    // otherwise watch its own reads.
+    let me = std::process::id();
+    out.retain(|&p| p != me);
     Ok(out)
 }
 

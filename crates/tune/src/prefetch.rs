@@ -21,7 +21,9 @@
 //! - an insertion counts as a miss only when an access of the process asks for it (a read
 //!   reports its access after the miss, a fault before): writes insert pages too.
 //! - the pages `WILLNEED` reads are charged to the reading task's memory cgroup: the tuner
-//!   joins the watched processes' group while it prefetches ([`Charged`]).
+//!   joins the watched processes' group for its run ([`Charged`]).
+//! - a page mapped by fault-around is read without any event: its appearance in a
+//!   fault-around range counts as LEAP's hit ([`Stream::mapped`]).
 //! - a file the process maps after closing its descriptor cannot be reached (no descriptor to
 //!   duplicate): its misses are counted as unreachable and read one page at a time.
 
@@ -72,104 +74,170 @@ pub struct PrefetchStats {
     pub events: u64,
 }
 
-/// One process's stream over one file.
+/// One thread's last read of a file: the batch reported last (the kernel reports each batch
+/// of a read with the range left: the same last page, the first moved on) and the first page
+/// whose use is not yet counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Read {
+    first: u64,
+    last: u64,
+    settled: u64,
+}
+
+/// What one thread of the process has going on in the file.
+#[derive(Debug, Clone, Copy, Default)]
+struct Thread {
+    read: Option<Read>,
+    /// A page the thread inserted that no access of it has claimed yet. A read reports its
+    /// miss before the access (`filemap_get_pages` reads the page, then fires), a fault after
+    /// it; a write's insertion is claimed by no access.
+    inserted: Option<u64>,
+}
+
+/// What an event meant to LEAP.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Seen {
+    /// Prefetched pages used.
+    hits: u64,
+    /// A miss at this page.
+    miss: Option<u64>,
+    /// An insertion no access claimed (a write): not a miss.
+    unclaimed: u64,
+}
+
+/// Threads of one process followed at most (a process that starts a thread per request
+/// forgets the old ones).
+const MAX_THREADS: usize = 256;
+
+/// One process's stream over one file: LEAP's history and window, as LEAP keeps them per
+/// process, and each thread's reads (threads read concurrently; their batches interleave).
 struct Stream {
     leap: LeapState,
-    /// The last access's first and last page, to tell a read going on (the kernel reports
-    /// each batch of a read with the range left) from a new one.
-    last_access: Option<(u64, u64)>,
-    /// A page the process inserted that no access has claimed yet. A read's miss is reported
-    /// before the read (`filemap_get_pages` reads the page, then fires), a fault's after it;
-    /// a write's insertion is claimed by no access.
-    inserted: Option<u64>,
+    threads: HashMap<u32, Thread>,
 }
 
 impl Stream {
     fn new() -> Stream {
         Stream {
             leap: LeapState::unmarked(MAX_PAGES),
-            last_access: None,
-            inserted: None,
+            threads: HashMap::new(),
         }
     }
 
-    /// An access to `first..=last` (clipped to `file_pages` when known); returns the hits.
-    ///
-    /// A new read's pages go into LEAP's history when it begins. Its hits are counted as it
-    /// goes: the kernel reports each batch of a read with the range left (the same last page,
-    /// the first moved on), so a batch's pages are known to be read when the next batch or
-    /// the next read is reported; then each one LEAP prefetched is a hit. (Counted when the
-    /// read began, the pages it reaches later would not have been fetched yet: LEAP's window
-    /// would never grow on a long read.)
-    fn access(&mut self, first: u64, last: u64, file_pages: Option<u64>) -> u64 {
-        let clip = |l: u64| file_pages.map_or(l, |n| l.min(n.saturating_sub(1)));
-        let going_on = self.last_access.is_some_and(|(f, l)| l == last && first > f);
+    fn thread(&mut self, tid: u32) -> Thread {
+        if self.threads.len() >= MAX_THREADS && !self.threads.contains_key(&tid) {
+            self.threads.clear();
+        }
+        self.threads.get(&tid).copied().unwrap_or_default()
+    }
+
+    /// Pages `from..=to` were read: each one LEAP prefetched is a hit.
+    fn settle(&mut self, from: u64, to: u64) -> u64 {
         let mut hits = 0;
-        if let Some((f, l)) = self.last_access {
-            let read = if going_on { first - 1 } else { clip(l) };
-            for p in f..=read.min(f.saturating_add(MAX_LOGGED - 1)) {
+        if to >= from {
+            for p in from..=to.min(from.saturating_add(MAX_LOGGED - 1)) {
                 if self.leap.take(p) {
                     self.leap.hit();
                     hits += 1;
                 }
             }
         }
-        self.last_access = Some((first, last));
-        if !going_on {
-            for p in first..=clip(last).min(first.saturating_add(MAX_LOGGED - 1)) {
-                self.leap.log(p);
-            }
-        }
         hits
     }
 
     /// A miss at `index`: a page LEAP prefetched too late is no hit.
-    fn missed(&mut self, index: u64) -> u64 {
+    fn missed(&mut self, index: u64) -> Option<u64> {
         self.leap.take(index);
-        index
+        Some(index)
     }
 
-    /// An insertion of `index`: a miss now if the last access asked for it (a fault reports
-    /// its access first, and a read reports each batch), else left for the next access to
-    /// claim. Counts in `unclaimed` an earlier insertion no access claimed.
-    fn inserted(&mut self, index: u64, unclaimed: &mut u64) -> Option<u64> {
-        *unclaimed += u64::from(self.inserted.replace(index).is_some());
-        let (f, l) = self.last_access?;
-        if f <= index && index <= l {
-            self.inserted = None;
-            Some(self.missed(index))
-        } else {
-            None
+    /// Thread `tid` accessed `first..=last` (clipped to `file_pages` when known).
+    ///
+    /// A new read's pages go into LEAP's history when it begins; the report of the same range
+    /// again (a fault retried after the page was read) is not a new access. A read's hits are
+    /// counted as it goes: a batch's pages are known to be read when the thread's next batch,
+    /// next miss or next read is reported. (Counted when the read began, the pages it reaches
+    /// later would not have been fetched yet, and LEAP's window would never grow on a long
+    /// read.) The insertion reported before the access, inside it, is its miss.
+    fn access(&mut self, tid: u32, first: u64, last: u64, file_pages: Option<u64>) -> Seen {
+        let clip = |l: u64| file_pages.map_or(l, |n| l.min(n.saturating_sub(1)));
+        let mut t = self.thread(tid);
+        let mut seen = Seen::default();
+        let waiting = t.inserted.take();
+        let read = match t.read {
+            Some(r) if r.first == first && r.last == last => r,
+            Some(r) if r.last == last && first > r.first => {
+                seen.hits += self.settle(r.settled, first - 1);
+                Read {
+                    first,
+                    last,
+                    settled: r.settled.max(first),
+                }
+            }
+            prev => {
+                if let Some(r) = prev {
+                    seen.hits += self.settle(r.settled, clip(r.last));
+                }
+                for p in first..=clip(last).min(first.saturating_add(MAX_LOGGED - 1)) {
+                    self.leap.log(p);
+                }
+                Read {
+                    first,
+                    last,
+                    settled: first,
+                }
+            }
+        };
+        t.read = Some(read);
+        self.threads.insert(tid, t);
+        match waiting {
+            Some(i) if first <= i && i <= last => seen.miss = self.missed(i),
+            Some(_) => seen.unclaimed = 1,
+            None => {}
         }
+        seen
     }
 
-    /// An access to `first..=last`, and the miss it claims: the insertion reported before it
-    /// inside its range (a read). One outside it (a write) is counted in `unclaimed`.
-    fn accessed(
-        &mut self,
-        first: u64,
-        last: u64,
-        file_pages: Option<u64>,
-        hits: &mut u64,
-        unclaimed: &mut u64,
-    ) -> Option<u64> {
-        let waiting = self.inserted.take();
-        let missed = waiting.filter(|&i| first <= i && i <= last);
-        *unclaimed += u64::from(waiting.is_some() && missed.is_none());
-        *hits += self.access(first, last, file_pages);
-        missed.map(|i| self.missed(i))
+    /// Thread `tid` inserted `index`: a miss now if its read in progress asked for it (a fault
+    /// reports its access first, and a read its batches: the pages before the missing one were
+    /// read), else left for its next access to claim.
+    fn inserted(&mut self, tid: u32, index: u64) -> Seen {
+        let mut t = self.thread(tid);
+        let mut seen = Seen {
+            unclaimed: u64::from(t.inserted.replace(index).is_some()),
+            ..Seen::default()
+        };
+        if let Some(r) = t.read.as_mut().filter(|r| r.first <= index && index <= r.last) {
+            let from = r.settled;
+            r.settled = r.settled.max(index + 1);
+            t.inserted = None;
+            self.threads.insert(tid, t);
+            seen.hits += self.settle(from, index.saturating_sub(1));
+            seen.miss = self.missed(index);
+        } else {
+            self.threads.insert(tid, t);
+        }
+        seen
     }
 
-    /// LEAP's pages for a miss at `index` that are not waiting for their use already, as
-    /// runs `(first, pages)` in ascending order.
+    /// Fault-around mapped `first..=last` (cached pages around a fault): the prefetched ones
+    /// among them are counted as hits now. The process reads a mapped page without any event,
+    /// so this is the only sight LEAP gets of its use (it may not touch all of them: counted
+    /// in LEAP's favour, as its released form counts a marked page at the fault it takes).
+    fn mapped(&mut self, first: u64, last: u64) -> u64 {
+        self.settle(first, last)
+    }
+
+    /// LEAP's window for a miss at `index` (the page itself excluded: the process reads it),
+    /// as runs `(first, pages)` in ascending order. Pages already asked for are asked again:
+    /// a cached page costs `WILLNEED` a lookup, and one evicted since is read again, as LEAP
+    /// reads every window page missing from the cache.
     fn pages_to_fetch(&mut self, index: u64, file_pages: u64) -> Vec<(u64, u64)> {
-        let mut pages: Vec<u64> = self
-            .leap
-            .prefetch(index, file_pages)
-            .into_iter()
-            .filter(|&p| p != index)
-            .filter(|&p| self.leap.prefetched(p))
-            .collect();
+        let mut pages: Vec<u64> = self.leap.prefetch(index, file_pages);
+        pages.retain(|&p| p != index);
+        for &p in &pages {
+            self.leap.prefetched(p);
+        }
         pages.sort_unstable();
         runs(&pages)
     }
@@ -197,20 +265,27 @@ struct Descriptors {
     ours: HashMap<(u32, u64), (OwnedFd, u64)>,
     /// Duplicates that failed: not tried again until the next scan.
     failed: std::collections::HashSet<(u32, u64)>,
-    /// A file the last scan did not show was asked for (opened since): scan again soon.
+    /// Files asked for that the last scan did not show (opened since, or mapped after their
+    /// descriptor was closed): each one asks for one scan soon, not one per miss.
+    absent: std::collections::HashSet<(u32, u64)>,
+    /// A scan is wanted soon.
     stale: bool,
 }
 
 impl Descriptors {
     /// Take a scan of the open files: new descriptors become reachable, closed ones are
-    /// dropped (a duplicate would keep a deleted file's blocks allocated).
-    fn rescan(&mut self, modes: &[OpenFileMode]) {
+    /// dropped (a duplicate would keep a deleted file's blocks allocated). `periodic`: the
+    /// once-a-second scan, after which absent files may ask again.
+    fn rescan(&mut self, modes: &[OpenFileMode], periodic: bool) {
         self.theirs.clear();
         for m in modes {
             self.theirs.entry((m.tgid, m.ino)).or_insert(m.fd as i32);
         }
         self.ours.retain(|k, _| self.theirs.contains_key(k));
         self.stale = false;
+        if periodic || self.absent.len() > 4096 {
+            self.absent.clear();
+        }
         for (fd, pages) in self.ours.values_mut() {
             if let Ok((_, _, size)) = fstat(fd) {
                 *pages = size.div_ceil(4096);
@@ -219,12 +294,17 @@ impl Descriptors {
         self.failed.clear();
     }
 
+    /// The file's size in pages, when a descriptor of it was duplicated already.
+    fn pages(&self, pid: u32, ino: u64) -> Option<u64> {
+        self.ours.get(&(pid, ino)).map(|&(_, n)| n)
+    }
+
     /// A descriptor of `ino` as process `pid` has it open, and the file's size in pages.
     fn get(&mut self, pid: u32, ino: u64, dev: u64) -> Option<(i32, u64)> {
         let key = (pid, ino);
         if !self.ours.contains_key(&key) {
             let Some(&fd) = self.theirs.get(&key) else {
-                self.stale = true;
+                self.stale |= self.absent.insert(key);
                 return None;
             };
             if self.failed.contains(&key) {
@@ -295,6 +375,9 @@ struct Leap {
     fds: Descriptors,
     /// The device, as `stat` gives it (user space's `st_dev`).
     user_dev: u64,
+    /// Pages one `WILLNEED` reads at most (`force_page_cache_ra` caps a call at the device's
+    /// largest request when the description's own readahead is 0): longer runs are split.
+    io_pages: u64,
     dry_run: bool,
     stats: PrefetchStats,
 }
@@ -303,31 +386,39 @@ impl Leap {
     /// One event of a watched process.
     fn event(&mut self, e: &RawEvent) {
         let key = (e.tgid, e.ino);
-        let size = self.fds.get(e.tgid, e.ino, self.user_dev);
+        let file_pages = self.fds.pages(e.tgid, e.ino);
         let s = self.streams.entry(key).or_insert_with(Stream::new);
-        let st = &mut self.stats;
-        let miss = match e.kind {
-            EventKind::Accessed => {
-                let last = e.index + e.pages.max(1) - 1;
-                s.accessed(e.index, last, size.map(|(_, n)| n), &mut st.hits, &mut st.not_misses)
-            }
-            EventKind::Added => s.inserted(e.index, &mut st.not_misses),
+        let last = e.index + e.pages.max(1) - 1;
+        let seen = match e.kind {
+            EventKind::Accessed => s.access(e.tid, e.index, last, file_pages),
+            EventKind::Added => s.inserted(e.tid, e.index),
+            EventKind::Mapped => Seen {
+                hits: s.mapped(e.index, last),
+                ..Seen::default()
+            },
         };
-        let Some(index) = miss else { return };
+        self.stats.hits += seen.hits;
+        self.stats.not_misses += seen.unclaimed;
+        let Some(index) = seen.miss else { return };
         self.stats.misses += 1;
-        let Some((fd, file_pages)) = size else {
+        let Some((fd, file_pages)) = self.fds.get(e.tgid, e.ino, self.user_dev) else {
             self.stats.unreachable += 1;
             return;
         };
+        let s = self.streams.get_mut(&key).expect("inserted above");
         for (first, n) in s.pages_to_fetch(index, file_pages) {
-            self.stats.calls += 1;
-            self.stats.pages += n;
-            if self.dry_run {
-                continue;
-            }
-            if let Err(err) = willneed(fd, first, n) {
-                self.stats.errors += 1;
-                warn!(event = %"prefetch_failed", pid = e.tgid, inode = e.ino, first, pages = n, error = %err);
+            let mut at = first;
+            while at < first + n {
+                let chunk = (first + n - at).min(self.io_pages.max(1));
+                self.stats.calls += 1;
+                self.stats.pages += chunk;
+                if !self.dry_run {
+                    if let Err(err) = willneed(fd, at, chunk) {
+                        self.stats.errors += 1;
+                        warn!(event = %"prefetch_failed", pid = e.tgid, inode = e.ino, first = at, pages = chunk, error = %err);
+                    }
+                }
+                at += chunk;
             }
         }
     }
@@ -335,6 +426,13 @@ impl Leap {
     /// Forget the processes that left.
     fn forget(&mut self, gone: &[u32]) {
         self.streams.retain(|(pid, _), _| !gone.contains(pid));
+    }
+
+    /// Forget the files no watched process has open any more (the last scan's; a file
+    /// mapped after close cannot be prefetched anyway).
+    fn forget_closed(&mut self) {
+        let theirs = &self.fds.theirs;
+        self.streams.retain(|k, _| theirs.contains_key(k));
     }
 }
 
@@ -396,11 +494,15 @@ impl Drop for Charged {
     }
 }
 
-/// The file that moves this thread into the memory cgroup holding process `pid` (`self`: this
-/// process), from `/proc/PID/cgroup`: the v1 memory hierarchy's `tasks`, else (a unified
+/// The file that moves this thread into the memory cgroup holding process `pid`
+/// (`thread-self`: this thread), from `/proc/PID/cgroup`: the v1 memory hierarchy's `tasks`, else (a unified
 /// hierarchy) the v2 group's `cgroup.procs`.
 fn memory_cgroup_of(pid: &str) -> Result<PathBuf, String> {
-    let path = format!("/proc/{pid}/cgroup");
+    let path = if pid == "thread-self" {
+        "/proc/thread-self/cgroup".to_string()
+    } else {
+        format!("/proc/{pid}/cgroup")
+    };
     let text = iolearn_safeio::read_to_string(Path::new(&path), 1 << 16).map_err(|e| e.to_string())?;
     let mut unified = None;
     for line in text.lines() {
@@ -427,20 +529,27 @@ fn memory_cgroup_of(pid: &str) -> Result<PathBuf, String> {
 fn join(file: &Path) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW)
+    // Looked at before it is opened for writing: opening a FIFO or a device planted there
+    // could block or act.
+    let at = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW)
         .open(file)?;
-    // SAFETY: fstatfs fills the zeroed struct from an open descriptor.
+    // SAFETY: fstatfs fills the zeroed struct from an open descriptor (O_PATH allows it).
     let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstatfs(f.as_raw_fd(), &mut fs) } != 0 {
+    if unsafe { libc::fstatfs(at.as_raw_fd(), &mut fs) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
     const CGROUP_SUPER_MAGIC: i64 = 0x27e0eb;
     const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
-    if !matches!(fs.f_type as i64, CGROUP_SUPER_MAGIC | CGROUP2_SUPER_MAGIC) {
+    if !matches!(fs.f_type as i64, CGROUP_SUPER_MAGIC | CGROUP2_SUPER_MAGIC) || !at.metadata()?.is_file() {
         return Err(std::io::Error::other("not a cgroup file"));
     }
+    // The same file, through the descriptor just checked.
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(format!("/proc/self/fd/{}", at.as_raw_fd()))?;
     let id = if file.ends_with("tasks") {
         // SAFETY: gettid has no preconditions.
         unsafe { libc::gettid() as u32 }
@@ -448,6 +557,26 @@ fn join(file: &Path) -> std::io::Result<()> {
         std::process::id()
     };
     f.write_all(format!("{id}\n").as_bytes())
+}
+
+/// The device's largest request, pages (`max_sectors_kb`; 32 when unreadable, the smallest
+/// common value).
+fn io_pages(device: &str) -> u64 {
+    let path = Path::new("/sys/class/block").join(device).join("queue/max_sectors_kb");
+    iolearn_safeio::read_to_string(&path, 64)
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .map_or(32, |kb| (kb / 4).max(1))
+}
+
+/// The soft limit on open descriptors raised to the hard one.
+fn raise_descriptor_limit() {
+    // SAFETY: getrlimit/setrlimit on a zeroed struct of the right type.
+    let mut r: libc::rlimit = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 && r.rlim_cur < r.rlim_max {
+        r.rlim_cur = r.rlim_max;
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) };
+    }
 }
 
 /// Where LEAP's reads are charged: the memory cgroup named with `--cgroup` when it is one,
@@ -466,10 +595,11 @@ fn charge_target(cgroup: Option<&Path>, pids: &[u32]) -> Option<Result<PathBuf, 
 
 /// Charge LEAP's reads to `target`'s cgroup (a warning, and the tuner's own cgroup, when that
 /// cannot be done).
-fn charge_to(target: Result<PathBuf, String>) -> Option<Charged> {
+fn charge_to(target: Result<PathBuf, String>, warn_on_failure: bool) -> Option<Charged> {
     let result = (|| -> Result<Charged, String> {
         let to = target?;
-        let back = memory_cgroup_of("self")?;
+        // This thread's own group (a v1 hierarchy places threads one by one).
+        let back = memory_cgroup_of("thread-self")?;
         if to != back {
             join(&to).map_err(|e| format!("{}: {e}", to.display()))?;
         }
@@ -479,7 +609,9 @@ fn charge_to(target: Result<PathBuf, String>) -> Option<Charged> {
     match result {
         Ok(c) => Some(c),
         Err(e) => {
-            warn!(event = %"charged_to_tuner", error = %e, effect = %"the pages LEAP reads are charged to the tuner's memory cgroup, not the processes'");
+            if warn_on_failure {
+                warn!(event = %"charged_to_tuner", error = %e, effect = %"until it can join (tried again every second), the pages LEAP reads are charged to the tuner's memory cgroup, not the processes'");
+            }
             None
         }
     }
@@ -551,12 +683,17 @@ pub(crate) fn run_leap(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, S
             let d = knobs.device();
             libc::makedev(d.major, d.minor)
         },
+        io_pages: io_pages(&cfg.device),
         dry_run: cfg.dry_run,
         stats: PrefetchStats::default(),
     };
-    // Joined before the first prefetch (once a process is watched); left after the loop.
+    // A duplicate per open file of the watched processes: room for as many as allowed.
+    raise_descriptor_limit();
+    // Joined before the first prefetch (once a process is watched), tried again at each
+    // scan until it works; left after the loop.
     let mut charged = None;
     let mut charge_due = !cfg.dry_run;
+    let mut charge_failed = false;
     let start = Instant::now();
     let mut last_scan = Instant::now() - Duration::from_secs(10);
     let mut last_follow = Instant::now();
@@ -565,11 +702,18 @@ pub(crate) fn run_leap(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, S
         // Descriptors: a fresh scan every second, or within 50 ms when a file the last scan
         // did not show is read, and the descriptions still reading ahead turned off.
         let since = last_scan.elapsed();
-        if since >= Duration::from_secs(1) || (leap.fds.stale && since >= Duration::from_millis(50)) {
+        let periodic = since >= Duration::from_secs(1);
+        if periodic || (leap.fds.stale && since >= Duration::from_millis(50)) {
             last_scan = Instant::now();
+            if periodic && charged.is_none() && charge_failed {
+                charge_due = true;
+            }
             match probe.open_files() {
                 Ok(modes) => {
-                    leap.fds.rescan(&modes);
+                    leap.fds.rescan(&modes, periodic);
+                    if periodic {
+                        leap.forget_closed();
+                    }
                     if !cfg.dry_run {
                         leap.stats.turned_off += turn_off(&modes, original_kb / 4, restorer.journal.as_mut())?;
                     }
@@ -589,7 +733,8 @@ pub(crate) fn run_leap(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, S
         }
         if charge_due {
             if let Some(target) = charge_target(cfg.cgroup.as_deref(), &knobs.pids) {
-                charged = charge_to(target);
+                charged = charge_to(target, !charge_failed);
+                charge_failed = charged.is_none();
                 charge_due = false;
             }
         }
@@ -603,8 +748,9 @@ pub(crate) fn run_leap(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, S
     }
     drop(charged);
     drop(probe);
-    drop(restorer); // restores and logs
     let s = leap.stats;
+    drop(leap); // its duplicates closed before the restore reaches the descriptions
+    drop(restorer); // restores and logs
     let restored_kb = crate::linux::read_device_kb(knobs.sysfs()).unwrap_or(0);
     info!(
         event = %"stop",
@@ -636,6 +782,13 @@ pub(crate) fn run_leap(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, S
 mod tests {
     use super::*;
 
+    const T: u32 = 7;
+
+    fn hits(s: Seen) -> u64 {
+        assert_eq!(s.miss, None);
+        s.hits
+    }
+
     #[test]
     fn a_read_going_on_is_logged_once_and_its_hits_counted_as_it_goes() {
         let mut s = Stream::new();
@@ -646,37 +799,85 @@ mod tests {
         assert!(!s.leap.prefetched(12), "already waiting");
         // A 6-page read from 8, reported again for its batches from 11 and 13: the pages
         // before each batch were read.
-        assert_eq!(s.access(8, 13, Some(100)), 0, "nothing read yet");
-        assert_eq!(s.access(11, 13, Some(100)), 1, "10");
-        assert_eq!(s.access(13, 13, Some(100)), 2, "11, 12");
-        assert_eq!(s.access(50, 50, Some(100)), 1, "13, once the next read begins");
+        assert_eq!(hits(s.access(T, 8, 13, Some(100))), 0, "nothing read yet");
+        assert_eq!(hits(s.access(T, 11, 13, Some(100))), 1, "10");
+        assert_eq!(hits(s.access(T, 13, 13, Some(100))), 2, "11, 12");
+        assert_eq!(
+            hits(s.access(T, 13, 13, Some(100))),
+            0,
+            "the same batch again: nothing new"
+        );
+        assert_eq!(hits(s.access(T, 50, 50, Some(100))), 1, "13, once the next read begins");
         // A read past the end of the file is clipped to it.
         assert!(s.leap.prefetched(99));
-        s.access(98, 120, Some(100));
-        assert_eq!(s.access(0, 0, Some(100)), 1);
-        // A page the read asked for, inserted before the access that claims it, is a miss; a
-        // page inserted outside it (a write) is not; a fault's insertion after its access is.
-        // A prefetched page the process missed anyway is no hit.
-        let (mut hits, mut unclaimed) = (0, 0);
-        assert!(s.leap.prefetched(20) && s.leap.prefetched(21));
-        assert_eq!(s.inserted(20, &mut unclaimed), None, "not asked for yet");
-        assert_eq!(s.accessed(20, 21, None, &mut hits, &mut unclaimed), Some(20));
-        assert_eq!(s.inserted(40, &mut unclaimed), None);
-        assert_eq!(s.accessed(30, 30, None, &mut hits, &mut unclaimed), None);
-        assert_eq!(unclaimed, 1, "the write at 40");
-        assert_eq!(hits, 1, "21, not 20");
-        assert_eq!(
-            s.inserted(30, &mut unclaimed),
-            Some(30),
-            "a fault's insertion after its access"
-        );
+        s.access(T, 98, 120, Some(100));
+        assert_eq!(hits(s.access(T, 0, 0, Some(100))), 1);
     }
 
     #[test]
-    fn a_miss_fetches_along_the_trend_what_is_not_fetched_already() {
+    fn misses_are_insertions_an_access_asked_for_and_count_the_pages_read_before_them() {
+        let mut s = Stream::new();
+        for p in 21..=23 {
+            s.leap.prefetched(p);
+        }
+        // A read of 20..=29 whose first page misses: the insertion comes first.
+        assert_eq!(s.inserted(T, 20), Seen::default(), "not asked for yet");
+        assert_eq!(s.access(T, 20, 29, None).miss, Some(20));
+        // Its batch 20..=23 was read, then 24 missed: the three hits count before the miss
+        // sizes LEAP's window.
+        let seen = s.inserted(T, 24);
+        assert_eq!((seen.hits, seen.miss), (3, Some(24)));
+        assert_eq!(hits(s.access(T, 24, 29, None)), 0, "the batch from 24: counted already");
+        // A write's insertion is claimed by no access.
+        s.inserted(T, 400);
+        let seen = s.access(T, 30, 30, None);
+        assert_eq!((seen.miss, seen.unclaimed), (None, 1));
+        // Faults of a reverse scan: each one's access first, then the insertion, then the
+        // same fault again (retried once the page was read): one access each in LEAP's
+        // history (with a delta of 0 for every retry, no delta would hold a majority).
+        for p in (200..232).rev() {
+            s.access(T, p, p, None);
+            assert_eq!(s.inserted(T, p).miss, Some(p));
+            s.access(T, p, p, None);
+        }
+        assert_eq!(s.leap.trend(), Some(-1));
+        // A prefetched page the process missed anyway is no hit.
+        s.leap.prefetched(40);
+        s.access(T, 40, 40, None);
+        assert_eq!(s.inserted(T, 40).miss, Some(40));
+        assert_eq!(hits(s.access(T, 41, 41, None)), 0);
+    }
+
+    #[test]
+    fn threads_reading_one_file_at_once_keep_their_own_reads() {
+        let mut s = Stream::new();
+        for p in [101, 102, 501, 502] {
+            s.leap.prefetched(p);
+        }
+        // Two threads' reads, their batches interleaved.
+        s.access(1, 100, 103, None);
+        s.access(2, 500, 503, None);
+        assert_eq!(hits(s.access(1, 103, 103, None)), 2, "thread 1 read 100..=102");
+        // Thread 2's insertion is its own read's miss, whatever thread 1 did last.
+        let seen = s.inserted(2, 503);
+        assert_eq!((seen.hits, seen.miss), (2, Some(503)));
+    }
+
+    #[test]
+    fn fault_around_shows_the_prefetched_pages_it_maps() {
+        let mut s = Stream::new();
+        for p in 8..16 {
+            s.leap.prefetched(p);
+        }
+        assert_eq!(s.mapped(0, 11), 4);
+        assert_eq!(s.mapped(0, 11), 0, "once");
+    }
+
+    #[test]
+    fn a_miss_fetches_the_window_along_the_trend() {
         let mut s = Stream::new();
         for p in (0..40u64).rev() {
-            s.access(1000 + p, 1000 + p, Some(5000)); // a reverse scan, a page at a time
+            s.access(T, 1000 + p, 1000 + p, Some(5000)); // a reverse scan, a page at a time
         }
         let first = s.pages_to_fetch(1000, 5000);
         assert_eq!(
@@ -684,9 +885,9 @@ mod tests {
             vec![(997, 3)],
             "a window of 4 behind the miss, the missing page read already"
         );
-        // Hits grow the window; pages already asked for are not asked again.
+        // Hits grow the window.
         for p in (995..1000).rev() {
-            s.access(p, p, Some(5000));
+            s.access(T, p, p, Some(5000));
         }
         let next = s.pages_to_fetch(995, 5000);
         assert_eq!(
@@ -700,5 +901,20 @@ mod tests {
     fn runs_join_consecutive_pages() {
         assert_eq!(runs(&[1, 2, 3, 7, 9, 10]), vec![(1, 3), (7, 1), (9, 2)]);
         assert_eq!(runs(&[]), vec![]);
+    }
+
+    #[test]
+    fn the_tuner_never_joins_a_file_that_is_not_a_cgroups() {
+        let dir = std::env::temp_dir().join(format!("iolearn-join-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let plain = dir.join("tasks");
+        std::fs::write(&plain, "").unwrap();
+        assert!(join(&plain).is_err());
+        assert_eq!(std::fs::read_to_string(&plain).unwrap(), "", "nothing written");
+        let link = dir.join("link");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("/sys/fs/cgroup/memory/tasks", &link).unwrap();
+        assert!(join(&link).is_err(), "a link is not followed");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -5,7 +5,9 @@
 #define MAX_FILES 16384
 #define LAT_BUCKETS 24
 
-enum event_kind { EV_ADD = 1, EV_ACCESS = 2 };
+/* EV_MAPPED: pages fault-around mapped (raw events only; not an access: the process may never
+ * touch them). */
+enum event_kind { EV_ADD = 1, EV_ACCESS = 2, EV_MAPPED = 3 };
 
 /* Sums are kept per file and process: Linux keeps readahead state per open file description,
  * and a file read by a scanner and a random reader at once is two streams, not one. */
@@ -58,7 +60,8 @@ struct page_event {
 	__u32 dev;
 	__u32 tgid;
 	__u8 kind;
-	__u8 pad[7];
+	__u8 pad[3];
+	__u32 tid;
 };
 
 enum counter {
