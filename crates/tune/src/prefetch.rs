@@ -21,9 +21,9 @@
 //! - an insertion counts as a miss only when an access of the process asks for it (a read
 //!   reports its access after the miss, a fault before): writes insert pages too.
 //! - the pages `WILLNEED` reads are charged to the reading task's memory cgroup: the tuner
-//!   joins the watched processes' group for its run ([`Charged`]).
+//!   joins the watched processes' group for its run (`Charged`).
 //! - a page mapped by fault-around is read without any event: its appearance in a
-//!   fault-around range counts as LEAP's hit ([`Stream::mapped`]).
+//!   fault-around range counts as LEAP's hit (`Stream::mapped`).
 //! - a file the process maps after closing its descriptor cannot be reached (no descriptor to
 //!   duplicate): its misses are counted as unreachable and read one page at a time.
 
