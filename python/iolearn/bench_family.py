@@ -365,6 +365,8 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     workloads = chosen(s)
     seconds = s.seconds if s.quick else SECONDS
     configs = ("vanilla", "nn", "nn_file", "oracle") + (("leap",) if s.leap else ()) + (("kml",) if s.kml else ())
+    if s.family_configs:
+        configs = tuple(c for c in configs if c in s.family_configs)
     # Every member once, briefly, before the hour: a wrong option fails here, not at minute 50.
     for w in workloads:
         run(s, tb, db, files, w, kb=br.VANILLA_KB, seed=SWEEP_SEED, seconds=2, scratch=scratch)

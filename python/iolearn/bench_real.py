@@ -99,6 +99,8 @@ class Settings:
         # The family step also runs KML's own recipe (``readahead_kml.iolm`` in --out, as the
         # train step makes it), per device and without iolearn's guardrail, as KML ran.
         self.kml = False
+        # The family step's configurations to run (None: all it has; vanilla always).
+        self.family_configs: tuple[str, ...] | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -863,6 +865,12 @@ def main(argv=None) -> int:
         "per device without iolearn's guardrail",
     )
     ap.add_argument(
+        "--family-configs",
+        default=None,
+        help="comma-separated configurations of the family step to run (vanilla, nn, nn_file, oracle, "
+        "and leap, kml with their options; default: all; vanilla is always run, the sweep too)",
+    )
+    ap.add_argument(
         "--no-phases",
         action="store_true",
         help="the online step runs its members only, not the phase runs (18 minutes of fio over 3 repeats)",
@@ -884,6 +892,20 @@ def main(argv=None) -> int:
         ap.error("--fallback-online: applies to the family step's tuner; add family to --steps")
     if a.leap and "family" not in a.steps.split(","):
         ap.error("--leap: applies to the family step; add family to --steps")
+    if a.family_configs is not None:
+        known = {"vanilla", "nn", "nn_file", "oracle", "leap", "kml"}
+        wanted = a.family_configs.split(",")
+        wrong = [c for c in wanted if c not in known]
+        if wrong or not a.family_configs:
+            ap.error(
+                f"--family-configs: unknown {', '.join(wrong) or 'empty list'} "
+                f"(configurations: {', '.join(sorted(known))})"
+            )
+        if "family" not in a.steps.split(","):
+            ap.error("--family-configs: applies to the family step; add family to --steps")
+        for c, flag in (("leap", a.leap), ("kml", a.kml)):
+            if c in wanted and not flag:
+                ap.error(f"--family-configs: {c} needs --{c}")
     if a.kml and "family" not in a.steps.split(","):
         ap.error("--kml: applies to the family step; add family to --steps")
     if a.reuse and not (a.out and (a.out / "report.json").is_file()):
@@ -928,6 +950,7 @@ def main(argv=None) -> int:
     s.phases = not a.no_phases
     s.leap = a.leap
     s.kml = a.kml
+    s.family_configs = tuple({"vanilla", *a.family_configs.split(",")}) if a.family_configs else None
     if a.repeats:
         s.repeats = max(1, a.repeats)
     date = datetime.date.today().isoformat()
@@ -991,7 +1014,13 @@ def main(argv=None) -> int:
             from . import bench_family
 
             report["family"] = bench_family.summarize(bench_family.family(s, tb, db, out))
-            report["family_options"] = {"progress": s.progress, "fallback_online": s.fallback_online, "leap": s.leap, "kml": s.kml}
+            report["family_options"] = {
+                "progress": s.progress,
+                "fallback_online": s.fallback_online,
+                "leap": s.leap,
+                "kml": s.kml,
+                "configs": sorted(s.family_configs) if s.family_configs else None,
+            }
         if "online" in steps:
             from . import bench_online
 

@@ -339,6 +339,14 @@ def test_leap_is_scored_beside_the_tuner_and_asked_for_with_the_family_step(tmp_
         bench_real.main(["--leap", "--steps", "online", "--workdir", str(tmp_path / "w")])
     assert e.value.code == 2 and not (tmp_path / "w").exists()
     assert "--leap: applies to the family step" in capsys.readouterr().err
+    # A subset of the family's configurations names known ones, with their options.
+    for argv, why in (
+        (["--family-configs", "leap"], "leap needs --leap"),
+        (["--family-configs", "vanilla,lepa", "--leap"], "unknown lepa"),
+    ):
+        with pytest.raises(SystemExit) as e:
+            bench_real.main(argv + ["--steps", "family", "--workdir", str(tmp_path / "w")])
+        assert e.value.code == 2 and why in capsys.readouterr().err
     # KML's recipe is the train step's model: a reused --out without it is refused up front.
     out = tmp_path / "out"
     out.mkdir()

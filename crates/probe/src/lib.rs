@@ -326,8 +326,6 @@ pub enum EventKind {
     Added,
     /// Pages looked up or faulted.
     Accessed,
-    /// Pages fault-around mapped (cached ones around a fault; raw events only).
-    Mapped,
 }
 
 /// One event from the ring buffer: `pages` pages from `index` on.
@@ -362,7 +360,6 @@ impl RawEvent {
         let kind = match b[40] {
             1 => EventKind::Added,
             2 => EventKind::Accessed,
-            3 => EventKind::Mapped,
             _ => return None,
         };
         Some(RawEvent {

@@ -80,7 +80,6 @@ impl Probe {
             // shared counter): loaded only when asked for.
             open.progs.on_rq_issue.set_autoload(cfg.block_requests);
             open.progs.on_rq_complete.set_autoload(cfg.block_requests);
-            open.progs.on_map_pages.set_autoload(cfg.raw_events);
             let mut skel = open.load().map_err(denied("loading the eBPF programs"))?;
             skel.attach().map_err(denied("attaching to the tracepoints"))?;
             Ok(skel)

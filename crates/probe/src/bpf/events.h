@@ -5,9 +5,7 @@
 #define MAX_FILES 16384
 #define LAT_BUCKETS 24
 
-/* EV_MAPPED: pages fault-around mapped (raw events only; not an access: the process may never
- * touch them). */
-enum event_kind { EV_ADD = 1, EV_ACCESS = 2, EV_MAPPED = 3 };
+enum event_kind { EV_ADD = 1, EV_ACCESS = 2 };
 
 /* Sums are kept per file and process: Linux keeps readahead state per open file description,
  * and a file read by a scanner and a random reader at once is two streams, not one. */

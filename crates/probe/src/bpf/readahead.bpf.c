@@ -330,41 +330,6 @@ int on_fault(__u64 *ctx)
 	return 0;
 }
 
-/* Fault-around: cached pages mapped around a fault, which the process may then touch without
- * any event. Raw events only (a prefetcher's hits; loaded with `raw_events`): not an access,
- * so never in the window's sums. */
-SEC("tp_btf/mm_filemap_map_pages")
-int on_map_pages(__u64 *ctx)
-{
-	/* (struct address_space *mapping, pgoff_t index, pgoff_t last_index) */
-	struct address_space *mapping = (struct address_space *)ctx[0];
-	__u64 first = ctx[1], last = ctx[2];
-	if (!mapping || last < first)
-		return 0;
-	struct inode *host = mapping->host;
-	if (!host || !host->i_sb)
-		return 0;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	__u32 dev = host->i_sb->s_dev;
-	if (!wanted(dev, tgid))
-		return 0;
-	struct page_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(C_LOST_RING_FULL, 1);
-		return 0;
-	}
-	e->time_ns = bpf_ktime_get_ns();
-	e->ino = host->i_ino;
-	e->index = first;
-	e->pages = last - first + 1;
-	e->dev = dev;
-	e->tgid = tgid;
-	e->kind = EV_MAPPED;
-	e->tid = (__u32)bpf_get_current_pid_tgid();
-	bpf_ringbuf_submit(e, 0);
-	return 0;
-}
-
 static __always_inline void readahead(__u64 *ctx, bool async)
 {
 	/* (struct inode *inode, pgoff_t index, struct file_ra_state *ra, unsigned long req_count) */
