@@ -92,7 +92,13 @@ def test_quick_real_benchmark_runs_and_cleans_up(tmp_path):
             assert '"event":"stop"' in log and '"progress":"auto"' in log, log[:400]
             # The fallback to the online learner per device only (the tuner refuses it per file).
             assert f'"fallback_online":{str(c == "nn").lower()}' in log, log[:400]
-    assert rep["family_options"] == {"progress": "auto", "fallback_online": True}
+    assert rep["family_options"] == {
+        "progress": "auto",
+        "fallback_online": True,
+        "leap": False,
+        "kml": False,
+        "configs": None,
+    }
     assert not (out / "raw" / "fio.json").exists()
     # The online learner on the kernel: vanilla, oracle and learner with a series each; the
     # learner's logs show the tuner ran and stopped; the phase run went through every phase.

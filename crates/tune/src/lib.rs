@@ -286,10 +286,20 @@ impl Drop for Restorer {
     }
 }
 
-/// Take `cfg.device` for tuning: its lock held (a dry run changes nothing, so it neither takes
-/// the device nor undoes a crashed tuner), whatever a dead tuner left restored, its knobs, and
-/// the journal that puts the original settings back when the [`Restorer`] drops.
+/// Take `cfg.device` for tuning, once the device and the processes are checked: its lock held
+/// (a dry run changes nothing, so it neither takes the device nor undoes a crashed tuner),
+/// whatever a dead tuner left restored, its knobs (given the processes to watch: the named
+/// ones and the cgroup's), and the journal that puts the original settings back when the
+/// [`Restorer`] drops.
 fn take_device(cfg: &TuneConfig) -> Result<(LinuxKnobs, Restorer), String> {
+    check_pids(&cfg.pids)?;
+    check_device_name(&cfg.device)?;
+    if !cfg.dry_run && !cfg.allow_system_disk && system_disks().contains(&cfg.device) {
+        return Err(format!(
+            "--device {}: holds / (the system disk); pass --allow-system-disk to tune it anyway",
+            cfg.device
+        ));
+    }
     let mut lock = if cfg.dry_run {
         None
     } else {
@@ -305,7 +315,11 @@ fn take_device(cfg: &TuneConfig) -> Result<(LinuxKnobs, Restorer), String> {
             );
         }
     }
-    let knobs = LinuxKnobs::new(&cfg.device, cfg.dry_run)?;
+    let mut knobs = LinuxKnobs::new(&cfg.device, cfg.dry_run)?;
+    knobs.pids = cfg.pids.clone();
+    if let Some(cg) = &cfg.cgroup {
+        knobs.pids.extend(cgroup_pids(cg)?);
+    }
     let journal = match &mut lock {
         None => None,
         Some(lock) => {
@@ -429,20 +443,8 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             cfg.scope.name()
         ));
     }
-    check_pids(&cfg.pids)?;
-    check_device_name(&cfg.device)?;
-    if !cfg.dry_run && !cfg.allow_system_disk && system_disks().contains(&cfg.device) {
-        return Err(format!(
-            "--device {}: holds / (the system disk); pass --allow-system-disk to tune it anyway",
-            cfg.device
-        ));
-    }
     let (mut knobs, mut restorer) = take_device(cfg)?;
-    let mut pids = cfg.pids.clone();
-    if let Some(cg) = &cfg.cgroup {
-        pids.extend(cgroup_pids(cg)?);
-    }
-    knobs.pids = pids.clone();
+    let pids = knobs.pids.clone();
     knobs.every_process = cfg.pids.is_empty() && cfg.cgroup.is_none();
     let mut probe = Probe::start(&ProbeConfig {
         device: Some(knobs.device()),

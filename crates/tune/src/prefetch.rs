@@ -31,7 +31,7 @@
 //!   duplicate): its misses are counted as unreachable and read one page at a time.
 
 use crate::linux::{fadvise_remote, Advice, OpenFile};
-use crate::{cgroup_pids, check_device_name, check_pids, follow_cgroup, system_disks, take_device};
+use crate::{follow_cgroup, take_device};
 use crate::{Summary, TuneConfig};
 use iolearn_leap::LeapState;
 use iolearn_policy::controller::ReadaheadKnobs;
@@ -622,20 +622,8 @@ pub(crate) fn run_leap(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, S
             cfg.scope.name()
         ));
     }
-    check_pids(&cfg.pids)?;
-    check_device_name(&cfg.device)?;
-    if !cfg.dry_run && !cfg.allow_system_disk && system_disks().contains(&cfg.device) {
-        return Err(format!(
-            "--device {}: holds / (the system disk); pass --allow-system-disk to tune it anyway",
-            cfg.device
-        ));
-    }
     let (mut knobs, mut restorer) = take_device(cfg)?;
-    let mut pids = cfg.pids.clone();
-    if let Some(cg) = &cfg.cgroup {
-        pids.extend(cgroup_pids(cg)?);
-    }
-    knobs.pids = pids.clone();
+    let pids = knobs.pids.clone();
     let mut probe = Probe::start(&ProbeConfig {
         device: Some(knobs.device()),
         pids: pids.clone(),
