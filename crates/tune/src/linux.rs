@@ -617,9 +617,9 @@ pub fn open_files_on(user_dev: u64, pids: Option<&[u32]>) -> Vec<OpenFile> {
     out
 }
 
-/// `posix_fadvise` with each of `advice` in turn on descriptor `fd` of process `pid`, through
-/// one `pidfd_getfd`.
-pub fn fadvise_remote(pid: u32, fd: i32, advice: &[i32]) -> std::io::Result<()> {
+/// Descriptor `fd` of process `pid`, duplicated into this process (`pidfd_getfd`: the same
+/// open file description; root, or ptrace rights over the process).
+pub fn take_descriptor(pid: u32, fd: i32) -> std::io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     // Each descriptor opened here is owned (closed on every return path).
     let owned = |rc: libc::c_long| {
@@ -632,7 +632,14 @@ pub fn fadvise_remote(pid: u32, fd: i32, advice: &[i32]) -> std::io::Result<()> 
     };
     // SAFETY: plain syscalls on valid arguments.
     let pidfd = owned(unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) })?;
-    let local = owned(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) })?;
+    owned(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) })
+}
+
+/// `posix_fadvise` with each of `advice` in turn on descriptor `fd` of process `pid`, through
+/// one `pidfd_getfd`.
+pub fn fadvise_remote(pid: u32, fd: i32, advice: &[i32]) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let local = take_descriptor(pid, fd)?;
     for &a in advice {
         // SAFETY: a valid descriptor.
         let rc = unsafe { libc::posix_fadvise(local.as_raw_fd(), 0, 0, a) };

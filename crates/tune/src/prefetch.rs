@@ -30,14 +30,14 @@
 //! - a file the process maps after closing its descriptor cannot be reached (no descriptor to
 //!   duplicate): its misses are counted as unreachable and read one page at a time.
 
-use crate::linux::{fadvise_remote, Advice, OpenFile};
+use crate::linux::{fadvise_remote, take_descriptor, Advice, OpenFile};
 use crate::{follow_cgroup, take_device};
 use crate::{Summary, TuneConfig};
 use iolearn_leap::LeapState;
 use iolearn_policy::controller::ReadaheadKnobs;
 use iolearn_probe::{EventKind, OpenFileMode, Probe, ProbeConfig, RawEvent};
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -335,17 +335,7 @@ fn fstat(fd: &OwnedFd) -> std::io::Result<(u64, u64, u64)> {
 /// `dev` (the number may have been closed and reused since the scan), with the file's size in
 /// pages.
 fn duplicate(pid: u32, fd: i32, ino: u64, dev: u64) -> std::io::Result<(OwnedFd, u64)> {
-    let owned = |rc: libc::c_long| -> std::io::Result<OwnedFd> {
-        if rc < 0 {
-            Err(std::io::Error::last_os_error())
-        } else {
-            // SAFETY: a fresh descriptor the kernel just returned, owned by nobody else.
-            Ok(unsafe { OwnedFd::from_raw_fd(rc as i32) })
-        }
-    };
-    // SAFETY: plain system calls; their results are checked.
-    let pidfd = owned(unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) })?;
-    let local = owned(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) })?;
+    let local = take_descriptor(pid, fd)?;
     let (i, d, size) = fstat(&local)?;
     if i != ino || d != dev {
         return Err(std::io::Error::other("the descriptor now holds another file"));
