@@ -100,6 +100,12 @@ pub trait ReadaheadController {
     /// from its values' outcomes should not climb on from `kb`, nor, if `sure`, ask for it
     /// again soon.
     fn taken_back(&mut self, _kb: u64, _now_kb: u64, _sure: bool) {}
+    /// Whether the controller is measuring the outcome of a value it is judging and needs
+    /// every window shown to it: the tuner then does not rest (`iolearn_tune::sampling`),
+    /// where it would show it one window in eight.
+    fn measuring(&self) -> bool {
+        false
+    }
 }
 
 /// The vanilla kernel: never changes anything.
@@ -301,6 +307,9 @@ impl ReadaheadController for KmlController {
         if let Some(l) = self.learner.as_mut() {
             l.taken_back(kb, now_kb, sure);
         }
+    }
+    fn measuring(&self) -> bool {
+        self.learner.as_ref().is_some_and(|l| l.measuring())
     }
     fn decisions(&self) -> &[(u64, usize)] {
         &self.decisions

@@ -489,9 +489,10 @@ impl Guarded {
         }
     }
 
-    /// Whether the guardrail measures nothing: off, the controller's decision in force and
-    /// already judged (or vanilla itself), or vanilla in force for a backoff of the device's
-    /// value; and no process held on vanilla alone. A caller may then show it fewer windows
+    /// Whether nothing is measured: the controller measures nothing
+    /// ([`ReadaheadController::measuring`]) and the guardrail nothing either (off, the
+    /// controller's decision in force and already judged (or vanilla itself), or vanilla in
+    /// force for a backoff of the device's value; and no process held on vanilla alone). A caller may then show it fewer windows
     /// (the tuner rests, `iolearn_tune::sampling`): its phases that measure (vanilla blocks, a
     /// new decision's block, a process's backoff, judged when it ends) need every window.
     pub fn idle(&self) -> bool {
@@ -501,7 +502,8 @@ impl Guarded {
         // A backoff of the device's value waits on vanilla, measuring nothing: resting through
         // it makes it longer (counted in windows shown), which errs towards vanilla.
         let waiting = self.phase == Phase::Backoff;
-        self.cfg.is_none() || ((judged || waiting) && self.held.is_empty())
+        // A learner measuring a block needs every window, whatever the guardrail does.
+        !self.inner.measuring() && (self.cfg.is_none() || ((judged || waiting) && self.held.is_empty()))
     }
 
     /// Forget process `pid` (it exited or left the watched cgroup): its descriptions, its next

@@ -791,6 +791,29 @@ fn the_guardrail_is_idle_only_while_a_judged_decision_is_in_force() {
 }
 
 #[test]
+fn a_learner_measuring_at_vanilla_keeps_the_guardrail_from_going_idle() {
+    // Vanilla is best: the guardrail, with vanilla asked for, has nothing to judge, but the
+    // learner measures home and its neighbours before it holds. Idle (the tuner would rest,
+    // showing one window in eight) only once it holds; without its say the guardrail was idle
+    // from the start and a learner counting CPU ticks never finished a block on the kernel.
+    let f = |kb: u64| if kb == 128 { 100.0 } else { 60.0 };
+    let mut g = guarded(Online::new(OnlineConfig::default()));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let mut idle = Vec::new();
+    for _ in 0..120 {
+        run(&mut g, &mut dev, 1, f);
+        idle.push(g.idle());
+    }
+    let first = idle.iter().position(|&i| i).expect("idle once the learner holds");
+    assert!(
+        first >= 8,
+        "idle at window {first}, before the learner looked around: {idle:?}"
+    );
+    assert!(dev.sets >= 1, "the learner looked at a neighbour");
+    assert!(idle[first..].iter().filter(|&&i| i).count() >= 60, "{idle:?}");
+}
+
+#[test]
 fn a_request_below_the_floor_is_no_change_once_the_floor_is_in_force() {
     // The controller asks for 8 KiB every window and reads back the floor (16): neither a
     // change held back by the hysteresis nor a rewrite, and the guardrail goes idle.
