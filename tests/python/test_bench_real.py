@@ -184,6 +184,23 @@ def test_a_crashed_runs_leftovers_are_removed(tmp_path):
     assert victim.read_text() == "precious"
 
 
+def test_a_helper_whose_reads_were_charged_to_the_tuner_fails_the_run(tmp_path):
+    # No root needed: a stand-in helper logging as the tuner does.
+    line = '{"level":"WARN","event":"charged_to_tuner","error":"no memory cgroup"}'
+    script = f"echo '{line}' >&2; trap 'exit 0' TERM; while :; do sleep 0.05; done"
+    bg = bench_real.Background(["sh", "-c", script], tmp_path / "tuner.log")
+    time.sleep(0.3)
+    with pytest.raises(RuntimeError, match="charged to the tuner"):
+        bg.stop()
+    ok = bench_real.Background(
+        ["sh", "-c", "echo '{\"event\":\"charged_to\"}' >&2; trap 'exit 0' TERM; while :; do sleep 0.05; done"],
+        tmp_path / "ok.log",
+    )
+    time.sleep(0.3)
+    out, _, _ = ok.stop()
+    assert out == ""
+
+
 def test_db_bench_output_parsing():
     out = "readrandom   :      89.875 micros/op 11126 ops/sec 30.000 seconds 333781 operations;"
     assert bench_real.parse_ops(out, "readrandom") == 11126
