@@ -120,7 +120,7 @@ def test_the_summary_scores_the_learner_against_vanilla_and_the_oracle_of_its_re
     assert m["oracle"] == pytest.approx(2.0) and m["oracle_kb"] == 16
     assert m["share"] == pytest.approx(0.8)
     assert m["share_late"] == pytest.approx(1.0)
-    assert m["t90"] == [9, 9]
+    assert m["t90"] == [9, 9] and m["seconds"] == 60
     (p,) = rep["phases"]
     assert p["phase_seconds"] == 60 and p["decisions"] == [[0, 128], [7, 64]]
     assert [e["share"] for e in p["phases"]] == pytest.approx([0.5, 1.0])

@@ -327,6 +327,19 @@ def test_no_phases_is_refused_without_the_online_step(capsys, tmp_path):
     assert not (tmp_path / "w").exists()
 
 
+def test_online_seconds_are_checked_before_anything_is_built(capsys, tmp_path):
+    for argv, said in (
+        (["--online-seconds", "300", "--steps", "family"], "--online-seconds: applies to the online step"),
+        (["--online-seconds", "10", "--steps", "online"], "--online-seconds 10: want 30 to 1800"),
+        (["--online-seconds", "x", "--steps", "online"], "invalid int value"),
+    ):
+        with pytest.raises(SystemExit) as e:
+            bench_real.main([*argv, "--workdir", str(tmp_path / "w")])
+        assert e.value.code == 2
+        assert said in capsys.readouterr().err
+        assert not (tmp_path / "w").exists()
+
+
 def test_a_reused_report_is_dated_by_the_run_and_keeps_its_sweeps_date(capsys):
     earlier = {"date": "2026-11-22", "machine": "m", "oracle_kb": {"readseq": 1024}}
     once = bench_real.reused(earlier, "2026-11-23")
