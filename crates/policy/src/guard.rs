@@ -492,9 +492,10 @@ impl Guarded {
     /// Whether nothing is measured: the controller measures nothing
     /// ([`ReadaheadController::measuring`]) and the guardrail nothing either (off, the
     /// controller's decision in force and already judged (or vanilla itself), or vanilla in
-    /// force for a backoff of the device's value; and no process held on vanilla alone). A caller may then show it fewer windows
-    /// (the tuner rests, `iolearn_tune::sampling`): its phases that measure (vanilla blocks, a
-    /// new decision's block, a process's backoff, judged when it ends) need every window.
+    /// force for a backoff of the device's value; and no process held on vanilla alone). A
+    /// caller may then show it fewer windows (the tuner rests, `iolearn_tune::sampling`): its
+    /// phases that measure (vanilla blocks, a new decision's block, a process's backoff,
+    /// judged when it ends) need every window.
     pub fn idle(&self) -> bool {
         let judged = self.phase == Phase::Tuned
             && self.arm == Arm::Tuned
