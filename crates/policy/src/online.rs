@@ -713,10 +713,14 @@ impl ReadaheadController for Online {
 
     fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
         let in_force = self.in_force(window, knobs);
-        let before = self.target_kb();
         self.observe(&window.outcome, in_force, false);
         let Some(kb) = self.target_kb() else { return };
-        if before != Some(kb) || self.trace.is_empty() {
+        // A new value to ask for, whether this window's outcome or the guardrail's
+        // `taken_back` (called before `decide`, in the same window) moved the target: compared
+        // with the value last asked for, not the target before `observe` (then a neighbour
+        // chosen in `taken_back` kept `applied` from the value taken back, and was banned for
+        // being held back by the guardrail's backoff without ever being in force).
+        if self.trace.last().map(|&(_, asked)| asked) != Some(kb) {
             self.drop_samples();
             self.applied = kb == in_force;
             self.trace.push((self.window, kb));
@@ -1083,6 +1087,49 @@ mod tests {
         assert_eq!(home_kb(&o), Some(1024), "trace {:?}", o.trace);
     }
 
+    /// A device held at 128 KiB whatever is asked (a guardrail's backoff).
+    struct Stuck;
+    impl ReadaheadKnobs for Stuck {
+        fn device_read_ahead_kb(&self) -> u64 {
+            128
+        }
+        fn set_device_read_ahead_kb(&mut self, _: u64) {}
+        fn file_read_ahead_kb(&self, _: u64) -> u64 {
+            128
+        }
+        fn set_file_read_ahead_kb(&mut self, _: u64, _: u64) {}
+    }
+
+    #[test]
+    fn a_neighbour_asked_for_during_the_guardrails_backoff_is_only_held_back() {
+        // The guardrail takes 256 KiB back to home (128) and holds vanilla for a backoff; the
+        // learner, told before it decides, goes on to the other side at once. Held back for a
+        // dozen windows, 64 was never in force: no veto (the learner used to carry 256's
+        // `applied` over to it and ban it after seven windows).
+        let mut o = Online::new(OnlineConfig::default());
+        let mut dev = Peak { kb: 128, peak: 64.0 };
+        for _ in 0..40 {
+            if dev.kb == 256 {
+                break;
+            }
+            o.decide(&window(dev.kb, Some(progress(dev.kb, 64.0)), None), &mut dev);
+        }
+        assert_eq!(dev.kb, 256, "the first look goes up: {:?}", o.trace);
+        o.decide(&window(256, Some(progress(256, 64.0)), None), &mut dev);
+        o.taken_back(256, 128, false);
+        assert_eq!(o.target_kb(), Some(64), "the other side next: {:?}", o.trace);
+        for _ in 0..12 {
+            o.decide(&window(128, Some(progress(128, 64.0)), None), &mut Stuck);
+        }
+        assert_eq!(o.target_kb(), Some(64), "64 held back, not vetoed: {:?}", o.trace);
+        assert_eq!(
+            o.trace.last(),
+            Some(&(o.window - 12, 64)),
+            "asked for once: {:?}",
+            o.trace
+        );
+    }
+
     #[test]
     fn asks_for_every_window_while_it_measures_and_not_while_it_holds() {
         let mut o = Online::new(OnlineConfig::default());
@@ -1103,17 +1150,6 @@ mod tests {
 
         // A value asked for and held back (a guardrail's backoff, another controller's value in
         // force) counts nothing: the learner says so, and the tuner may rest.
-        struct Stuck;
-        impl ReadaheadKnobs for Stuck {
-            fn device_read_ahead_kb(&self) -> u64 {
-                128
-            }
-            fn set_device_read_ahead_kb(&mut self, _: u64) {}
-            fn file_read_ahead_kb(&self, _: u64) -> u64 {
-                128
-            }
-            fn set_file_read_ahead_kb(&mut self, _: u64, _: u64) {}
-        }
         let mut o = Online::new(OnlineConfig::default());
         let mut asked_elsewhere = 0;
         for w in 0..40 {

@@ -828,9 +828,6 @@ fn a_learner_measuring_at_vanilla_keeps_the_guardrail_from_going_idle() {
             _ => runs.push((kb, 1)),
         }
     }
-    for e in g.take_events() {
-        eprintln!("{:?}", e.reason);
-    }
     let n = idle[first..].iter().filter(|&&i| i).count();
     assert!(n >= 70, "{n} idle of {}: {runs:?}", idle.len() - first);
 }
@@ -1239,24 +1236,41 @@ fn a_gain_within_the_spread_of_a_block_of_ticks_is_measured_until_it_shows() {
             _ => 0.5,
         }
     };
-    let mut g = guarded(Online::new(OnlineConfig::default()));
-    let mut dev = Device { kb: 128, sets: 0 };
-    let mut seen = Vec::new();
-    for i in 0..400u64 {
-        seen.push(dev.kb);
-        ticks_window(&mut g, &mut dev, i, rate);
+    // Behind hysteresis of every strength: the tuner's defaults (`--hold 2 --min-gap 3`) and
+    // a longer hold keep vanilla in force for more windows after a value is taken back, and
+    // the neighbour asked for meanwhile was only held back (a learner that took it for a veto
+    // banned 64 KiB without ever trying it).
+    for (hold, min_gap) in [(1, 0), (2, 3), (3, 3), (4, 6)] {
+        let mut g = Guarded::new(
+            Box::new(Online::new(OnlineConfig::default())),
+            Steady::new(hold, min_gap),
+            Some(GuardConfig::default()),
+            128,
+        );
+        let mut dev = Device { kb: 128, sets: 0 };
+        let mut seen = Vec::new();
+        for i in 0..400u64 {
+            seen.push(dev.kb);
+            ticks_window(&mut g, &mut dev, i, rate);
+        }
+        let low = seen[200..].iter().filter(|&&kb| kb <= 64).count();
+        assert!(
+            low >= 140,
+            "hold {hold}: {low} of the last 200 windows at 64 KiB or below: {seen:?}"
+        );
+        // 256 KiB, taken back, is not tried again before the other side is.
+        let first_64 = seen.iter().position(|&kb| kb == 64).expect("64 tried");
+        let looks_at_256 = seen[..first_64]
+            .windows(2)
+            .filter(|w| w[0] != 256 && w[1] == 256)
+            .count();
+        assert!(
+            looks_at_256 <= 1,
+            "hold {hold}: 256 KiB tried {looks_at_256} times before 64: {seen:?}"
+        );
+        assert!(
+            first_64 <= 40 + 4 * hold as usize,
+            "hold {hold}: 64 KiB first tried at window {first_64}: {seen:?}"
+        );
     }
-    let low = seen[200..].iter().filter(|&&kb| kb <= 64).count();
-    assert!(low >= 150, "{low} of the last 200 windows at 64 KiB or below: {seen:?}");
-    // 256 KiB, taken back, is not tried again before the other side is.
-    let first_64 = seen.iter().position(|&kb| kb == 64).expect("64 tried");
-    let looks_at_256 = seen[..first_64]
-        .windows(2)
-        .filter(|w| w[0] != 256 && w[1] == 256)
-        .count();
-    assert!(
-        looks_at_256 <= 1,
-        "256 KiB tried {looks_at_256} times before 64: {seen:?}"
-    );
-    assert!(first_64 <= 40, "64 KiB first tried at window {first_64}: {seen:?}");
 }
