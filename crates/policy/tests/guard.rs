@@ -836,20 +836,9 @@ fn a_learner_measuring_at_vanilla_keeps_the_guardrail_from_going_idle() {
 /// `rate(kb)`, jittered by one either way with no relation to the value (window `i`).
 fn ticks_window(ctl: &mut Guarded, dev: &mut Device, i: u64, rate: impl Fn(u64) -> f64) {
     let jitter = [0.0, 1.0, -1.0, 0.0, 1.0, -1.0, 1.0][(i % 7) as usize];
-    let ticks = (9.0 * rate(dev.kb) + jitter).round().max(0.0);
-    let w = WindowFeatures {
-        outcome: Outcome {
-            seconds: 1.0,
-            busy_s: Some(ticks * 0.01),
-            resolution: 0.01,
-            read_ahead_kb: Some(dev.kb),
-            pages_accessed: 100,
-            pages_added: dev.kb,
-            ..Outcome::default()
-        },
-        ..WindowFeatures::default()
-    };
-    ctl.decide(&w, dev);
+    run_processes_by_window(ctl, dev, 1, |kb, _| {
+        vec![(9.0 * rate(kb) + jitter).round().max(0.0) * 0.01]
+    });
 }
 
 #[test]
