@@ -6,10 +6,11 @@
 # dropped from the cache at every pass, for SECONDS each run. Ext4 on a loop device (direct
 # I/O) backed by a file in a fresh directory under /var/tmp; the two configurations
 # interleaved REPEATS times per pattern; prints each run's pages/s, the share of one core
-# LEAP's process used (user + system time over the run), and the median ratio with its spread. Root; removes its loop device, mount and image on exit and on signals.
+# LEAP's process used (user + system time over the run), and the median ratio with its
+# spread. Root; removes its loop device, mount and image on exit and on signals.
 #
 #   scripts/leap-kernel.sh [REPEATS] [SECONDS] [PATTERN ...]
-#   e.g. scripts/leap-kernel.sh 5 5 seq rev rand
+#   e.g. scripts/leap-kernel.sh 5 5 seq rev rand stride
 set -euo pipefail
 REPEATS=${1:-3}
 SECONDS_EACH=${2:-5}

@@ -517,25 +517,24 @@ impl Online {
     /// windows at -40% every 29 windows.
     pub fn taken_back(&mut self, kb: u64, now_kb: u64, sure: bool) {
         let (worse, home) = (self.nearest(kb), self.nearest(now_kb));
-        if worse != home && self.probe == Some(worse) && self.home == Some(home) && self.est[home].is_some() {
+        let keep_home =
+            worse != home && self.probe == Some(worse) && self.home == Some(home) && self.est[home].is_some();
+        if keep_home {
             self.probe = None;
             self.drop_samples();
             self.overruled = 0;
-            if sure {
-                self.ban(worse);
-            } else {
-                self.suspend(worse);
-            }
-            self.climb(home);
-            return;
+        } else {
+            self.forget_but_taken_back(home);
         }
-        self.forget_but_taken_back(home);
         if worse != home {
             if sure {
                 self.ban(worse);
             } else {
                 self.suspend(worse);
             }
+        }
+        if keep_home {
+            self.climb(home);
         }
     }
 
@@ -669,10 +668,8 @@ impl Online {
     /// back (its backoff, which resting lengthens on purpose) or another controller's value
     /// (`--fallback-online` while the model decides) counts nothing, and the tuner may rest.
     pub fn measuring(&self) -> bool {
-        self.home.is_some()
-            && self.hold_until.is_none_or(|u| self.window >= u)
-            && self.last_kb.is_some()
-            && self.last_kb == self.target_kb()
+        // The target is home's or a neighbour's value: none before the first window.
+        self.target_kb().is_some_and(|kb| self.last_kb == Some(kb)) && self.hold_until.is_none_or(|u| self.window >= u)
     }
 
     /// Follow a window another controller decided (the learner's value was not asked for):
