@@ -8,8 +8,9 @@
 # KERNEL_ML_CHECKOUT is a checkout of https://github.com/sbu-fsl/kernel-ml (none of its code is
 # in this repository; its `src/` and `include/` are compiled here with gcc -O3 -march=native,
 # without the coverage flags of its CMake build: the peer at its best). Each repeat runs, per
-# row set in turn, iolearn's tree, KML's tree, iolearn's network, KML's network; the two sides
-# must agree on every class (a checksum of the predictions). Prints per case the median ns per call with
+# row set in turn, iolearn's tree and KML's, iolearn's tree on all the rows in one call and KML's
+# tree again (it has no such call), iolearn's network and KML's; the two sides must agree on
+# every class (a checksum of the predictions). Prints per case the median ns per row with
 # [min-max] over the repeats, and the median of the per-repeat ratios with their range. With
 # valgrind installed, INSTR=1 adds instructions per call (callgrind, two call counts, the
 # difference divided by the extra calls).
@@ -51,23 +52,26 @@ tr -s ' ' < "$models/nn_arch_data/input.csv" > "$work/kml.txt"
 
 pin=()
 if command -v taskset >/dev/null && (($(nproc) > 1)); then pin=(taskset -c 1); fi
-declare -A calls=([tree]=20000000 [net]=1000000 [peer_net]=100000)
+declare -A calls=([tree]=20000000 [tree-rows]=20000000 [net]=1000000 [peer_net]=100000)
+# KML has no call for many rows: its side of `tree-rows` (iolearn's `predict_classes`, every
+# row of the set in one call) is its `tree` loop, one call a row, as its module would score them.
+declare -A peer_case=([tree]=tree [tree-rows]=tree [net]=net)
 results=$work/results.txt
 for rows in uniform varied kml; do
-    for case in tree net; do
-        # Both sides decide the same: equal checksums over the same calls.
+    for case in tree tree-rows net; do
+        # Both sides decide the same: equal checksums over the same rows in the same order.
         n=$(($(grep -c . "$work/$rows.txt") * 50))
         a=$("$ours" "$models" "$work/$rows.txt" "$case" "$n" | awk '{print $4}')
-        b=$("$work/peer" "$models" "$work/$rows.txt" "$case" "$n" | awk '{print $4}')
+        b=$("$work/peer" "$models" "$work/$rows.txt" "${peer_case[$case]}" "$n" | awk '{print $4}')
         [[ $a == "$b" ]] || { echo "peer-kml: $case on $rows rows: the two sides predicted different classes" >&2; exit 1; }
     done
 done
 for ((r = 1; r <= repeats; r++)); do
     for rows in uniform varied kml; do
-        for case in tree net; do
+        for case in tree tree-rows net; do
             o=$("${pin[@]}" "$ours" "$models" "$work/$rows.txt" "$case" "${calls[$case]}" | awk '{print $1}')
             n=${calls[$case]}; [[ $case == net ]] && n=${calls[peer_net]}
-            p=$("${pin[@]}" "$work/peer" "$models" "$work/$rows.txt" "$case" "$n" | awk '{print $1}')
+            p=$("${pin[@]}" "$work/peer" "$models" "$work/$rows.txt" "${peer_case[$case]}" "$n" | awk '{print $1}')
             echo "$rows $case $o $p" >> "$results"
         done
     done
@@ -78,9 +82,10 @@ if [[ ${INSTR:-0} == 1 ]] && command -v valgrind >/dev/null; then
     count() { # instructions of "$@" with N=$1 calls (last argument)
         valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 | { grep -o 'refs: *[0-9,]*' || echo 0; } | tr -dc 0-9
     }
-    for case in tree net; do
+    # Call counts are multiples of the 64 uniform rows, so tree-rows scores whole passes.
+    for case in tree tree-rows net; do
         a=$(count "$ours" "$models" "$work/uniform.txt" "$case" 20480); b=$(count "$ours" "$models" "$work/uniform.txt" "$case" 40960)
-        c=$(count "$work/peer-avx2" "$models" "$work/uniform.txt" "$case" 20480); d=$(count "$work/peer-avx2" "$models" "$work/uniform.txt" "$case" 40960)
+        c=$(count "$work/peer-avx2" "$models" "$work/uniform.txt" "${peer_case[$case]}" 20480); d=$(count "$work/peer-avx2" "$models" "$work/uniform.txt" "${peer_case[$case]}" 40960)
         instr+="$case $(((b - a) / 20480)) $(((d - c) / 20480))"$'\n'
     done
 fi
@@ -90,14 +95,14 @@ import statistics, sys
 rows = [line.split() for line in open(sys.argv[1])]
 instr = {l.split()[0]: l.split()[1:] for l in sys.argv[2].splitlines() if l.strip()}
 fmt = lambda v, d: f"{statistics.median(v):.{d}f} [{min(v):.{d}f}-{max(v):.{d}f}]"
-print(f"{'rows':<9}{'case':<6}{'iolearn ns':>22}{'KML C ns':>26}{'KML / iolearn':>20}  instructions, uniform rows (iolearn / KML)")
+print(f"{'rows':<9}{'case':<10}{'iolearn ns':>22}{'KML C ns':>26}{'KML / iolearn':>20}  instructions, uniform rows (iolearn / KML)")
 for rs in ("uniform", "varied", "kml"):
-    for case in ("tree", "net"):
+    for case in ("tree", "tree-rows", "net"):
         r = [x for x in rows if x[0] == rs and x[1] == case]
         ours, peer = [float(x[2]) for x in r], [float(x[3]) for x in r]
         ratio = [p / o for o, p in zip(ours, peer)]
         i = instr.get(case) if rs == "uniform" else None
         shown = f"{i[0]} / {i[1]}" if i and int(i[1]) > 0 else "-"
-        print(f"{rs:<9}{case:<6}{fmt(ours, 2):>22}{fmt(peer, 1):>26}{fmt(ratio, 1) + 'x':>20}  {shown}")
-print(f"{len(rows) // 6} repeats, interleaved; both sides predicted the same classes on every row set")
+        print(f"{rs:<9}{case:<10}{fmt(ours, 2):>22}{fmt(peer, 1):>26}{fmt(ratio, 1) + 'x':>20}  {shown}")
+print(f"{len(rows) // 9} repeats, interleaved; both sides predicted the same classes on every row set")
 EOF

@@ -397,12 +397,33 @@ impl TreeLayout {
 /// `leaf_splits` has its one entry).
 pub(crate) type TreeKernel = unsafe fn(x: *const f32, t: &TreeLayout) -> u64;
 
+/// A tree kernel over many rows: the class (the low half of the packed leaf) of row k, which
+/// starts at `rows[k * stride]`, into `out[k]`, for every k below `out.len()`. The loop is
+/// compiled with the kernel's instructions and the one-row kernel inlined into it, so no call
+/// is made per row and the compiler can hoist the layout's loads (blocks, leaf sets) out of the
+/// loop (it does for KML's tree: `objdump` of `examples/side_by_side`).
+///
+/// # Safety
+/// As [`TreeKernel`] for every row: `stride` is at least the lanes `row_mask` sets (the row
+/// length), and `rows` holds `(out.len() - 1) * stride` values plus one whole row when `out` is
+/// not empty.
+pub(crate) type TreeRowsKernel = unsafe fn(rows: &[f32], stride: usize, t: &TreeLayout, out: &mut [u32]);
+
+/// One kernel for this CPU and layout, for one row and for many.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TreeKernels {
+    /// One row, the packed leaf.
+    pub one: TreeKernel,
+    /// Many rows, their classes.
+    pub rows: TreeRowsKernel,
+}
+
 /// The QuickScorer kernels this CPU runs for `t`, fastest first, with their names; empty
 /// without AVX2 (the tree is then walked) and for a layout no kernel takes (the empty one of a
 /// tree too large to lay out). Chosen once, when the tree is laid out; narrow trees (at most
 /// 32 leaves, so one or two blocks) get copies with the counts fixed, fully unrolled.
-pub(crate) fn tree_kernels(t: &TreeLayout) -> alloc::vec::Vec<(&'static str, TreeKernel)> {
-    let mut out: alloc::vec::Vec<(&'static str, TreeKernel)> = alloc::vec::Vec::new();
+pub(crate) fn tree_kernels(t: &TreeLayout) -> alloc::vec::Vec<(&'static str, TreeKernels)> {
+    let mut out: alloc::vec::Vec<(&'static str, TreeKernels)> = alloc::vec::Vec::new();
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     {
         let (wide, blocks, leaves) = (t.wide(), t.blocks.len(), t.n_leaves);
@@ -423,20 +444,41 @@ pub(crate) fn tree_kernels(t: &TreeLayout) -> alloc::vec::Vec<(&'static str, Tre
             && std::is_x86_feature_detected!("bmi1");
         if avx512 && has_avx2_fma() {
             // Two blocks hold 17 or more splits, so 18 or more leaves: two leaf tests.
-            let kernel: Option<TreeKernel> = match (wide, blocks, leaves.div_ceil(16)) {
-                (false, 1, 1) => Some(avx512::tree_leaf_narrow::<1, 1>),
-                (false, 1, 2) => Some(avx512::tree_leaf_narrow::<1, 2>),
-                (false, 2, 2) => Some(avx512::tree_leaf_narrow::<2, 2>),
-                (true, _, _) => Some(avx512::tree_leaf_wide),
+            let kernel = match (wide, blocks, leaves.div_ceil(16)) {
+                (false, 1, 1) => Some(TreeKernels {
+                    one: avx512::tree_leaf_narrow::<1, 1>,
+                    rows: avx512::tree_classes_narrow::<1, 1>,
+                }),
+                (false, 1, 2) => Some(TreeKernels {
+                    one: avx512::tree_leaf_narrow::<1, 2>,
+                    rows: avx512::tree_classes_narrow::<1, 2>,
+                }),
+                (false, 2, 2) => Some(TreeKernels {
+                    one: avx512::tree_leaf_narrow::<2, 2>,
+                    rows: avx512::tree_classes_narrow::<2, 2>,
+                }),
+                (true, _, _) => Some(TreeKernels {
+                    one: avx512::tree_leaf_wide,
+                    rows: avx512::tree_classes_wide,
+                }),
                 _ => None,
             };
             out.extend(kernel.map(|k| ("avx512", k)));
         }
         if has_avx2_fma() {
-            let kernel: Option<TreeKernel> = match (wide, blocks) {
-                (false, 1) => Some(avx2::tree_leaf::<false, 1>),
-                (false, 2) => Some(avx2::tree_leaf::<false, 2>),
-                (true, _) => Some(avx2::tree_leaf::<true, 0>),
+            let kernel = match (wide, blocks) {
+                (false, 1) => Some(TreeKernels {
+                    one: avx2::tree_leaf::<false, 1>,
+                    rows: avx2::tree_classes::<false, 1>,
+                }),
+                (false, 2) => Some(TreeKernels {
+                    one: avx2::tree_leaf::<false, 2>,
+                    rows: avx2::tree_classes::<false, 2>,
+                }),
+                (true, _) => Some(TreeKernels {
+                    one: avx2::tree_leaf::<true, 0>,
+                    rows: avx2::tree_classes::<true, 0>,
+                }),
                 _ => None,
             };
             out.extend(kernel.map(|k| ("avx2", k)));

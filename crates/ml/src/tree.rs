@@ -95,9 +95,9 @@ pub struct DecisionTree {
 struct Scorer {
     /// The layout (empty `leaves` when the tree does not fit).
     layout: TreeLayout,
-    /// The kernel for this layout on this CPU (chosen when the layout was made; without one the
-    /// tree is walked).
-    kernel: Option<crate::kernels::TreeKernel>,
+    /// The kernels (one row, many rows) for this layout on this CPU (chosen when the layout was
+    /// made; without them the tree is walked).
+    kernel: Option<crate::kernels::TreeKernels>,
 }
 
 /// Layouts are equal when their splits and leaves are (the kernel follows from them).
@@ -308,6 +308,34 @@ impl DecisionTree {
         (self.leaf_packed(x) & 0xffff_ffff) as usize
     }
 
+    /// Predicted classes of many rows at once: `rows` holds `out.len()` rows of `n_features`
+    /// values end to end, and `out[k]` gets row k's class, the one [`Self::predict_class`]
+    /// gives. Where the branch-free kernel runs, the rows are scored in one loop compiled
+    /// with it, so the tree's layout is loaded once for all of them and no call is made per
+    /// row (scoring a data set, or every open file's window). No allocation.
+    pub fn predict_classes(&self, rows: &[f32], out: &mut [u32]) -> Result<()> {
+        let d = self.n_features;
+        let expected = out.len().saturating_mul(d);
+        if rows.len() != expected {
+            return Err(Error::Shape {
+                what: "rows (rows x features values)",
+                expected,
+                found: rows.len(),
+            });
+        }
+        let sc = &self.scorer;
+        if let Some(kernel) = sc.kernel {
+            // SAFETY: as in `leaf_packed`, for each of the `out.len()` whole rows of `d` values
+            // (checked above) at stride `d`, which covers the lanes the layout loads.
+            unsafe { (kernel.rows)(rows, d, &sc.layout, out) };
+        } else {
+            for (k, o) in out.iter_mut().enumerate() {
+                *o = self.walk(&rows[k * d..(k + 1) * d]).1 as u32;
+            }
+        }
+        Ok(())
+    }
+
     /// (node index, class) of the leaf `x` reaches.
     #[inline]
     fn leaf(&self, x: &[f32]) -> (usize, usize) {
@@ -330,7 +358,7 @@ impl DecisionTree {
             // SAFETY: `Scorer::new` chose the kernel for this CPU and layout, whose lanes are
             // within `n_features`, features among them, and `leaves` padded as the kernel
             // needs; `x` holds `n_features` values (checked above).
-            return unsafe { kernel(x.as_ptr(), &sc.layout) };
+            return unsafe { (kernel.one)(x.as_ptr(), &sc.layout) };
         }
         let (i, c) = self.walk(x);
         (i as u64) << 32 | c as u64
@@ -890,10 +918,22 @@ mod scorer_tests {
                     "{leaves} leaves"
                 );
                 for tree in with_each_kernel(&tree) {
-                    for row in hostile_rows(&tree, &mut rng, 300) {
-                        assert_eq!(tree.leaf(&row), tree.walk(&row), "{row:?}");
+                    let rows = hostile_rows(&tree, &mut rng, 300);
+                    for row in &rows {
+                        assert_eq!(tree.leaf(row), tree.walk(row), "{row:?}");
                         checked += 1;
                     }
+                    // Many rows at once give the same classes (a wrong stride or a skipped row
+                    // shows: `out` starts at u32::MAX).
+                    let flat: Vec<f32> = rows.concat();
+                    let mut out = alloc::vec![u32::MAX; rows.len()];
+                    tree.predict_classes(&flat, &mut out).unwrap();
+                    let walked: Vec<u32> = rows.iter().map(|r| tree.walk(r).1 as u32).collect();
+                    assert_eq!(out, walked);
+                    let mut long = alloc::vec![0u32; rows.len() + 1];
+                    assert!(tree.predict_classes(&flat, &mut long).is_err());
+                    assert!(tree.predict_classes(&flat[1..], &mut out).is_err());
+                    assert!(tree.predict_classes(&[], &mut []).is_ok());
                 }
             }
         }
@@ -939,9 +979,14 @@ mod scorer_tests {
                 assert_eq!(t.leaves.is_empty(), leaves > Scorer::MAX_LEAVES);
                 shapes.insert((t.wide(), t.blocks.len().min(3), t.n_leaves.div_ceil(16).min(3)));
                 for tree in with_each_kernel(&tree) {
-                    for row in hostile_rows(&tree, &mut rng, 200) {
-                        assert_eq!(tree.leaf(&row), tree.walk(&row), "{leaves} leaves, {row:?}");
+                    let rows = hostile_rows(&tree, &mut rng, 200);
+                    for row in &rows {
+                        assert_eq!(tree.leaf(row), tree.walk(row), "{leaves} leaves, {row:?}");
                     }
+                    let mut out = alloc::vec![u32::MAX; rows.len()];
+                    tree.predict_classes(&rows.concat(), &mut out).unwrap();
+                    let walked: Vec<u32> = rows.iter().map(|r| tree.walk(r).1 as u32).collect();
+                    assert_eq!(out, walked, "{leaves} leaves, many rows at once");
                 }
             }
         }
@@ -1004,5 +1049,14 @@ mod scorer_tests {
         let mut row = [0.0f32; 9];
         row[8] = 1.0;
         assert_eq!(nine.predict_class(&row), 1);
+        let rows = [[0.0f32; 9], row, row].concat();
+        let mut out = [9u32; 3];
+        nine.predict_classes(&rows, &mut out).unwrap();
+        assert_eq!(out, [0, 1, 1]);
+        // No features: every row is empty and reaches the one leaf.
+        let stump = DecisionTree::from_nodes(alloc::vec![Node::Leaf { class: 1 }], 0, 2).unwrap();
+        let mut out = [9u32; 4];
+        stump.predict_classes(&[], &mut out).unwrap();
+        assert_eq!(out, [1; 4]);
     }
 }

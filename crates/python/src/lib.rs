@@ -235,16 +235,23 @@ impl Model {
         x: PyReadonlyArray2<f32>,
         prenormalized: bool,
     ) -> PyResult<Bound<'py, PyArray1<i64>>> {
-        let (x, _, d) = self.prepare(&x, prenormalized)?;
-        let out: Vec<i64> = py.detach(|| match &self.file.kind {
-            ModelKind::Mlp(net) => {
-                let mut ws = net.workspace();
-                x.chunks_exact(d)
-                    .map(|r| net.predict_class(r, &mut ws) as i64)
-                    .collect()
-            }
-            ModelKind::Tree(t) => x.chunks_exact(d).map(|r| t.predict_class(r) as i64).collect(),
-        });
+        let (x, n, d) = self.prepare(&x, prenormalized)?;
+        let out: Vec<i64> = py
+            .detach(|| match &self.file.kind {
+                ModelKind::Mlp(net) => {
+                    let mut ws = net.workspace();
+                    Ok(x.chunks_exact(d)
+                        .map(|r| net.predict_class(r, &mut ws) as i64)
+                        .collect())
+                }
+                // All rows in one call: the tree's kernel loops over them itself.
+                ModelKind::Tree(t) => {
+                    let mut c = vec![0u32; n];
+                    t.predict_classes(&x, &mut c)
+                        .map(|()| c.into_iter().map(i64::from).collect())
+                }
+            })
+            .map_err(err)?;
         Ok(PyArray1::from_vec(py, out))
     }
 

@@ -307,6 +307,7 @@ pub(super) fn linear_i16_pairs(packed: &[i16], xp: &[i32], acc_out: &mut [i32]) 
 /// As `kernels::TreeKernel` (`x` points to a value for every lane `t.lanes` sets); `WIDE` is
 /// `t.wide()`; `BLOCKS` is 0 or `t.blocks.len()`.
 #[target_feature(enable = "avx2,fma")]
+#[inline]
 pub(super) unsafe fn tree_leaf<const WIDE: bool, const BLOCKS: usize>(x: *const f32, t: &super::TreeLayout) -> u64 {
     let (blocks, leaves) = (&t.blocks[..], &t.leaves[..]);
     // SAFETY: the masked load reads only the lanes the caller guarantees; blocks are aligned
@@ -352,5 +353,24 @@ pub(super) unsafe fn tree_leaf<const WIDE: bool, const BLOCKS: usize>(x: *const 
         // subtree holds it, and the row went right there, so the leaf it reaches keeps its
         // bit); and `leaves` has an entry for every index the bits can give (33 or 65).
         *leaves.as_ptr().add(exit)
+    }
+}
+
+/// [`tree_leaf`] over many rows (see `kernels::TreeRowsKernel`): inlined into this loop, so
+/// the compiler can hoist its layout loads out of it.
+///
+/// # Safety
+/// As `kernels::TreeRowsKernel` and [`tree_leaf`].
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn tree_classes<const WIDE: bool, const BLOCKS: usize>(
+    rows: &[f32],
+    stride: usize,
+    t: &super::TreeLayout,
+    out: &mut [u32],
+) {
+    debug_assert!(out.is_empty() || rows.len() >= (out.len() - 1) * stride + t.row_mask.count_ones() as usize);
+    for (k, o) in out.iter_mut().enumerate() {
+        // SAFETY: row k starts at `k * stride` and is whole inside `rows` (the contract).
+        *o = unsafe { tree_leaf::<WIDE, BLOCKS>(rows.as_ptr().add(k * stride), t) } as u32;
     }
 }

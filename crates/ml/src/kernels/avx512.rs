@@ -18,6 +18,7 @@ use core::arch::x86_64::*;
 /// As `kernels::TreeKernel`, and `t` is narrow (`leaf_splits` has its entry) with `BLOCKS`
 /// blocks and at most `16 TESTS` leaves; the CPU has AVX-512F and BW, and BMI1.
 #[target_feature(enable = "avx512f,avx512bw,bmi1,avx2,fma")]
+#[inline]
 pub(super) unsafe fn tree_leaf_narrow<const BLOCKS: usize, const TESTS: usize>(
     x: *const f32,
     t: &super::TreeLayout,
@@ -56,6 +57,7 @@ pub(super) unsafe fn tree_leaf_narrow<const BLOCKS: usize, const TESTS: usize>(
 /// # Safety
 /// As `kernels::TreeKernel`, `t` wide; the CPU has AVX-512F and BW, and BMI1.
 #[target_feature(enable = "avx512f,avx512bw,bmi1,avx2,fma")]
+#[inline]
 pub(super) unsafe fn tree_leaf_wide(x: *const f32, t: &super::TreeLayout) -> u64 {
     // SAFETY: the masked load reads only the lanes the caller guarantees; blocks are aligned
     // to 64 bytes by their type and every load is one whole field of one; a trailing-zero
@@ -75,5 +77,37 @@ pub(super) unsafe fn tree_leaf_wide(x: *const f32, t: &super::TreeLayout) -> u64
         *t.leaves
             .as_ptr()
             .add((l as u64 | (h as u64) << 32).trailing_zeros() as usize)
+    }
+}
+
+/// [`tree_leaf_narrow`] over many rows (see `kernels::TreeRowsKernel`): inlined into this
+/// loop, so the compiler can hoist its layout loads out of it.
+///
+/// # Safety
+/// As `kernels::TreeRowsKernel` and [`tree_leaf_narrow`].
+#[target_feature(enable = "avx512f,avx512bw,bmi1,avx2,fma")]
+pub(super) unsafe fn tree_classes_narrow<const BLOCKS: usize, const TESTS: usize>(
+    rows: &[f32],
+    stride: usize,
+    t: &super::TreeLayout,
+    out: &mut [u32],
+) {
+    debug_assert!(out.is_empty() || rows.len() >= (out.len() - 1) * stride + t.row_mask.count_ones() as usize);
+    for (k, o) in out.iter_mut().enumerate() {
+        // SAFETY: row k starts at `k * stride` and is whole inside `rows` (the contract).
+        *o = unsafe { tree_leaf_narrow::<BLOCKS, TESTS>(rows.as_ptr().add(k * stride), t) } as u32;
+    }
+}
+
+/// [`tree_leaf_wide`] over many rows (see `kernels::TreeRowsKernel`).
+///
+/// # Safety
+/// As `kernels::TreeRowsKernel` and [`tree_leaf_wide`].
+#[target_feature(enable = "avx512f,avx512bw,bmi1,avx2,fma")]
+pub(super) unsafe fn tree_classes_wide(rows: &[f32], stride: usize, t: &super::TreeLayout, out: &mut [u32]) {
+    debug_assert!(out.is_empty() || rows.len() >= (out.len() - 1) * stride + t.row_mask.count_ones() as usize);
+    for (k, o) in out.iter_mut().enumerate() {
+        // SAFETY: row k starts at `k * stride` and is whole inside `rows` (the contract).
+        *o = unsafe { tree_leaf_wide(rows.as_ptr().add(k * stride), t) } as u32;
     }
 }
