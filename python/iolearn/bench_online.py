@@ -95,7 +95,9 @@ def decisions(log: Path, start_kb: int) -> list[tuple[int, int]]:
 def learner(tb: br.Testbed, log: Path, state: Path, progress: str = "cpu"):
     """The tuner with the online learner deciding the device's value, watching the cgroup and
     judging by ``progress`` (``iolearn tune readahead --progress``)."""
-    return br.tuner_helper(tb, None, "device", log, state, controller="online", extra=["--progress", progress])
+    # --verbose: a line a window with its progress and value, to see the spread verdicts face.
+    extra = ["--progress", progress, "--verbose"]
+    return br.tuner_helper(tb, None, "device", log, state, controller="online", extra=extra)
 
 
 def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:

@@ -7,6 +7,21 @@
 //! builds may differ in the last bit (fused multiply-add rounds once); one machine always takes
 //! the same path, so its results are reproducible.
 
+/// The body of a [`TreeRowsKernel`]: the one-row kernel `one` on each row in turn. Expanded
+/// inside each rows kernel's own `#[target_feature]` function, so `one` is inlined with the
+/// same instructions and the layout's loads can leave the loop (a generic function would not
+/// carry the target features, and a call per row is what the rows kernels exist to avoid).
+macro_rules! tree_rows {
+    ($rows:ident, $stride:ident, $t:ident, $out:ident, $one:expr) => {{
+        debug_assert!($out.is_empty() || $rows.len() >= ($out.len() - 1) * $stride + $t.row_mask.count_ones() as usize);
+        for (k, o) in $out.iter_mut().enumerate() {
+            // SAFETY: row k starts at `k * stride` and is whole inside `rows` (the contract of
+            // `TreeRowsKernel`), and the kernel's own contract is the caller's.
+            *o = unsafe { $one($rows.as_ptr().add(k * $stride), $t) } as u32;
+        }
+    }};
+}
+
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 mod avx2;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]

@@ -368,9 +368,5 @@ pub(super) unsafe fn tree_classes<const WIDE: bool, const BLOCKS: usize>(
     t: &super::TreeLayout,
     out: &mut [u32],
 ) {
-    debug_assert!(out.is_empty() || rows.len() >= (out.len() - 1) * stride + t.row_mask.count_ones() as usize);
-    for (k, o) in out.iter_mut().enumerate() {
-        // SAFETY: row k starts at `k * stride` and is whole inside `rows` (the contract).
-        *o = unsafe { tree_leaf::<WIDE, BLOCKS>(rows.as_ptr().add(k * stride), t) } as u32;
-    }
+    tree_rows!(rows, stride, t, out, tree_leaf::<WIDE, BLOCKS>)
 }

@@ -92,11 +92,7 @@ pub(super) unsafe fn tree_classes_narrow<const BLOCKS: usize, const TESTS: usize
     t: &super::TreeLayout,
     out: &mut [u32],
 ) {
-    debug_assert!(out.is_empty() || rows.len() >= (out.len() - 1) * stride + t.row_mask.count_ones() as usize);
-    for (k, o) in out.iter_mut().enumerate() {
-        // SAFETY: row k starts at `k * stride` and is whole inside `rows` (the contract).
-        *o = unsafe { tree_leaf_narrow::<BLOCKS, TESTS>(rows.as_ptr().add(k * stride), t) } as u32;
-    }
+    tree_rows!(rows, stride, t, out, tree_leaf_narrow::<BLOCKS, TESTS>)
 }
 
 /// [`tree_leaf_wide`] over many rows (see `kernels::TreeRowsKernel`).
@@ -105,9 +101,5 @@ pub(super) unsafe fn tree_classes_narrow<const BLOCKS: usize, const TESTS: usize
 /// As `kernels::TreeRowsKernel` and [`tree_leaf_wide`].
 #[target_feature(enable = "avx512f,avx512bw,bmi1,avx2,fma")]
 pub(super) unsafe fn tree_classes_wide(rows: &[f32], stride: usize, t: &super::TreeLayout, out: &mut [u32]) {
-    debug_assert!(out.is_empty() || rows.len() >= (out.len() - 1) * stride + t.row_mask.count_ones() as usize);
-    for (k, o) in out.iter_mut().enumerate() {
-        // SAFETY: row k starts at `k * stride` and is whole inside `rows` (the contract).
-        *o = unsafe { tree_leaf_wide(rows.as_ptr().add(k * stride), t) } as u32;
-    }
+    tree_rows!(rows, stride, t, out, tree_leaf_wide)
 }
