@@ -706,17 +706,14 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         let class_now = controller.decisions()[decisions_before..]
             .last()
             .map(|&(_, c)| labels.get(c).cloned().unwrap_or_else(|| "fallback".into()));
-        // The progress the guardrail and the learner judge by, and the value in force, so a
-        // run's log shows the spread their verdicts were made on.
-        let progress = features
-            .outcome
-            .progress()
-            .map_or("-".to_string(), |p| format!("{p:.3}"));
+        // The value in force and the progress the guardrail and the learner judge by, so a
+        // run's log shows the spread their verdicts were made on (formatted only when the
+        // debug line is on: tracing evaluates a field when its event is enabled).
         debug!(
             event = %"window",
             window = window_ix,
             read_ahead_kb = knobs.device_read_ahead_kb(),
-            progress = %progress,
+            progress = %features.outcome.progress().map_or("-".to_string(), |p| format!("{p:.3}")),
             pages = w.device.n,
             files = features.files.len(),
             class = %class_now.as_deref().unwrap_or("-"),
