@@ -45,7 +45,10 @@ GAIN_FLOOR = 0.10
 #: cannot run from user space), KML's baseline beside the tuner with ``--leap``.
 LEAP = "leap-prefetch-unmarked"
 #: Configurations scored against vanilla, in the table's order.
-SCORED = ("nn", "nn_file", "oracle", "leap", "kml")
+SCORED = ("nn", "nn_file", "oracle", "leap", "kml", "v3")
+#: The scale-free model the trainset step writes (``bench_trainset``), run per device as
+#: configuration ``v3`` where it exists.
+V3_MODEL = "readahead_v3.iolm"
 #: Seconds per run, sweep and evaluation alike (the cold-cache share of a run depends on its
 #: length, so the oracle is chosen on runs as long as those it is judged on). Shorter than the
 #: other steps' 20 s to fit 209 runs in an hour; the tuner acts within its first 3-5 windows.
@@ -103,6 +106,36 @@ FAMILY = (
     Workload("grep", "tool", tool="grep", unit="MB/s", about="grep -F over each table file, one process per file"),
 )
 QUICK = ("fio-strided", "grep")
+
+#: The training family of the scale-free model (``iolearn bench readahead --real --steps
+#: trainset``, ``bench_trainset``): the four db_bench workloads KML's models were trained on,
+#: and fio jobs of other sizes, strides, files and mixes than any member of ``FAMILY``, which
+#: stays the test family: nothing of it is used to train.
+TRAINING = (
+    Workload("readrandom", "db", about="db_bench readrandom"),
+    Workload("readrandomwriterandom", "db", writes=True, about="db_bench readrandomwriterandom"),
+    Workload("readseq", "db", about="db_bench readseq"),
+    Workload("readreverse", "db", about="db_bench readreverse"),
+    _fio("train-seq-128k", ("file=big", "rw=read", "bs=128k"), about="sequential 128 KiB preads"),
+    _fio("train-seq-mmap", ("file=big", "rw=read", "bs=8k", "ioengine=mmap"), about="sequential reads by mmap"),
+    _fio("train-rand-16k", ("file=big", "rw=randread", "bs=16k"), about="random 16 KiB preads"),
+    _fio(
+        "train-rand-mmap-small",
+        ("file=small:0-3", "rw=randread", "bs=8k", "ioengine=mmap"),
+        about="random 8 KiB reads by mmap over four files",
+    ),
+    _fio("train-strided-124k", ("file=big", "rw=read:124k", "bs=4k"), about="4 KiB read, 124 KiB skipped"),
+    _fio(
+        "train-roundrobin",
+        ("file=small:4-7", "rw=read", "bs=64k", "file_service_type=roundrobin"),
+        about="sequential 64 KiB preads over four files in turn",
+    ),
+    _fio(
+        "train-mostly-seq",
+        ("file=big", "rw=randread", "percentage_random=20", "bs=8k"),
+        about="8 KiB preads, four in five sequential",
+    ),
+)
 
 
 class Files:
@@ -365,6 +398,8 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     workloads = chosen(s)
     seconds = s.seconds if s.quick else SECONDS
     configs = ("vanilla", "nn", "nn_file", "oracle") + (("leap",) if s.leap else ()) + (("kml",) if s.kml else ())
+    # The scale-free model, where the trainset step made one.
+    configs += ("v3",) if (out / V3_MODEL).is_file() else ()
     if s.family_configs:
         configs = tuple(c for c in configs if c in s.family_configs)
     # Every member once, briefly, before the hour: a wrong option fails here, not at minute 50.
@@ -394,6 +429,9 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
                     helper = br.nn_tuner(tb, out, c == "nn_file", log, tuner_options(s, per_file=c == "nn_file"))
                 elif c == "leap":
                     helper = br.tuner_helper(tb, None, "device", log, scratch / "state", controller=LEAP)
+                elif c == "v3":
+                    helper = br.tuner_helper(tb, out / V3_MODEL, "device", log, scratch / "state",
+                                             extra=tuner_options(s, per_file=False))  # fmt: skip
                 elif c == "kml":
                     # KML's recipe as KML ran it: per device, no guardrail.
                     model = out / "readahead_kml.iolm"
@@ -437,7 +475,7 @@ def summarize(rows: list[dict]) -> list[dict]:
                 entry[c + "_members"] = [statistics.median(x[i] for x in each) for i in range(len(each[0]))]
         entry["oracle_kb"] = next((int(r["ra_kb"]) for r in mine if r["config"] == "oracle"), None)
         gain = entry.get("oracle", 1.0) - 1.0
-        for c in ("nn", "nn_file"):
+        for c in ("nn", "nn_file", "v3"):
             if c in entry:
                 entry[c + "_share"] = (entry[c] - 1.0) / gain if gain > GAIN_FLOOR else None
                 share = entry[c + "_share"]
@@ -448,7 +486,7 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 def print_table(table: list[dict]):
     # The baselines' columns only when they ran.
-    extra = [(c, title) for c, title in (("leap", "LEAP"), ("kml", "KML")) if any(c in r for r in table)]
+    extra = [(c, title) for c, title in (("v3", "v3"), ("leap", "LEAP"), ("kml", "KML")) if any(c in r for r in table)]
     print(
         f"{'family workload':<20}{'vanilla':>14}{'per device':>12}{'per file':>10}{'oracle':>8}{'KiB':>6}"
         + "".join(f"{title:>7}" for _, title in extra)

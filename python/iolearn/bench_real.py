@@ -824,7 +824,7 @@ def middle_half(xs: list[float]) -> list[float]:
     return [q[0], q[2]]
 
 
-STEPS = ("sweep", "train", "evaluate", "b2b", "pairs", "shared", "family", "online", "overheads")
+STEPS = ("sweep", "train", "evaluate", "b2b", "pairs", "shared", "trainset", "family", "online", "overheads")
 #: The learner's measures of progress (`iolearn tune readahead --progress`).
 PROGRESS = ("cpu", "auto")
 
@@ -878,7 +878,8 @@ def main(argv=None) -> int:
         "--family-configs",
         default=None,
         help="comma-separated configurations of the family step to run (vanilla, nn, nn_file, oracle, "
-        "and leap, kml with their options; default: all; vanilla is always run, the sweep too)",
+        "v3 where readahead_v3.iolm is in --out, and leap, kml with their options; default: all; vanilla is "
+        "always run, the sweep too)",
     )
     ap.add_argument(
         "--no-phases",
@@ -915,7 +916,7 @@ def main(argv=None) -> int:
     if a.leap and "family" not in a.steps.split(","):
         ap.error("--leap: applies to the family step; add family to --steps")
     if a.family_configs is not None:
-        known = {"vanilla", "nn", "nn_file", "oracle", "leap", "kml"}
+        known = {"vanilla", "nn", "nn_file", "oracle", "leap", "kml", "v3"}
         wanted = a.family_configs.split(",")
         wrong = [c for c in wanted if c not in known]
         if wrong or not a.family_configs:
@@ -928,6 +929,10 @@ def main(argv=None) -> int:
         for c, flag in (("leap", a.leap), ("kml", a.kml)):
             if c in wanted and not flag:
                 ap.error(f"--family-configs: {c} needs --{c}")
+    if a.family_configs is not None and "v3" in a.family_configs.split(","):
+        has_model = a.out is not None and (a.out / "readahead_v3.iolm").is_file()
+        if "trainset" not in a.steps.split(",") and not has_model:
+            ap.error("--family-configs: v3 needs readahead_v3.iolm in --out (the trainset step makes it)")
     if a.kml and "family" not in a.steps.split(","):
         ap.error("--kml: applies to the family step; add family to --steps")
     if a.reuse and not (a.out and (a.out / "report.json").is_file()):
@@ -1032,6 +1037,11 @@ def main(argv=None) -> int:
             report["pairs"] = summarize_pairs(pairs(s, tb, db, out))
         if "shared" in steps:
             report["shared"] = summarize_shared(shared(s, tb, db, out, oracle))
+        if "trainset" in steps:
+            from . import bench_trainset
+
+            rep = bench_trainset.trainset(s, tb, db, out)
+            report["trainset"] = {k: v for k, v in rep.items() if k != "features"}
         if "family" in steps:
             # Imported here: bench_family builds on this module.
             from . import bench_family

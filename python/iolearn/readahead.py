@@ -63,6 +63,20 @@ FEATURES = (
 #: |delta|), and a strided read as a random one.
 FEATURES_V2 = FEATURES + ("direction", "regularity")
 
+#: Inputs that do not grow with the file, the device or the load (schema
+#: ``iolearn-readahead-v3``, ``iolearn_policy::readahead::scale_free``): direction,
+#: regularity, randomness and density of the window's page indices, the readahead in force
+#: (log2 KiB / 13), and the device's pages read in and demand misses per page accessed. A model
+#: on these is trained to name a readahead value, not a workload ([`train_values`]).
+FEATURES_V3 = tuple(_native.READAHEAD_FEATURES_V3)
+#: Every column of a window row, the simulator's (``sim_closed_loop``) and the probe's
+#: (``iolearn probe readahead``) alike: each schema's inputs are among them.
+FEATURES_ALL = FEATURES_V2 + ("randomness", "density") + FEATURES_V3[4:]
+#: A value within this share of a workload's best counts as good as it: the label is vanilla
+#: when vanilla is, else the smallest such value (a single sweep run per value cannot rank
+#: values closer than that).
+LABEL_TIE = 0.03
+
 #: Features the network takes through ``sign(x) ln(1 + |x|)`` before the Z-score: all but the
 #: readahead. Z-scored as is, mean |page delta| is 2.7 for readreverse and 4.2 for readseq but
 #: 60-3,000 for random reads, so the two scans sit 0.002 standard deviations apart and the
@@ -106,7 +120,8 @@ def sweep(
             rows.append({"workload": w, "device": device, "ra_kb": kb, "ops_s": ops[0], "seed": seed})
             first = 2 if file_features else 1  # per-file rows carry the workload index too
             for r in f:
-                feats.append({"workload": w, "ra_kb": kb, **{n: float(v) for n, v in zip(FEATURES_V2, r[first:])}})
+                cols = zip(FEATURES_ALL, r[first:], strict=True)
+                feats.append({"workload": w, "ra_kb": kb, **{n: float(v) for n, v in cols}})
             if bar is not None:
                 bar.update(1)
     if bar is not None:
@@ -351,6 +366,122 @@ def _scan_confusion(rep: dict) -> int:
     m, w = rep["nn_confusion"], list(TRAIN_WORKLOADS)
     s, r = w.index("readseq"), w.index("readreverse")
     return m[s][r] + m[r][s]
+
+
+def label_values(rows, vanilla_kb: int = 128, tie: float = LABEL_TIE) -> dict[str, int]:
+    """Each workload's readahead to learn from a sweep's rows: vanilla when its throughput is
+    within ``tie`` of the best, else the smallest value that is (the cheapest in memory)."""
+    by: dict[str, dict[int, float]] = {}
+    for r in rows:
+        by.setdefault(r["workload"], {})[int(r["ra_kb"])] = float(r["ops_s"])
+    out = {}
+    for w, ops in by.items():
+        best = max(ops.values())
+        good = sorted(kb for kb, v in ops.items() if v >= best * (1 - tie))
+        out[w] = vanilla_kb if vanilla_kb in good else good[0]
+    return out
+
+
+def train_values(
+    rows, feats, out: Path | None, seed=0, epochs=100, suffix="_v3", tie=LABEL_TIE, groups: dict | None = None
+) -> dict:
+    """A scale-free model (``FEATURES_V3``, schema ``iolearn-readahead-v3``) that names the
+    readahead value itself: each window is labelled with its workload's value
+    ([`label_values`]) whatever value it ran under, so the model learns where to go from where
+    it is. A network (7-15-5-k) and a tree; each class is a value, its action that value.
+
+    The report's ``held_out`` is the estimate for workloads the model never saw: each workload
+    in turn is left out of training with every workload of its group (``groups``: workload ->
+    group name; default each its own), so a near twin (readrandom beside
+    readrandomwriterandom) does not answer for it, and its windows under vanilla are decided
+    by the model trained on the rest; the value chosen most often is scored on the workload's
+    own sweep (throughput over vanilla's, and the share of the best value's gain). Writes
+    ``readahead{suffix}.iolm`` (network) and ``readahead{suffix}_dt.iolm`` (tree) under ``out``
+    unless it is None."""
+    labels = label_values(rows, tie=tie)
+    feats = [f for f in feats if f["workload"] in labels]
+    workloads = sorted({f["workload"] for f in feats})
+    if len(workloads) < 2:
+        raise ValueError(f"training needs windows of two workloads or more, got {len(workloads)}")
+    values = sorted({labels[w] for w in workloads})
+    if len(values) < 2:
+        raise ValueError(
+            f"every training workload's best value is {values[0]} KiB: nothing to learn (add workloads that want "
+            "another value, or hold that value with --controller static)"
+        )
+    X = np.array([[f[n] for n in FEATURES_V3] for f in feats], dtype=np.float32)
+    if not np.isfinite(X).all():
+        raise ValueError("a feature window holds a value that is not finite")
+    y = np.array([values.index(labels[f["workload"]]) for f in feats])
+    group = np.array([f["workload"] for f in feats])
+    kb = np.array([int(f["ra_kb"]) for f in feats])
+    # A single class: nothing to learn, every window gets that value.
+    make = {
+        "nn": lambda: MLP(hidden=(15, 5), lr=0.01, momentum=0.9, batch_size=8, epochs=epochs, seed=seed),
+        "dt": lambda: DecisionTree(max_depth=6, min_samples_leaf=8),
+    }
+    sweep = {(r["workload"], int(r["ra_kb"])): float(r["ops_s"]) for r in rows}
+    missing = sorted({(w, v) for w in workloads for v in (*values, 128)} - set(sweep))
+    if missing:
+        raise ValueError(f"the sweep has no run of {', '.join(f'{w} at {v} KiB' for w, v in missing)}")
+    groups = groups or {}
+    family = np.array([groups.get(w, w) for w in group])
+    held_out = {k: [] for k in make}
+    for w in workloads:
+        train = family != groups.get(w, w)
+        test = (group == w) & (kb == 128)
+        if not test.any():
+            test = group == w
+        for k, new in make.items():
+            if len(set(y[train])) < 2:
+                chosen = values[int(y[train][0])] if train.any() else 128
+            else:
+                pred = new().fit(X[train], y[train]).predict(X[test])
+                chosen = values[int(np.bincount(pred, minlength=len(values)).argmax())]
+            best = max(v for (ww, _), v in sweep.items() if ww == w)
+            vanilla, got = sweep[(w, 128)], sweep[(w, chosen)]
+            gain = best / vanilla - 1
+            held_out[k].append({
+                "workload": w, "label_kb": labels[w], "chosen_kb": chosen, "x_vanilla": got / vanilla,
+                "best_x_vanilla": best / vanilla, "share": (got / vanilla - 1) / gain if gain > 0.10 else None,
+            })  # fmt: skip
+    report = {
+        "rows": len(y),
+        "features": list(FEATURES_V3),
+        "labels_kb": labels,
+        "classes_kb": values,
+        "held_out": held_out,
+        "groups": {w: groups.get(w, w) for w in workloads},
+        "tie": tie,
+    }
+    for k in make:
+        xs = [h["x_vanilla"] for h in held_out[k]]
+        report[f"{k}_held_out_worst"] = min(xs)
+        report[f"{k}_held_out_median"] = statistics.median(xs)
+    if out is not None:
+        output_dir(out)
+        for k, new in make.items():
+            est = new().fit(X, y)
+            est.save(
+                out / (f"readahead{suffix}.iolm" if k == "nn" else f"readahead{suffix}_dt.iolm"),
+                schema=_native.READAHEAD_SCHEMA_V3,
+                features=FEATURES_V3,
+                classes=[(f"{v}KiB", v) for v in values],
+                action_unit="read_ahead_kb",
+                meta=training_range(X),
+            )
+        write_text(out / f"train{suffix}.json", json.dumps(report, indent=2))
+    return report
+
+
+def print_held_out(report: dict) -> None:
+    """The held-out table of [`train_values`]."""
+    print(f"{'held-out workload':<26}{'label':>7}{'nn':>7}{'x van':>7}{'dt':>7}{'x van':>7}{'best':>7}")
+    for a, b in zip(report["held_out"]["nn"], report["held_out"]["dt"]):
+        print(
+            f"{a['workload']:<26}{a['label_kb']:>7}{a['chosen_kb']:>7}{a['x_vanilla']:>7.2f}"
+            f"{b['chosen_kb']:>7}{b['x_vanilla']:>7.2f}{a['best_x_vanilla']:>7.2f}"
+        )
 
 
 def training_range(X) -> dict[str, str]:

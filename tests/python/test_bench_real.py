@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from iolearn import bench_family, bench_online, bench_real
+from iolearn import bench_family, bench_online, bench_real, bench_trainset
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,6 +92,15 @@ def test_quick_real_benchmark_runs_and_cleans_up(tmp_path):
             assert '"event":"stop"' in log and '"progress":"auto"' in log, log[:400]
             # The fallback to the online learner per device only (the tuner refuses it per file).
             assert f'"fallback_online":{str(c == "nn").lower()}' in log, log[:400]
+    # The scale-free model: trained on the training family's sweep (none of the test family),
+    # then run per device beside the others in the family step.
+    ts = rep["trainset"]
+    assert set(ts["labels_kb"]) == {w.name for w in bench_trainset.chosen(bench_real.Settings(True))}
+    assert ts["rows"] > 0 and (out / "readahead_v3.iolm").exists() and (out / "trainset-features.csv").exists()
+    for w, r in family.items():
+        assert r["v3"] > 0, r
+        log = (out / "raw" / f"tuner-family-{w}-v3-0.log").read_text()
+        assert '"event":"stop"' in log and "readahead_v3.iolm" in log, log[:400]
     assert rep["family_options"] == {
         "progress": "auto",
         "fallback_online": True,
@@ -391,6 +400,12 @@ def test_leap_is_scored_beside_the_tuner_and_asked_for_with_the_family_step(tmp_
         bench_real.main(["--kml", "--reuse", "--steps", "family", "--out", str(out), "--workdir", str(tmp_path / "w")])
     assert e.value.code == 2 and not (tmp_path / "w").exists()
     assert "readahead_kml.iolm: missing" in capsys.readouterr().err
+    # The scale-free model comes from the trainset step: asked for without it, refused up front.
+    with pytest.raises(SystemExit) as e:
+        bench_real.main(["--family-configs", "vanilla,v3", "--reuse", "--steps", "family", "--out", str(out),
+                         "--workdir", str(tmp_path / "w")])  # fmt: skip
+    assert e.value.code == 2 and not (tmp_path / "w").exists()
+    assert "v3 needs readahead_v3.iolm in --out" in capsys.readouterr().err
 
     def row(config, repeat, ops):
         return {"workload": "rev", "config": config, "repeat": repeat, "seed": repeat + 1, "ra_kb": 128,

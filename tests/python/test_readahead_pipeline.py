@@ -44,9 +44,15 @@ def test_sweep_train_evaluate_small(tmp_path, monkeypatch):
 def test_closed_loop_controls_the_device():
     ops, trace, feats = _native.sim_closed_loop(["readrandom"], "static:16", "nvme", seconds=2.0)
     assert ops[0] > 0 and all(kb == 16 for _, kb in trace)
-    # [window, KML's five, direction, regularity]: the readahead feature is the static value.
-    assert feats.shape[1] == 8 and (feats[:, 5] == 32 / 1024).all()
+    # [window, every column of ra.FEATURES_ALL]: the readahead feature is the static value.
+    assert feats.shape[1] == 1 + len(ra.FEATURES_ALL) and (feats[:, 5] == 32 / 1024).all()
     assert (np.abs(feats[:, 6]) <= 1).all() and ((feats[:, 7] >= 0) & (feats[:, 7] <= 1)).all()
+    # The scale-free inputs: a random reader's randomness well above a scan's (near 0), density
+    # in 0..1, the readahead as log2(16) / 13, and demand misses per page accessed above none.
+    col = {n: feats[:, 1 + i] for i, n in enumerate(ra.FEATURES_ALL)}
+    assert ((col["randomness"] > 0.5) & (col["randomness"] < 1)).all(), col["randomness"]
+    assert ((col["density"] > 0) & (col["density"] < 1)).all(), col["density"]
+    assert (col["ra_log2_kb_over_13"] == 4 / 13).all() and (col["misses_per_access"] > 0.1).all()
 
 
 def test_closed_loop_refuses_bad_input(tmp_path):
@@ -91,7 +97,7 @@ def test_controller_refuses_a_model_of_another_schema(tmp_path):
 
 def test_per_file_features_name_their_workload():
     _, _, f = _native.sim_closed_loop(["readrandom", "readseq"], "static:64", "nvme", seconds=1.0, file_features=True)
-    assert f.shape[1] == 9
+    assert f.shape[1] == 2 + len(ra.FEATURES_ALL)
     assert set(np.unique(f[:, 1])) == {0.0, 1.0}
     # Sequential files show a mean |page delta| far below random ones.
     rnd, seq = f[f[:, 1] == 0], f[f[:, 1] == 1]

@@ -4,7 +4,7 @@
 use crate::args;
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use iolearn_policy::readahead::RaFeatures;
+use iolearn_policy::readahead::{scale_free, Outcome, RaFeatures};
 use iolearn_probe::{DeviceId, Probe, ProbeConfig};
 use iolearn_tune::linux::{read_ahead_path, read_device_kb};
 use std::io::Write;
@@ -92,13 +92,25 @@ fn record(a: &RecordArgs, name: &str, probe: &mut Probe, mut pids: Vec<u32>, out
     let sysfs = read_ahead_path(name);
     let mut csv = csv::Writer::from_writer(out);
     let head = ["window", "time_s", "scope", "inode", "pid", "read_ahead_kb"];
+    // A stream's features (KML's five, direction, regularity, randomness, density), then the
+    // scale-free inputs' three that are not among them: one row holds every schema's inputs.
     let features = iolearn_ml::kml::READAHEAD_FEATURES_V2;
-    csv.write_record(head.iter().chain(&features).chain(&["lost_events"]))?;
+    let more = &iolearn_ml::kml::READAHEAD_FEATURES_V3[2..];
+    let (own, counted) = (&more[..2], &more[2..]);
+    debug_assert_eq!(own, ["randomness", "density"]);
+    csv.write_record(
+        head.iter()
+            .chain(&features)
+            .chain(own)
+            .chain(counted)
+            .chain(&["lost_events"]),
+    )?;
     let stop = iolearn_tune::install_signal_handlers();
     let interval = Duration::from_secs_f64(a.interval);
     let start = Instant::now();
     let mut next = start + interval;
-    probe.window()?;
+    // The probe's counters run from its start; a window's are the difference.
+    let mut counted = probe.window()?.counters;
     let mut w_ix = 0u64;
     while !stop.load(Ordering::SeqCst) && a.duration.is_none_or(|d| start.elapsed().as_secs_f64() < d) {
         std::thread::sleep(Duration::from_millis(20));
@@ -115,6 +127,16 @@ fn record(a: &RecordArgs, name: &str, probe: &mut Probe, mut pids: Vec<u32>, out
         let t = start.elapsed().as_secs_f64();
         let lost = w.counters.lost();
         let stats = iolearn_tune::sums_stats;
+        // What the tuner's controllers see of the device's counts in the window (demand
+        // misses are the kernel's synchronous readahead calls, as in `iolearn_tune::outcome`).
+        let window = w.counters.since(&counted);
+        counted = w.counters;
+        let device = Outcome {
+            pages_added: window.pages_added,
+            pages_accessed: window.pages_accessed,
+            misses: window.ra_sync,
+            ..Outcome::default()
+        };
         let mut row = |scope: &str, ino: String, pid: String, f: RaFeatures| {
             let mut r = vec![
                 w_ix.to_string(),
@@ -125,6 +147,8 @@ fn record(a: &RecordArgs, name: &str, probe: &mut Probe, mut pids: Vec<u32>, out
                 kb.to_string(),
             ];
             r.extend(f.iter().map(|v| v.to_string()));
+            let inputs = scale_free(&f, &device);
+            r.extend(inputs[4..].iter().map(|v| v.to_string()));
             r.push(lost.to_string());
             csv.write_record(&r)
         };

@@ -28,8 +28,9 @@ pub struct ReadaheadArgs {
     /// Block device to tune (`loop0`, `/dev/nvme0n1`); never the system disk unless you mean it.
     #[arg(long)]
     device: String,
-    /// Model file (schema kml-readahead-v1, or iolearn-readahead-v2 with direction and
-    /// regularity), e.g. from `iolearn readahead train`.
+    /// Model file (schema kml-readahead-v1, iolearn-readahead-v2 with direction and
+    /// regularity, e.g. from `iolearn readahead train`, or iolearn-readahead-v3 on scale-free
+    /// inputs, from `iolearn bench readahead --real --steps trainset`).
     #[arg(long, required_unless_present_any = ["restore", "controller"], conflicts_with = "controller")]
     model: Option<PathBuf>,
     /// Another controller instead of a model: `online` (learns the device's value from the

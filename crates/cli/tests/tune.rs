@@ -307,6 +307,74 @@ fn a_dry_run_decides_but_changes_nothing() {
 }
 
 #[test]
+fn the_probe_writes_each_windows_own_page_cache_counts() {
+    // `iolearn probe readahead`'s counted inputs (pages read in and demand misses per page
+    // accessed) are what the tuner's controllers see: the window's own counts. A reader that
+    // reads the file cold (dropped at every pass) for a second and a half, then from the cache,
+    // must show about a page read in per page accessed, then none (counts since the start
+    // would still show the cold passes').
+    if skip("the_probe_writes_each_windows_own_page_cache_counts") {
+        return;
+    }
+    let b = bed("probe-counts");
+    let mut probe = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+        .args([
+            "probe",
+            "readahead",
+            "--device",
+            &b.fs.device,
+            "--interval",
+            "0.5",
+            "--duration",
+            "5",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first window's rows (flushed as it closes) say the programs are attached.
+    let mut lines = BufReader::new(probe.stdout.take().unwrap()).lines();
+    let mut text = lines.next().unwrap().unwrap() + "\n";
+    let script = "import os, sys, time\n\
+                  fd = os.open(sys.argv[1], os.O_RDONLY)\n\
+                  n = os.fstat(fd).st_size\n\
+                  start = time.time()\n\
+                  while time.time() < start + 4:\n\
+                  \x20   if time.time() < start + 1.5:\n\
+                  \x20       os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)\n\
+                  \x20   off = 0\n\
+                  \x20   while off < n:\n\
+                  \x20       os.pread(fd, 65536, off)\n\
+                  \x20       off += 65536\n";
+    let reader = Proc(
+        Command::new("python3")
+            .args(["-c", script])
+            .arg(&b.data)
+            .spawn()
+            .unwrap(),
+    );
+    for line in lines {
+        text += &(line.unwrap() + "\n");
+    }
+    assert!(probe.wait().unwrap().success());
+    drop(reader);
+    let mut rows = csv::Reader::from_reader(text.as_bytes());
+    let head = rows.headers().unwrap().clone();
+    let col = |name: &str| head.iter().position(|h| h == name).unwrap();
+    let (scope, read_in) = (col("scope"), col("read_in_per_access"));
+    let windows: Vec<f64> = rows
+        .records()
+        .map(|r| r.unwrap())
+        .filter(|r| &r[scope] == "device")
+        .map(|r| r[read_in].parse().unwrap())
+        .collect();
+    // The cold passes read a page in per page accessed (log2(1 + 1) / 6); the last windows,
+    // from the cache, none.
+    assert!(windows.iter().any(|&x| x > 0.12), "{windows:?}\n{text}");
+    let last = &windows[windows.len().saturating_sub(2)..];
+    assert!(windows.len() >= 4 && last.iter().all(|&x| x == 0.0), "{windows:?}");
+}
+
+#[test]
 fn bad_input_gets_clear_errors() {
     let run = |args: &[&str]| {
         let o = Command::new(env!("CARGO_BIN_EXE_iolearn")).args(args).output().unwrap();

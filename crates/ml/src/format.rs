@@ -34,9 +34,10 @@ pub const MAX_FILE_BYTES: u64 = 64 << 20;
 /// Feature schemas whose input width is fixed, by name: a model of another width is refused on
 /// save and on load (it would fail at its first decision). `iolearn-policy` tests that these
 /// match its feature extractors.
-pub const SCHEMA_WIDTHS: [(&str, usize); 5] = [
+pub const SCHEMA_WIDTHS: [(&str, usize); 6] = [
     ("kml-readahead-v1", 5),
     ("iolearn-readahead-v2", 7),
+    ("iolearn-readahead-v3", 7),
     ("linnos-31", 31),
     ("mittos-9", 9),
     ("iolearn-tail-v1", 13),

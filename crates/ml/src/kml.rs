@@ -44,6 +44,22 @@ pub const READAHEAD_FEATURES_V2: [&str; 7] = [
     "regularity",
 ];
 
+/// Feature-schema name of iolearn's bounded readahead inputs
+/// (`iolearn_policy::readahead::scale_free`): ratios and shares rather than counts and page
+/// distances, so a model can be asked about files, devices and loads unlike its training.
+pub const READAHEAD_SCHEMA_V3: &str = "iolearn-readahead-v3";
+
+/// [`READAHEAD_SCHEMA_V3`]'s feature vector, in order.
+pub const READAHEAD_FEATURES_V3: [&str; 7] = [
+    "direction",
+    "regularity",
+    "randomness",
+    "density",
+    "ra_log2_kb_over_13",
+    "read_in_per_access",
+    "misses_per_access",
+];
+
 /// KML's classes (code release ids) and their readahead in KiB (KML's sectors / 2):
 /// readrandom 16, readrandomwriterandom 16, readseq 640, readreverse 960 sectors.
 pub const READAHEAD_CLASSES: [(&str, i64); 4] = [

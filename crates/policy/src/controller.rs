@@ -2,8 +2,8 @@
 //! the device or per file. The same controllers drive the simulator and (issue 4) the real
 //! kernel through [`ReadaheadKnobs`].
 
-use crate::readahead::{RaFeatures, WindowFeatures};
-use iolearn_ml::kml::{READAHEAD_SCHEMA, READAHEAD_SCHEMA_V2};
+use crate::readahead::{scale_free, Outcome, RaFeatures, WindowFeatures, SCALE_FREE_WIDTH};
+use iolearn_ml::kml::{READAHEAD_SCHEMA, READAHEAD_SCHEMA_V2, READAHEAD_SCHEMA_V3};
 use iolearn_ml::{ModelFile, ModelKind, Workspace};
 use std::collections::BTreeMap;
 
@@ -178,14 +178,30 @@ impl ReadaheadController for PerProcess {
     }
 }
 
+/// The inputs a readahead model reads, by its schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Inputs {
+    /// The first `n` of a stream's features: KML's five (`kml-readahead-v1`) or those and
+    /// direction and regularity (`iolearn-readahead-v2`).
+    Prefix(usize),
+    /// The bounded inputs ([`scale_free`], `iolearn-readahead-v3`; per device only).
+    ScaleFree,
+}
+
+/// The widest input vector a readahead model reads.
+const MAX_INPUTS: usize = 7;
+const _: () = assert!(SCALE_FREE_WIDTH <= MAX_INPUTS);
+
 /// KML: classify the workload from the window's features with a model file (network or tree,
 /// schema `kml-readahead-v1`, or `iolearn-readahead-v2`: those five and direction and
-/// regularity), and set the class's readahead, for the device, per file or per description.
+/// regularity, or `iolearn-readahead-v3`: bounded ratios rather than counts and distances,
+/// whose classes are readahead values rather than workloads, per device only), and set the
+/// class's readahead, for the device, per file or per description.
 pub struct KmlController {
     model: ModelFile,
     ws: Option<Workspace>,
-    /// Features the model reads: the first 5 of a window's (KML's) or all 7.
-    width: usize,
+    /// What the model reads.
+    inputs: Inputs,
     scope: Scope,
     /// The training data's range per feature (model metadata `feature_min`/`feature_max`).
     range: Option<(Vec<f64>, Vec<f64>)>,
@@ -223,12 +239,27 @@ impl KmlController {
     /// A controller for `model`; error unless the model speaks KML's readahead schema (or
     /// iolearn's, KML's five features and two more) and maps classes to read_ahead_kb.
     pub fn new(model: ModelFile, scope: Scope) -> iolearn_ml::Result<Self> {
-        let width = if model.schema == READAHEAD_SCHEMA_V2 {
-            7
-        } else {
-            model.expect_schema(READAHEAD_SCHEMA)?;
-            5
+        let inputs = match model.schema.as_str() {
+            READAHEAD_SCHEMA_V2 => Inputs::Prefix(7),
+            READAHEAD_SCHEMA_V3 => Inputs::ScaleFree,
+            _ => {
+                model.expect_schema(READAHEAD_SCHEMA)?;
+                Inputs::Prefix(5)
+            }
         };
+        let width = match inputs {
+            Inputs::Prefix(n) => n,
+            Inputs::ScaleFree => SCALE_FREE_WIDTH,
+        };
+        // Its page-cache inputs are the device's (the kernel counts per device), and it was
+        // trained on the device's windows: a file's stream beside the device's counts is
+        // nothing it saw.
+        if inputs == Inputs::ScaleFree && scope != Scope::Device {
+            return Err(iolearn_ml::Error::SchemaMismatch {
+                expected: "a model of iolearn-readahead-v2 or kml-readahead-v1 (per file or description)".into(),
+                found: "iolearn-readahead-v3, which decides per device only".into(),
+            });
+        }
         // A model file is validated on load; one built in memory may not have been, and a
         // wrong width would panic at the first decision (after the tuner changed the device).
         model.validate()?;
@@ -249,7 +280,7 @@ impl KmlController {
         Ok(KmlController {
             model,
             ws,
-            width,
+            inputs,
             scope,
             range,
             fallback_kb: 128,
@@ -259,32 +290,55 @@ impl KmlController {
         })
     }
 
-    /// Whether `raw` lies within the training range (with [`RANGE_MARGIN`]); true when the
-    /// model does not record its range.
-    pub fn in_training_range(&self, raw: &RaFeatures) -> bool {
+    /// What the model reads of a stream's features `raw` in a window whose device did
+    /// `outcome` (only the scale-free inputs read it), and how many of the buffer's values.
+    fn inputs(&self, raw: &RaFeatures, outcome: &Outcome) -> ([f64; MAX_INPUTS], usize) {
+        let mut buf = [0f64; MAX_INPUTS];
+        match self.inputs {
+            Inputs::Prefix(n) => {
+                buf[..n].copy_from_slice(&raw[..n]);
+                (buf, n)
+            }
+            Inputs::ScaleFree => {
+                buf[..SCALE_FREE_WIDTH].copy_from_slice(&scale_free(raw, outcome));
+                (buf, SCALE_FREE_WIDTH)
+            }
+        }
+    }
+
+    /// Whether the model's inputs for `raw` (in a window whose device did `outcome`) lie
+    /// within the training range (with [`RANGE_MARGIN`]); true when the model does not record
+    /// its range.
+    pub fn in_training_range(&self, raw: &RaFeatures, outcome: &Outcome) -> bool {
         let Some((lo, hi)) = &self.range else { return true };
-        raw[..self.width].iter().zip(lo.iter().zip(hi)).all(|(&v, (&l, &h))| {
+        let (x, n) = self.inputs(raw, outcome);
+        x[..n].iter().zip(lo.iter().zip(hi)).all(|(&v, (&l, &h))| {
+            // As the model reads it: training ranges are taken over f32 inputs, and a feature
+            // that never varied in training (a span of 0) must match after that rounding.
+            let v = v as f32 as f64;
             let m = RANGE_MARGIN * (h - l).abs();
             v >= l - m && v <= h + m
         })
     }
 
-    /// The readahead for one feature vector: the class's action, or the fallback when the
-    /// input is out of the training range. Returns (class or `usize::MAX`, KiB).
-    fn decide_one(&mut self, raw: &RaFeatures) -> (usize, u64) {
-        if !self.in_training_range(raw) {
+    /// The readahead for one stream: the class's action, or the fallback when the input is
+    /// out of the training range. Returns (class or `usize::MAX`, KiB).
+    fn decide_one(&mut self, raw: &RaFeatures, outcome: &Outcome) -> (usize, u64) {
+        if !self.in_training_range(raw, outcome) {
             self.fallbacks += 1;
             return (usize::MAX, self.fallback_kb);
         }
-        let class = self.classify(raw);
+        let class = self.classify(raw, outcome);
         (class, self.action_kb(class))
     }
 
-    /// Class of one raw feature vector (the model reads as many features as its schema has).
-    pub fn classify(&mut self, raw: &RaFeatures) -> usize {
-        let mut buf = [0f32; 7];
-        let x = &mut buf[..self.width];
-        for (d, &v) in x.iter_mut().zip(raw) {
+    /// Class of one stream's features `raw` in a window whose device did `outcome` (the
+    /// model reads what its schema says).
+    pub fn classify(&mut self, raw: &RaFeatures, outcome: &Outcome) -> usize {
+        let (inputs, n) = self.inputs(raw, outcome);
+        let mut buf = [0f32; MAX_INPUTS];
+        let x = &mut buf[..n];
+        for (d, &v) in x.iter_mut().zip(&inputs) {
             *d = v as f32;
         }
         if let Some(z) = &self.model.normaliser {
@@ -333,7 +387,7 @@ impl ReadaheadController for KmlController {
                 let mut f = *f;
                 let now = knobs.description_read_ahead_kb(pid, inode);
                 f[4] = now as f64 * 2.0 / 1024.0;
-                let (class, kb) = self.decide_one(&f);
+                let (class, kb) = self.decide_one(&f, &window.outcome);
                 self.decisions.push((inode, class));
                 if kb != now {
                     knobs.set_description_read_ahead_kb(pid, inode, kb);
@@ -354,7 +408,7 @@ impl ReadaheadController for KmlController {
                 // The readahead feature is the file's own current setting, in sectors.
                 let mut f = *f;
                 f[4] = knobs.file_read_ahead_kb(inode) as f64 * 2.0 / 1024.0;
-                let (class, kb) = self.decide_one(&f);
+                let (class, kb) = self.decide_one(&f, &window.outcome);
                 self.decisions.push((inode, class));
                 if kb != knobs.file_read_ahead_kb(inode) {
                     knobs.set_file_read_ahead_kb(inode, kb);
@@ -370,7 +424,7 @@ impl ReadaheadController for KmlController {
                 knobs.set_new_file_read_ahead_kb(pid, kb);
             }
         } else if let Some(f) = window.device {
-            let in_range = self.in_training_range(&f);
+            let in_range = self.in_training_range(&f, &window.outcome);
             if let (Some(learner), false) = (self.learner.as_mut(), in_range) {
                 // A workload the model never saw: learn its value rather than do nothing.
                 self.fallbacks += 1;
@@ -381,7 +435,7 @@ impl ReadaheadController for KmlController {
             if let Some(learner) = self.learner.as_mut() {
                 learner.watch(window, knobs);
             }
-            let (class, kb) = self.decide_one(&f);
+            let (class, kb) = self.decide_one(&f, &window.outcome);
             self.decisions.push((window.start_ns, class));
             if kb != knobs.device_read_ahead_kb() {
                 knobs.set_device_read_ahead_kb(kb);

@@ -188,12 +188,39 @@ impl WindowStats {
     }
 
     /// KML's five features ([`WindowStats::features`]) followed by the two of
-    /// [`WindowStats::shape`]: what a window gives a controller, each model taking the first
-    /// five (schema `kml-readahead-v1`) or all seven (`iolearn-readahead-v2`).
+    /// [`WindowStats::shape`] and the two of [`WindowStats::scale`]: what a window gives a
+    /// controller, each model taking the first five (schema `kml-readahead-v1`), the first
+    /// seven (`iolearn-readahead-v2`) or the scale-free ones ([`scale_free`],
+    /// `iolearn-readahead-v3`).
     pub fn features_v2(&self, ra_sectors: u64) -> RaFeatures {
         let [a, b, c, d, e] = self.features(ra_sectors);
         let [dir, reg] = self.shape();
-        [a, b, c, d, e, dir, reg]
+        let [rnd, den] = self.scale();
+        [a, b, c, d, e, dir, reg, rnd, den]
+    }
+
+    /// Two features that do not grow with the file or the load, for models that must hold on
+    /// files and rates they never saw (KML's count events and measure distances in pages: a
+    /// 2 GiB file or 400K events a second lies outside anything four db_bench workloads span):
+    ///
+    /// - randomness: `ln(1 + mean |delta|) / ln(2 + range)`, in 0..1: steps of a page or two
+    ///   near 0 whatever the file's size, jumps across the whole range near 1;
+    /// - density: `n / (n + range + 1)`, in 0..1: how many events per page of the range the
+    ///   window touched (a scan adds and reads each page: near 2/3; random reads of a file far
+    ///   larger than a window's reads near 0, of a small busy one high: it is a ratio of load
+    ///   to size, not free of both).
+    pub fn scale(&self) -> [f64; 2] {
+        if self.n == 0 {
+            return [0.0, 0.0];
+        }
+        let range = (self.max - self.min) as f64;
+        let mean_delta = if self.n > 1 {
+            self.sum_abs_delta / (self.n - 1) as f64
+        } else {
+            0.0
+        };
+        let n = self.n as f64;
+        [(1.0 + mean_delta).ln() / (2.0 + range).ln(), n / (n + range + 1.0)]
     }
 
     /// KML's feature vector for this window with the current readahead `ra_sectors`.
@@ -346,9 +373,38 @@ pub struct RelativeProgress {
     pub ratios: Vec<(u32, f64, f64)>,
 }
 
-/// A stream's features in a window: KML's five, then direction and regularity
-/// ([`WindowStats::features_v2`]). Index 4 is the readahead in force.
-pub type RaFeatures = [f64; 7];
+/// A stream's features in a window: KML's five, then direction and regularity, then
+/// randomness and density ([`WindowStats::features_v2`]). Index 4 is the readahead in force.
+pub type RaFeatures = [f64; 9];
+
+/// How many inputs [`scale_free`] gives (schema `iolearn-readahead-v3`).
+pub const SCALE_FREE_WIDTH: usize = 7;
+
+/// The inputs of a model on bounded inputs (schema `iolearn-readahead-v3`) for one stream:
+/// ratios and shares rather than KML's counts and page distances, so a model trained on one
+/// family of workloads can be asked about files, devices and loads it never saw
+/// (`docs/tuning.md`). The stream's direction, regularity, randomness and density
+/// ([`WindowStats::scale`]); the readahead in force as `log2(KiB) / 13` (4 KiB to 8 MiB in
+/// 0.15..1); and what the device's page cache did in the window, from `outcome`: pages read in
+/// per page accessed, as `log2(1 + x) / 6` capped at 1 (63 pages a page), and demand misses per
+/// page accessed (0..1). A window that accessed nothing counts one access. On mapped reads
+/// fault-around maps pages without an access event, so pages read in per page accessed reads
+/// high there. Per device only: the kernel counts the page cache per device.
+pub fn scale_free(raw: &RaFeatures, outcome: &Outcome) -> [f64; SCALE_FREE_WIDTH] {
+    // Index 4 is KML's sectors / 1024, so KiB = x * 512.
+    let kb = (raw[4] * 512.0).max(1.0);
+    let accessed = outcome.pages_accessed.max(1) as f64;
+    let read_in = outcome.pages_added as f64 / accessed;
+    [
+        raw[5],
+        raw[6],
+        raw[7],
+        raw[8],
+        kb.log2() / 13.0,
+        ((1.0 + read_in).log2() / 6.0).min(1.0),
+        (outcome.misses as f64 / accessed).min(1.0),
+    ]
+}
 
 /// Features of one closed window.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -216,8 +216,11 @@ fn the_model_files_schema_widths_match_the_feature_extractors() {
         assert!(SCHEMA_WIDTHS.contains(&(f.schema(), f.dim())), "{}", f.schema());
     }
     assert!(SCHEMA_WIDTHS.contains(&(iolearn_ml::kml::READAHEAD_SCHEMA, 5)));
-    assert!(SCHEMA_WIDTHS.contains(&(
-        iolearn_ml::kml::READAHEAD_SCHEMA_V2,
-        iolearn_policy::readahead::WindowStats::default().features_v2(0).len()
-    )));
+    // v2 reads the first seven of a stream's features; v3 the scale-free inputs.
+    let stream = iolearn_policy::readahead::WindowStats::default().features_v2(0);
+    assert_eq!(stream.len(), iolearn_ml::kml::READAHEAD_FEATURES_V2.len() + 2);
+    assert!(SCHEMA_WIDTHS.contains(&(iolearn_ml::kml::READAHEAD_SCHEMA_V2, 7)));
+    let inputs = iolearn_policy::readahead::scale_free(&stream, &Default::default());
+    assert!(SCHEMA_WIDTHS.contains(&(iolearn_ml::kml::READAHEAD_SCHEMA_V3, inputs.len())));
+    assert_eq!(inputs.len(), iolearn_ml::kml::READAHEAD_FEATURES_V3.len());
 }

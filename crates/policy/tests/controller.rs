@@ -57,10 +57,10 @@ fn model() -> ModelFile {
 fn window(files: &[(u64, u32, f64, f64)]) -> WindowFeatures {
     WindowFeatures {
         start_ns: 0,
-        device: Some([1000.0, 10.0, 10.0, 500.0, 0.25, 0.0, 0.0]),
+        device: Some([1000.0, 10.0, 10.0, 500.0, 0.25, 0.0, 0.0, 0.0, 0.0]),
         files: files
             .iter()
-            .map(|&(ino, _, n, d)| (ino, [n, 10.0, 10.0, d, 0.25, 0.0, 0.0]))
+            .map(|&(ino, _, n, d)| (ino, [n, 10.0, 10.0, d, 0.25, 0.0, 0.0, 0.0, 0.0]))
             .collect(),
         device_trend: None,
         file_trends: files.iter().map(|&(ino, ..)| (ino, None)).collect(),
@@ -92,8 +92,8 @@ fn per_file_mode_sets_each_file_and_each_process_new_files_from_its_busiest_file
 fn shared_file_window() -> WindowFeatures {
     WindowFeatures {
         descriptions: BTreeMap::from([
-            ((7, 1), [5000.0, 10.0, 10.0, 1.0, 0.25, 0.0, 0.0]),
-            ((8, 1), [300.0, 10.0, 10.0, 700.0, 0.25, 0.0, 0.0]),
+            ((7, 1), [5000.0, 10.0, 10.0, 1.0, 0.25, 0.0, 0.0, 0.0, 0.0]),
+            ((8, 1), [300.0, 10.0, 10.0, 700.0, 0.25, 0.0, 0.0, 0.0, 0.0]),
         ]),
         ..window(&[(1, 7, 5300.0, 650.0)])
     }
@@ -289,12 +289,12 @@ fn inputs_outside_the_training_range_fall_back_to_the_default() {
     assert_eq!((k.device_kb, c.fallbacks), (16, 0));
     // 100x more transactions than ever seen in training: back to the default.
     let mut w = window(&[]);
-    w.device = Some([1_000_000.0, 10.0, 10.0, 500.0, 0.25, 0.0, 0.0]);
+    w.device = Some([1_000_000.0, 10.0, 10.0, 500.0, 0.25, 0.0, 0.0, 0.0, 0.0]);
     c.decide(&w, &mut k);
     assert_eq!((k.device_kb, c.fallbacks), (128, 1));
     assert_eq!(c.decisions.last().unwrap().1, usize::MAX);
     // Just past the edge but within the margin: still the model's call.
-    w.device = Some([12_000.0, 10.0, 10.0, 500.0, 0.25, 0.0, 0.0]);
+    w.device = Some([12_000.0, 10.0, 10.0, 500.0, 0.25, 0.0, 0.0, 0.0, 0.0]);
     c.decide(&w, &mut k);
     assert_eq!((k.device_kb, c.fallbacks), (16, 1));
 }
@@ -316,7 +316,7 @@ fn a_model_with_the_direction_feature_tells_a_reverse_scan_from_a_forward_one() 
         let mut c = KmlController::new(m, Scope::Device).unwrap();
         let mut k = Recorder::default();
         let w = WindowFeatures {
-            device: Some([5000.0, 10.0, 10.0, 3.0, 0.25, direction, 0.0]),
+            device: Some([5000.0, 10.0, 10.0, 3.0, 0.25, direction, 0.0, 0.0, 0.0]),
             ..WindowFeatures::default()
         };
         c.decide(&w, &mut k);
@@ -325,4 +325,95 @@ fn a_model_with_the_direction_feature_tells_a_reverse_scan_from_a_forward_one() 
     assert_eq!((decide(v2.clone(), 1.0), decide(v2, -1.0)), (256, 1024));
     let v1 = model();
     assert_eq!(decide(v1.clone(), 1.0), decide(v1, -1.0));
+}
+
+/// A page stream of `n` indices over `pages`: a forward scan or uniform random reads.
+fn stream(pages: u64, n: u64, random: bool) -> iolearn_policy::readahead::WindowStats {
+    let (mut w, mut x) = (
+        iolearn_policy::readahead::WindowStats::default(),
+        0x2545_f491_4f6c_dd1du64,
+    );
+    for i in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        w.push(if random { x % pages } else { i % pages });
+    }
+    w
+}
+
+#[test]
+fn a_scale_free_model_decides_on_a_file_and_a_load_a_hundred_times_its_training() {
+    use iolearn_policy::readahead::{scale_free, Outcome, RaFeatures};
+    // Trained on a 20 MiB file at 2,000 events a window: scans want 1 MiB, random reads 16 KiB.
+    // Both classes see the same page-cache counts and the same direction: the tree must tell
+    // them apart by randomness and density.
+    let same = Outcome {
+        pages_accessed: 1000,
+        pages_added: 900,
+        misses: 10,
+        ..Outcome::default()
+    };
+    let scan_like = |mut f: RaFeatures| {
+        f[5] = 0.0; // direction
+        f
+    };
+    let (mut x, mut y, mut kml_x) = (Vec::new(), Vec::new(), Vec::new());
+    for (random, class) in [(false, 1.0), (true, 0.0)] {
+        for n in [1_500, 2_000, 2_500] {
+            let f = scan_like(stream(5_000, n, random).features_v2(256));
+            x.extend(scale_free(&f, &same).map(|v| v as f32));
+            kml_x.extend(f[..5].iter().map(|&v| v as f32));
+            y.push(class);
+        }
+    }
+    let range = |x: &[f32], width: usize| -> [(String, String); 2] {
+        let col = |j: usize| x.iter().skip(j).step_by(width).map(|&v| v as f64);
+        let join = |f: &dyn Fn(usize) -> f64| (0..width).map(|j| f(j).to_string()).collect::<Vec<_>>().join(",");
+        [
+            ("feature_min".into(), join(&|j| col(j).fold(f64::MAX, f64::min))),
+            ("feature_max".into(), join(&|j| col(j).fold(f64::MIN, f64::max))),
+        ]
+    };
+    let classes = [("16KiB", 16), ("1024KiB", 1024)];
+    let tree = DecisionTree::fit(&x, &y, 7, &TreeConfig::default()).unwrap();
+    let mut v3 = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &classes);
+    v3.schema = iolearn_ml::kml::READAHEAD_SCHEMA_V3.into();
+    v3.meta.extend(range(&x, 7));
+    let kml_tree = DecisionTree::fit(&kml_x, &y, 5, &TreeConfig::default()).unwrap();
+    let mut kml = iolearn_ml::kml::readahead_model(ModelKind::Tree(kml_tree), &classes);
+    kml.meta.extend(range(&kml_x, 5));
+    // Only per device: its page-cache inputs are the device's.
+    assert!(KmlController::new(v3.clone(), Scope::File).is_err());
+    let mut c = KmlController::new(v3, Scope::Device).unwrap();
+    let mut k = KmlController::new(kml, Scope::Device).unwrap();
+    let mut knobs = Recorder {
+        device_kb: 128,
+        ..Default::default()
+    };
+    // A 2 GiB file at 200,000 events a window, under 128 KiB: KML's counts and distances are
+    // far outside the training's (its model falls back), the bounded inputs are not.
+    for (i, (random, kb)) in [(true, 16), (false, 1024), (true, 16)].into_iter().enumerate() {
+        let w = WindowFeatures {
+            device: Some(scan_like(stream(500_000, 200_000, random).features_v2(256))),
+            outcome: same.clone(),
+            ..WindowFeatures::default()
+        };
+        c.decide(&w, &mut knobs);
+        assert_eq!((knobs.device_kb, c.fallbacks), (kb, 0), "random {random}");
+        k.decide(&w, &mut Recorder::default());
+        assert_eq!(k.fallbacks, i as u64 + 1);
+    }
+    // What the page cache did is read too: a window whose device read in 60 pages a page
+    // accessed is outside anything the model saw, and falls back.
+    let w = WindowFeatures {
+        device: Some(scan_like(stream(500_000, 200_000, true).features_v2(256))),
+        outcome: Outcome {
+            pages_added: 60_000,
+            ..same
+        },
+        ..WindowFeatures::default()
+    };
+    c.decide(&w, &mut knobs);
+    assert_eq!((knobs.device_kb, c.fallbacks), (128, 1));
 }

@@ -239,3 +239,51 @@ fn the_shape_features_separate_what_kmls_cannot_in_the_simulator() {
         "regularity: strided {strided:?}, random {random:?}"
     );
 }
+
+/// A stream of `n` page indices over a file of `pages`: a forward scan, or uniform random
+/// reads (a fixed xorshift, so the test is the same every run).
+fn stream(pages: u64, n: u64, random: bool) -> WindowStats {
+    let (mut w, mut x) = (WindowStats::default(), 0x9e37_79b9_7f4a_7c15u64);
+    for i in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        w.push(if random { x % pages } else { i % pages });
+    }
+    w
+}
+
+#[test]
+fn the_scale_free_features_read_the_same_on_a_file_a_hundred_times_larger() {
+    use iolearn_policy::readahead::{scale_free, Outcome};
+    // KML's mean |delta| grows with the file (a random reader of 2 GiB is out of the range of
+    // one of 20 MiB); randomness and density do not, nor do the page cache's ratios.
+    let outcome = Outcome {
+        pages_accessed: 1000,
+        pages_added: 250,
+        misses: 40,
+        ..Outcome::default()
+    };
+    for (pages, n) in [(5_000, 2_000), (500_000, 200_000)] {
+        let [rnd_seq, den_seq] = stream(pages, n, false).scale();
+        let [rnd_rand, den_rand] = stream(pages * 10, n, true).scale();
+        assert!(rnd_seq < 0.1, "a scan steps a page: {rnd_seq}");
+        assert!(rnd_rand > 0.85, "random reads jump across the file: {rnd_rand}");
+        assert!(den_seq > 0.25 && den_rand < 0.05, "{den_seq} {den_rand}");
+        let x = scale_free(&stream(pages, n, true).features_v2(256), &outcome);
+        assert!(x.iter().all(|v| (-1.0..=1.0).contains(v)), "{x:?}");
+        assert_eq!(x[4], (128f64).log2() / 13.0, "256 sectors are 128 KiB");
+        assert_eq!((x[5], x[6]), ((1.25f64).log2() / 6.0, 0.04));
+    }
+    let small = stream(5_000, 2_000, true).features(256)[3];
+    let large = stream(500_000, 200_000, true).features(256)[3];
+    assert!(
+        large > 50.0 * small,
+        "KML's mean |delta| grows with the file: {small} {large}"
+    );
+    // Nothing seen: no division by zero.
+    assert_eq!(WindowStats::default().scale(), [0.0, 0.0]);
+    assert!(scale_free(&WindowStats::default().features_v2(0), &Outcome::default())
+        .iter()
+        .all(|v| v.is_finite()));
+}

@@ -679,7 +679,7 @@ fn run_on_processes(
     for i in 0..windows {
         let amounts: Vec<(u32, f64)> = [100, 101].iter().map(|&pid| (pid, f(&k, pid))).collect();
         let w = WindowFeatures {
-            descriptions: [((100, 1), [0.0; 7]), ((101, 1), [0.0; 7])].into(),
+            descriptions: [((100, 1), [0.0; 9]), ((101, 1), [0.0; 9])].into(),
             outcome: Outcome {
                 seconds: 1.0,
                 busy_s: Some(amounts.iter().map(|e| e.1).sum()),

@@ -692,7 +692,7 @@ fn kml_features<'py>(
     if !obs.is_empty() {
         windows.push(k.close(ra_sectors, |_| ra_sectors));
     }
-    // KML's five of the seven features a window has.
+    // KML's five of the features a window has.
     let kml = |f: &iolearn_policy::readahead::RaFeatures| [f[0], f[1], f[2], f[3], f[4]];
     let mut dev = Vec::with_capacity(windows.len() * 5);
     let mut files = Vec::new();
@@ -724,9 +724,10 @@ type ClosedLoop<'py> = (Vec<f64>, Vec<(f64, u64)>, Bound<'py, PyArray2<f64>>);
 /// database) for `seconds`, or with `back_to_back` one after the other on one database,
 /// `seconds` each.
 /// Returns (ops/s per workload, list of (time_s, device read_ahead_kb), windows of device
-/// features as an (n, 8) array `[window, f0..f6]`, or with `file_features` every file's,
-/// (n, 9) `[window, workload index, f0..f6]`; `f0..f4` are KML's, `f5`, `f6` direction and
-/// regularity). With `guard` the controller runs behind the
+/// features as an (n, 13) array `[window, f0..f8, s4..s6]`, or with `file_features` every
+/// file's, (n, 14) `[window, workload index, f0..f8, s4..s6]`; the columns after the indices
+/// are `readahead.FEATURES_ALL`: KML's five, direction, regularity, randomness, density, then
+/// the bounded inputs those are not, `iolearn_readahead::LoopResult::features`). With `guard` the controller runs behind the
 /// guardrail; with `app_signal` it sees the workloads' ops per window (else only what the
 /// kernel tuner sees); with `fallback_online` a model out of its training range lets the
 /// online learner decide.
@@ -964,5 +965,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tail::golden_threshold, m)?)?;
     m.add("READAHEAD_SCHEMA", kml::READAHEAD_SCHEMA)?;
     m.add("READAHEAD_SCHEMA_V2", kml::READAHEAD_SCHEMA_V2)?;
+    m.add("READAHEAD_SCHEMA_V3", kml::READAHEAD_SCHEMA_V3)?;
+    m.add("READAHEAD_FEATURES_V3", kml::READAHEAD_FEATURES_V3.to_vec())?;
     Ok(())
 }

@@ -15,7 +15,7 @@ pub use iolearn_policy::controller::{ControllerSpec, Scope};
 use iolearn_policy::controller::{ReadaheadController, ReadaheadKnobs};
 use iolearn_policy::guard::Guarded;
 pub use iolearn_policy::guard::{GuardConfig, GuardEvent};
-use iolearn_policy::readahead::{KmlFeatures, Outcome};
+use iolearn_policy::readahead::{scale_free, KmlFeatures, Outcome, RaFeatures};
 use iolearn_policy::steady::Steady;
 use iolearn_policy::PageObservation;
 use iolearn_sim::device::DevicePreset;
@@ -243,10 +243,13 @@ pub struct LoopResult {
     pub ops_per_s: Vec<f64>,
     /// The device's `read_ahead_kb` after each window's decision: (end of window, s; KiB).
     pub device_kb: Vec<(f64, u64)>,
-    /// Features per window, row-major: `[window, f0..f6]` for the device (8 wide), or
-    /// `[window, workload index, f0..f6]` per file with `file_features` (9 wide; on a shared
-    /// database, per process and file). `f0..f4` are KML's, `f5`, `f6` direction and
-    /// regularity ([`iolearn_policy::readahead::RaFeatures`]).
+    /// Features per window, row-major: `[window, f0..f8, s4..s6]` for the device (13 wide),
+    /// or `[window, workload index, f0..f8, s4..s6]` per file with `file_features` (14 wide;
+    /// on a shared database, per process and file). `f0..f4` are KML's, `f5..f8` direction,
+    /// regularity, randomness and density ([`iolearn_policy::readahead::RaFeatures`]),
+    /// `s4..s6` the scale-free inputs those are not (readahead in force, pages read in and
+    /// misses per access: [`iolearn_policy::readahead::scale_free`]), so a row holds every
+    /// schema's inputs.
     pub features: Vec<f64>,
     /// Width of a `features` row.
     pub width: usize,
@@ -375,7 +378,7 @@ fn run_checked(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> Lo
     }
     let mut k = KmlFeatures::new(window_ns, 0);
     let mut out = LoopResult {
-        width: if cfg.file_features { 9 } else { 8 },
+        width: if cfg.file_features { 14 } else { 13 },
         ..LoopResult::default()
     };
     let mut t = 0;
@@ -439,22 +442,27 @@ fn run_checked(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> Lo
             by_process,
             ..outcome
         };
+        // A stream's features, then the scale-free inputs that are not among them.
+        let row = |out: &mut Vec<f64>, f: &RaFeatures| {
+            out.extend(f);
+            out.extend(&scale_free(f, &win.outcome)[4..]);
+        };
         if cfg.file_features && cfg.shared_db {
             // Both workloads read every file: a row per process's stream of each file.
             for (&(pid, _), f) in &win.descriptions {
                 out.features.push(w as f64);
                 out.features.push(pid.saturating_sub(1) as f64);
-                out.features.extend(f);
+                row(&mut out.features, f);
             }
         } else if cfg.file_features {
             for (&ino, f) in &win.files {
                 out.features.push(w as f64);
                 out.features.push(sim.instance_of(ino as u32) as f64);
-                out.features.extend(f);
+                row(&mut out.features, f);
             }
-        } else if let Some(f) = win.device {
+        } else if let Some(f) = &win.device {
             out.features.push(w as f64);
-            out.features.extend(f);
+            row(&mut out.features, f);
         }
         ctl.decide(&win, &mut SimKnobs(&mut sim));
         out.device_kb.push((t as f64 / 1e9, sim.device_read_ahead_kb()));

@@ -41,7 +41,8 @@ use tracing::{debug, error, info, warn};
 pub struct TuneConfig {
     /// Block device name (`loop0`).
     pub device: String,
-    /// The controller: a model file (schema `kml-readahead-v1` or `iolearn-readahead-v2`),
+    /// The controller: a model file (schema `kml-readahead-v1`, `iolearn-readahead-v2` or
+    /// `iolearn-readahead-v3`),
     /// `online`, `static:KB`,
     /// `pids:PID=KB,...` or `vanilla` (parsed by [`ControllerSpec::parse`], as in the
     /// simulator).
