@@ -1,5 +1,7 @@
 //! The readahead controllers act through `ReadaheadKnobs` as documented.
 
+mod common;
+use common::stream;
 use iolearn_ml::{DecisionTree, ModelFile, ModelKind, TreeConfig};
 use iolearn_policy::controller::{KmlController, ReadaheadController, ReadaheadKnobs, Scope};
 use iolearn_policy::readahead::WindowFeatures;
@@ -325,21 +327,6 @@ fn a_model_with_the_direction_feature_tells_a_reverse_scan_from_a_forward_one() 
     assert_eq!((decide(v2.clone(), 1.0), decide(v2, -1.0)), (256, 1024));
     let v1 = model();
     assert_eq!(decide(v1.clone(), 1.0), decide(v1, -1.0));
-}
-
-/// A page stream of `n` indices over `pages`: a forward scan or uniform random reads.
-fn stream(pages: u64, n: u64, random: bool) -> iolearn_policy::readahead::WindowStats {
-    let (mut w, mut x) = (
-        iolearn_policy::readahead::WindowStats::default(),
-        0x2545_f491_4f6c_dd1du64,
-    );
-    for i in 0..n {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        w.push(if random { x % pages } else { i % pages });
-    }
-    w
 }
 
 #[test]

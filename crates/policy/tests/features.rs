@@ -1,5 +1,7 @@
 //! KML's readahead features on crafted and simulated event streams.
 
+mod common;
+use common::stream;
 use iolearn_policy::readahead::{KmlFeatures, WindowStats};
 use iolearn_policy::PageObservation;
 
@@ -238,19 +240,6 @@ fn the_shape_features_separate_what_kmls_cannot_in_the_simulator() {
         strided[1] > 0.5 && random[1] < 0.1,
         "regularity: strided {strided:?}, random {random:?}"
     );
-}
-
-/// A stream of `n` page indices over a file of `pages`: a forward scan, or uniform random
-/// reads (a fixed xorshift, so the test is the same every run).
-fn stream(pages: u64, n: u64, random: bool) -> WindowStats {
-    let (mut w, mut x) = (WindowStats::default(), 0x9e37_79b9_7f4a_7c15u64);
-    for i in 0..n {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        w.push(if random { x % pages } else { i % pages });
-    }
-    w
 }
 
 #[test]
