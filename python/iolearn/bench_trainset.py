@@ -1,8 +1,8 @@
 """The scale-free model's training data, recorded on this machine's kernel.
 
 The ``trainset`` step of ``iolearn bench readahead --real`` (issue 12, "right on workloads it
-never saw"). Every member of ``bench_family.TRAINING`` runs once at each static readahead of
-the sweep while ``iolearn probe readahead`` records the device's windows; each window's
+never saw"). Every member of ``bench_family.TRAINING`` runs at each static readahead of the
+sweep, once per ``--repeats``, while ``iolearn probe readahead`` records the device's windows; each window's
 scale-free inputs (``readahead.FEATURES_V3``) are labelled with its workload's value
 (``readahead.label_values``) and ``readahead.train_values`` trains ``readahead_v3.iolm``. None of
 the test family (``bench_family.FAMILY``) is run here, so the family step's ``v3`` column is the
@@ -21,7 +21,8 @@ from . import bench_family as bf
 from . import bench_real as br
 from . import readahead as ra
 
-#: The seed of every training run (no run of the family step uses it).
+#: The seed of the first repeat of the training runs (``SEED + i`` for repeat ``i``; no run of
+#: the family step uses these).
 SEED = 2000
 #: Near twins, left out together in the held-out estimate (``readahead.train_values``): one
 #: would answer for the other.
@@ -68,14 +69,18 @@ def trainset(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> dict:
     scratch = out / "raw"
     seconds = s.seconds if s.quick else bf.SECONDS
     members = chosen(s)
-    runs = [(w, kb) for w in members for kb in s.sweep_kb]
+    # Every member's sweep once per repeat (seeds SEED, SEED + 1, ...), the repeats one after
+    # another, so a slow spell of the machine falls on all values of a repeat alike and the
+    # labels judge each value against vanilla of its own repeat (``readahead.label_values``).
+    runs = [(i, w, kb) for i in range(s.repeats) for w in members for kb in s.sweep_kb]
     bar = ra._bar(len(runs), "trainset")
     rows, feats = [], []
-    for w, kb in runs:
-        fcsv = scratch / f"trainset-{w.name}-{kb}.csv"
+    for i, w, kb in runs:
+        seed = SEED + i
+        fcsv = scratch / f"trainset-{w.name}-{kb}-{i}.csv"
         helper = br.probe_helper(tb, fcsv, per_file=False)
-        ops = bf.run(s, tb, db, files, w, kb=kb, seed=SEED, seconds=seconds, helper=helper, scratch=scratch)
-        rows.append({"workload": w.name, "device": tb.name, "ra_kb": kb, "ops_s": sum(ops), "seed": SEED})
+        ops = bf.run(s, tb, db, files, w, kb=kb, seed=seed, seconds=seconds, helper=helper, scratch=scratch)
+        rows.append({"workload": w.name, "device": tb.name, "ra_kb": kb, "ops_s": sum(ops), "seed": seed})
         feats += windows(fcsv, w.name, kb)
         ra._write(out / "trainset-sweep", rows)
         shown = sum(ops) / (1e6 if w.unit == "MB/s" else 1)

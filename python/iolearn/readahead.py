@@ -369,16 +369,28 @@ def _scan_confusion(rep: dict) -> int:
 
 
 def label_values(rows, vanilla_kb: int = 128, tie: float = LABEL_TIE) -> dict[str, int]:
-    """Each workload's readahead to learn from a sweep's rows: vanilla when its throughput is
-    within ``tie`` of the best, else the smallest value that is (the cheapest in memory)."""
-    by: dict[str, dict[int, float]] = {}
+    """Each workload's readahead to learn from a sweep's rows (one or more runs of each value,
+    told apart by ``seed``): vanilla unless a value beat it by more than ``tie`` in every run
+    (each run against vanilla's run of the same seed); of the values that did, the smallest
+    whose median gain is within ``tie`` of the best one's (the cheapest in memory). One run a
+    value cannot tell a 5% gain from noise; the label stays vanilla unless the runs agree."""
+    runs: dict[str, dict[object, dict[int, float]]] = {}
     for r in rows:
-        by.setdefault(r["workload"], {})[int(r["ra_kb"])] = float(r["ops_s"])
+        runs.setdefault(r["workload"], {}).setdefault(r.get("seed", 0), {})[int(r["ra_kb"])] = float(r["ops_s"])
     out = {}
-    for w, ops in by.items():
-        best = max(ops.values())
-        good = sorted(kb for kb, v in ops.items() if v >= best * (1 - tie))
-        out[w] = vanilla_kb if vanilla_kb in good else good[0]
+    for w, by_seed in runs.items():
+        ratios: dict[int, list[float]] = {}
+        for ops in by_seed.values():
+            if vanilla_kb not in ops or ops[vanilla_kb] <= 0:
+                raise ValueError(f"the sweep has no run of {w} at {vanilla_kb} KiB to compare with")
+            for kb, v in ops.items():
+                ratios.setdefault(kb, []).append(v / ops[vanilla_kb])
+        sure = {kb: statistics.median(xs) for kb, xs in ratios.items() if min(xs) > 1 + tie}
+        if not sure:
+            out[w] = vanilla_kb
+            continue
+        best = max(sure.values())
+        out[w] = min(kb for kb, m in sure.items() if m >= best * (1 - tie))
     return out
 
 
@@ -420,7 +432,11 @@ def train_values(
         "nn": lambda: MLP(hidden=(15, 5), lr=0.01, momentum=0.9, batch_size=8, epochs=epochs, seed=seed),
         "dt": lambda: DecisionTree(max_depth=6, min_samples_leaf=8),
     }
-    sweep = {(r["workload"], int(r["ra_kb"])): float(r["ops_s"]) for r in rows}
+    # Each value's median run (one run a value, or several with their seeds).
+    runs: dict[tuple[str, int], list[float]] = {}
+    for r in rows:
+        runs.setdefault((r["workload"], int(r["ra_kb"])), []).append(float(r["ops_s"]))
+    sweep = {k: statistics.median(v) for k, v in runs.items()}
     missing = sorted({(w, v) for w in workloads for v in (*values, 128)} - set(sweep))
     if missing:
         raise ValueError(f"the sweep has no run of {', '.join(f'{w} at {v} KiB' for w, v in missing)}")

@@ -55,6 +55,18 @@ def test_labels_prefer_vanilla_then_the_smallest_value_within_the_tie():
     assert ra.label_values(rows, tie=0.0) == {"a": 16, "b": 1024}
 
 
+def test_a_label_moves_from_vanilla_only_when_every_run_agrees():
+    def sweep(seed, gain):
+        return [{"workload": "w", "ra_kb": kb, "ops_s": v, "seed": seed} for kb, v in ((128, 100.0), (512, gain))]
+
+    # One run of two says +20%, the other -1%: noise, vanilla stays.
+    assert ra.label_values(sweep(1, 120.0) + sweep(2, 99.0)) == {"w": 128}
+    # Both say more than 3%: the value, judged run by run against that run's vanilla.
+    assert ra.label_values(sweep(1, 120.0) + sweep(2, 105.0)) == {"w": 512}
+    with pytest.raises(ValueError, match="no run of w at 128 KiB"):
+        ra.label_values([{"workload": "w", "ra_kb": 512, "ops_s": 1.0, "seed": 1}])
+
+
 def test_a_value_model_is_trained_scored_on_held_out_workloads_and_saved(tmp_path):
     rows, feats = _family(np.random.default_rng(0))
     rep = ra.train_values(rows, feats, tmp_path, epochs=40)
