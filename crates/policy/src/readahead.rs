@@ -214,13 +214,20 @@ impl WindowStats {
             return [0.0, 0.0];
         }
         let range = (self.max - self.min) as f64;
-        let mean_delta = if self.n > 1 {
+        let n = self.n as f64;
+        [
+            (1.0 + self.mean_abs_delta()).ln() / (2.0 + range).ln(),
+            n / (n + range + 1.0),
+        ]
+    }
+
+    /// Mean |successive difference| of the window's page indices (0 with under two).
+    fn mean_abs_delta(&self) -> f64 {
+        if self.n > 1 {
             self.sum_abs_delta / (self.n - 1) as f64
         } else {
             0.0
-        };
-        let n = self.n as f64;
-        [(1.0 + mean_delta).ln() / (2.0 + range).ln(), n / (n + range + 1.0)]
+        }
     }
 
     /// KML's feature vector for this window with the current readahead `ra_sectors`.
@@ -229,16 +236,11 @@ impl WindowStats {
         let range = (self.max - self.min).max(1) as f64;
         let var_pop = if self.n > 0 { self.m2 / n } else { 0.0 };
         let var_sample = if self.n > 1 { self.m2 / (n - 1.0) } else { 0.0 };
-        let mean_delta = if self.n > 1 {
-            self.sum_abs_delta / (n - 1.0)
-        } else {
-            0.0
-        };
         [
             n,
             var_pop / range,
             var_sample / range,
-            mean_delta,
+            self.mean_abs_delta(),
             ra_sectors as f64 / 1024.0,
         ]
     }
