@@ -124,6 +124,11 @@ TRAINING = (
         ("file=small:0-3", "rw=randread", "bs=8k", "ioengine=mmap"),
         about="random 8 KiB reads by mmap over four files",
     ),
+    _fio(
+        "train-rand-mmap-big",
+        ("file=small", "rw=randread", "bs=16k", "ioengine=mmap"),
+        about="random 16 KiB reads by mmap over eight files, together twice the memory group",
+    ),
     _fio("train-strided-124k", ("file=big", "rw=read:124k", "bs=4k"), about="4 KiB read, 124 KiB skipped"),
     _fio(
         "train-roundrobin",

@@ -36,6 +36,7 @@ GROUPS = {
     "train-roundrobin": "fio-sequential",
     "train-rand-16k": "fio-random",
     "train-rand-mmap-small": "fio-random",
+    "train-rand-mmap-big": "fio-random",
 }
 
 

@@ -150,3 +150,18 @@ def test_a_probe_file_without_the_scale_free_columns_is_refused_by_name_and_line
     (w,) = bench_trainset.windows(path, "w", 128)
     assert w["workload"] == "w" and w["ra_kb"] == 128
     assert [w[k] for k in ra.FEATURES_V3] == [float(values[ra.FEATURES_ALL.index(k)]) for k in ra.FEATURES_V3]
+
+
+def test_the_training_family_shares_no_workload_with_the_test_family_and_groups_name_members():
+    """The scale-free model is scored on the test family (``bench_family.FAMILY``): a training
+    member running the same jobs as a test member would make that score a training score."""
+    from iolearn import bench_family as bf
+
+    training = {w.name: w for w in bf.TRAINING}
+    assert len(training) == len(bf.TRAINING)
+    test_jobs = {tuple(sorted(map(tuple, w.jobs))) for w in bf.FAMILY if w.jobs}
+    for w in bf.TRAINING:
+        assert w.name not in {t.name for t in bf.FAMILY}, w.name
+        if w.jobs:
+            assert tuple(sorted(map(tuple, w.jobs))) not in test_jobs, w.name
+    assert set(bench_trainset.GROUPS) <= set(training)
