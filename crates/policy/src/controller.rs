@@ -215,6 +215,101 @@ pub struct KmlController {
     /// Per device: out of the training range, this learner decides instead of `fallback_kb`
     /// (and it watches the model's windows, to start from what they did).
     pub learner: Option<crate::online::Online>,
+    /// Per device: the see-saws found and settled ([`Settle`]).
+    pub settles: u64,
+    seesaw: SeeSaw,
+}
+
+/// A model that reads the value in force (KML's readahead input, the scale-free read-in
+/// share) can answer each value with the other on an unchanged workload: on the kernel the
+/// scale-free model swung a range scan between 16 and 128 KiB every two or three windows. A
+/// move back to the value it left, on a workload of the same shape ([`same_shape`]: the
+/// inputs that do not depend on readahead) within [`SEESAW_WINDOWS`] windows of leaving it,
+/// is such a see-saw, and the pair settles on its end nearer the fallback value (vanilla's
+/// 128 KiB unless told otherwise: the guardrail's side, where a wrong guess costs least) until
+/// the workload's shape changes. A workload that changes and changes back is followed: its
+/// shape differs between the two moves.
+#[derive(Debug, Clone, Default)]
+struct SeeSaw {
+    /// Windows decided per device.
+    window: u64,
+    /// The device moves this controller asked for lately: (window, from KiB, to KiB, shape).
+    asked: Vec<(u64, u64, u64, Shape)>,
+    /// The see-saw in force.
+    settled: Option<Settle>,
+}
+
+/// The readahead-independent part of a stream's features: direction, regularity, randomness
+/// and density.
+type Shape = [f64; 4];
+
+/// A see-saw settled: on a workload of `shape`, either of `ends` is answered with `keep`.
+#[derive(Debug, Clone, Copy)]
+struct Settle {
+    shape: Shape,
+    ends: (u64, u64),
+    keep: u64,
+}
+
+/// How many windows after a move a move back counts as a see-saw.
+pub const SEESAW_WINDOWS: u64 = 12;
+/// Largest difference in any shape input (each bounded to a span of 1 or 2) for two windows
+/// to show the same workload.
+pub const SHAPE_TOLERANCE: f64 = 0.15;
+
+fn shape(raw: &RaFeatures) -> Shape {
+    [raw[5], raw[6], raw[7], raw[8]]
+}
+
+fn same_shape(a: &Shape, b: &Shape) -> bool {
+    a.iter().zip(b).all(|(x, y)| (x - y).abs() <= SHAPE_TOLERANCE)
+}
+
+/// Of two readahead values, the one fewer doublings from `vanilla_kb`.
+fn nearer(vanilla_kb: u64, a: u64, b: u64) -> u64 {
+    let steps = |kb: u64| ((kb.max(1) as f64) / (vanilla_kb.max(1) as f64)).log2().abs();
+    if steps(b) < steps(a) {
+        b
+    } else {
+        a
+    }
+}
+
+impl SeeSaw {
+    /// What to set for the model's answer `kb` while `now_kb` is in force on a workload of
+    /// `shape`, settling a see-saw when this answer starts one (then `Some(ends)`).
+    fn answer(&mut self, kb: u64, now_kb: u64, shape: Shape, vanilla_kb: u64) -> (u64, Option<(u64, u64)>) {
+        self.window += 1;
+        let window = self.window;
+        self.asked.retain(|&(w, ..)| window - w <= SEESAW_WINDOWS);
+        if self.settled.is_some_and(|s| !same_shape(&s.shape, &shape)) {
+            self.settled = None;
+        }
+        let mut found = None;
+        if kb != now_kb && self.settled.is_none() {
+            let back = self
+                .asked
+                .iter()
+                .any(|&(_, from, to, ref was)| from == kb && to == now_kb && same_shape(was, &shape));
+            if back {
+                let keep = nearer(vanilla_kb, kb, now_kb);
+                self.settled = Some(Settle {
+                    shape,
+                    ends: (kb, now_kb),
+                    keep,
+                });
+                found = Some((kb, now_kb));
+            }
+        }
+        let kb = match self.settled {
+            Some(s) if kb == s.ends.0 || kb == s.ends.1 => s.keep,
+            _ => kb,
+        };
+        if kb != now_kb {
+            self.asked.push((window, now_kb, kb, shape));
+        }
+        (kb, found)
+    }
 }
 
 /// What a model does with a window outside its training range.
@@ -287,6 +382,8 @@ impl KmlController {
             decisions: Vec::new(),
             fallbacks: 0,
             learner: None,
+            settles: 0,
+            seesaw: SeeSaw::default(),
         })
     }
 
@@ -437,7 +534,22 @@ impl ReadaheadController for KmlController {
             }
             let (class, kb) = self.decide_one(&f, &window.outcome);
             self.decisions.push((window.start_ns, class));
-            if kb != knobs.device_read_ahead_kb() {
+            let now = knobs.device_read_ahead_kb();
+            // A fallback is no answer of the model's: it neither starts nor ends a see-saw.
+            let (kb, found) = match class {
+                usize::MAX => (kb, None),
+                _ => self.seesaw.answer(kb, now, shape(&f), self.fallback_kb),
+            };
+            if let Some((a, b)) = found {
+                self.settles += 1;
+                tracing::info!(
+                    event = %"settled",
+                    ends_kb = %format!("{a},{b}"),
+                    read_ahead_kb = kb,
+                    why = %"the model answers each value with the other on a workload of one shape; the end nearer vanilla holds until the shape changes"
+                );
+            }
+            if kb != now {
                 knobs.set_device_read_ahead_kb(kb);
             }
         }

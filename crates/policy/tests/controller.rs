@@ -404,3 +404,82 @@ fn a_scale_free_model_decides_on_a_file_and_a_load_a_hundred_times_its_training(
     c.decide(&w, &mut knobs);
     assert_eq!((knobs.device_kb, c.fallbacks), (128, 1));
 }
+
+/// A model that reads the value in force answers 128 KiB with 16 and 16 with 128 on one
+/// workload (as the scale-free model did on a range scan on the kernel): the pair settles on
+/// the end nearer vanilla until the workload's shape changes, and is not mistaken for a
+/// workload that changes and changes back.
+#[test]
+fn a_model_that_answers_each_value_with_the_other_settles_until_the_workload_changes() {
+    // KML's input 4 is the readahead in force (sectors / 1024): small -> 128 KiB, large -> 16.
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for (ra, class) in [(0.03, 1.0), (0.05, 1.0), (0.25, 0.0), (0.5, 0.0)] {
+        x.extend([1000.0, 10.0, 10.0, 500.0, ra]);
+        y.push(class);
+    }
+    let tree = DecisionTree::fit(&x, &y, 5, &TreeConfig::default()).unwrap();
+    let m = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &[("small", 16), ("vanilla", 128)]);
+    let mut c = KmlController::new(m, Scope::Device).unwrap();
+    let mut k = Recorder {
+        device_kb: 128,
+        ..Default::default()
+    };
+    let shaped = |randomness: f64, kb: u64| WindowFeatures {
+        device: Some([
+            1000.0,
+            10.0,
+            10.0,
+            500.0,
+            kb as f64 * 2.0 / 1024.0,
+            0.1,
+            0.2,
+            randomness,
+            0.01,
+        ]),
+        ..WindowFeatures::default()
+    };
+    let mut seen = Vec::new();
+    for _ in 0..8 {
+        let w = shaped(0.5, k.device_kb);
+        c.decide(&w, &mut k);
+        seen.push(k.device_kb);
+    }
+    assert_eq!(seen, [16, 128, 128, 128, 128, 128, 128, 128], "one swing, then settled");
+    assert_eq!(c.settles, 1);
+    // Small noise in the shape keeps it settled; a new shape is a new workload, followed.
+    c.decide(&shaped(0.55, 128), &mut k);
+    assert_eq!(k.device_kb, 128);
+    c.decide(&shaped(0.9, 128), &mut k);
+    assert_eq!(k.device_kb, 16, "a workload of another shape is decided afresh");
+
+    // A model that reads the shape only: a random reader, a scan, the random reader again.
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for (rnd, class) in [(0.05, 1.0), (0.1, 1.0), (0.8, 0.0), (0.9, 0.0)] {
+        x.extend([0.0, 0.0, rnd, 0.0, 0.0, 0.0, 0.0]);
+        y.push(class);
+    }
+    let tree = DecisionTree::fit(&x, &y, 7, &TreeConfig::default()).unwrap();
+    let mut m = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &[("random", 16), ("scan", 1024)]);
+    m.schema = iolearn_ml::kml::READAHEAD_SCHEMA_V2.into();
+    let mut c = KmlController::new(m, Scope::Device).unwrap();
+    let mut k = Recorder {
+        device_kb: 128,
+        ..Default::default()
+    };
+    let phase = |random: bool| {
+        let mut f = [0.0; 9];
+        f[2] = if random { 0.85 } else { 0.07 };
+        f[7] = f[2];
+        WindowFeatures {
+            device: Some(f),
+            ..WindowFeatures::default()
+        }
+    };
+    let mut seen = Vec::new();
+    for random in [true, false, true, false, true] {
+        c.decide(&phase(random), &mut k);
+        seen.push(k.device_kb);
+    }
+    assert_eq!(seen, [16, 1024, 16, 1024, 16], "phase changes are followed");
+    assert_eq!(c.settles, 0);
+}
