@@ -215,100 +215,124 @@ pub struct KmlController {
     /// Per device: out of the training range, this learner decides instead of `fallback_kb`
     /// (and it watches the model's windows, to start from what they did).
     pub learner: Option<crate::online::Online>,
-    /// Per device: the see-saws found and settled ([`Settle`]).
+    /// Per device: the see-saws found and settled ([`SeeSaw`]).
     pub settles: u64,
     seesaw: SeeSaw,
 }
 
-/// A model that reads the value in force (KML's readahead input, the scale-free read-in
-/// share) can answer each value with the other on an unchanged workload: on the kernel the
-/// scale-free model swung a range scan between 16 and 128 KiB every two or three windows. A
-/// move back to the value it left, on a workload of the same shape ([`same_shape`]: the
-/// inputs that do not depend on readahead) within [`SEESAW_WINDOWS`] windows of leaving it,
-/// is such a see-saw, and the pair settles on its end nearer the fallback value (vanilla's
-/// 128 KiB unless told otherwise: the guardrail's side, where a wrong guess costs least) until
-/// the workload's shape changes. A workload that changes and changes back is followed: its
-/// shape differs between the two moves.
+/// A model that reads the value in force (KML's readahead input; the scale-free model's
+/// readahead and pages read in per page accessed) can answer each value with the other on an
+/// unchanged workload: on the kernel the scale-free model swung a range scan between 16 and
+/// 128 KiB every two or three windows, each move passing the hysteresis. The workload's other
+/// inputs cannot tell such a see-saw from a workload that changes: they move with readahead
+/// too (the page events include its insertions) and window to window (a random reader's
+/// direction). What tells them apart is the model's own answers: after a workload changes,
+/// the model answers the value it moved to at least once; in a see-saw it never does. Two
+/// stints in a row, at B then at A, in which every answer was the other value, are a see-saw,
+/// and the pair settles on its end nearer the fallback value (vanilla's 128 KiB unless told
+/// otherwise: the guardrail's side, where a wrong guess costs least) for [`SEESAW_HOLD`]
+/// windows, or until the model answers a third value.
 #[derive(Debug, Clone, Default)]
 struct SeeSaw {
-    /// Windows decided per device.
+    /// Windows seen per device.
     window: u64,
-    /// The device moves this controller asked for lately: (window, from KiB, to KiB, shape).
-    asked: Vec<(u64, u64, u64, Shape)>,
-    /// The see-saw in force.
+    /// The value in force and the model's answers since it came into force, and the same for
+    /// the value before it.
+    stint: Option<Stint>,
+    prev: Option<Stint>,
+    /// The see-saw in force: either of `ends` is answered with `keep` until window `until`.
     settled: Option<Settle>,
 }
 
-/// The readahead-independent part of a stream's features: direction, regularity, randomness
-/// and density.
-type Shape = [f64; 4];
+#[derive(Debug, Clone, Copy)]
+struct Stint {
+    kb: u64,
+    /// The one answer the model gave throughout (`None`: none yet).
+    answer: Option<u64>,
+    /// Whether it gave more than one.
+    mixed: bool,
+}
 
-/// A see-saw settled: on a workload of `shape`, either of `ends` is answered with `keep`.
 #[derive(Debug, Clone, Copy)]
 struct Settle {
-    shape: Shape,
     ends: (u64, u64),
     keep: u64,
+    until: u64,
 }
 
-/// How many windows after a move a move back counts as a see-saw.
-pub const SEESAW_WINDOWS: u64 = 12;
-/// Largest difference in any shape input (each bounded to a span of 1 or 2) for two windows
-/// to show the same workload.
-pub const SHAPE_TOLERANCE: f64 = 0.15;
+/// How many windows a settled see-saw holds before the model is followed again.
+pub const SEESAW_HOLD: u64 = 64;
 
-fn shape(raw: &RaFeatures) -> Shape {
-    [raw[5], raw[6], raw[7], raw[8]]
-}
-
-fn same_shape(a: &Shape, b: &Shape) -> bool {
-    a.iter().zip(b).all(|(x, y)| (x - y).abs() <= SHAPE_TOLERANCE)
-}
-
-/// Of two readahead values, the one fewer doublings from `vanilla_kb`.
+/// Of two readahead values, the one fewer doublings from `vanilla_kb`; of two as far, the
+/// smaller (too little readahead costs a scan a share of its throughput, too much can cost a
+/// random reader most of its own).
 fn nearer(vanilla_kb: u64, a: u64, b: u64) -> u64 {
     let steps = |kb: u64| ((kb.max(1) as f64) / (vanilla_kb.max(1) as f64)).log2().abs();
-    if steps(b) < steps(a) {
-        b
-    } else {
-        a
+    match steps(a).total_cmp(&steps(b)) {
+        std::cmp::Ordering::Less => a,
+        std::cmp::Ordering::Greater => b,
+        std::cmp::Ordering::Equal => a.min(b),
     }
 }
 
 impl SeeSaw {
-    /// What to set for the model's answer `kb` while `now_kb` is in force on a workload of
-    /// `shape`, settling a see-saw when this answer starts one (then `Some(ends)`).
-    fn answer(&mut self, kb: u64, now_kb: u64, shape: Shape, vanilla_kb: u64) -> (u64, Option<(u64, u64)>) {
+    /// A window begins with `now_kb` in force.
+    fn observe(&mut self, now_kb: u64) {
         self.window += 1;
-        let window = self.window;
-        self.asked.retain(|&(w, ..)| window - w <= SEESAW_WINDOWS);
-        if self.settled.is_some_and(|s| !same_shape(&s.shape, &shape)) {
-            self.settled = None;
+        if self.stint.is_none_or(|s| s.kb != now_kb) {
+            self.prev = self.stint.take();
+            self.stint = Some(Stint {
+                kb: now_kb,
+                answer: None,
+                mixed: false,
+            });
         }
-        let mut found = None;
-        if kb != now_kb && self.settled.is_none() {
-            let back = self
-                .asked
-                .iter()
-                .any(|&(_, from, to, ref was)| from == kb && to == now_kb && same_shape(was, &shape));
-            if back {
-                let keep = nearer(vanilla_kb, kb, now_kb);
-                self.settled = Some(Settle {
-                    shape,
-                    ends: (kb, now_kb),
-                    keep,
-                });
-                found = Some((kb, now_kb));
+    }
+
+    /// What to set for the model's answer `kb` this window, settling a see-saw when this
+    /// answer completes one (then `Some(ends)`).
+    fn answer(&mut self, kb: u64, vanilla_kb: u64) -> (u64, Option<(u64, u64)>) {
+        let Some(stint) = self.stint.as_mut() else {
+            return (kb, None);
+        };
+        match stint.answer {
+            None => stint.answer = Some(kb),
+            Some(a) if a != kb => stint.mixed = true,
+            _ => {}
+        }
+        if let Some(s) = self.settled {
+            if self.window > s.until || (kb != s.ends.0 && kb != s.ends.1) {
+                // Judged afresh: the stints that settled it are old news.
+                self.settled = None;
+                self.prev = None;
+                *stint = Stint {
+                    kb: stint.kb,
+                    answer: Some(kb),
+                    mixed: false,
+                };
             }
         }
-        let kb = match self.settled {
-            Some(s) if kb == s.ends.0 || kb == s.ends.1 => s.keep,
-            _ => kb,
-        };
-        if kb != now_kb {
-            self.asked.push((window, now_kb, kb, shape));
+        let now = *stint;
+        let mut found = None;
+        if let (None, Some(prev)) = (self.settled, self.prev) {
+            let seesaw = !prev.mixed
+                && !now.mixed
+                && prev.kb != now.kb
+                && prev.answer == Some(now.kb)
+                && now.answer == Some(prev.kb);
+            if seesaw {
+                self.settled = Some(Settle {
+                    ends: (now.kb, prev.kb),
+                    keep: nearer(vanilla_kb, now.kb, prev.kb),
+                    until: self.window + SEESAW_HOLD,
+                });
+                found = Some((now.kb, prev.kb));
+            }
         }
-        (kb, found)
+        match self.settled {
+            Some(s) if kb == s.ends.0 || kb == s.ends.1 => (s.keep, found),
+            _ => (kb, found),
+        }
     }
 }
 
@@ -521,6 +545,9 @@ impl ReadaheadController for KmlController {
                 knobs.set_new_file_read_ahead_kb(pid, kb);
             }
         } else if let Some(f) = window.device {
+            // The value the model read (KML's input 4, sectors / 1024), not the knobs': the
+            // guardrail's knobs answer with the controller's wish while it measures vanilla.
+            self.seesaw.observe((f[4] * 512.0).round().max(0.0) as u64);
             let in_range = self.in_training_range(&f, &window.outcome);
             if let (Some(learner), false) = (self.learner.as_mut(), in_range) {
                 // A workload the model never saw: learn its value rather than do nothing.
@@ -538,7 +565,7 @@ impl ReadaheadController for KmlController {
             // A fallback is no answer of the model's: it neither starts nor ends a see-saw.
             let (kb, found) = match class {
                 usize::MAX => (kb, None),
-                _ => self.seesaw.answer(kb, now, shape(&f), self.fallback_kb),
+                _ => self.seesaw.answer(kb, self.fallback_kb),
             };
             if let Some((a, b)) = found {
                 self.settles += 1;
@@ -546,7 +573,7 @@ impl ReadaheadController for KmlController {
                     event = %"settled",
                     ends_kb = %format!("{a},{b}"),
                     read_ahead_kb = kb,
-                    why = %"the model answers each value with the other on a workload of one shape; the end nearer vanilla holds until the shape changes"
+                    why = %"the model answered each value with the other throughout two stints; the end nearer the fallback holds"
                 );
             }
             if kb != now {
