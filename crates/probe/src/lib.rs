@@ -94,8 +94,9 @@ pub struct ProbeConfig {
     /// Also time block requests ([`Window::latency_histogram`], the `rq_*` counters), at a
     /// cost on every request; off, those stay zero.
     pub block_requests: bool,
-    /// Also count the pages each read returned, once per read ([`Counters::pages_read`]), at
-    /// a cost on every read (a lookup of the task's last range); off, that stays zero.
+    /// Also count the pages reads returned ([`Counters::pages_read`]), at a cost on every
+    /// system call while the page-cache programs are attached (a program at each call's
+    /// return); off, that stays zero.
     pub count_reads: bool,
 }
 
@@ -210,10 +211,12 @@ pub struct Counters {
     pub rq_latency_ns: u64,
     /// Sum over issued requests of the queue depth they found (mean depth = this / issued).
     pub rq_depth_sum: u64,
-    /// Pages the watched processes' reads returned (`read`, `pread`, `splice`; not mapped
-    /// pages), each read counted once and up to the file's end: what a read-based application
-    /// consumed (`pages_accessed` counts a large read's pages more than once). Only with
-    /// [`ProbeConfig::count_reads`]; see the probe's `count_read` for where it falls short.
+    /// Pages the watched processes' reads of the device's regular files returned, from the
+    /// bytes each call returned (a partial page as one): `read`, `pread64`, `readv`,
+    /// `preadv(2)`, and `sendfile`, `splice` and `copy_file_range` from such a file; not mapped
+    /// pages. What a read-based application consumed (`pages_accessed` counts a large read's
+    /// pages more than once). Only with [`ProbeConfig::count_reads`] (the probe's
+    /// `on_sys_exit`).
     pub pages_read: u64,
     /// Page faults on the watched files (mapped reads; pages mapped around a fault are not
     /// seen).

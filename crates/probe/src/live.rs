@@ -80,6 +80,8 @@ impl Probe {
             // shared counter): loaded only when asked for.
             open.progs.on_rq_issue.set_autoload(cfg.block_requests);
             open.progs.on_rq_complete.set_autoload(cfg.block_requests);
+            // It runs at the return of every system call of every task: only when asked for.
+            open.progs.on_sys_exit.set_autoload(cfg.count_reads);
             let mut skel = open.load().map_err(denied("loading the eBPF programs"))?;
             skel.attach().map_err(denied("attaching to the tracepoints"))?;
             Ok(skel)
@@ -157,9 +159,9 @@ impl Probe {
             .map_err(|e| err(e.to_string()))
     }
 
-    /// Observe the page cache (insertions, accesses, readahead decisions) or stop: the five
-    /// programs are attached or detached, so while off they cost nothing at all, not even the
-    /// call into an empty program. A tuner that has seen a window of nothing but cache hits
+    /// Observe the page cache (insertions, accesses, readahead decisions, and the reads'
+    /// returns where counted) or stop: the programs are attached or detached, so while off
+    /// they cost nothing at all, not even the call into an empty program. A tuner that has seen a window of nothing but cache hits
     /// can observe a slice of the next and scale what it saw. Block requests and the
     /// open-file iterator are not affected.
     pub fn observe_page_cache(&mut self, on: bool) -> Result<(), ProbeError> {
@@ -169,7 +171,7 @@ impl Probe {
         let skel = &mut *self.skel;
         let (p, l) = (&skel.progs, &mut skel.links);
         if on {
-            // All five or none: a failure part-way drops the links made so far.
+            // All or none: a failure part-way drops the links made so far.
             let attach = |prog: &libbpf_rs::ProgramMut<'_>| {
                 prog.attach()
                     .map_err(|e| ProbeError::Denied(format!("attaching {}: {e}", prog.name().to_string_lossy())))
@@ -180,12 +182,18 @@ impl Probe {
                 attach(&p.on_fault)?,
                 attach(&p.on_sync_ra)?,
                 attach(&p.on_async_ra)?,
+                if p.on_sys_exit.autoload() {
+                    Some(attach(&p.on_sys_exit)?)
+                } else {
+                    None
+                },
             );
             l.on_add = Some(links.0);
             l.on_get_pages = Some(links.1);
             l.on_fault = Some(links.2);
             l.on_sync_ra = Some(links.3);
             l.on_async_ra = Some(links.4);
+            l.on_sys_exit = links.5;
         } else {
             // Dropping a link detaches its program.
             l.on_add = None;
@@ -193,6 +201,7 @@ impl Probe {
             l.on_fault = None;
             l.on_sync_ra = None;
             l.on_async_ra = None;
+            l.on_sys_exit = None;
         }
         self.observing = on;
         Ok(())
@@ -343,7 +352,7 @@ impl Probe {
     /// Run counts and kernel CPU time of each program (zeros unless stats are enabled).
     pub fn program_stats(&self) -> Vec<ProgramStats> {
         let p = &self.skel.progs;
-        let progs: [(&str, &libbpf_rs::ProgramMut<'_>); 7] = [
+        let progs: [(&str, &libbpf_rs::ProgramMut<'_>); 8] = [
             ("on_add", &p.on_add),
             ("on_get_pages", &p.on_get_pages),
             ("on_fault", &p.on_fault),
@@ -351,6 +360,7 @@ impl Probe {
             ("on_async_ra", &p.on_async_ra),
             ("on_rq_issue", &p.on_rq_issue),
             ("on_rq_complete", &p.on_rq_complete),
+            ("on_sys_exit", &p.on_sys_exit),
         ];
         progs
             .iter()

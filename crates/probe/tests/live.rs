@@ -336,6 +336,17 @@ fn each_read_counts_its_pages_once_up_to_the_end_of_the_file() {
     // in 1 MiB reads, then its first 100 pages (cached now) a page a read, then two reads of
     // its tail.
     let f = File::open(&path).unwrap();
+    // A second cold file read in 96 KiB `readv`s (the page-cache tracepoint's count fell
+    // short on such reads whose first folios were still being read), and a copy of 100 pages
+    // of the first file by `copy_file_range` (cp's way: no read returns to the process).
+    let (path2, ..) = cold_file("probe-reads-2.bin", 512);
+    let g = File::open(&path2).unwrap();
+    let copy = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(path.with_extension("copy"))
+        .unwrap();
     let mut buf = vec![0u8; 1 << 20];
     let mut go = [0 as libc::c_int; 2];
     // SAFETY: a pipe into a valid array of two descriptors.
@@ -366,7 +377,31 @@ fn each_read_counts_its_pages_once_up_to_the_end_of_the_file() {
             // Two reads past the end of the file, the second inside the first's range: two
             // reads, 50 and 10 pages.
             let tail = libc::pread(fd, b, 1 << 20, 2000 * 4096) + libc::pread(fd, b, 1 << 20, 2040 * 4096);
-            let ok = bytes == 2049 * 4096 + 2048 && small == 100 * 4096 && tail == 58 * 4096 + 2 * 2048;
+            let iov = [
+                libc::iovec {
+                    iov_base: b,
+                    iov_len: 64 << 10,
+                },
+                libc::iovec {
+                    iov_base: b.byte_add(64 << 10),
+                    iov_len: 32 << 10,
+                },
+            ];
+            let mut vectored = 0isize;
+            loop {
+                let n = libc::readv(g.as_raw_fd(), iov.as_ptr(), 2);
+                if n <= 0 {
+                    break;
+                }
+                vectored += n;
+            }
+            let (mut from, mut to) = (0i64, 0i64);
+            let copied = libc::copy_file_range(fd, &mut from, copy.as_raw_fd(), &mut to, 100 * 4096, 0);
+            let ok = bytes == 2049 * 4096 + 2048
+                && small == 100 * 4096
+                && tail == 58 * 4096 + 2 * 2048
+                && vectored == 512 * 4096
+                && copied == 100 * 4096;
             libc::_exit(if ok { 0 } else { 1 });
         }
     }
@@ -398,7 +433,13 @@ fn each_read_counts_its_pages_once_up_to_the_end_of_the_file() {
         "the child read {status:#x}"
     );
     let w = p.window().unwrap();
-    assert_eq!(w.counters.pages_read, 2050 + 100 + 50 + 10, "{:?}", w.counters);
+    // Not the byte read from the pipe: only the device's regular files count.
+    assert_eq!(
+        w.counters.pages_read,
+        2050 + 100 + 50 + 10 + 512 + 100,
+        "{:?}",
+        w.counters
+    );
     // What the tracepoint reports counts the large reads' pages more than once.
     assert!(w.counters.pages_accessed > w.counters.pages_read, "{:?}", w.counters);
     assert_eq!(w.counters.faults, 0, "{:?}", w.counters);

@@ -12,7 +12,7 @@
 const volatile __u32 target_dev = 0;     /* kernel dev_t of the device; 0: every device */
 const volatile __u8 filter_tgid = 0;     /* 1: only processes whose bit is set in `tgid_bits` */
 const volatile __u8 raw_events = 0;      /* 1: also send every event to `events` */
-const volatile __u8 count_reads = 0;     /* 1: count the pages each read returned (C_PAGES_READ) */
+const volatile __u8 count_reads = 0;     /* 1: count the pages reads returned (C_PAGES_READ, on_sys_exit) */
 const volatile __u64 max_index = 1000000; /* KML drops page indices above this */
 
 /* The watched processes, one bit per process id (word tgid / 64, bit tgid % 64); user space
@@ -230,60 +230,79 @@ static __always_inline bool pages(__u8 kind, struct address_space *mapping, __u6
 	return observe(kind, sb->s_dev, host->i_ino, first, last - first + 1);
 }
 
-/* The last read range each task reported, to count the pages a read returns once. */
-struct read_seen {
-	__u64 mapping;
-	__u64 first;
-	__u64 last;
-};
+/* C_PAGES_READ: the pages the watched processes' reads of the device's files returned, counted
+ * at each read's return from the bytes it returned (a partial page as one): read, pread64,
+ * readv, preadv, preadv2, and the in-kernel copies that read a file (sendfile, splice,
+ * copy_file_range: cp). Exact where the page-cache tracepoint was not: it fires once per batch
+ * of folios with what is left of the request, not at all for a batch whose last folio is still
+ * being read (cold 96 KiB reads counted 10% short at 128 KiB of readahead), and runs past the
+ * end of the file. fexit on filemap_read would do the same per read and fails to load here
+ * (EPERM); the raw system-call exit runs on every system call of every task while attached,
+ * so it is loaded only with `count_reads` and attached with the page-cache programs. The
+ * application's progress for read-based workloads (`--progress auto`). x86-64's call numbers
+ * and registers. */
+#define NR_READ 0
+#define NR_PREAD64 17
+#define NR_READV 19
+#define NR_SENDFILE 40
+#define NR_SPLICE 275
+#define NR_PREADV 295
+#define NR_COPY_FILE_RANGE 326
+#define NR_PREADV2 327
+#define S_IFMT 00170000
+#define S_IFREG 0100000
+#define TS_COMPAT 0x0002
 
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct read_seen);
-} reads_seen SEC(".maps");
-
-/* C_PAGES_READ: the pages a read (read, pread, splice: every path through
- * filemap_get_pages) asked for, up to the end of the file, each read counted once. The
- * tracepoint alone does not give that: the kernel fires it once per batch of folios with the
- * range left of the request (first page moved on, last page the request's), so a 1 MiB read
- * counted 11-18% more pages than it read, more with small folios (small readahead) than with
- * large ones; and the range runs past the end of the file (grep's 96 KiB reads of a 4 KiB
- * file counted 24 pages). A task's next call for the same mapping and the same last page of
- * the request, starting further on, is the same read going on. Not exact either: a batch
- * whose last folio is still being read returns without the tracepoint, and a read whose first
- * batch did so is counted from its second (cold 96 KiB reads: 10% short at 128 KiB of
- * readahead, 2% at 1 MiB, exact at 16 KiB; 4 KiB and 1 MiB reads exact; docs/tuning.md). A
- * count at the read's return (fexit on filemap_read) would be exact, and fentry/fexit programs
- * fail to load here (EPERM). The application's progress for read-based workloads
- * (`--progress auto`, which sets `count_reads`). */
-static __always_inline void count_read(struct address_space *mapping, __u64 first, __u64 last)
+SEC("tp_btf/sys_exit")
+int on_sys_exit(__u64 *ctx)
 {
-	struct inode *host = mapping->host;
-	if (!host)
-		return;
-	struct read_seen *seen =
-		bpf_task_storage_get(&reads_seen, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (seen) {
-		/* Matched on the request's own last page, before clipping: two reads that both run
-		 * past the end of the file are two reads. */
-		bool going_on = seen->mapping == (__u64)mapping && seen->last == last && first > seen->first;
-		seen->mapping = (__u64)mapping;
-		seen->first = first;
-		seen->last = last;
-		if (going_on)
-			return;
+	/* (struct pt_regs *regs, long ret) */
+	long ret = (long)ctx[1];
+	if (!count_reads || ret <= 0)
+		return 0;
+	if (filter_tgid && !watched(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	/* A 32-bit process's calls have numbers of their own and arguments in other registers. */
+	if (bpf_core_field_exists(task->thread_info.status) && (BPF_CORE_READ(task, thread_info.status) & TS_COMPAT))
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)ctx[0];
+	unsigned long nr = BPF_CORE_READ(regs, orig_ax);
+	__u32 fd; /* the kernel's own truncation: unsigned int, or a negative int made huge */
+	switch (nr) {
+	case NR_READ:
+	case NR_PREAD64:
+	case NR_READV:
+	case NR_SPLICE:
+	case NR_PREADV:
+	case NR_COPY_FILE_RANGE:
+	case NR_PREADV2:
+		fd = BPF_CORE_READ(regs, di);
+		break;
+	case NR_SENDFILE:
+		fd = BPF_CORE_READ(regs, si); /* (out_fd, in_fd, ...) */
+		break;
+	default:
+		return 0;
 	}
-	loff_t size = host->i_size;
-	if (size <= 0)
-		return;
-	__u64 eof = ((__u64)size - 1) >> 12;
-	if (first > eof)
-		return;
-	if (last > eof)
-		last = eof;
-	count(C_PAGES_READ, last - first + 1);
+	/* The file the descriptor names now (the call has returned; a thread closing it in
+	 * between is a race we lose by one read). On overlayfs it is the overlay's inode, on a
+	 * device of its own: a container's reads through one do not count. */
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return 0;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *file = 0;
+	if (bpf_probe_read_kernel(&file, sizeof(file), fds + fd) || !file)
+		return 0;
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	if (!inode || (BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG)
+		return 0;
+	__u32 dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	if (target_dev && dev != target_dev)
+		return 0;
+	count(C_PAGES_READ, ((__u64)ret + 4095) >> 12);
+	return 0;
 }
 
 /* folio_nr_pages(): one page unless the folio is large (PG_head), then 1 << the order kept in
@@ -315,9 +334,7 @@ SEC("tp_btf/mm_filemap_get_pages")
 int on_get_pages(__u64 *ctx)
 {
 	/* (struct address_space *mapping, pgoff_t index, pgoff_t last_index) */
-	struct address_space *mapping = (struct address_space *)ctx[0];
-	if (pages(EV_ACCESS, mapping, ctx[1], ctx[2]) && count_reads)
-		count_read(mapping, ctx[1], ctx[2]);
+	pages(EV_ACCESS, (struct address_space *)ctx[0], ctx[1], ctx[2]);
 	return 0;
 }
 

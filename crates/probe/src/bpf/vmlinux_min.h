@@ -5,8 +5,8 @@
  * rewrites the offsets against the running kernel's BTF (/sys/kernel/btf/vmlinux) at load
  * time. Field names and types must match the kernel's; their order and the struct sizes do
  * not. These are the raw tracepoints' arguments (the kernel objects the tracepoints of
- * include/trace/events/{filemap,readahead,block}.h are called with) and what the open-file
- * iterator reads. */
+ * include/trace/events/{filemap,readahead,block,syscalls}.h are called with) and what the
+ * open-file iterator and the read count read. */
 #ifndef IOLEARN_VMLINUX_MIN_H
 #define IOLEARN_VMLINUX_MIN_H
 
@@ -38,12 +38,6 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_PERCPU_HASH = 5,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_RINGBUF = 27,
-	BPF_MAP_TYPE_TASK_STORAGE = 29,
-};
-
-enum {
-	BPF_F_NO_PREALLOC = 1,
-	BPF_LOCAL_STORAGE_GET_F_CREATE = 1,
 };
 
 enum {
@@ -65,9 +59,33 @@ struct bpf_iter_meta {
 	__u64 seq_num;
 };
 
+struct fdtable {
+	unsigned int max_fds;
+	struct file **fd;
+};
+
+struct files_struct {
+	struct fdtable *fdt;
+};
+
+/* x86's: TS_COMPAT in `status` marks a 32-bit system call. */
+struct thread_info {
+	__u32 status;
+};
+
 struct task_struct {
+	struct thread_info thread_info;
 	int pid;
 	int tgid;
+	struct files_struct *files;
+};
+
+/* The registers saved at a system call's entry (x86-64): its number and first two arguments,
+ * still there at its exit. */
+struct pt_regs {
+	unsigned long si;
+	unsigned long di;
+	unsigned long orig_ax;
 };
 
 struct file_ra_state {
@@ -81,6 +99,7 @@ struct super_block {
 };
 
 struct inode {
+	unsigned short i_mode;
 	unsigned long i_ino;
 	struct super_block *i_sb;
 	loff_t i_size;
