@@ -53,6 +53,10 @@ V3_MODEL = "readahead_v3.iolm"
 #: length, so the oracle is chosen on runs as long as those it is judged on). Shorter than the
 #: other steps' 20 s to fit 209 runs in an hour; the tuner acts within its first 3-5 windows.
 SECONDS = 15
+#: Seconds at the start of every run that the "after the start" ratios leave out: the tuner's
+#: start (the guardrail's first vanilla block of four 1-s windows, then its first change)
+#: takes a fifth to a third of a 15-s run, a share a tuner left running never pays again.
+START_S = 5
 
 
 @dataclass(frozen=True)
@@ -407,15 +411,16 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     configs += ("v3",) if (out / V3_MODEL).is_file() else ()
     if s.family_configs:
         configs = tuple(c for c in configs if c in s.family_configs)
-    # Every member once, briefly, before the hour: a wrong option fails here, not at minute 50.
+    # Every member once, briefly, before the hour: a wrong option (or a run whose per-second
+    # throughput cannot be read) fails here, not at minute 50.
     for w in workloads:
-        run(s, tb, db, files, w, kb=br.VANILLA_KB, seed=SWEEP_SEED, seconds=2, scratch=scratch)
+        run(s, tb, db, files, w, kb=br.VANILLA_KB, seed=SWEEP_SEED, seconds=2, scratch=scratch, series=[])
     bar = ra._bar(len(workloads) * (len(s.sweep_kb) + len(configs) * s.repeats), "family")
     rows: list[dict] = []
 
-    def record(w: Workload, config: str, repeat: int, seed: int, kb: int, ops: list[float]):
+    def record(w: Workload, config: str, repeat: int, seed: int, kb: int, ops: list[float], series=()):
         rows.append({"workload": w.name, "config": config, "repeat": repeat, "seed": seed, "ra_kb": kb,
-                     "ops": json.dumps(ops), "unit": w.unit})  # fmt: skip
+                     "ops": json.dumps(ops), "unit": w.unit, "series": json.dumps(list(series))})  # fmt: skip
         ra._write(out / "family-runs", rows)
         if bar is not None:
             bar.update(1)
@@ -442,8 +447,12 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
                     model = out / "readahead_kml.iolm"
                     helper = br.tuner_helper(tb, model, "device", log, scratch / "state", extra=["--no-guard"])
                 kb = oracle[w.name] if c == "oracle" else br.VANILLA_KB
-                ops = run(s, tb, db, files, w, kb=kb, seed=i + 1, seconds=seconds, helper=helper, scratch=scratch)
-                record(w, c, i, i + 1, kb, ops)
+                # Throughput per second too (every configuration alike), for the ratios after
+                # the start.
+                series: list[float] = []
+                ops = run(s, tb, db, files, w, kb=kb, seed=i + 1, seconds=seconds, helper=helper, scratch=scratch,
+                          series=series)  # fmt: skip
+                record(w, c, i, i + 1, kb, ops, series)
     if bar is not None:
         bar.close()
     tb.set_readahead(br.VANILLA_KB)
@@ -451,14 +460,35 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     return rows
 
 
+def _after_start(series) -> float | None:
+    """Mean throughput over a run's seconds after [`START_S`] (None without them: a row of an
+    older run, or a run whose per-second throughput could not be read). A mean, not a sum:
+    fio may log a second fewer than the run, the tools none for a last second in which no
+    file finished."""
+    if isinstance(series, str):
+        try:
+            series = json.loads(series) if series.strip() else None
+        except ValueError:
+            series = None
+    if not isinstance(series, (list, tuple)) or len(series) <= START_S:
+        return None
+    after = [float(x) for x in series[START_S:]]
+    mean = sum(after) / len(after)
+    return mean if math.isfinite(mean) else None
+
+
 def summarize(rows: list[dict]) -> list[dict]:
     """Per workload: vanilla's median throughput, each configuration's median [min, max]
     ratio to vanilla of the same repeat, the oracle's value, and the two goals (the tuner at
-    least 0.98x vanilla; at least 90% of the oracle's gain where that gain is over 10%)."""
+    least 0.98x vanilla; at least 90% of the oracle's gain where that gain is over 10%), judged
+    on whole runs. Where the runs' per-second throughput was recorded, also each
+    configuration's ratio after the first [`START_S`] seconds (``<config>_after``, the members
+    summed) and the share of the oracle's gain after the start (``<config>_after_share``)."""
     table = []
     for name in dict.fromkeys(r["workload"] for r in rows):
         mine = [r for r in rows if r["workload"] == name]
         ops = lambda r: json.loads(r["ops"]) if isinstance(r["ops"], str) else r["ops"]  # noqa: E731
+        base_after = {r["repeat"]: _after_start(r.get("series")) for r in mine if r["config"] == "vanilla"}
         vanilla = {r["repeat"]: ops(r) for r in mine if r["config"] == "vanilla"}
         entry = {"workload": name, "unit": mine[0]["unit"], "repeats": len(vanilla)}
         entry["vanilla"] = statistics.median(sum(v) for v in vanilla.values()) if vanilla else float("nan")
@@ -478,6 +508,14 @@ def summarize(rows: list[dict]) -> list[dict]:
             # can make the mean of ratios say little: a 134x beside a 0.25x).
             if each and len(each[0]) > 1:
                 entry[c + "_members"] = [statistics.median(x[i] for x in each) for i in range(len(each[0]))]
+            after = sorted(
+                a / base_after[r["repeat"]]
+                for r in mine
+                if r["config"] == c and base_after.get(r["repeat"]) and (a := _after_start(r.get("series"))) is not None
+            )
+            if after:
+                entry[c + "_after"] = statistics.median(after)
+                entry[c + "_after_range"] = [after[0], after[-1]]
         entry["oracle_kb"] = next((int(r["ra_kb"]) for r in mine if r["config"] == "oracle"), None)
         gain = entry.get("oracle", 1.0) - 1.0
         for c in ("nn", "nn_file", "v3"):
@@ -485,6 +523,10 @@ def summarize(rows: list[dict]) -> list[dict]:
                 entry[c + "_share"] = (entry[c] - 1.0) / gain if gain > GAIN_FLOOR else None
                 share = entry[c + "_share"]
                 entry[c + "_meets"] = entry[c] >= 0.98 and (share is None or share >= 0.9)
+            if c + "_after" in entry and "oracle_after" in entry:
+                gain_after = entry["oracle_after"] - 1.0
+                share_after = (entry[c + "_after"] - 1.0) / gain_after if gain_after > GAIN_FLOOR else None
+                entry[c + "_after_share"] = share_after
         table.append(entry)
     return table
 
@@ -504,6 +546,9 @@ def print_table(table: list[dict]):
         )
         tail = "".join(f"{r[c]:>7.2f}" if c in r else f"{'-':>7}" for c, _ in extra)
         print(f"{r['workload']:<20}{v:>10.0f} {r['unit']:<5}{cells}{r.get('oracle_kb') or '-':>6}{tail}")
+        after = [(c, r[c + "_after"]) for c in SCORED if c + "_after" in r]
+        if after:
+            print(f"    after the first {START_S} s: " + ", ".join(f"{c} {x:.2f}" for c, x in after))
         members = [(c, r[c + "_members"]) for c in SCORED if c + "_members" in r]
         if members:
             print("    each process: " + "; ".join(f"{c} " + " / ".join(f"{x:.2f}" for x in m) for c, m in members))

@@ -249,6 +249,22 @@ def test_family_scores_each_member_against_its_own_vanilla_and_checks_the_goals(
     assert "nn_members" not in one
     assert one["nn_share"] is None and one["nn_meets"] is False  # below 0.98x vanilla
     assert one["nn_file_meets"] is True  # 0.99x, and the oracle gains under 10%
+    # No per-second throughput recorded: no ratios after the start.
+    assert "nn_after" not in two
+    # With it: the seconds after the start only, the members summed (the tuner's first five
+    # seconds at vanilla do not count there, and do in the whole run).
+    per_s = lambda first, rest: json.dumps([first] * bench_family.START_S + [rest] * 10)  # noqa: E731
+    rows = [
+        dict(row("s", "vanilla", 0, [150.0]), series=per_s(10, 10)),
+        dict(row("s", "v3", 0, [200.0]), series=per_s(10, 15)),
+        dict(row("s", "oracle", 0, [300.0], kb=16), series=per_s(20, 20)),
+        dict(row("s", "nn", 0, [150.0]), series="[1, 2]"),  # too short a series: not scored after the start
+    ]
+    (s,) = bench_family.summarize(rows)
+    assert s["v3"] == pytest.approx(200 / 150) and s["v3_share"] == pytest.approx((200 / 150 - 1) / 1.0)
+    assert s["v3_after"] == pytest.approx(1.5) and s["oracle_after"] == pytest.approx(2.0)
+    assert s["v3_after_share"] == pytest.approx(0.5)
+    assert "nn_after" not in s and "nn" in s
     # A vanilla run that did nothing leaves its repeat unscored rather than failing the report.
     t = {r["workload"]: r for r in bench_family.summarize([row("z", "vanilla", 0, [0.0]), row("z", "nn", 0, [5.0])])}
     assert "nn" not in t["z"]
