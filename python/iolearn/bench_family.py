@@ -133,6 +133,14 @@ TRAINING = (
         ("file=small", "rw=randread", "bs=16k", "ioengine=mmap"),
         about="random 16 KiB reads by mmap over eight files, together twice the memory group",
     ),
+    # A random mapped reader's best value follows its read size (fault-around maps ra_pages
+    # around each fault: 16 KiB reads gained most at 64 KiB, 4 KiB reads at 16 KiB), so the
+    # training family has both sizes.
+    _fio(
+        "train-rand-mmap-4k",
+        ("file=small", "rw=randread", "bs=4k", "ioengine=mmap"),
+        about="random 4 KiB reads by mmap over eight files, together twice the memory group",
+    ),
     _fio("train-strided-124k", ("file=big", "rw=read:124k", "bs=4k"), about="4 KiB read, 124 KiB skipped"),
     _fio(
         "train-roundrobin",
@@ -324,17 +332,21 @@ def clone_db(db: Path) -> Path:
 
 
 def run(s: br.Settings, tb: br.Testbed, db: Path, files: Files, w: Workload, *, kb: int, seed: int,
-        seconds: float, helper=None, scratch: Path, series: list | None = None) -> list[float]:  # fmt: skip
+        seconds: float, helper=None, scratch: Path, series: list | None = None,
+        costs: list | None = None) -> list[float]:  # fmt: skip
     """One run of ``w`` after dropping caches, the device at ``kb`` and the helper (the tuner)
     attached. Each member process's throughput; ``series``, when given, receives the
-    throughput per second (fio and the tools; the members summed)."""
+    throughput per second (fio and the tools; the members summed), ``costs`` the helper's CPU
+    seconds and wall seconds."""
     clone = clone_db(db) if w.writes else None
     bg = br.prepare(tb, kb, helper)
     try:
         return execute(s, tb, clone or db, files, w, seed=seed, seconds=seconds, scratch=scratch, series=series)
     finally:
         if bg:
-            bg.stop()
+            _, cpu, wall = bg.stop()
+            if costs is not None:
+                costs[:] = [cpu, wall]
         if clone:
             shutil.rmtree(clone)
 
@@ -376,14 +388,43 @@ def chosen(s: br.Settings) -> tuple[Workload, ...]:
     return tuple(w for w in FAMILY if w.name in QUICK) if s.quick else FAMILY
 
 
+def earlier_sweeps(path: Path, sweep_kb) -> dict[str, dict[int, list[float]]]:
+    """The sweeps an earlier family step recorded in ``path`` (``family-runs.csv``): each
+    member's throughput per value, for the members swept at every value of ``sweep_kb``. The
+    file is rewritten by the step that reads it, with the rows of the members it runs."""
+    if not path.exists():
+        return {}
+    got: dict[str, dict[int, list[float]]] = {}
+    rows = ra._read(path, need=("workload", "seed", "ra_kb"))
+    missing = [k for k in ("config", "ops") if k not in rows[0]]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
+    for n, r in enumerate(rows, start=2):
+        if r["config"] != "sweep" or r["seed"] != SWEEP_SEED:
+            continue
+        try:
+            ops = json.loads(r["ops"]) if isinstance(r["ops"], str) else [r["ops"]]
+        except ValueError:
+            ops = None
+        good = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0  # noqa: E731
+        if not (isinstance(ops, list) and ops and all(good(x) for x in ops)):
+            raise ValueError(f"{path}: line {n}: column ops: not a list of throughputs")
+        got.setdefault(r["workload"], {})[int(r["ra_kb"])] = [float(x) for x in ops]
+    return {w: by for w, by in got.items() if set(sweep_kb) <= set(by)}
+
+
 def sweep_oracle(s: br.Settings, tb: br.Testbed, db: Path, files: Files, w: Workload, *, seconds: float,
-                 scratch: Path, record) -> int:  # fmt: skip
+                 scratch: Path, record, earlier: dict[int, list[float]] | None = None) -> int:  # fmt: skip
     """The oracle of ``w``: the best of a sweep over ``s.sweep_kb`` with ``SWEEP_SEED`` (a seed
     no evaluation uses), each process scored against its own run at vanilla and averaged.
-    ``record(kb, ops)`` is called after each run."""
+    ``record(kb, ops)`` is called after each run. ``earlier``: an earlier run's sweep of ``w``
+    (``earlier_sweeps``), taken instead of running it again."""
     sweep = {}
     for kb in s.sweep_kb:
-        sweep[kb] = run(s, tb, db, files, w, kb=kb, seed=SWEEP_SEED, seconds=seconds, scratch=scratch)
+        if earlier is not None:
+            sweep[kb] = earlier[kb]
+        else:
+            sweep[kb] = run(s, tb, db, files, w, kb=kb, seed=SWEEP_SEED, seconds=seconds, scratch=scratch)
         record(kb, sweep[kb])
     base = sweep.get(br.VANILLA_KB) or sweep[min(s.sweep_kb)]
     scores = {kb: relative(ops, base) for kb, ops in sweep.items()}
@@ -426,9 +467,14 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
             bar.update(1)
 
     oracle = {}
+    # Read before the first run rewrites the file.
+    earlier = earlier_sweeps(out / "family-runs.csv", s.sweep_kb) if s.reuse else {}
     for w in workloads:
         sweep_row = lambda kb, ops, w=w: record(w, "sweep", -1, SWEEP_SEED, kb, ops)  # noqa: E731
-        oracle[w.name] = sweep_oracle(s, tb, db, files, w, seconds=seconds, scratch=scratch, record=sweep_row)
+        oracle[w.name] = sweep_oracle(s, tb, db, files, w, seconds=seconds, scratch=scratch, record=sweep_row,
+                                      earlier=earlier.get(w.name))  # fmt: skip
+        if w.name in earlier:
+            print(f"  {w.name}: the sweep of {out / 'family-runs.csv'} (oracle {oracle[w.name]} KiB)", file=sys.stderr)
     for i in range(s.repeats):
         for w in workloads:
             # The order turns with each repeat, so no configuration always runs first or last.

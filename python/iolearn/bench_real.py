@@ -103,6 +103,9 @@ class Settings:
         self.kml = False
         # The family step's configurations to run (None: all it has; vanilla always).
         self.family_configs: tuple[str, ...] | None = None
+        # --reuse: the family step takes each member's sweep from an earlier run in --out when
+        # it finished one.
+        self.reuse = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -723,41 +726,67 @@ def plot(rep: dict, path: Path):
     _plot.save(fig, path)
 
 
-def overheads(s: Settings, tb: Testbed, db: Path, out: Path) -> dict:
+def overheads(s: Settings, tb: Testbed, db: Path, out: Path, member=None) -> dict:
     """Throughput without probes vs with the tuner attached but not acting (--dry-run), as it
     runs by default (resting once it has nothing to do) and watching every window
     (``--rest-every 1``), in interleaved rounds (the order turned each round: the VM's speed
     drifts), and the tuner's own costs. Each ratio is the median of the rounds' ratios, with
     their spread. Runs are ``overhead_seconds`` long: the tuner rests only after the
-    guardrail has judged its decision (about ten windows), and the ratio is the whole run's."""
-    w = "readrandom"
+    guardrail has judged its decision (about ten windows), and the ratio is the whole run's.
+
+    ``member``: a member of the test family (``bench_family.Workload``) instead of db_bench
+    readrandom, in runs as long as the family step's, with the model that step runs per device
+    (the scale-free one where --out has it): the cost its runs paid where the tuner changed
+    nothing, which is all that separates them from vanilla."""
+    from . import bench_family as bf
+
+    w = member.name if member else "readrandom"
+    model = out / ("readahead_v3.iolm" if member and (out / bf.V3_MODEL).is_file() else "readahead_nn.iolm")
+    seconds = (s.seconds if s.quick else bf.SECONDS) if member else s.overhead_seconds
+    files = bf.Files(s, tb) if member and member.kind == "fio" else None
+    tag = f"{w}-" if member else ""
     state = out / "raw" / "state"
     configs = {"base": None, "dry": [], "awake": ["--rest-every", "1"]}
     ops = {c: [] for c in configs}
     cpu = wall = 0.0
-    bar = ra._bar(len(configs) * s.overhead_pairs, "overheads")
+
+    def one(helper, seed: int) -> tuple[float, float, float]:
+        """Throughput, the helper's CPU seconds and the run's wall seconds."""
+        if member is None:
+            got, _, c, wl = run_one(s, tb, db, w, helper=helper, seconds=seconds)
+            return got, c, wl
+        costs: list[float] = []
+        got = bf.run(s, tb, db, files, member, kb=VANILLA_KB, seed=seed, seconds=seconds, helper=helper,
+                     scratch=out / "raw", costs=costs)  # fmt: skip
+        return sum(got), *(costs or (0.0, 0.0))
+
+    bar = ra._bar(len(configs) * s.overhead_pairs, f"overheads {w}")
     for i in range(s.overhead_pairs):
         n = i % len(configs)
         order = list(configs)[n:] + list(configs)[:n]
         for config in order if i % 2 == 0 else order[::-1]:
             if configs[config] is None:
-                ops[config].append(run_one(s, tb, db, w, seconds=s.overhead_seconds)[0])
+                ops[config].append(one(None, i + 1)[0])
             else:
-                log = out / "raw" / f"overhead-{config}-{i}.log"
-                argv, _ = tuner_helper(tb, out / "readahead_nn.iolm", "device", log, state, True)
-                got, _, c, wl = run_one(s, tb, db, w, helper=(argv + configs[config], log), seconds=s.overhead_seconds)
+                log = out / "raw" / f"overhead-{tag}{config}-{i}.log"
+                # The options the family step's per-device tuner runs with (--progress ...).
+                extra = bf.tuner_options(s, per_file=False) if member else []
+                argv, _ = tuner_helper(tb, model, "device", log, state, True, extra=extra)
+                got, c, wl = one((argv + configs[config], log), i + 1)
                 ops[config].append(got)
                 if config == "dry":
                     cpu += c
                     wall += wl
-            bar.update(1)
-    bar.close()
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
 
     def stops(config: str) -> list[dict]:
         return [
             json.loads(line)
             for i in range(s.overhead_pairs)
-            for line in open(out / "raw" / f"overhead-{config}-{i}.log")
+            for line in open(out / "raw" / f"overhead-{tag}{config}-{i}.log")
             if '"event":"stop"' in line
         ]
 
@@ -790,7 +819,8 @@ def overheads(s: Settings, tb: Testbed, db: Path, out: Path) -> dict:
     events = sum(float(x.get("events_per_s", 0)) for x in a) / max(len(a), 1)
     res = {
         "workload": w,
-        "seconds": s.overhead_seconds,
+        "model": model.name,
+        "seconds": seconds,
         "ops_without_probes": statistics.median(ops["base"]),
         "ops_with_probes_no_tuning": statistics.median(ops["dry"]),
         "ops_watching_every_window": statistics.median(ops["awake"]),
@@ -825,6 +855,9 @@ def middle_half(xs: list[float]) -> list[float]:
 
 
 STEPS = ("sweep", "train", "evaluate", "b2b", "pairs", "shared", "trainset", "family", "online", "overheads")
+#: Steps run only when asked for: ``retrain`` trains the scale-free model again from the
+#: trainset step's recorded runs (the trainset step trains it already).
+EXTRA_STEPS = ("retrain",)
 #: The learner's measures of progress (`iolearn tune readahead --progress`).
 PROGRESS = ("cpu", "auto")
 
@@ -837,7 +870,9 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--steps",
         default=",".join(STEPS),
-        help="comma-separated steps to run (with --reuse, sweep and train are read from --out)",
+        help="comma-separated steps to run (default: all but retrain; with --reuse, sweep and train are read "
+        "from --out, and so are the runs of the trainset and the family's sweep that an earlier run finished; "
+        "retrain: the scale-free model again from the trainset step's runs in --out, no runs, no root)",
     )
     ap.add_argument("--reuse", action="store_true", help="use the sweep, models and report already in --out")
     ap.add_argument(
@@ -846,8 +881,9 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--family",
         default=None,
-        help="comma-separated members of the test family the family and online steps run (default: "
-        "all for the family step, see bench_family.FAMILY; three for the online step)",
+        help="comma-separated members of the test family the family, online and overheads steps run (default: "
+        "all for the family step, see bench_family.FAMILY; three for the online step; db_bench readrandom "
+        "for the overheads step)",
     )
     ap.add_argument(
         "--progress",
@@ -908,9 +944,18 @@ def main(argv=None) -> int:
         wrong = [n for n in a.family.split(",") if n not in names]
         if wrong or not a.family:
             ap.error(f"--family: unknown {', '.join(wrong) or 'empty list'} (members: {', '.join(names)})")
-    unknown = set(a.steps.split(",")) - set(STEPS)
+    unknown = set(a.steps.split(",")) - set(STEPS) - set(EXTRA_STEPS)
     if unknown:
-        ap.error(f"--steps: unknown {', '.join(sorted(unknown))} (steps: {', '.join(STEPS)})")
+        ap.error(f"--steps: unknown {', '.join(sorted(unknown))} (steps: {', '.join(STEPS + EXTRA_STEPS)})")
+    if "retrain" in a.steps.split(","):
+        if "trainset" in a.steps.split(","):
+            ap.error("--steps: retrain trains from the trainset step's runs; the trainset step trains already")
+        if not a.reuse or a.out is None:
+            ap.error("--steps retrain: needs --reuse and --out (the trainset step's runs are read from --out)")
+        missing = [n for n in ("trainset-sweep.csv", "trainset-features.csv") if not (a.out / n).is_file()]
+        if missing:
+            paths = ", ".join(str(a.out / n) for n in missing)
+            ap.error(f"--steps retrain: {paths}: missing (the trainset step writes them)")
     if a.fallback_online and "family" not in a.steps.split(","):
         ap.error("--fallback-online: applies to the family step's tuner; add family to --steps")
     if a.leap and "family" not in a.steps.split(","):
@@ -931,7 +976,7 @@ def main(argv=None) -> int:
                 ap.error(f"--family-configs: {c} needs --{c}")
     if a.family_configs is not None and "v3" in a.family_configs.split(","):
         has_model = a.out is not None and (a.out / "readahead_v3.iolm").is_file()
-        if "trainset" not in a.steps.split(",") and not has_model:
+        if not {"trainset", "retrain"} & set(a.steps.split(",")) and not has_model:
             ap.error("--family-configs: v3 needs readahead_v3.iolm in --out (the trainset step makes it)")
     if a.kml and "family" not in a.steps.split(","):
         ap.error("--kml: applies to the family step; add family to --steps")
@@ -948,6 +993,24 @@ def main(argv=None) -> int:
             ap.error(f"--reuse: {a.out / 'report.json'}: {e}")
         if not isinstance(earlier, dict):
             ap.error(f"--reuse: {a.out / 'report.json'}: not a JSON object")
+        was_quick = (earlier.get("settings") or {}).get("quick") if isinstance(earlier.get("settings"), dict) else None
+        if was_quick is not None and was_quick != a.quick:
+            ap.error(
+                f"--reuse: {a.out / 'report.json'} is of a {'--quick' if was_quick else 'full'} run; "
+                f"this one is {'--quick' if a.quick else 'full'} (runs of another size do not compare)"
+            )
+        # What the steps will read from --out, read now: a corrupt file fails before the test bed.
+        try:
+            if "trainset" in a.steps.split(","):
+                from . import bench_trainset
+
+                bench_trainset.recorded(a.out, [])
+            if "family" in a.steps.split(","):
+                from . import bench_family
+
+                bench_family.earlier_sweeps(a.out / "family-runs.csv", ())
+        except ValueError as e:
+            ap.error(f"--reuse: {e}")
         kb = earlier.get("oracle_kb")
         good = isinstance(kb, dict) and kb and all(isinstance(v, int) and v > 0 for v in kb.values())
         if not good and {"evaluate", "shared"} & set(a.steps.split(",")):
@@ -955,13 +1018,16 @@ def main(argv=None) -> int:
                 f"--reuse: {a.out / 'report.json'} has no oracle_kb (the sweep step's KiB per workload), "
                 "which evaluate and shared need"
             )
+    if set(a.steps.split(",")) == {"retrain"}:
+        # Offline: no test bed, no root.
+        return retrain_only(a.out, earlier, a.quick)
     if os.geteuid() != 0:
         print("error: the real benchmark needs root (loop devices, cgroups, eBPF)", file=sys.stderr)
         return 2
     # A benchmark does not change the machine's packages behind the user's back: `make setup`
     # (scripts/bootstrap.sh) installs db_bench and fio when run as root.
     hints = {"db_bench": "rocksdb-tools", "losetup": "util-linux", "mkfs.ext4": "e2fsprogs"}
-    if {"family", "online"} & set(a.steps.split(",")):
+    if {"family", "online", "trainset"} & set(a.steps.split(",")) or ("overheads" in a.steps.split(",") and a.family):
         hints["fio"] = "fio"
     for tool, package in hints.items():
         if not shutil.which(tool):
@@ -979,6 +1045,7 @@ def main(argv=None) -> int:
     s.leap = a.leap
     s.kml = a.kml
     s.family_configs = tuple({"vanilla", *a.family_configs.split(",")}) if a.family_configs else None
+    s.reuse = a.reuse
     if a.repeats:
         s.repeats = max(1, a.repeats)
     date = datetime.date.today().isoformat()
@@ -1040,7 +1107,12 @@ def main(argv=None) -> int:
         if "trainset" in steps:
             from . import bench_trainset
 
-            rep = bench_trainset.trainset(s, tb, db, out)
+            rep = bench_trainset.trainset(s, tb, db, out, resume=a.reuse)
+            report["trainset"] = {k: v for k, v in rep.items() if k != "features"}
+        if "retrain" in steps:
+            from . import bench_trainset
+
+            rep = bench_trainset.retrain(out, s.quick)
             report["trainset"] = {k: v for k, v in rep.items() if k != "features"}
         if "family" in steps:
             # Imported here: bench_family builds on this module.
@@ -1060,12 +1132,38 @@ def main(argv=None) -> int:
             rows = bench_online.online(s, tb, db, out)
             report["online"] = bench_online.summarize(rows)
             bench_online.plot(rows, report["online"], out / "online.png")
-        if "overheads" in steps:
+        if "overheads" in steps and s.family:
+            from . import bench_family
+
+            members = [m for m in bench_family.FAMILY if m.name in s.family]
+            # Merged by member with an earlier run's (--reuse): one member at a time adds up.
+            measured = {o["workload"]: o for o in report.get("overheads_family") or [] if isinstance(o, dict)}
+            for m in members:
+                measured[m.name] = overheads(s, tb, db, out, member=m)
+            report["overheads_family"] = list(measured.values())
+        elif "overheads" in steps:
             report["overheads"] = overheads(s, tb, db, out)
         write_text(out / "report.json", json.dumps(report, indent=2, default=str))
         plot(report, out / "real.png")
     print_report(report)
     print(f"done in {time.time() - t0:.0f} s; results in {out}/", file=sys.stderr)
+    return 0
+
+
+def retrain_only(out: Path, earlier: dict, quick: bool) -> int:
+    """``--steps retrain`` alone: the scale-free model trained again from the runs the trainset
+    step recorded in ``out``, and the report's ``trainset`` section replaced."""
+    from . import bench_trainset
+
+    report = reused(earlier, datetime.date.today().isoformat())
+    try:
+        rep = bench_trainset.retrain(out, quick)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    report["trainset"] = {k: v for k, v in rep.items() if k != "features"}
+    write_text(out / "report.json", json.dumps(report, indent=2, default=str))
+    print(f"retrained; models and report in {out}/", file=sys.stderr)
     return 0
 
 
@@ -1117,9 +1215,13 @@ def print_report(rep: dict):
         from . import bench_online
 
         bench_online.print_table(rep["online"])
-    o = rep.get("overheads")
-    if o is None:
-        return
+    for o in [rep["overheads"]] if rep.get("overheads") else []:
+        print_overheads(o)
+    for o in rep.get("overheads_family") or []:
+        print_overheads(o)
+
+
+def print_overheads(o: dict):
     print(
         f"overheads ({o['workload']}): throughput with probes + tuner attached, not acting: "
         f"{o['throughput_ratio']:.3f}x (median of {o.get('pairs', '?')} interleaved rounds, "

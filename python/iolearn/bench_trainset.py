@@ -37,6 +37,7 @@ GROUPS = {
     "train-rand-16k": "fio-random",
     "train-rand-mmap-small": "fio-random",
     "train-rand-mmap-big": "fio-random",
+    "train-rand-mmap-4k": "fio-random",
 }
 
 
@@ -63,9 +64,27 @@ def windows(path: Path, workload: str, kb: int) -> list[dict]:
     return rows
 
 
-def trainset(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> dict:
+def recorded(out: Path, runs) -> dict[tuple[str, int, int], dict]:
+    """The runs among ``runs`` (repeat, member, KiB) that an earlier trainset step in ``out``
+    finished: a row of ``trainset-sweep.csv`` with the run's seed and its probe's windows in
+    ``raw/``, keyed by (member, KiB, repeat). A ``--reuse`` run records only the others, so a
+    member added to the family (or a step cut short) costs its own runs, not the hour."""
+    path = out / "trainset-sweep.csv"
+    if not path.exists():
+        return {}
+    wanted = {(w.name, kb, i) for i, w, kb in runs}
+    done = {}
+    for r in ra._read(path, need=("workload", "ra_kb", "ops_s", "seed")):
+        key = (r["workload"], int(r["ra_kb"]), int(r["seed"]) - SEED)
+        if key in wanted and (out / "raw" / f"trainset-{key[0]}-{key[1]}-{key[2]}.csv").is_file():
+            done[key] = r
+    return done
+
+
+def trainset(s: br.Settings, tb: br.Testbed, db: Path, out: Path, resume: bool = False) -> dict:
     """Record, label and train; writes ``trainset-sweep.csv``, ``trainset-features.csv`` and
-    the models under ``out``. Returns the training report."""
+    the models under ``out``. Returns the training report. ``resume``: runs an earlier step
+    recorded in ``out`` ([`recorded`]) are read, not run again."""
     files = bf.Files(s, tb)
     scratch = out / "raw"
     seconds = s.seconds if s.quick else bf.SECONDS
@@ -74,16 +93,31 @@ def trainset(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> dict:
     # another, so a slow spell of the machine falls on all values of a repeat alike and the
     # labels judge each value against vanilla of its own repeat (``readahead.label_values``).
     runs = [(i, w, kb) for i in range(s.repeats) for w in members for kb in s.sweep_kb]
-    bar = ra._bar(len(runs), "trainset")
+    if resume:
+        done = recorded(out, runs)
+        print(f"trainset: {len(done)} of {len(runs)} runs read from {out / 'trainset-sweep.csv'}", file=sys.stderr)
+    else:
+        # A fresh step: an earlier step's sweep must not outlive it beside this one's windows
+        # (a step cut short would leave them paired for a later --reuse).
+        done = {}
+        (out / "trainset-sweep.csv").unlink(missing_ok=True)
+        (out / "trainset-sweep.parquet").unlink(missing_ok=True)
+    bar = ra._bar(len(runs) - len(done), "trainset")
     rows, feats = [], []
+    # The earlier runs not reached yet, written with each new row: a step cut short keeps them.
+    ahead = dict(done)
     for i, w, kb in runs:
         seed = SEED + i
         fcsv = scratch / f"trainset-{w.name}-{kb}-{i}.csv"
+        if (w.name, kb, i) in done:
+            rows.append(ahead.pop((w.name, kb, i)))
+            feats += windows(fcsv, w.name, kb)
+            continue
         helper = br.probe_helper(tb, fcsv, per_file=False)
         ops = bf.run(s, tb, db, files, w, kb=kb, seed=seed, seconds=seconds, helper=helper, scratch=scratch)
         rows.append({"workload": w.name, "device": tb.name, "ra_kb": kb, "ops_s": sum(ops), "seed": seed})
         feats += windows(fcsv, w.name, kb)
-        ra._write(out / "trainset-sweep", rows)
+        ra._write(out / "trainset-sweep", rows + list(ahead.values()))
         shown = sum(ops) / (1e6 if w.unit == "MB/s" else 1)
         print(f"  {w.name:<24}{kb:>6} KiB {shown:>12.0f} {w.unit}", file=sys.stderr)
         if bar is not None:
@@ -91,7 +125,18 @@ def trainset(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> dict:
     if bar is not None:
         bar.close()
     tb.set_readahead(br.VANILLA_KB)
+    ra._write(out / "trainset-sweep", rows)
     ra._write(out / "trainset-features", feats)
-    rep = ra.train_values(rows, feats, out, epochs=60 if s.quick else 100, groups=GROUPS)
+    return retrain(out, s.quick, rows, feats)
+
+
+def retrain(out: Path, quick: bool, rows=None, feats=None) -> dict:
+    """Label and train from the sweep and windows a trainset step recorded in ``out`` (read
+    from its CSVs unless given): the ``retrain`` step, for a new labelling rule or model
+    without the hour of runs. Writes the models under ``out``; returns the training report."""
+    if rows is None:
+        rows = ra._read(out / "trainset-sweep.csv", need=("workload", "ra_kb", "ops_s", "seed"))
+        feats = ra._read(out / "trainset-features.csv", need=("workload", "ra_kb", *ra.FEATURES_V3))
+    rep = ra.train_values(rows, feats, out, epochs=60 if quick else 100, groups=GROUPS)
     ra.print_held_out(rep)
     return rep

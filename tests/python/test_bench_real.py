@@ -45,7 +45,7 @@ def _leftovers(workdir: Path) -> list[str]:
 
 
 @needs_real
-def test_quick_real_benchmark_runs_and_cleans_up(tmp_path):
+def test_quick_real_benchmark_runs_and_cleans_up(tmp_path, capfd):
     out, work = tmp_path / "out", tmp_path / "work"
     argv = ["--quick", "--out", str(out), "--workdir", str(work), "--progress", "auto", "--fallback-online"]
     assert bench_real.main(argv) == 0
@@ -131,6 +131,23 @@ def test_quick_real_benchmark_runs_and_cleans_up(tmp_path):
     # The tuner acted during the evaluation (per device), and restored the device after.
     logs = list((out / "raw").glob("tuner-readrandom-nn-*.log"))
     assert logs and any('"event":"restored"' in p.read_text() for p in logs)
+    assert _leftovers(work) == []
+    # Reused: the trainset step reads every run it finished (none run again) and trains anew;
+    # the probes' cost is measured on a member of the test family with the model its family
+    # runs used; the earlier sections stay.
+    model = (out / "readahead_v3.iolm").read_bytes()
+    (out / "readahead_v3.iolm").unlink()
+    argv = ["--quick", "--reuse", "--out", str(out), "--workdir", str(work), "--steps", "trainset,overheads"]
+    assert bench_real.main(argv + ["--family", "grep"]) == 0
+    err = capfd.readouterr().err
+    runs = len(bench_trainset.chosen(bench_real.Settings(True))) * len(bench_real.Settings(True).sweep_kb)
+    assert f"trainset: {runs} of {runs} runs read" in err, err[-2000:]
+    assert (out / "readahead_v3.iolm").read_bytes() == model  # the same runs, the same seed
+    again = json.loads((out / "report.json").read_text())
+    assert again["family"] == rep["family"] and again["overheads"] == rep["overheads"]
+    (g,) = again["overheads_family"]
+    assert g["workload"] == "grep" and g["model"] == "readahead_v3.iolm" and len(g["ratios"]) == 1
+    assert g["windows"] > 0 and (out / "raw" / "overhead-grep-dry-0.log").exists()
     assert _leftovers(work) == []
 
 
@@ -440,3 +457,25 @@ def test_leap_is_scored_beside_the_tuner_and_asked_for_with_the_family_step(tmp_
     # Without LEAP the table keeps its columns.
     bench_family.print_table(bench_family.summarize(rows[:1] + [row("nn", 0, [110.0])]))
     assert "LEAP" not in capsys.readouterr().out
+
+
+def test_a_reused_out_of_another_size_or_with_a_corrupt_record_is_refused_before_the_test_bed(tmp_path, capsys):
+    out, work = tmp_path / "out", tmp_path / "w"
+    out.mkdir()
+    (out / "report.json").write_text(json.dumps({"settings": {"quick": True}, "oracle_kb": {"readrandom": 16}}))
+    with pytest.raises(SystemExit) as e:
+        bench_real.main(["--reuse", "--steps", "family", "--out", str(out), "--workdir", str(work)])
+    assert e.value.code == 2 and not work.exists()
+    assert "is of a --quick run; this one is full" in capsys.readouterr().err
+    # The records the steps would read are read first.
+    (out / "report.json").write_text(json.dumps({"settings": {"quick": False}, "oracle_kb": {"readrandom": 16}}))
+    (out / "trainset-sweep.csv").write_text("workload,ra_kb,ops_s,seed\nreadrandom,16,inf,2000\n")
+    (out / "family-runs.csv").write_text('workload,config,seed,ra_kb,ops\nrangescan,sweep,1000,16,"[nan]"\n')
+    for step, why in (
+        ("trainset", "trainset-sweep.csv: line 2: ops_s"),
+        ("family", "family-runs.csv: line 2: column ops"),
+    ):
+        with pytest.raises(SystemExit) as e:
+            bench_real.main(["--reuse", "--steps", step, "--out", str(out), "--workdir", str(work)])
+        assert e.value.code == 2 and not work.exists(), step
+        assert why in capsys.readouterr().err, step

@@ -168,3 +168,154 @@ def test_the_training_family_shares_no_workload_with_the_test_family_and_groups_
         if w.jobs:
             assert tuple(sorted(map(tuple, w.jobs))) not in test_jobs, w.name
     assert set(bench_trainset.GROUPS) <= set(training)
+
+
+def _probe_file(path, n=2):
+    head = ["window", "time_s", "scope", "inode", "pid", "read_ahead_kb", *ra.FEATURES_ALL, "lost_events"]
+    row = ["1", "1.0", "device", "", "", "128", *["0.5"] * len(ra.FEATURES_ALL), "0"]
+    path.write_text("\n".join(",".join(r) for r in [head] + [row] * n) + "\n")
+
+
+def test_a_resumed_trainset_reads_only_the_runs_an_earlier_step_finished(tmp_path):
+    """``--reuse`` with the trainset step: a run counts as done when its sweep row (by seed) and
+    its probe's windows are both there; a member added since, a repeat beyond the earlier
+    ones, or a run whose windows are missing is run again."""
+    from iolearn import bench_family as bf
+
+    (tmp_path / "raw").mkdir()
+    a, b = bf.TRAINING[0], bf.TRAINING[1]
+    seed = bench_trainset.SEED
+    ra._write(tmp_path / "trainset-sweep", [
+        {"workload": a.name, "device": "loop0", "ra_kb": 16, "ops_s": 10.0, "seed": seed},
+        {"workload": a.name, "device": "loop0", "ra_kb": 128, "ops_s": 5.0, "seed": seed},
+        {"workload": a.name, "device": "loop0", "ra_kb": 16, "ops_s": 9.0, "seed": seed + 1},
+        {"workload": "gone", "device": "loop0", "ra_kb": 16, "ops_s": 9.0, "seed": seed},
+    ])  # fmt: skip
+    _probe_file(tmp_path / "raw" / f"trainset-{a.name}-16-0.csv")
+    _probe_file(tmp_path / "raw" / f"trainset-{a.name}-16-1.csv")
+    _probe_file(tmp_path / "raw" / "trainset-gone-16-0.csv")
+    # a at 128 in repeat 0 has a row but no windows; repeat 1 is not asked for; b never ran.
+    runs = [(0, w, kb) for w in (a, b) for kb in (16, 128)]
+    done = bench_trainset.recorded(tmp_path, runs)
+    assert set(done) == {(a.name, 16, 0)}
+    assert done[(a.name, 16, 0)]["ops_s"] == 10.0
+    assert bench_trainset.recorded(tmp_path / "raw", runs) == {}  # no earlier sweep at all
+
+
+def test_the_retrain_step_trains_from_the_recorded_runs_without_a_test_bed(tmp_path, capsys):
+    from iolearn import bench_real
+
+    rng = np.random.default_rng(5)
+    rows, feats = _family(rng)
+    for r in rows:
+        r["seed"] = bench_trainset.SEED
+    out = tmp_path / "out"
+    out.mkdir()
+    # Refused up front: nothing recorded yet, without --reuse, or beside the trainset step.
+    (out / "report.json").write_text(json.dumps({"date": "2026-01-01", "oracle_kb": {"w": 16}}))
+    for argv, why in (
+        (["--reuse", "--steps", "retrain", "--out", str(out)], "trainset-sweep.csv, "),
+        (["--steps", "retrain", "--out", str(out)], "needs --reuse and --out"),
+        (["--reuse", "--steps", "trainset,retrain", "--out", str(out)], "the trainset step trains already"),
+    ):
+        with pytest.raises(SystemExit) as e:
+            bench_real.main(argv + ["--workdir", str(tmp_path / "w")])
+        assert e.value.code == 2 and why in capsys.readouterr().err, argv
+    ra._write(out / "trainset-sweep", rows)
+    ra._write(out / "trainset-features", feats)
+    assert bench_real.main(["--reuse", "--steps", "retrain", "--out", str(out), "--workdir", str(tmp_path / "w")]) == 0
+    assert not (tmp_path / "w").exists()  # no test bed
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["trainset"]["labels_kb"] == {f"w{i}": 1024 if i % 2 == 0 else 16 for i in range(8)}
+    assert rep["oracle_kb"] == {"w": 16} and rep["sweep_date"] == "2026-01-01"  # the rest kept
+    model = load_model(out / "readahead_v3.iolm")
+    assert model is not None
+    # A corrupt recorded window names its file and line, and leaves the models as they were.
+    before = (out / "readahead_v3.iolm").read_bytes()
+    text = (out / "trainset-features.csv").read_text().splitlines()
+    text[3] = text[3].replace(text[3].split(",")[2], "inf", 1)
+    (out / "trainset-features.csv").write_text("\n".join(text) + "\n")
+    assert bench_real.main(["--reuse", "--steps", "retrain", "--out", str(out), "--workdir", str(tmp_path / "w")]) == 2
+    assert "trainset-features.csv: line 4" in capsys.readouterr().err
+    assert (out / "readahead_v3.iolm").read_bytes() == before
+
+
+def test_a_family_step_reused_takes_only_complete_sweeps(tmp_path):
+    from iolearn import bench_family as bf
+
+    path = tmp_path / "family-runs.csv"
+    assert bf.earlier_sweeps(path, (16, 128)) == {}
+
+    def row(w, kb, config="sweep", seed=bf.SWEEP_SEED, ops="[1.5, 2.0]"):
+        return {"workload": w, "config": config, "repeat": -1, "seed": seed, "ra_kb": kb, "ops": ops,
+                "unit": "MB/s", "series": "[]"}  # fmt: skip
+
+    rows = [row("a", 16), row("a", 128), row("b", 16), row("a", 16, "vanilla", 1, "[9.0]"), row("c", 16, seed=7)]
+    ra._write(tmp_path / "family-runs", rows + [row("c", 128, seed=7)])
+    assert bf.earlier_sweeps(path, (16, 128)) == {"a": {16: [1.5, 2.0], 128: [1.5, 2.0]}}
+    ra._write(tmp_path / "family-runs", rows + [row("b", 128, ops="[-1]")])
+    with pytest.raises(ValueError, match=r"family-runs.csv: line 7: column ops"):
+        bf.earlier_sweeps(path, (16, 128))
+
+
+def test_a_resumed_trainset_keeps_every_earlier_run_in_its_sweep_even_when_cut_short(tmp_path, monkeypatch):
+    """The runs read back are written with each new row, not only the ones before it: a
+    member added in the middle of the family, or a step cut short, loses none."""
+    from iolearn import bench_family as bf
+    from iolearn import bench_real as br
+
+    s = br.Settings(True)
+    s.repeats = 2
+    (tmp_path / "raw").mkdir()
+    a, b = bench_trainset.chosen(s)
+    runs = [(i, w, kb) for i in range(2) for w in (a, b) for kb in s.sweep_kb]
+    # Everything but repeat 1 of the first member ran before.
+    earlier = [(i, w, kb) for i, w, kb in runs if not (i == 1 and w is a)]
+    ra._write(tmp_path / "trainset-sweep", [
+        {"workload": w.name, "device": "loop0", "ra_kb": kb, "ops_s": 100.0 + kb, "seed": bench_trainset.SEED + i}
+        for i, w, kb in earlier
+    ])  # fmt: skip
+    for i, w, kb in earlier:
+        _probe_file(tmp_path / "raw" / f"trainset-{w.name}-{kb}-{i}.csv")
+
+    class Bed:
+        name = "loop0"
+
+        def set_readahead(self, kb):
+            pass
+
+    ran, trained = [], []
+
+    def run(s, tb, db, files, w, *, kb, seed, seconds, helper, scratch):
+        if fail_after is not None and len(ran) >= fail_after:
+            raise KeyboardInterrupt
+        ran.append((w.name, kb, seed - bench_trainset.SEED))
+        _probe_file(helper)
+        return [7.0]
+
+    monkeypatch.setattr(bf, "Files", lambda s, tb: None)
+    monkeypatch.setattr(bf, "run", run)
+    monkeypatch.setattr(br, "probe_helper", lambda tb, path, per_file: path)
+    monkeypatch.setattr(bench_trainset, "retrain", lambda out, quick, rows, feats: trained.append(rows) or {})
+    # Cut short after the first new run: every earlier run is still in the sweep.
+    fail_after = 1
+    with pytest.raises(KeyboardInterrupt):
+        bench_trainset.trainset(s, Bed(), tmp_path, tmp_path, resume=True)
+    got = {
+        (r["workload"], r["ra_kb"], r["seed"] - bench_trainset.SEED) for r in ra._read(tmp_path / "trainset-sweep.csv")
+    }
+    assert got == {(w.name, kb, i) for i, w, kb in earlier} | set(ran) and len(ran) == 1
+    # Resumed to the end: only the missing runs ran, and the sweep holds every run in order.
+    fail_after, ran = None, []
+    bench_trainset.trainset(s, Bed(), tmp_path, tmp_path, resume=True)
+    assert len(ran) == len(s.sweep_kb) - 1
+    rows = ra._read(tmp_path / "trainset-sweep.csv")
+    assert [(r["workload"], r["ra_kb"], r["seed"] - bench_trainset.SEED) for r in rows] == [
+        (w.name, kb, i) for i, w, kb in runs
+    ]
+    assert [r["workload"] for r in trained[0]] == [r["workload"] for r in rows]
+    # A fresh step does not keep an earlier step's sweep.
+    fail_after, ran = 0, []
+    with pytest.raises(KeyboardInterrupt):
+        bench_trainset.trainset(s, Bed(), tmp_path, tmp_path, resume=False)
+    assert not (tmp_path / "trainset-sweep.csv").exists()
