@@ -628,8 +628,17 @@ impl Guarded {
             // Nothing measured (an idle workload): nothing to hold against the controller.
             return true;
         };
-        // A loss by more than chance (a waste failure is counted in pages, and is one).
-        self.sure = wasteful || self.counts(tuned).is_none_or(|(tu, vu, _)| beyond_chance(tu, vu));
+        // A loss by more than chance (a waste failure is counted in pages, and is one): beyond
+        // the count's square root and beyond the spread the two blocks' windows show (pages
+        // come a read at a time and swing with what the cache holds: on the kernel grep's
+        // windows at one value spread by 10-30%, and a first block of vanilla above the rest
+        // of the run banned 256 KiB, +11% in the sweep, for 128 windows).
+        let shown = || {
+            let rates = |side: &[Outcome]| side.iter().filter_map(Outcome::progress).collect::<Vec<_>>();
+            let ((mt, vt), (mv, vv)) = (mean_and_spread(&rates(tuned)), mean_and_spread(&rates(&self.vanilla)));
+            mv - mt > 3.0 * (vt + vv).sqrt()
+        };
+        self.sure = wasteful || self.counts(tuned).is_none_or(|(tu, vu, _)| beyond_chance(tu, vu) && shown());
         let (st, sv) = (pages_of(tuned), pages_of(&self.vanilla));
         let per_process = by_process.as_ref().map_or(String::new(), |r| {
             let each: Vec<String> = r
@@ -1197,6 +1206,22 @@ struct Comparison {
 /// ([`crate::online`]) compares its estimates by the same rule.
 pub(crate) fn beyond_chance(a: f64, b: f64) -> bool {
     b - a > 3.0 * (a + b).sqrt().max(1.0)
+}
+
+/// The mean of per-window rates and the variance of that mean as the windows themselves
+/// show it (sample variance over their number; 0 with fewer than two). Windows are taken
+/// alike: the tuner's are of one length, to within a few milliseconds.
+pub(crate) fn mean_and_spread(rates: &[f64]) -> (f64, f64) {
+    let n = rates.len() as f64;
+    if rates.is_empty() {
+        return (0.0, 0.0);
+    }
+    let mean = rates.iter().sum::<f64>() / n;
+    if rates.len() < 2 {
+        return (mean, 0.0);
+    }
+    let ss: f64 = rates.iter().map(|r| (r - mean).powi(2)).sum();
+    (mean, ss / (n - 1.0) / n)
 }
 
 /// The pages of `outcomes` summed (reads, pages read in, demand misses).
