@@ -100,6 +100,14 @@ pub trait ReadaheadController {
     /// from its values' outcomes should not climb on from `kb`, nor, if `sure`, ask for it
     /// again soon.
     fn taken_back(&mut self, _kb: u64, _now_kb: u64, _sure: bool) {}
+    /// The guardrail kept the device value `kb` this controller asked for, measured against
+    /// vanilla; `gain`: better than vanilla beyond the tolerance and by more than chance. A
+    /// controller whose inputs move with the value in force may hold such a value rather than
+    /// answer it with the value it came from.
+    fn kept(&mut self, _kb: u64, _gain: bool) {}
+    /// The controller runs behind a guardrail that judges each new decision after `windows`
+    /// windows at it ([`Self::kept`], [`Self::taken_back`]).
+    fn judged(&mut self, _windows: u32) {}
     /// Whether the controller is measuring the outcome of a value it is judging and needs
     /// every window shown to it: the tuner then does not rest (`iolearn_tune::sampling`),
     /// where it would show it one window in eight.
@@ -218,6 +226,35 @@ pub struct KmlController {
     /// Per device: the see-saws found and settled ([`SeeSaw`]).
     pub settles: u64,
     seesaw: SeeSaw,
+    /// Per device: the last change made (from, to), and a value the guardrail kept with a
+    /// gain ([`Proven`]).
+    last_change: Option<(u64, u64)>,
+    proven: Option<Proven>,
+    /// Windows the guardrail takes to judge a decision (0: no guardrail).
+    judged_in: u64,
+    /// Answers overruled by a proven value.
+    pub holds: u64,
+}
+
+/// A value the guardrail measured better than vanilla beyond chance. The model's inputs move
+/// with the value in force, so at the value it chose it may answer the value it came from:
+/// on the kernel the scale-free model took a random mapped reader from 128 to 16 KiB, the
+/// guardrail kept 16 at +250%, and at 16 the model answered 128 the next window and the
+/// reader ran at vanilla's pace for the rest of the run. Such an answer (the value it came
+/// from, and only that) does not leave a proven value for [`SEESAW_HOLD`] windows; the
+/// guardrail's checks of vanilla and its collapse test still take it back if the workload
+/// changes, and any other answer is followed. Before the guardrail's verdict, such an answer
+/// waits for it (up to twice the windows the guardrail takes), so each decision is judged:
+/// answered back within the guardrail's block, no value is ever proven.
+#[derive(Debug, Clone, Copy)]
+struct Proven {
+    kb: u64,
+    from: u64,
+    until: u64,
+    /// Whether the guardrail has found the gain yet (else the decision awaits its verdict).
+    gain: bool,
+    /// Whether the hold was logged.
+    told: bool,
 }
 
 /// A model that reads the value in force (KML's readahead input; the scale-free model's
@@ -408,6 +445,10 @@ impl KmlController {
             learner: None,
             settles: 0,
             seesaw: SeeSaw::default(),
+            last_change: None,
+            proven: None,
+            judged_in: 0,
+            holds: 0,
         })
     }
 
@@ -479,9 +520,37 @@ impl KmlController {
 
 impl ReadaheadController for KmlController {
     fn taken_back(&mut self, kb: u64, now_kb: u64, sure: bool) {
+        if self.proven.is_some_and(|p| p.kb == kb) {
+            self.proven = None;
+        }
         if let Some(l) = self.learner.as_mut() {
             l.taken_back(kb, now_kb, sure);
         }
+    }
+    fn kept(&mut self, kb: u64, gain: bool) {
+        match self.last_change {
+            Some((from, to))
+                if to == kb
+                    && gain
+                    && self.scope == Scope::Device
+                    && self.proven.is_none_or(|p| p.kb != kb || !p.gain) =>
+            {
+                self.proven = Some(Proven {
+                    kb,
+                    from,
+                    until: self.seesaw.window + SEESAW_HOLD,
+                    gain: true,
+                    told: false,
+                });
+            }
+            Some((_, to)) if to == kb && gain => {}
+            // Kept within the noise: nothing proven.
+            _ if !gain => self.proven = self.proven.filter(|p| p.kb != kb),
+            _ => {}
+        }
+    }
+    fn judged(&mut self, windows: u32) {
+        self.judged_in = windows as u64;
     }
     fn measuring(&self) -> bool {
         self.learner.as_ref().is_some_and(|l| l.measuring())
@@ -576,7 +645,41 @@ impl ReadaheadController for KmlController {
                     why = %"the model answered each value with the other throughout two stints; the end nearer the fallback holds"
                 );
             }
+            let in_force = (f[4] * 512.0).round().max(0.0) as u64;
+            if self.proven.is_some_and(|p| self.seesaw.window > p.until) {
+                self.proven = None;
+            }
+            let kb = match self.proven.as_mut() {
+                // A fallback to the value it came from too: out of range at the value chosen
+                // is the same knob-dependence (on the kernel fio's three processes left the
+                // range at 16 KiB and fell back to 128 before the guardrail's verdict).
+                Some(p) if in_force == p.kb && kb == p.from => {
+                    self.holds += p.gain as u64;
+                    if !p.told {
+                        p.told = true;
+                        tracing::info!(
+                            event = %"held",
+                            read_ahead_kb = p.kb,
+                            answer_kb = kb,
+                            why = %"the guardrail measured this value better than vanilla beyond chance; the model's answer is the value it came from"
+                        );
+                    }
+                    p.kb
+                }
+                _ => kb,
+            };
             if kb != now {
+                self.last_change = Some((now, kb));
+                if self.judged_in > 0 && class != usize::MAX {
+                    // Awaiting the guardrail's verdict.
+                    self.proven = Some(Proven {
+                        kb,
+                        from: now,
+                        until: self.seesaw.window + 2 * self.judged_in,
+                        gain: false,
+                        told: true,
+                    });
+                }
                 knobs.set_device_read_ahead_kb(kb);
             }
         }

@@ -453,6 +453,10 @@ impl Guarded {
         guard: Option<GuardConfig>,
         vanilla_kb: u64,
     ) -> Guarded {
+        let mut inner = inner;
+        if let Some(g) = &guard {
+            inner.judged(g.settle + g.block);
+        }
         let interval = guard.as_ref().map_or(1, |g| g.first_interval);
         let first_backoff = guard.as_ref().map_or(1, |g| g.first_backoff);
         Guarded {
@@ -629,16 +633,26 @@ impl Guarded {
             return true;
         };
         // A loss by more than chance (a waste failure is counted in pages, and is one): beyond
-        // the count's square root and beyond the spread the two blocks' windows show (pages
-        // come a read at a time and swing with what the cache holds: on the kernel grep's
-        // windows at one value spread by 10-30%, and a first block of vanilla above the rest
-        // of the run banned 256 KiB, +11% in the sweep, for 128 windows).
-        let shown = || {
-            let rates = |side: &[Outcome]| side.iter().filter_map(Outcome::progress).collect::<Vec<_>>();
-            let ((mt, vt), (mv, vv)) = (mean_and_spread(&rates(tuned)), mean_and_spread(&rates(&self.vanilla)));
-            mv - mt > 3.0 * (vt + vv).sqrt()
-        };
-        self.sure = wasteful || self.counts(tuned).is_none_or(|(tu, vu, _)| beyond_chance(tu, vu) && shown());
+        // the count's square root, and where progress is counted in pages (`Outcome::ops` on
+        // the kernel) beyond the spread the two blocks' windows show as well. Clock ticks come
+        // one at a time and their square root is their spread; pages come a read at a time
+        // and swing with what the cache holds: on the kernel grep's windows at one value
+        // spread by 10-30%, and a first block of vanilla above the rest of the run banned
+        // 256 KiB, +11% in the sweep, for 128 windows.
+        let rates = |side: &[Outcome]| side.iter().filter_map(Outcome::progress).collect::<Vec<_>>();
+        let ((mt, vt), (mv, vv)) = (mean_and_spread(&rates(tuned)), mean_and_spread(&rates(&self.vanilla)));
+        let by_pages = tuned.iter().chain(&self.vanilla).any(|o| o.ops.is_some());
+        let shown = if by_pages { 3.0 * (vt + vv).sqrt() } else { 0.0 };
+        let counts = self.counts(tuned);
+        self.sure = wasteful || counts.is_none_or(|(tu, vu, _)| beyond_chance(tu, vu) && mv - mt > shown);
+        // A gain by as much, told to the controller with the value kept; or progress above
+        // vanilla's by the tolerance while reading less than half the pages per page used
+        // (counted in pages, by the thousand): a random reader of a mapped file runs a tick
+        // or two of its own code a window, so its 3.5 times vanilla's ticks at 16 KiB are no
+        // count beyond chance, but its 3 pages read per page used against vanilla's 27 are.
+        let above = t > v * (1.0 + cfg.tolerance);
+        let gain =
+            above && (counts.is_none_or(|(tu, vu, _)| beyond_chance(vu, tu) && mt - mv > shown) || self.thrifty(tuned));
         let (st, sv) = (pages_of(tuned), pages_of(&self.vanilla));
         let per_process = by_process.as_ref().map_or(String::new(), |r| {
             let each: Vec<String> = r
@@ -683,6 +697,9 @@ impl Guarded {
             reason,
         });
         if keep {
+            if let Some(kb) = self.wants.device {
+                self.inner.kept(kb, gain && !wasteful);
+            }
             // The mean passed: a process that lost on its own is taken back alone (applied by
             // `step`, which holds the knobs).
             let harm = self.cfg.as_ref().map_or(1.0, |c| c.harm);
@@ -1052,6 +1069,17 @@ impl Guarded {
         t > 2.0 * v && t > v + 1.0
     }
 
+    /// Whether `tuned` read less than half the pages per page used that vanilla's block did
+    /// (and at least one fewer): [`Guarded::wasteful`] the other way round.
+    fn thrifty(&self, tuned: &[Outcome]) -> bool {
+        let (t, v) = (pages_of(tuned), pages_of(&self.vanilla));
+        if t.pages_accessed == 0 || v.pages_accessed == 0 {
+            return false;
+        }
+        let (t, v) = (t.read_per_used(), v.read_per_used());
+        2.0 * t < v && t + 1.0 < v
+    }
+
     /// Whether `tuned`'s progress (at `relative` of vanilla's) is a gain worth paying waste
     /// for: above vanilla's by more than the tolerance and, where progress is counted in units
     /// of [`Outcome::resolution`] (clock ticks, pages), by more than chance: a surplus over
@@ -1300,5 +1328,8 @@ impl ReadaheadController for Guarded {
     }
     fn taken_back(&mut self, kb: u64, now_kb: u64, sure: bool) {
         self.inner.taken_back(kb, now_kb, sure);
+    }
+    fn kept(&mut self, kb: u64, gain: bool) {
+        self.inner.kept(kb, gain);
     }
 }

@@ -114,12 +114,13 @@ impl OnlineConfig {
 /// have no spread of chance.
 ///
 /// `va` and `vb` are the variances of the two means that the blocks' windows themselves
-/// show ([`mean_and_spread`]); the spread is the larger of the two. A count's square root is
-/// the whole spread only where the units come one at a time, as clock ticks do; pages come a
-/// read at a time (grep's 96 KiB reads are 24 pages) and with whatever else the workload does
-/// (which files the cache holds), and on the kernel grep's windows at one value spread by 10-30%
-/// where the square root of 60,000 pages said 1%: every difference was "beyond chance", 64 KiB
-/// was kept at +51% and 256 banned at -40% (the sweep: -15% and +11%).
+/// show ([`mean_and_spread`]; the learner passes them for pages, 0 for clock ticks); the
+/// spread is the larger of the two. A count's square root is the whole spread only where the
+/// units come one at a time, as clock ticks do; pages come a read at a time (grep's 96 KiB
+/// reads are 24 pages) and with whatever else the workload does (which files the cache
+/// holds), and on the kernel grep's windows at one value spread by 10-30% where the square
+/// root of 60,000 pages said 1%: every difference was "beyond chance", 64 KiB was kept at
+/// +51% and 256 banned at -40% (the sweep: -15% and +11%).
 fn apart(a: f64, ka: f64, va: f64, b: f64, kb: f64, vb: f64) -> bool {
     if !ka.is_finite() && !kb.is_finite() {
         return true;
@@ -299,7 +300,8 @@ impl Online {
             self.est[home] = Some(m);
             self.scale[home] = scale;
             self.spread[home] = var;
-            let moved = |o: f64, by: f64| o > 0.0 && (m / o - 1.0).abs() > by && apart(m, scale, var, o, old_scale, old_var);
+            let moved =
+                |o: f64, by: f64| o > 0.0 && (m / o - 1.0).abs() > by && apart(m, scale, var, o, old_scale, old_var);
             if self.hold_until.is_some() {
                 if old.is_some_and(|o| moved(o, self.cfg.tolerance)) {
                     // Home moved, beyond chance and the tolerance, if less than a phase change:
@@ -644,8 +646,14 @@ impl Online {
         } else {
             (f64::INFINITY, f64::INFINITY)
         };
-        let rates: Vec<f64> = self.samples.iter().map(|&(p, _)| p).collect();
-        let var = mean_and_spread(&rates).1;
+        // Pages (the application's count on the kernel, one page the unit) come a read at a
+        // time: their spread is what the windows show ([`apart`]). Clock ticks come one at a
+        // time, and the count's square root is theirs.
+        let var = if self.by_ops == Some(true) {
+            mean_and_spread(&self.samples.iter().map(|&(p, _)| p).collect::<Vec<_>>()).1
+        } else {
+            0.0
+        };
         // A probe worse than home beyond chance (and the tolerance) has shown what it would:
         // the rest of a long block would only cost windows at it.
         let home_est = self
