@@ -105,9 +105,9 @@ pub trait ReadaheadController {
     /// controller whose inputs move with the value in force may hold such a value rather than
     /// answer it with the value it came from.
     fn kept(&mut self, _kb: u64, _gain: bool) {}
-    /// The controller runs behind a guardrail that judges each new decision after `windows`
-    /// windows at it ([`Self::kept`], [`Self::taken_back`]).
-    fn judged(&mut self, _windows: u32) {}
+    /// The controller runs behind a guardrail that judges each new decision other than
+    /// `vanilla_kb` after `windows` windows at it ([`Self::kept`], [`Self::taken_back`]).
+    fn judged(&mut self, _windows: u32, _vanilla_kb: u64) {}
     /// Whether the controller is measuring the outcome of a value it is judging and needs
     /// every window shown to it: the tuner then does not rest (`iolearn_tune::sampling`),
     /// where it would show it one window in eight.
@@ -230,8 +230,10 @@ pub struct KmlController {
     /// gain ([`Proven`]).
     last_change: Option<(u64, u64)>,
     proven: Option<Proven>,
-    /// Windows the guardrail takes to judge a decision (0: no guardrail).
+    /// Windows the guardrail takes to judge a decision (0: no guardrail), and the value it
+    /// does not judge (vanilla).
     judged_in: u64,
+    vanilla_kb: u64,
     /// Answers overruled by a proven value.
     pub holds: u64,
 }
@@ -448,6 +450,7 @@ impl KmlController {
             last_change: None,
             proven: None,
             judged_in: 0,
+            vanilla_kb: 128,
             holds: 0,
         })
     }
@@ -549,8 +552,9 @@ impl ReadaheadController for KmlController {
             _ => {}
         }
     }
-    fn judged(&mut self, windows: u32) {
+    fn judged(&mut self, windows: u32, vanilla_kb: u64) {
         self.judged_in = windows as u64;
+        self.vanilla_kb = vanilla_kb;
     }
     fn measuring(&self) -> bool {
         self.learner.as_ref().is_some_and(|l| l.measuring())
@@ -669,18 +673,23 @@ impl ReadaheadController for KmlController {
                 _ => kb,
             };
             if kb != now {
-                self.last_change = Some((now, kb));
-                if self.judged_in > 0 && class != usize::MAX {
-                    // Awaiting the guardrail's verdict.
-                    self.proven = Some(Proven {
-                        kb,
-                        from: now,
-                        until: self.seesaw.window + 2 * self.judged_in,
-                        gain: false,
-                        told: true,
-                    });
-                }
                 knobs.set_device_read_ahead_kb(kb);
+                // Only a change the hysteresis let through (and the floor left as asked) is
+                // one: a request dropped must not end a hold or stand for the value in force.
+                let applied = knobs.device_read_ahead_kb();
+                if applied != now {
+                    self.last_change = Some((now, applied));
+                    if self.judged_in > 0 && class != usize::MAX && applied != self.vanilla_kb {
+                        // Awaiting the guardrail's verdict (it judges no change to vanilla).
+                        self.proven = Some(Proven {
+                            kb: applied,
+                            from: now,
+                            until: self.seesaw.window + 2 * self.judged_in,
+                            gain: false,
+                            told: true,
+                        });
+                    }
+                }
             }
         }
     }

@@ -455,7 +455,7 @@ impl Guarded {
     ) -> Guarded {
         let mut inner = inner;
         if let Some(g) = &guard {
-            inner.judged(g.settle + g.block);
+            inner.judged(g.settle + g.block, vanilla_kb);
         }
         let interval = guard.as_ref().map_or(1, |g| g.first_interval);
         let first_backoff = guard.as_ref().map_or(1, |g| g.first_backoff);
@@ -619,7 +619,9 @@ impl Guarded {
     }
 
     /// Judge `tuned` against the vanilla block; log and return whether the controller stays.
-    fn verdict(&mut self, cfg: &GuardConfig, tuned: &[Outcome]) -> bool {
+    /// `full`: `tuned` is a whole block of the decision in force (a gain is then told to the
+    /// controller as that value's; windows of several values prove none).
+    fn verdict(&mut self, cfg: &GuardConfig, tuned: &[Outcome], full: bool) -> bool {
         let Some(Comparison {
             tuned: t,
             vanilla: v,
@@ -697,7 +699,7 @@ impl Guarded {
             reason,
         });
         if keep {
-            if let Some(kb) = self.wants.device {
+            if let (Some(kb), true) = (self.wants.device, full) {
                 self.inner.kept(kb, gain && !wasteful);
             }
             // The mean passed: a process that lost on its own is taken back alone (applied by
@@ -864,7 +866,7 @@ impl Guarded {
                     // Far below vanilla, whenever it comes: not kept for a block.
                     self.tuned = shortfall.clone();
                     if adjacent {
-                        self.verdict(cfg, &shortfall);
+                        self.verdict(cfg, &shortfall, false);
                         self.revert(cfg, knobs, true);
                     } else {
                         self.check(shortfall, false, knobs);
@@ -894,7 +896,7 @@ impl Guarded {
                     // vanilla measured now: that value is backed off and the controller told,
                     // and its next decision (made knowing) is what resumes. Resumed at once, a
                     // learner's step on from a collapsed 1024 KiB put 2048 in force.
-                    self.verdict(cfg, &t);
+                    self.verdict(cfg, &t, false);
                     if let Some(kb) = wanted.device {
                         self.inner.taken_back(kb, self.vanilla_kb, self.sure);
                         let b = self.backoffs.entry(Some(kb)).or_insert((0, cfg.first_backoff));
@@ -906,7 +908,7 @@ impl Guarded {
                     // afresh against this vanilla block. Or the collapse that asked for the
                     // check is within noise of vanilla measured now.
                     self.resume(knobs);
-                } else if !self.verdict(cfg, &t) {
+                } else if !self.verdict(cfg, &t, full) {
                     if !full && t.len() >= block {
                         self.revert_all(cfg, knobs);
                     } else {
@@ -995,11 +997,11 @@ impl Guarded {
         knobs: &mut dyn ReadaheadKnobs,
     ) {
         if fresh && self.passes(cfg, &t) {
-            self.verdict(cfg, &t);
+            self.verdict(cfg, &t, full);
             self.judged = Some(self.wants.clone());
             self.unjudged.clear();
         } else if adjacent {
-            self.verdict(cfg, &t);
+            self.verdict(cfg, &t, full);
             if full {
                 self.revert(cfg, knobs, false);
             } else {
