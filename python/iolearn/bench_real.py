@@ -930,10 +930,11 @@ def main(argv=None) -> int:
         "horizon is 300: 90%% of the oracle's gain within 5 minutes)",
     )
     a = ap.parse_args(argv)
-    if a.no_phases and "online" not in a.steps.split(","):
+    steps = set(a.steps.split(","))
+    if a.no_phases and "online" not in steps:
         ap.error("--no-phases: applies to the online step; add online to --steps")
     if a.online_seconds is not None:
-        if "online" not in a.steps.split(","):
+        if "online" not in steps:
             ap.error("--online-seconds: applies to the online step; add online to --steps")
         if not 30 <= a.online_seconds <= 1800:
             ap.error(f"--online-seconds {a.online_seconds}: want 30 to 1800")
@@ -944,11 +945,11 @@ def main(argv=None) -> int:
         wrong = [n for n in a.family.split(",") if n not in names]
         if wrong or not a.family:
             ap.error(f"--family: unknown {', '.join(wrong) or 'empty list'} (members: {', '.join(names)})")
-    unknown = set(a.steps.split(",")) - set(STEPS) - set(EXTRA_STEPS)
+    unknown = steps - set(STEPS) - set(EXTRA_STEPS)
     if unknown:
         ap.error(f"--steps: unknown {', '.join(sorted(unknown))} (steps: {', '.join(STEPS + EXTRA_STEPS)})")
-    if "retrain" in a.steps.split(","):
-        if "trainset" in a.steps.split(","):
+    if "retrain" in steps:
+        if "trainset" in steps:
             ap.error("--steps: retrain trains from the trainset step's runs; the trainset step trains already")
         if not a.reuse or a.out is None:
             ap.error("--steps retrain: needs --reuse and --out (the trainset step's runs are read from --out)")
@@ -956,9 +957,9 @@ def main(argv=None) -> int:
         if missing:
             paths = ", ".join(str(a.out / n) for n in missing)
             ap.error(f"--steps retrain: {paths}: missing (the trainset step writes them)")
-    if a.fallback_online and "family" not in a.steps.split(","):
+    if a.fallback_online and "family" not in steps:
         ap.error("--fallback-online: applies to the family step's tuner; add family to --steps")
-    if a.leap and "family" not in a.steps.split(","):
+    if a.leap and "family" not in steps:
         ap.error("--leap: applies to the family step; add family to --steps")
     if a.family_configs is not None:
         known = {"vanilla", "nn", "nn_file", "oracle", "leap", "kml", "v3"}
@@ -969,16 +970,16 @@ def main(argv=None) -> int:
                 f"--family-configs: unknown {', '.join(wrong) or 'empty list'} "
                 f"(configurations: {', '.join(sorted(known))})"
             )
-        if "family" not in a.steps.split(","):
+        if "family" not in steps:
             ap.error("--family-configs: applies to the family step; add family to --steps")
         for c, flag in (("leap", a.leap), ("kml", a.kml)):
             if c in wanted and not flag:
                 ap.error(f"--family-configs: {c} needs --{c}")
     if a.family_configs is not None and "v3" in a.family_configs.split(","):
         has_model = a.out is not None and (a.out / "readahead_v3.iolm").is_file()
-        if not {"trainset", "retrain"} & set(a.steps.split(",")) and not has_model:
+        if not {"trainset", "retrain"} & steps and not has_model:
             ap.error("--family-configs: v3 needs readahead_v3.iolm in --out (the trainset step makes it)")
-    if a.kml and "family" not in a.steps.split(","):
+    if a.kml and "family" not in steps:
         ap.error("--kml: applies to the family step; add family to --steps")
     if a.reuse and not (a.out and (a.out / "report.json").is_file()):
         ap.error("--reuse needs --out with the report.json of an earlier run")
@@ -1001,11 +1002,11 @@ def main(argv=None) -> int:
             )
         # What the steps will read from --out, read now: a corrupt file fails before the test bed.
         try:
-            if "trainset" in a.steps.split(","):
+            if "trainset" in steps:
                 from . import bench_trainset
 
                 bench_trainset.recorded(a.out, [])
-            if "family" in a.steps.split(","):
+            if "family" in steps:
                 from . import bench_family
 
                 bench_family.earlier_sweeps(a.out / "family-runs.csv", ())
@@ -1013,12 +1014,12 @@ def main(argv=None) -> int:
             ap.error(f"--reuse: {e}")
         kb = earlier.get("oracle_kb")
         good = isinstance(kb, dict) and kb and all(isinstance(v, int) and v > 0 for v in kb.values())
-        if not good and {"evaluate", "shared"} & set(a.steps.split(",")):
+        if not good and {"evaluate", "shared"} & steps:
             ap.error(
                 f"--reuse: {a.out / 'report.json'} has no oracle_kb (the sweep step's KiB per workload), "
                 "which evaluate and shared need"
             )
-    if set(a.steps.split(",")) == {"retrain"}:
+    if steps == {"retrain"}:
         # Offline: no test bed, no root.
         return retrain_only(a.out, earlier, a.quick)
     if os.geteuid() != 0:
@@ -1027,7 +1028,7 @@ def main(argv=None) -> int:
     # A benchmark does not change the machine's packages behind the user's back: `make setup`
     # (scripts/bootstrap.sh) installs db_bench and fio when run as root.
     hints = {"db_bench": "rocksdb-tools", "losetup": "util-linux", "mkfs.ext4": "e2fsprogs"}
-    if {"family", "online", "trainset"} & set(a.steps.split(",")) or ("overheads" in a.steps.split(",") and a.family):
+    if {"family", "online", "trainset"} & steps or ("overheads" in steps and a.family):
         hints["fio"] = "fio"
     for tool, package in hints.items():
         if not shutil.which(tool):
@@ -1071,7 +1072,6 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         db = create_db(s, tb)
-        steps = set(a.steps.split(","))
         if a.reuse:
             report = reused(earlier, date)
             oracle = report.get("oracle_kb", {})
@@ -1108,12 +1108,12 @@ def main(argv=None) -> int:
             from . import bench_trainset
 
             rep = bench_trainset.trainset(s, tb, db, out, resume=a.reuse)
-            report["trainset"] = {k: v for k, v in rep.items() if k != "features"}
+            report["trainset"] = trainset_section(rep)
         if "retrain" in steps:
             from . import bench_trainset
 
             rep = bench_trainset.retrain(out, s.quick)
-            report["trainset"] = {k: v for k, v in rep.items() if k != "features"}
+            report["trainset"] = trainset_section(rep)
         if "family" in steps:
             # Imported here: bench_family builds on this module.
             from . import bench_family
@@ -1150,6 +1150,11 @@ def main(argv=None) -> int:
     return 0
 
 
+def trainset_section(rep: dict) -> dict:
+    """The report's ``trainset`` section: the training report without its rows of features."""
+    return {k: v for k, v in rep.items() if k != "features"}
+
+
 def retrain_only(out: Path, earlier: dict, quick: bool) -> int:
     """``--steps retrain`` alone: the scale-free model trained again from the runs the trainset
     step recorded in ``out``, and the report's ``trainset`` section replaced."""
@@ -1161,7 +1166,7 @@ def retrain_only(out: Path, earlier: dict, quick: bool) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    report["trainset"] = {k: v for k, v in rep.items() if k != "features"}
+    report["trainset"] = trainset_section(rep)
     write_text(out / "report.json", json.dumps(report, indent=2, default=str))
     print(f"retrained; models and report in {out}/", file=sys.stderr)
     return 0
@@ -1215,8 +1220,8 @@ def print_report(rep: dict):
         from . import bench_online
 
         bench_online.print_table(rep["online"])
-    for o in [rep["overheads"]] if rep.get("overheads") else []:
-        print_overheads(o)
+    if rep.get("overheads"):
+        print_overheads(rep["overheads"])
     for o in rep.get("overheads_family") or []:
         print_overheads(o)
 

@@ -546,7 +546,6 @@ impl ReadaheadController for KmlController {
                     told: false,
                 });
             }
-            Some((_, to)) if to == kb && gain => {}
             // Kept within the noise: nothing proven.
             _ if !gain => self.proven = self.proven.filter(|p| p.kb != kb),
             _ => {}
@@ -620,7 +619,8 @@ impl ReadaheadController for KmlController {
         } else if let Some(f) = window.device {
             // The value the model read (KML's input 4, sectors / 1024), not the knobs': the
             // guardrail's knobs answer with the controller's wish while it measures vanilla.
-            self.seesaw.observe((f[4] * 512.0).round().max(0.0) as u64);
+            let in_force = (f[4] * 512.0).round().max(0.0) as u64;
+            self.seesaw.observe(in_force);
             let in_range = self.in_training_range(&f, &window.outcome);
             if let (Some(learner), false) = (self.learner.as_mut(), in_range) {
                 // A workload the model never saw: learn its value rather than do nothing.
@@ -649,7 +649,6 @@ impl ReadaheadController for KmlController {
                     why = %"the model answered each value with the other throughout two stints; the end nearer the fallback holds"
                 );
             }
-            let in_force = (f[4] * 512.0).round().max(0.0) as u64;
             if self.proven.is_some_and(|p| self.seesaw.window > p.until) {
                 self.proven = None;
             }

@@ -448,12 +448,11 @@ impl Guarded {
     /// `inner` behind `steady`; with `guard`, also behind the guardrail, where vanilla is
     /// `vanilla_kb` on the device (the value before any change).
     pub fn new(
-        inner: Box<dyn ReadaheadController + Send>,
+        mut inner: Box<dyn ReadaheadController + Send>,
         steady: Steady,
         guard: Option<GuardConfig>,
         vanilla_kb: u64,
     ) -> Guarded {
-        let mut inner = inner;
         if let Some(g) = &guard {
             inner.judged(g.settle + g.block, vanilla_kb);
         }
@@ -1062,24 +1061,26 @@ impl Guarded {
     /// on the kernel it kept 1 MiB for a scan that came before it, reading 176 pages per page
     /// used against vanilla's 25, at 0.63 of vanilla's throughput.
     fn wasteful(&self, tuned: &[Outcome]) -> bool {
-        let (t, v) = (pages_of(tuned), pages_of(&self.vanilla));
         // Vanilla used nothing: no measure to hold the controller to.
-        if v.pages_accessed == 0 {
-            return false;
-        }
-        let (t, v) = (t.read_per_used(), v.read_per_used());
-        t > 2.0 * v && t > v + 1.0
+        self.read_per_used(tuned, false)
+            .is_some_and(|(t, v)| t > 2.0 * v && t > v + 1.0)
     }
 
     /// Whether `tuned` read less than half the pages per page used that vanilla's block did
     /// (and at least one fewer): [`Guarded::wasteful`] the other way round.
     fn thrifty(&self, tuned: &[Outcome]) -> bool {
+        self.read_per_used(tuned, true)
+            .is_some_and(|(t, v)| 2.0 * t < v && t + 1.0 < v)
+    }
+
+    /// Pages read per page used by `tuned` and by vanilla's block; `None` where vanilla (or,
+    /// with `both`, `tuned`) used none.
+    fn read_per_used(&self, tuned: &[Outcome], both: bool) -> Option<(f64, f64)> {
         let (t, v) = (pages_of(tuned), pages_of(&self.vanilla));
-        if t.pages_accessed == 0 || v.pages_accessed == 0 {
-            return false;
+        if v.pages_accessed == 0 || (both && t.pages_accessed == 0) {
+            return None;
         }
-        let (t, v) = (t.read_per_used(), v.read_per_used());
-        2.0 * t < v && t + 1.0 < v
+        Some((t.read_per_used(), v.read_per_used()))
     }
 
     /// Whether `tuned`'s progress (at `relative` of vanilla's) is a gain worth paying waste
