@@ -45,7 +45,13 @@ GAIN_FLOOR = 0.10
 #: cannot run from user space), KML's baseline beside the tuner with ``--leap``.
 LEAP = "leap-prefetch-unmarked"
 #: Configurations scored against vanilla, in the table's order.
-SCORED = ("nn", "nn_file", "oracle", "leap", "kml", "v3")
+SCORED = ("nn", "nn_file", "oracle", "leap", "kml", "v3", "v3_dry", "vanilla_again")
+#: Configurations run only when ``--family-configs`` names them, for the floor's measurement:
+#: ``vanilla_again``, a second vanilla run in each repeat (the measurement's own spread: what
+#: the ratio of two runs of the same thing shows), and ``v3_dry``, the v3 tuner attached with
+#: ``--dry-run`` (its probes, guardrail and model running, nothing set: what watching costs,
+#: apart from what deciding does).
+ON_REQUEST = ("vanilla_again", "v3_dry")
 #: The scale-free model the trainset step writes (``bench_trainset``), run per device as
 #: configuration ``v3`` where it exists.
 V3_MODEL = "readahead_v3.iolm"
@@ -440,6 +446,35 @@ def tuner_options(s: br.Settings, per_file: bool) -> list[str]:
     return options
 
 
+def configurations(s: br.Settings, out: Path) -> tuple[str, ...]:
+    """The family step's configurations, in run order: vanilla, the tuner per device and per
+    file, the oracle, the baselines asked for, v3 where the trainset step made its model; with
+    ``--family-configs``, those of them it names and the [`ON_REQUEST`] ones it names."""
+    configs = ("vanilla", "nn", "nn_file", "oracle") + (("leap",) if s.leap else ()) + (("kml",) if s.kml else ())
+    configs += ("v3",) if (out / V3_MODEL).is_file() else ()
+    if not s.family_configs:
+        return configs
+    configs += tuple(c for c in ON_REQUEST if c in s.family_configs)
+    return tuple(c for c in configs if c in s.family_configs)
+
+
+def configuration_helper(s: br.Settings, tb: br.Testbed, out: Path, config: str, log: Path):
+    """The helper (the tuner: ``(argv, log)``) that runs beside the workload in ``config``, or
+    None (vanilla, the oracle: the device's value alone)."""
+    state = out / "raw" / "state"
+    if config.startswith("nn"):
+        return br.nn_tuner(tb, out, config == "nn_file", log, tuner_options(s, per_file=config == "nn_file"))
+    if config == "leap":
+        return br.tuner_helper(tb, None, "device", log, state, controller=LEAP)
+    if config in ("v3", "v3_dry"):
+        return br.tuner_helper(tb, out / V3_MODEL, "device", log, state, dry_run=config == "v3_dry",
+                               extra=tuner_options(s, per_file=False))  # fmt: skip
+    if config == "kml":
+        # KML's recipe as KML ran it: per device, no guardrail.
+        return br.tuner_helper(tb, out / "readahead_kml.iolm", "device", log, state, extra=["--no-guard"])
+    return None
+
+
 def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     """The sweep (oracle), then vanilla, the tuner per device and per file and the oracle,
     interleaved within each repeat. Rows of ``family-runs.csv``."""
@@ -447,11 +482,7 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     scratch = out / "raw"
     workloads = chosen(s)
     seconds = s.seconds if s.quick else SECONDS
-    configs = ("vanilla", "nn", "nn_file", "oracle") + (("leap",) if s.leap else ()) + (("kml",) if s.kml else ())
-    # The scale-free model, where the trainset step made one.
-    configs += ("v3",) if (out / V3_MODEL).is_file() else ()
-    if s.family_configs:
-        configs = tuple(c for c in configs if c in s.family_configs)
+    configs = configurations(s, out)
     # Every member once, briefly, before the hour: a wrong option (or a run whose per-second
     # throughput cannot be read) fails here, not at minute 50.
     for w in workloads:
@@ -479,19 +510,7 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
         for w in workloads:
             # The order turns with each repeat, so no configuration always runs first or last.
             for c in configs[i % len(configs) :] + configs[: i % len(configs)]:
-                helper = None
-                log = scratch / f"tuner-family-{w.name}-{c}-{i}.log"
-                if c.startswith("nn"):
-                    helper = br.nn_tuner(tb, out, c == "nn_file", log, tuner_options(s, per_file=c == "nn_file"))
-                elif c == "leap":
-                    helper = br.tuner_helper(tb, None, "device", log, scratch / "state", controller=LEAP)
-                elif c == "v3":
-                    helper = br.tuner_helper(tb, out / V3_MODEL, "device", log, scratch / "state",
-                                             extra=tuner_options(s, per_file=False))  # fmt: skip
-                elif c == "kml":
-                    # KML's recipe as KML ran it: per device, no guardrail.
-                    model = out / "readahead_kml.iolm"
-                    helper = br.tuner_helper(tb, model, "device", log, scratch / "state", extra=["--no-guard"])
+                helper = configuration_helper(s, tb, out, c, scratch / f"tuner-family-{w.name}-{c}-{i}.log")
                 kb = oracle[w.name] if c == "oracle" else br.VANILLA_KB
                 # Throughput per second too (every configuration alike), for the ratios after
                 # the start.
@@ -579,7 +598,8 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 def print_table(table: list[dict]):
     # The baselines' columns only when they ran.
-    extra = [(c, title) for c, title in (("v3", "v3"), ("leap", "LEAP"), ("kml", "KML")) if any(c in r for r in table)]
+    baselines = (("v3", "v3"), ("v3_dry", "v3 dry"), ("leap", "LEAP"), ("kml", "KML"), ("vanilla_again", "A/A"))
+    extra = [(c, title) for c, title in baselines if any(c in r for r in table)]
     print(
         f"{'family workload':<20}{'vanilla':>14}{'per device':>12}{'per file':>10}{'oracle':>8}{'KiB':>6}"
         + "".join(f"{title:>7}" for _, title in extra)

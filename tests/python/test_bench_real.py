@@ -412,6 +412,40 @@ def test_the_familys_tuners_get_the_measure_of_progress_and_the_fallback_per_dev
     assert argv[-1] == "--fallback-online" and str(tmp_path / "readahead_nn.iolm") in argv
 
 
+def test_the_floors_measurements_run_only_when_named_and_watch_without_acting(tmp_path, capsys):
+    s = bench_real.Settings(True)
+    (tmp_path / bench_family.V3_MODEL).write_bytes(b"")
+    # By default: neither the second vanilla run nor the dry tuner (each costs a run a repeat).
+    assert bench_family.configurations(s, tmp_path) == ("vanilla", "nn", "nn_file", "oracle", "v3")
+    s.family_configs = ("vanilla", "v3", "vanilla_again", "v3_dry")
+    assert bench_family.configurations(s, tmp_path) == ("vanilla", "v3", "vanilla_again", "v3_dry")
+    # A name of the command line, refused when unknown, needs the v3 model like v3 does.
+    with pytest.raises(SystemExit) as e:
+        bench_real.main(["--family-configs", "vanilla,v3_dry", "--reuse", "--steps", "family", "--out",
+                         str(tmp_path / "none"), "--workdir", str(tmp_path / "w")])  # fmt: skip
+    assert e.value.code == 2 and not (tmp_path / "w").exists()
+
+    class Bed:
+        name, cgroup = "loop9", Path("/sys/fs/cgroup/memory/x")
+
+    dry, _ = bench_family.configuration_helper(s, Bed(), tmp_path, "v3_dry", tmp_path / "t.log")
+    acting, _ = bench_family.configuration_helper(s, Bed(), tmp_path, "v3", tmp_path / "t.log")
+    assert "--dry-run" in dry and "--dry-run" not in acting
+    assert [a for a in dry if a != "--dry-run"] == acting
+    assert bench_family.configuration_helper(s, Bed(), tmp_path, "vanilla_again", tmp_path / "t.log") is None
+
+    def row(config, repeat, ops):
+        return {"workload": "w", "config": config, "repeat": repeat, "seed": repeat + 1, "ra_kb": 128,
+                "ops": json.dumps(ops), "unit": "MB/s"}  # fmt: skip
+
+    rows = [row("vanilla", 0, [100.0]), row("vanilla_again", 0, [90.0]), row("v3_dry", 0, [99.0])]
+    (t,) = bench_family.summarize(rows)
+    assert t["vanilla_again"] == pytest.approx(0.9) and t["v3_dry"] == pytest.approx(0.99)
+    bench_family.print_table([t])
+    head, line = capsys.readouterr().out.splitlines()[:2]
+    assert head.rstrip().endswith("A/A  (x vanilla)") and line.split()[-2:] == ["0.99", "0.90"]
+
+
 def test_leap_is_scored_beside_the_tuner_and_asked_for_with_the_family_step(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         bench_real.main(["--leap", "--steps", "online", "--workdir", str(tmp_path / "w")])

@@ -215,6 +215,12 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
         m.decide_ns_max as f64 / 1e3,
         s.restored_kb
     );
+    if m.held_answers + m.settled_seesaws > 0 {
+        println!(
+            "model answers overruled: {} of the value a decision the guardrail measured better came from, {} see-saws settled",
+            m.held_answers, m.settled_seesaws
+        );
+    }
     if m.guard_kept + m.guard_reverted > 0 {
         println!(
             "guardrail: {} decisions kept, {} reverted, {} windows on vanilla",

@@ -94,6 +94,12 @@ pub trait ReadaheadController {
     fn labels(&self) -> Vec<String> {
         Vec::new()
     }
+    /// The model's answers the controller overruled on its own, `(held, settled)`: answers of
+    /// the value a proven decision came from, and see-saws it settled (a model that reads the
+    /// value in force; [`KmlController`]).
+    fn overruled(&self) -> (u64, u64) {
+        (0, 0)
+    }
     /// The guardrail ([`crate::guard`]) took back the device value `kb` this controller asked
     /// for: measured worse than vanilla, and `now_kb` (vanilla) is in force again; `sure`:
     /// by more than the counts it was measured with could by chance. A controller that learns
@@ -567,6 +573,9 @@ impl ReadaheadController for KmlController {
     fn labels(&self) -> Vec<String> {
         self.model.classes.iter().map(|c| c.label.clone()).collect()
     }
+    fn overruled(&self) -> (u64, u64) {
+        (self.holds, self.settles)
+    }
     fn name(&self) -> String {
         format!("kml-{}-{}", self.model.kind.name(), self.scope.name())
     }
@@ -622,11 +631,31 @@ impl ReadaheadController for KmlController {
             let in_force = (f[4] * 512.0).round().max(0.0) as u64;
             self.seesaw.observe(in_force);
             let in_range = self.in_training_range(&f, &window.outcome);
+            if self.proven.is_some_and(|p| self.seesaw.window > p.until) {
+                self.proven = None;
+            }
             if let (Some(learner), false) = (self.learner.as_mut(), in_range) {
                 // A workload the model never saw: learn its value rather than do nothing.
                 self.fallbacks += 1;
                 self.decisions.push((window.start_ns, usize::MAX));
-                learner.decide(window, knobs);
+                match self.proven {
+                    // Out of range at the value chosen is the model's knob-dependence again
+                    // (below): the learner watches, and the hold stands.
+                    Some(p) if in_force == p.kb => {
+                        self.holds += p.gain as u64;
+                        learner.watch(window, knobs);
+                    }
+                    _ => {
+                        let now = knobs.device_read_ahead_kb();
+                        learner.decide(window, knobs);
+                        let applied = knobs.device_read_ahead_kb();
+                        if applied != now {
+                            // The learner's change is the one the guardrail judges next.
+                            self.last_change = Some((now, applied));
+                            self.proven = None;
+                        }
+                    }
+                }
                 return;
             }
             if let Some(learner) = self.learner.as_mut() {
@@ -648,9 +677,6 @@ impl ReadaheadController for KmlController {
                     read_ahead_kb = kb,
                     why = %"the model answered each value with the other throughout two stints; the end nearer the fallback holds"
                 );
-            }
-            if self.proven.is_some_and(|p| self.seesaw.window > p.until) {
-                self.proven = None;
             }
             let kb = match self.proven.as_mut() {
                 // A fallback to the value it came from too: out of range at the value chosen

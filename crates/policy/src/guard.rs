@@ -1326,6 +1326,9 @@ impl ReadaheadController for Guarded {
     fn fallbacks(&self) -> u64 {
         self.inner.fallbacks()
     }
+    fn overruled(&self) -> (u64, u64) {
+        self.inner.overruled()
+    }
     fn labels(&self) -> Vec<String> {
         self.inner.labels()
     }

@@ -1384,3 +1384,70 @@ fn a_value_the_guardrail_measured_better_is_not_left_for_the_value_it_came_from(
         }
     }
 }
+
+#[test]
+fn a_held_value_whose_windows_leave_the_models_range_is_not_handed_to_the_learner() {
+    // As above, but at 16 KiB the reader's inputs leave the model's training range (as fio's
+    // three processes did on the kernel), and out of range the online learner decides
+    // (`--fallback-online`). A value the guardrail kept with a gain stands against the
+    // learner as against a fallback; the learner only watches those windows.
+    use iolearn_ml::{DecisionTree, ModelKind, TreeConfig};
+    use iolearn_policy::controller::{KmlController, Scope};
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for (other, ra, class) in [
+        (500.0, 0.03, 1.0),
+        (100.0, 0.03, 0.0),
+        (500.0, 0.25, 0.0),
+        (100.0, 0.25, 0.0),
+    ] {
+        x.extend([1000.0, 10.0, 10.0, other, ra]);
+        y.push(class);
+    }
+    let tree = DecisionTree::fit(&x, &y, 5, &TreeConfig::default()).unwrap();
+    let mut model = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &[("small", 16), ("vanilla", 128)]);
+    model.meta.push(("feature_min".into(), "1000,10,10,100,0.03".into()));
+    model.meta.push(("feature_max".into(), "1000,10,10,500,0.25".into()));
+    for learner in [false, true] {
+        let mut c = KmlController::new(model.clone(), Scope::Device).unwrap();
+        if learner {
+            c.learner = Some(Online::default());
+        }
+        let mut g = Guarded::new(Box::new(c), Steady::new(2, 3), Some(GuardConfig::default()), 128);
+        let mut dev = Device { kb: 128, sets: 0 };
+        let mut seen = Vec::new();
+        for i in 0..60u64 {
+            seen.push(dev.kb);
+            let other = if dev.kb == 16 { 5000.0 } else { 500.0 };
+            let w = WindowFeatures {
+                device: Some([
+                    1000.0,
+                    10.0,
+                    10.0,
+                    other,
+                    dev.kb as f64 * 2.0 / 1024.0,
+                    0.0,
+                    0.0,
+                    0.0,
+                    0.0,
+                ]),
+                outcome: Outcome {
+                    seconds: 1.0,
+                    ops: Some(if dev.kb == 16 { 300.0 } else { 100.0 } + (i % 3) as f64),
+                    pages_accessed: 100,
+                    pages_added: 100,
+                    read_ahead_kb: Some(dev.kb),
+                    ..Outcome::default()
+                },
+                ..WindowFeatures::default()
+            };
+            g.decide(&w, &mut dev);
+        }
+        let at_16 = seen[20..].iter().filter(|&&kb| kb == 16).count();
+        assert!(
+            at_16 >= 30,
+            "learner {learner}: {at_16} of 40 windows at 16 KiB: {seen:?}"
+        );
+        // Each overruled answer is counted (the tuner's metrics and stop line report it).
+        assert!(g.overruled().0 > 0, "learner {learner}: no answer counted as held");
+    }
+}

@@ -60,6 +60,11 @@ pub struct Metrics {
     pub held_back: u64,
     /// Decisions that fell back to the default (input out of the training range).
     pub fallbacks: u64,
+    /// Model answers overruled by a value the guardrail measured better (the value a decision
+    /// came from).
+    pub held_answers: u64,
+    /// See-saws settled (the model answered each of two values with the other).
+    pub settled_seesaws: u64,
     /// Time deciding (features to classes), total and worst, ns.
     pub decide_ns_total: u64,
     /// Worst decision time.
@@ -150,6 +155,18 @@ impl Metrics {
             "fallbacks",
             "Decisions that fell back to the default (input out of the training range)",
             self.fallbacks,
+        );
+        counter(
+            &mut r,
+            "held_answers",
+            "Model answers of the value a decision came from, overruled: the guardrail measured the decision better",
+            self.held_answers,
+        );
+        counter(
+            &mut r,
+            "settled_seesaws",
+            "See-saws settled: the model answered each of two values with the other",
+            self.settled_seesaws,
         );
         let seconds = |ns: u64| ConstCounter::new(ns as f64 / 1e9);
         r.register(
@@ -263,4 +280,27 @@ pub fn serve_metrics(addr: &str, page: Arc<Mutex<String>>) -> std::io::Result<So
         }
     })?;
     Ok(local)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Metrics;
+
+    #[test]
+    fn every_count_of_the_stop_line_is_a_metric_of_the_device() {
+        let m = Metrics {
+            fallbacks: 3,
+            held_answers: 5,
+            settled_seesaws: 2,
+            ..Metrics::default()
+        };
+        let page = m.render("loop7");
+        for line in [
+            "iolearn_fallbacks_total{device=\"loop7\"} 3",
+            "iolearn_held_answers_total{device=\"loop7\"} 5",
+            "iolearn_settled_seesaws_total{device=\"loop7\"} 2",
+        ] {
+            assert!(page.lines().any(|l| l == line), "{line} not in:\n{page}");
+        }
+    }
 }
