@@ -451,10 +451,11 @@ def configurations(s: br.Settings, out: Path) -> tuple[str, ...]:
     file, the oracle, the baselines asked for, v3 where the trainset step made its model; with
     ``--family-configs``, those of them it names and the [`ON_REQUEST`] ones it names."""
     configs = ("vanilla", "nn", "nn_file", "oracle") + (("leap",) if s.leap else ()) + (("kml",) if s.kml else ())
-    configs += ("v3",) if (out / V3_MODEL).is_file() else ()
+    has_v3 = (out / V3_MODEL).is_file()
+    configs += ("v3",) if has_v3 else ()
     if not s.family_configs:
         return configs
-    configs += tuple(c for c in ON_REQUEST if c in s.family_configs)
+    configs += tuple(c for c in ON_REQUEST if c in s.family_configs and (has_v3 or c != "v3_dry"))
     return tuple(c for c in configs if c in s.family_configs)
 
 

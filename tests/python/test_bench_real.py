@@ -419,6 +419,8 @@ def test_the_floors_measurements_run_only_when_named_and_watch_without_acting(tm
     assert bench_family.configurations(s, tmp_path) == ("vanilla", "nn", "nn_file", "oracle", "v3")
     s.family_configs = ("vanilla", "v3", "vanilla_again", "v3_dry")
     assert bench_family.configurations(s, tmp_path) == ("vanilla", "v3", "vanilla_again", "v3_dry")
+    # Without the model neither v3 configuration runs (as v3 alone, before).
+    assert bench_family.configurations(s, tmp_path / "none") == ("vanilla", "vanilla_again")
     # A name of the command line, refused when unknown, needs the v3 model like v3 does.
     with pytest.raises(SystemExit) as e:
         bench_real.main(["--family-configs", "vanilla,v3_dry", "--reuse", "--steps", "family", "--out",

@@ -638,20 +638,19 @@ impl ReadaheadController for KmlController {
                 // A workload the model never saw: learn its value rather than do nothing.
                 self.fallbacks += 1;
                 self.decisions.push((window.start_ns, usize::MAX));
+                let now = knobs.device_read_ahead_kb();
                 match self.proven {
                     // Out of range at the value chosen is the model's knob-dependence again
-                    // (below): the learner watches, and the hold stands.
-                    Some(p) if in_force == p.kb => {
-                        self.holds += p.gain as u64;
-                        learner.watch(window, knobs);
-                    }
+                    // (below): the learner watches, and the hold stands; also while the
+                    // guardrail measures vanilla (the knobs answer with the value asked for).
+                    Some(p) if in_force == p.kb || now == p.kb => learner.watch(window, knobs),
                     _ => {
-                        let now = knobs.device_read_ahead_kb();
                         learner.decide(window, knobs);
-                        let applied = knobs.device_read_ahead_kb();
-                        if applied != now {
-                            // The learner's change is the one the guardrail judges next.
-                            self.last_change = Some((now, applied));
+                        if knobs.device_read_ahead_kb() != now {
+                            // Not the model's change: the guardrail's verdict on it proves
+                            // nothing for the model's answers (the learner keeps its own
+                            // record of what it measured).
+                            self.last_change = None;
                             self.proven = None;
                         }
                     }

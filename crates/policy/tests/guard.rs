@@ -1447,7 +1447,67 @@ fn a_held_value_whose_windows_leave_the_models_range_is_not_handed_to_the_learne
             at_16 >= 30,
             "learner {learner}: {at_16} of 40 windows at 16 KiB: {seen:?}"
         );
-        // Each overruled answer is counted (the tuner's metrics and stop line report it).
-        assert!(g.overruled().0 > 0, "learner {learner}: no answer counted as held");
+        // Each overruled answer is counted (the tuner's metrics and stop line report it): the
+        // fallbacks to the value it came from; with the learner there is no answer to
+        // overrule (it watches those windows).
+        assert_eq!(g.overruled().0 > 0, !learner, "learner {learner}: {:?}", g.overruled());
     }
+}
+
+#[test]
+fn a_model_out_of_its_range_everywhere_leaves_the_learner_to_climb_unheld() {
+    // `--fallback-online` on a workload the model never saw: every window is out of its range,
+    // so the learner decides them all. Its steps are no decisions of the model's: it climbs to
+    // the peak (512 KiB) as it does alone (the test above), and no window counts as a model
+    // answer overruled (a learner's step kept with a gain once held the learner's own later
+    // windows and counted each as one).
+    use iolearn_ml::{DecisionTree, ModelKind, TreeConfig};
+    use iolearn_policy::controller::{KmlController, Scope};
+    let x = [1000.0, 10.0, 10.0, 100.0, 0.03, 1000.0, 10.0, 10.0, 500.0, 0.25];
+    let tree = DecisionTree::fit(&x, &[0.0, 1.0], 5, &TreeConfig::default()).unwrap();
+    let mut model = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &[("small", 16), ("vanilla", 128)]);
+    model.meta.push(("feature_min".into(), "1000,10,10,100,0.03".into()));
+    model.meta.push(("feature_max".into(), "1000,10,10,500,0.25".into()));
+    let mut c = KmlController::new(model, Scope::Device).unwrap();
+    c.learner = Some(Online::new(OnlineConfig::default()));
+    let mut g = Guarded::new(Box::new(c), Steady::new(1, 0), Some(GuardConfig::default()), 128);
+    let f = |kb: u64| 100.0 * (1.0 - 0.15 * ((kb as f64).log2() - 9.0).abs()).max(0.05);
+    let mut dev = Device { kb: 128, sets: 0 };
+    let mut seen = Vec::new();
+    for _ in 0..300 {
+        seen.push(dev.kb);
+        let w = WindowFeatures {
+            // Input 3 far outside the model's range at every value.
+            device: Some([
+                1000.0,
+                10.0,
+                10.0,
+                5000.0,
+                dev.kb as f64 * 2.0 / 1024.0,
+                0.0,
+                0.0,
+                0.0,
+                0.0,
+            ]),
+            outcome: Outcome {
+                seconds: 1.0,
+                ops: Some(f(dev.kb)),
+                read_ahead_kb: Some(dev.kb),
+                pages_accessed: 100,
+                pages_added: dev.kb,
+                ..Outcome::default()
+            },
+            ..WindowFeatures::default()
+        };
+        g.decide(&w, &mut dev);
+    }
+    let late = &seen[60..];
+    let gain = (mean(late, f) - f(128)) / (f(512) - f(128));
+    assert!(
+        gain >= 0.9,
+        "kept {:.0}% of the gain after a minute: {:?}",
+        gain * 100.0,
+        &seen[..80]
+    );
+    assert_eq!(g.overruled(), (0, 0), "no answer of the model's was overruled");
 }
