@@ -1296,15 +1296,11 @@ fn a_gain_within_the_spread_of_a_block_of_ticks_is_measured_until_it_shows() {
     }
 }
 
-#[test]
-fn a_value_the_guardrail_measured_better_is_not_left_for_the_value_it_came_from() {
-    // A model that reads the value in force (input 4, sectors / 1024) and answers 16 KiB at
-    // 128 and 128 at 16, as the scale-free model did for a random mapped reader on the kernel,
-    // where 16 KiB ran 3.5 times vanilla's pace and the model took it back the next window.
+/// A model that reads the value in force (input 4, sectors / 1024): at 128 KiB it answers 16;
+/// at 16 it answers 128, except one window in four (input 3 moves window to window, as a
+/// random reader's inputs do), so no two stints form a clean see-saw.
+fn knob_reading_model() -> iolearn_ml::ModelFile {
     use iolearn_ml::{DecisionTree, ModelKind, TreeConfig};
-    use iolearn_policy::controller::{KmlController, Scope};
-    // At 16 it answers 16 one window in four (input 3 moves window to window, as a random
-    // reader's inputs do), so no two stints form a clean see-saw.
     let (mut x, mut y) = (Vec::new(), Vec::new());
     for (other, ra, class) in [
         (500.0, 0.03, 1.0),
@@ -1316,7 +1312,16 @@ fn a_value_the_guardrail_measured_better_is_not_left_for_the_value_it_came_from(
         y.push(class);
     }
     let tree = DecisionTree::fit(&x, &y, 5, &TreeConfig::default()).unwrap();
-    let model = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &[("small", 16), ("vanilla", 128)]);
+    iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &[("small", 16), ("vanilla", 128)])
+}
+
+#[test]
+fn a_value_the_guardrail_measured_better_is_not_left_for_the_value_it_came_from() {
+    // A model that reads the value in force (input 4, sectors / 1024) and answers 16 KiB at
+    // 128 and 128 at 16, as the scale-free model did for a random mapped reader on the kernel,
+    // where 16 KiB ran 3.5 times vanilla's pace and the model took it back the next window.
+    use iolearn_policy::controller::{KmlController, Scope};
+    let model = knob_reading_model();
     // Progress at a value: 16 KiB far better (the gain beyond chance), or as good as vanilla
     // (kept within the noise: nothing proven); or a tick or two of CPU time a window, three
     // times vanilla's at 16 KiB (no count beyond chance), which reads a ninth of the pages per
@@ -1391,20 +1396,8 @@ fn a_held_value_whose_windows_leave_the_models_range_is_not_handed_to_the_learne
     // three processes did on the kernel), and out of range the online learner decides
     // (`--fallback-online`). A value the guardrail kept with a gain stands against the
     // learner as against a fallback; the learner only watches those windows.
-    use iolearn_ml::{DecisionTree, ModelKind, TreeConfig};
     use iolearn_policy::controller::{KmlController, Scope};
-    let (mut x, mut y) = (Vec::new(), Vec::new());
-    for (other, ra, class) in [
-        (500.0, 0.03, 1.0),
-        (100.0, 0.03, 0.0),
-        (500.0, 0.25, 0.0),
-        (100.0, 0.25, 0.0),
-    ] {
-        x.extend([1000.0, 10.0, 10.0, other, ra]);
-        y.push(class);
-    }
-    let tree = DecisionTree::fit(&x, &y, 5, &TreeConfig::default()).unwrap();
-    let mut model = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &[("small", 16), ("vanilla", 128)]);
+    let mut model = knob_reading_model();
     model.meta.push(("feature_min".into(), "1000,10,10,100,0.03".into()));
     model.meta.push(("feature_max".into(), "1000,10,10,500,0.25".into()));
     for learner in [false, true] {
