@@ -963,7 +963,10 @@ def main(argv=None) -> int:
     if a.leap and "family" not in steps:
         ap.error("--leap: applies to the family step; add family to --steps")
     if a.family_configs is not None:
-        known = {"vanilla", "nn", "nn_file", "oracle", "leap", "kml", "v3", "v3_dry", "vanilla_again"}
+        from . import bench_family
+
+        # Vanilla and every configuration the family step scores against it.
+        known = {"vanilla", *bench_family.SCORED}
         wanted = a.family_configs.split(",")
         wrong = [c for c in wanted if c not in known]
         if wrong or not a.family_configs:

@@ -1315,6 +1315,28 @@ fn knob_reading_model() -> iolearn_ml::ModelFile {
     iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &[("small", 16), ("vanilla", 128)])
 }
 
+/// [`knob_reading_model`] with its training range recorded: input 3 from 100 to 500 (beyond
+/// it, with the margin, a window is out of range).
+fn knob_reading_model_with_range() -> iolearn_ml::ModelFile {
+    let mut model = knob_reading_model();
+    model.meta.push(("feature_min".into(), "1000,10,10,100,0.03".into()));
+    model.meta.push(("feature_max".into(), "1000,10,10,500,0.25".into()));
+    model
+}
+
+/// A window of the reader [`knob_reading_model`] decides: input 3 is `other`, input 4 the
+/// value in force, `kb`; `outcome` its progress there.
+fn reader_window(kb: u64, other: f64, outcome: Outcome) -> WindowFeatures {
+    WindowFeatures {
+        device: Some([1000.0, 10.0, 10.0, other, kb as f64 * 2.0 / 1024.0, 0.0, 0.0, 0.0, 0.0]),
+        outcome: Outcome {
+            read_ahead_kb: Some(kb),
+            ..outcome
+        },
+        ..WindowFeatures::default()
+    }
+}
+
 #[test]
 fn a_value_the_guardrail_measured_better_is_not_left_for_the_value_it_came_from() {
     // A model that reads the value in force (input 4, sectors / 1024) and answers 16 KiB at
@@ -1361,25 +1383,7 @@ fn a_value_the_guardrail_measured_better_is_not_left_for_the_value_it_came_from(
         for i in 0..60u64 {
             seen.push(dev.kb);
             let other = if i % 4 == 0 { 100.0 } else { 500.0 };
-            let w = WindowFeatures {
-                device: Some([
-                    1000.0,
-                    10.0,
-                    10.0,
-                    other,
-                    dev.kb as f64 * 2.0 / 1024.0,
-                    0.0,
-                    0.0,
-                    0.0,
-                    0.0,
-                ]),
-                outcome: Outcome {
-                    read_ahead_kb: Some(dev.kb),
-                    ..at(dev.kb, i)
-                },
-                ..WindowFeatures::default()
-            };
-            g.decide(&w, &mut dev);
+            g.decide(&reader_window(dev.kb, other, at(dev.kb, i)), &mut dev);
         }
         let at_16 = seen[20..].iter().filter(|&&kb| kb == 16).count();
         if want_16 {
@@ -1397,9 +1401,7 @@ fn a_held_value_whose_windows_leave_the_models_range_is_not_handed_to_the_learne
     // (`--fallback-online`). A value the guardrail kept with a gain stands against the
     // learner as against a fallback; the learner only watches those windows.
     use iolearn_policy::controller::{KmlController, Scope};
-    let mut model = knob_reading_model();
-    model.meta.push(("feature_min".into(), "1000,10,10,100,0.03".into()));
-    model.meta.push(("feature_max".into(), "1000,10,10,500,0.25".into()));
+    let model = knob_reading_model_with_range();
     for learner in [false, true] {
         let mut c = KmlController::new(model.clone(), Scope::Device).unwrap();
         if learner {
@@ -1411,29 +1413,14 @@ fn a_held_value_whose_windows_leave_the_models_range_is_not_handed_to_the_learne
         for i in 0..60u64 {
             seen.push(dev.kb);
             let other = if dev.kb == 16 { 5000.0 } else { 500.0 };
-            let w = WindowFeatures {
-                device: Some([
-                    1000.0,
-                    10.0,
-                    10.0,
-                    other,
-                    dev.kb as f64 * 2.0 / 1024.0,
-                    0.0,
-                    0.0,
-                    0.0,
-                    0.0,
-                ]),
-                outcome: Outcome {
-                    seconds: 1.0,
-                    ops: Some(if dev.kb == 16 { 300.0 } else { 100.0 } + (i % 3) as f64),
-                    pages_accessed: 100,
-                    pages_added: 100,
-                    read_ahead_kb: Some(dev.kb),
-                    ..Outcome::default()
-                },
-                ..WindowFeatures::default()
+            let progress = Outcome {
+                seconds: 1.0,
+                ops: Some(if dev.kb == 16 { 300.0 } else { 100.0 } + (i % 3) as f64),
+                pages_accessed: 100,
+                pages_added: 100,
+                ..Outcome::default()
             };
-            g.decide(&w, &mut dev);
+            g.decide(&reader_window(dev.kb, other, progress), &mut dev);
         }
         let at_16 = seen[20..].iter().filter(|&&kb| kb == 16).count();
         assert!(
@@ -1454,14 +1441,8 @@ fn a_model_out_of_its_range_everywhere_leaves_the_learner_to_climb_unheld() {
     // the peak (512 KiB) as it does alone (the test above), and no window counts as a model
     // answer overruled (a learner's step kept with a gain once held the learner's own later
     // windows and counted each as one).
-    use iolearn_ml::{DecisionTree, ModelKind, TreeConfig};
     use iolearn_policy::controller::{KmlController, Scope};
-    let x = [1000.0, 10.0, 10.0, 100.0, 0.03, 1000.0, 10.0, 10.0, 500.0, 0.25];
-    let tree = DecisionTree::fit(&x, &[0.0, 1.0], 5, &TreeConfig::default()).unwrap();
-    let mut model = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &[("small", 16), ("vanilla", 128)]);
-    model.meta.push(("feature_min".into(), "1000,10,10,100,0.03".into()));
-    model.meta.push(("feature_max".into(), "1000,10,10,500,0.25".into()));
-    let mut c = KmlController::new(model, Scope::Device).unwrap();
+    let mut c = KmlController::new(knob_reading_model_with_range(), Scope::Device).unwrap();
     c.learner = Some(Online::new(OnlineConfig::default()));
     let mut g = Guarded::new(Box::new(c), Steady::new(1, 0), Some(GuardConfig::default()), 128);
     let f = |kb: u64| 100.0 * (1.0 - 0.15 * ((kb as f64).log2() - 9.0).abs()).max(0.05);
@@ -1469,30 +1450,15 @@ fn a_model_out_of_its_range_everywhere_leaves_the_learner_to_climb_unheld() {
     let mut seen = Vec::new();
     for _ in 0..300 {
         seen.push(dev.kb);
-        let w = WindowFeatures {
-            // Input 3 far outside the model's range at every value.
-            device: Some([
-                1000.0,
-                10.0,
-                10.0,
-                5000.0,
-                dev.kb as f64 * 2.0 / 1024.0,
-                0.0,
-                0.0,
-                0.0,
-                0.0,
-            ]),
-            outcome: Outcome {
-                seconds: 1.0,
-                ops: Some(f(dev.kb)),
-                read_ahead_kb: Some(dev.kb),
-                pages_accessed: 100,
-                pages_added: dev.kb,
-                ..Outcome::default()
-            },
-            ..WindowFeatures::default()
+        let progress = Outcome {
+            seconds: 1.0,
+            ops: Some(f(dev.kb)),
+            pages_accessed: 100,
+            pages_added: dev.kb,
+            ..Outcome::default()
         };
-        g.decide(&w, &mut dev);
+        // Input 3 far outside the model's range at every value.
+        g.decide(&reader_window(dev.kb, 5000.0, progress), &mut dev);
     }
     let late = &seen[60..];
     let gain = (mean(late, f) - f(128)) / (f(512) - f(128));
