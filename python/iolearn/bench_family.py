@@ -116,6 +116,16 @@ FAMILY = (
     Workload("grep", "tool", tool="grep", unit="MB/s", about="grep -F over each table file, one process per file"),
 )
 QUICK = ("fio-strided", "grep")
+#: KML's six db_bench workloads (the evaluate step's, ``bench_real.WORKLOADS``), run by the
+#: family step when ``--family`` names them: the tuners judged on them as on the test family,
+#: each against its own sweep (the v3 model was trained on four of them, ``TRAINING``). The
+#: writers run on a clone of the database, as ``readwhilewriting`` does.
+KML_SIX = tuple(
+    Workload(n, "db", writes=n in ("readrandomwriterandom", "updaterandom", "mixgraph"), about=f"db_bench {n}")
+    for n in br.WORKLOADS
+)
+#: Every workload ``--family`` can name.
+MEMBERS = FAMILY + KML_SIX
 
 #: The training family of the scale-free model (``iolearn bench readahead --real --steps
 #: trainset``, ``bench_trainset``): the four db_bench workloads KML's models were trained on,
@@ -283,6 +293,22 @@ def db_series(stderr: str, seconds: float, *, skip_writer: bool = False) -> list
     return per_s
 
 
+def db_series_or_flat(stderr: str, ops: float, seconds: float, *, skip_writer: bool, name: str) -> list[float]:
+    """[`db_series`], or where db_bench printed no interval report, ``ops`` (the run's
+    operations/s) in every second, with a note. db_bench checks its clock every 1,000
+    operations of a thread (it sets --stats_interval to 1,000 when --stats_interval_seconds is
+    given), so a thread that does fewer in the run (a scan on a slow device) reports nothing."""
+    try:
+        return db_series(stderr, seconds, skip_writer=skip_writer)
+    except ValueError:
+        print(
+            f"{name}: db_bench printed no interval reports (fewer than 1,000 operations a thread); "
+            f"its {ops:.0f} ops/s taken as the throughput of every second",
+            file=sys.stderr,
+        )
+        return [ops] * max(int(seconds), 1)
+
+
 def fio_throughput(out: Path) -> list[float]:
     """Each job's read bandwidth (bytes/s) from fio's JSON report."""
     text = out.read_text()
@@ -367,9 +393,11 @@ def execute(s: br.Settings, tb: br.Testbed, db: Path, files: Files, w: Workload,
             # Each thread reports its operations about once a second (checked every 1,000).
             args += ["--stats_interval_seconds=1"] if series is not None else []
             p = br.sh(*tb.in_cgroup(args + ([] if w.writes else ["--readonly=1"])))
+            ops = br.parse_ops(p.stdout, w.name)
             if series is not None:
-                series[:] = db_series(p.stderr, seconds, skip_writer=br.bench_name(w.name) in WRITER_FIRST)
-            return [br.parse_ops(p.stdout, w.name)]
+                skip = br.bench_name(w.name) in WRITER_FIRST
+                series[:] = db_series_or_flat(p.stderr, ops, seconds, skip_writer=skip, name=w.name)
+            return [ops]
         if w.kind == "fio":
             out = scratch / "fio.json"
             bw_log = scratch / "fio" if series is not None else None
@@ -390,7 +418,7 @@ def relative(ops: list[float], base: list[float]) -> float:
 
 def chosen(s: br.Settings) -> tuple[Workload, ...]:
     if s.family:
-        return tuple(w for w in FAMILY if w.name in s.family)
+        return tuple(w for w in MEMBERS if w.name in s.family)
     return tuple(w for w in FAMILY if w.name in QUICK) if s.quick else FAMILY
 
 

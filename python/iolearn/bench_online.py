@@ -106,7 +106,7 @@ def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     files = bf.Files(s, tb)
     scratch = out / "raw"
     chosen = s.family or (QUICK if s.quick else MEMBERS)
-    members = [w for w in bf.FAMILY if w.name in chosen]
+    members = [w for w in bf.MEMBERS if w.name in chosen]
     seconds = s.online_seconds or (2 * s.seconds if s.quick else SECONDS)
     sweep_s = s.seconds if s.quick else bf.SECONDS
     phase_s = s.seconds if s.quick else PHASE_SECONDS

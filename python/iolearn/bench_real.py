@@ -23,6 +23,7 @@ Tables, plots and raw CSV go to ``--out`` (default ``docs/benchmarks/<date>-read
 
 from __future__ import annotations
 
+import argparse
 import csv
 import datetime
 import json
@@ -119,24 +120,26 @@ def sh(*cmd, check=True, **kw) -> subprocess.CompletedProcess:
 class Testbed:
     """Loop device + ext4 + cgroup, with a journal so a crashed run is cleaned at the next start."""
 
-    def __init__(self, workdir: Path, memory_mb: int, image_mb: int):
+    def __init__(self, workdir: Path, memory_mb: int, image_mb: int, throttle: tuple[int, int] | None = None):
         self.workdir = workdir
         self.journal = workdir / "testbed.json"
         self.image = workdir / "bench.img"
         self.mnt = workdir / "mnt"
         self.cgroup = Path(f"/sys/fs/cgroup/memory/iolearn-bench-{os.getpid()}")
+        # Read IOPS and MiB/s the blkio cgroup allows the workloads on the test device (None:
+        # the device as it comes): with the image in memory, a device whose runs repeat.
+        self.throttle = throttle
+        self.blkio = Path(f"/sys/fs/cgroup/blkio/iolearn-bench-{os.getpid()}") if throttle else None
         self.memory_mb = memory_mb
         self.image_mb = image_mb
         self.device = ""
 
     # journal -------------------------------------------------------------------------------
     def _save(self):
-        write_text(
-            self.journal,
-            json.dumps(
-                {"image": str(self.image), "mnt": str(self.mnt), "device": self.device, "cgroup": str(self.cgroup)}
-            ),
-        )
+        state = {"image": str(self.image), "mnt": str(self.mnt), "device": self.device, "cgroup": str(self.cgroup)}
+        if self.blkio:
+            state["blkio"] = str(self.blkio)
+        write_text(self.journal, json.dumps(state))
 
     @staticmethod
     def clean_leftovers(workdir: Path) -> bool:
@@ -152,18 +155,21 @@ class Testbed:
         # in this directory itself would have made.
         try:
             mnt, image, device, cgroup = Path(state["mnt"]), Path(state["image"]), state["device"], state["cgroup"]
-        except (KeyError, TypeError) as e:
+            blkio = state.get("blkio", "")  # journals of runs without --throttle have none
+        except (KeyError, TypeError, AttributeError) as e:
             raise SystemExit(f"error: {j}: not a test bed journal ({e}); remove it after checking") from e
         if (
             mnt != workdir / "mnt"
             or image != workdir / "bench.img"
             or not isinstance(cgroup, str)
             or not re.fullmatch(r"(/sys/fs/cgroup/memory/iolearn-bench-\d+)?", cgroup)
+            or not isinstance(blkio, str)
+            or not re.fullmatch(r"(/sys/fs/cgroup/blkio/iolearn-bench-\d+)?", blkio)
             or not isinstance(device, str)
             or not re.fullmatch(r"(/dev/loop\d+)?", device)
         ):
             raise SystemExit(f"error: {j}: names paths outside this test bed; remove it after checking")
-        _teardown(mnt, device, image, Path(cgroup) if cgroup else None)
+        _teardown(mnt, device, image, Path(cgroup) if cgroup else None, Path(blkio) if blkio else None)
         j.unlink()
         return True
 
@@ -171,7 +177,18 @@ class Testbed:
         private_dir(self.workdir)
         if Testbed.clean_leftovers(self.workdir):
             print("test bed: removed what a previous (crashed) run left", file=sys.stderr)
+        # The journal names the cgroups before they exist: a crash at any point below leaves
+        # nothing the next start cannot find.
         self._save()
+        try:
+            self._build()
+        except BaseException:
+            # __exit__ is not called when __enter__ raises: what was built goes now.
+            self.__exit__()
+            raise
+        return self
+
+    def _build(self):
         with open(self.image, "wb") as f:
             f.truncate(self.image_mb << 20)
         self.device = sh("losetup", "--direct-io=on", "--find", "--show", self.image).stdout.strip()
@@ -181,11 +198,25 @@ class Testbed:
         sh("mount", self.device, self.mnt)
         self.cgroup.mkdir()
         (self.cgroup / "memory.limit_in_bytes").write_text(str(self.memory_mb << 20))
-        self._save()
-        return self
+        if self.blkio:
+            self.blkio.mkdir()
+            # The limits are per device: the loop device's own number, not its disk's.
+            dev = os.stat(self.device).st_rdev
+            iops, mibps = self.throttle
+            where = f"{os.major(dev)}:{os.minor(dev)}"
+            (self.blkio / "blkio.throttle.read_iops_device").write_text(f"{where} {iops}\n")
+            (self.blkio / "blkio.throttle.read_bps_device").write_text(f"{where} {mibps << 20}\n")
+
+    def limits(self) -> dict[str, str]:
+        """The blkio group's read limits as the kernel reports them (empty without --throttle)."""
+        if not self.blkio:
+            return {}
+        return {
+            f: (self.blkio / f"blkio.throttle.{f}").read_text().strip() for f in ("read_iops_device", "read_bps_device")
+        }
 
     def __exit__(self, *exc):
-        _teardown(self.mnt, self.device, self.image, self.cgroup)
+        _teardown(self.mnt, self.device, self.image, self.cgroup, self.blkio)
         self.journal.unlink(missing_ok=True)
         return False
 
@@ -204,8 +235,10 @@ class Testbed:
         return int(self.sysfs.read_text())
 
     def in_cgroup(self, argv: list[str]) -> list[str]:
-        """A command line that joins the memory cgroup, then runs ``argv``."""
-        return ["sh", "-c", f'echo $$ > {self.cgroup}/cgroup.procs && exec "$0" "$@"', *argv]
+        """A command line that joins the memory cgroup (and the blkio one of --throttle), then
+        runs ``argv``."""
+        join = " && ".join(f"echo $$ > {g}/cgroup.procs" for g in (self.cgroup, self.blkio) if g)
+        return ["sh", "-c", f'{join} && exec "$0" "$@"', *argv]
 
 
 def _backing_file(device: str) -> str:
@@ -216,7 +249,7 @@ def _backing_file(device: str) -> str:
         return ""
 
 
-def _teardown(mnt: Path, device: str, image: Path, cgroup: Path | None):
+def _teardown(mnt: Path, device: str, image: Path, cgroup: Path | None, blkio: Path | None = None):
     if mnt.exists():
         if sh("umount", mnt, check=False).returncode != 0 and os.path.ismount(mnt):
             sh("umount", "-l", mnt, check=False)
@@ -231,15 +264,17 @@ def _teardown(mnt: Path, device: str, image: Path, cgroup: Path | None):
     for dev in sh("losetup", "-j", image, check=False).stdout.splitlines():
         sh("losetup", "-d", dev.split(":")[0], check=False)
     image.unlink(missing_ok=True)
-    if cgroup is not None and cgroup.exists():
-        for pid in (cgroup / "cgroup.procs").read_text().split():
+    for group in (cgroup, blkio):
+        if group is None or not group.exists():
+            continue
+        for pid in (group / "cgroup.procs").read_text().split():
             try:
                 os.kill(int(pid), signal.SIGKILL)
             except ProcessLookupError:
                 pass
         for _ in range(50):
             try:
-                cgroup.rmdir()
+                group.rmdir()
                 break
             except OSError:
                 time.sleep(0.1)
@@ -876,6 +911,16 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--reuse", action="store_true", help="use the sweep, models and report already in --out")
     ap.add_argument(
+        "--throttle",
+        type=throttle_arg,
+        default=None,
+        metavar="IOPS,MIBPS",
+        help="the blkio cgroup holds the workloads' reads from the test device to IOPS reads and MIBPS MiB a "
+        "second (3000,125 is a cloud volume's baseline, AWS gp3); with --workdir on tmpfs (/dev/shm) the "
+        "device is memory under that limit and its runs repeat to a fraction of a percent (default: the "
+        "loop device as it comes, over the disk under --workdir)",
+    )
+    ap.add_argument(
         "--repeats", type=int_arg(1, 100), default=None, help="repeats per configuration (1 to 100; default 2, quick 1)"
     )
     ap.add_argument(
@@ -883,7 +928,7 @@ def main(argv=None) -> int:
         default=None,
         help="comma-separated members of the test family the family, online and overheads steps run (default: "
         "all for the family step, see bench_family.FAMILY; three for the online step; db_bench readrandom "
-        "for the overheads step)",
+        "for the overheads step); KML's six db_bench workloads (readrandom, readseq, ...) only when named",
     )
     ap.add_argument(
         "--progress",
@@ -942,7 +987,7 @@ def main(argv=None) -> int:
     if a.family is not None:
         from . import bench_family
 
-        names = [w.name for w in bench_family.FAMILY]
+        names = [w.name for w in bench_family.MEMBERS]
         wrong = [n for n in a.family.split(",") if n not in names]
         if wrong or not a.family:
             ap.error(f"--family: unknown {', '.join(wrong) or 'empty list'} (members: {', '.join(names)})")
@@ -1023,6 +1068,15 @@ def main(argv=None) -> int:
                 f"--reuse: {a.out / 'report.json'} has no oracle_kb (the sweep step's KiB per workload), "
                 "which evaluate and shared need"
             )
+    if a.leap and a.throttle:
+        # LEAP's prefetch reads are the tuner's own (WILLNEED), outside the workloads' blkio group.
+        ap.error("--leap: not with --throttle (LEAP's prefetch reads would pass the device's limit)")
+    device = device_of(a.workdir, a.throttle)
+    if a.reuse and earlier is not None:
+        try:
+            stale_runs(a.out, steps, earlier, device)
+        except ValueError as e:
+            ap.error(f"--reuse: {e}")
     if steps == {"retrain"}:
         # Offline: no test bed, no root.
         return retrain_only(a.out, earlier, a.quick)
@@ -1062,6 +1116,16 @@ def main(argv=None) -> int:
     except OutputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    # A crashed run's image would count against the room the new one needs: cleaned first.
+    if Testbed.clean_leftovers(a.workdir):
+        print("test bed: removed what a previous (crashed) run left", file=sys.stderr)
+    problem = testbed_room(a.workdir, s, a.throttle)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    if {"family", "trainset"} & steps:
+        # Before the first run those steps record: a resumed run finds its own device.
+        write_text(out / DEVICE_FILE, json.dumps(device) + "\n")
 
     def on_signal(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
@@ -1069,10 +1133,10 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
     t0 = time.time()
-    with Testbed(a.workdir, s.memory_mb, s.image_mb) as tb:
+    with Testbed(a.workdir, s.memory_mb, s.image_mb, a.throttle) as tb:
         print(
-            f"test bed: {tb.device} ({s.image_mb} MiB image), ext4 at {tb.mnt}, cgroup {tb.cgroup} "
-            f"({s.memory_mb} MiB); loop default read_ahead_kb {tb.readahead()}",
+            f"test bed: {tb.device} ({s.image_mb} MiB image on {describe_device(device)}), ext4 at {tb.mnt}, "
+            f"cgroup {tb.cgroup} ({s.memory_mb} MiB); loop default read_ahead_kb {tb.readahead()}",
             file=sys.stderr,
         )
         db = create_db(s, tb)
@@ -1097,6 +1161,9 @@ def main(argv=None) -> int:
                 "machine": machine(),
                 "settings": {k: v for k, v in vars(s).items()},
                 "oracle_kb": oracle,
+                # The device of the sweep (oracle_kb) and of the steps run with it; a --reuse
+                # run keeps it, and records the family step's own in family_options.
+                "device": device,
                 "train": {"nn_cv": rep["nn_cv"], "dt_cv": rep["dt_cv"], "classes": rep["classes"]},
                 "train_file": {"nn_cv": rep_file["nn_cv"], "classes": rep_file["classes"]},
             }
@@ -1124,6 +1191,9 @@ def main(argv=None) -> int:
 
             report["family"] = bench_family.summarize(bench_family.family(s, tb, db, out))
             report["family_options"] = {
+                # The family step's own machine and device (a --reuse report keeps the sweep's).
+                "machine": machine(),
+                "device": device,
                 "progress": s.progress,
                 "fallback_online": s.fallback_online,
                 "leap": s.leap,
@@ -1139,7 +1209,7 @@ def main(argv=None) -> int:
         if "overheads" in steps and s.family:
             from . import bench_family
 
-            members = [m for m in bench_family.FAMILY if m.name in s.family]
+            members = [m for m in bench_family.MEMBERS if m.name in s.family]
             # Merged by member with an earlier run's (--reuse): one member at a time adds up.
             measured = {o["workload"]: o for o in report.get("overheads_family") or [] if isinstance(o, dict)}
             for m in members:
@@ -1174,6 +1244,107 @@ def retrain_only(out: Path, earlier: dict, quick: bool) -> int:
     write_text(out / "report.json", json.dumps(report, indent=2, default=str))
     print(f"retrained; models and report in {out}/", file=sys.stderr)
     return 0
+
+
+#: The device of reports written before --throttle: a loop device over a file on this
+#: machine's disk.
+OLD_DEVICE = {"backing": "ext2/ext3", "throttle": None}
+
+
+def throttle_arg(text: str) -> tuple[int, int]:
+    """``--throttle IOPS,MIBPS``: read IOPS 100 to 1,000,000 and MiB/s 1 to 100,000."""
+    parts = text.split(",")
+    try:
+        iops, mibps = (int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: want IOPS,MIBPS, two integers (e.g. 3000,125)") from None
+    if not 100 <= iops <= 1_000_000 or not 1 <= mibps <= 100_000:
+        raise argparse.ArgumentTypeError(f"{text!r}: want IOPS 100 to 1000000 and MIBPS 1 to 100000")
+    return iops, mibps
+
+
+def fs_type(path: Path) -> str:
+    """The file system type under ``path`` (its nearest existing parent's) as ``stat -f``
+    names it ("tmpfs", "ext2/ext3" for ext4 too: one magic number for the three)."""
+    p = path.absolute()
+    while not p.exists():
+        p = p.parent
+    return sh("stat", "-f", "-c", "%T", p).stdout.strip()
+
+
+#: The device the runs of ``family-runs.csv`` and ``trainset-sweep.csv`` in --out were made
+#: on, written before those steps record their first run (absent: runs before --throttle,
+#: [`OLD_DEVICE`]).
+DEVICE_FILE = "device.json"
+
+
+def stale_runs(out: Path, steps: set[str], earlier: dict, device: dict):
+    """Refuses (ValueError) what a --reuse run in ``out`` would read of runs on a device other
+    than ``device``: sweeps are of the device they ran on, so a run on another makes its own."""
+    recorded = recorded_device(out)
+    stale = [
+        str(out / name)
+        for step, name in (("family", "family-runs.csv"), ("trainset", "trainset-sweep.csv"))
+        if step in steps and (out / name).exists() and recorded != device
+    ]
+    swept_on = earlier.get("device", OLD_DEVICE)
+    if not isinstance(swept_on, dict):
+        raise ValueError(f"{out / 'report.json'}: device is not an object")
+    if {"evaluate", "shared"} & steps and swept_on != device:
+        stale.append(f"{out / 'report.json'}'s oracle_kb")
+    if stale:
+        was = recorded if recorded != device else swept_on
+        raise ValueError(
+            f"{', '.join(stale)}: runs on another device ({describe_device(was)}; this run: "
+            f"{describe_device(device)}); start a new --out with the models and report.json only, and "
+            "no steps that read the sweep step's oracle"
+        )
+
+
+def recorded_device(out: Path) -> dict:
+    path = out / DEVICE_FILE
+    if not path.exists():
+        return OLD_DEVICE
+    try:
+        d = json.loads(read_text(path, 1 << 16))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: {e}") from e
+    if not isinstance(d, dict) or set(d) != {"backing", "throttle"}:
+        raise ValueError(f"{path}: not a device record (want backing and throttle)")
+    return d
+
+
+def device_of(workdir: Path, throttle: tuple[int, int] | None) -> dict:
+    """What the test device is: the file system its image lives on and the blkio limits."""
+    return {"backing": fs_type(workdir), "throttle": list(throttle) if throttle else None}
+
+
+def describe_device(device: dict) -> str:
+    t = device.get("throttle")
+    limit = f", reads held to {t[0]} IOPS and {t[1]} MiB/s" if t else ""
+    return f"a loop device over {device.get('backing')}{limit}"
+
+
+def testbed_room(workdir: Path, s: Settings, throttle: tuple[int, int] | None) -> str | None:
+    """Why the test bed cannot be built as asked (None: it can), checked before anything is."""
+    if throttle and not Path("/sys/fs/cgroup/blkio/blkio.throttle.read_iops_device").exists():
+        return "--throttle: no cgroup v1 blkio controller with throttling (/sys/fs/cgroup/blkio)"
+    if fs_type(workdir) == "tmpfs":
+        # The image's written blocks are memory there: up to its size, beside the workloads'.
+        p = workdir.resolve()
+        while not p.exists():
+            p = p.parent
+        st = os.statvfs(p)
+        free_mb = st.f_bavail * st.f_frsize >> 20
+        meminfo = Path("/proc/meminfo").read_text().splitlines()
+        avail_mb = next(int(x.split()[1]) >> 10 for x in meminfo if x.startswith("MemAvailable:"))
+        need = s.image_mb + s.memory_mb
+        if free_mb < s.image_mb or avail_mb < need:
+            return (
+                f"--workdir {workdir}: on tmpfs the {s.image_mb} MiB image is memory; {free_mb} MiB free there and "
+                f"{avail_mb} MiB of memory available, {need} MiB needed"
+            )
+    return None
 
 
 def reused(earlier: dict, date: str) -> dict:

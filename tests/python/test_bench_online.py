@@ -83,6 +83,18 @@ def test_db_bench_interval_reports_become_operations_per_second():
         bench_family.db_series("readrandom : 1 micros/op", 3)
 
 
+def test_a_db_bench_run_too_slow_to_report_is_taken_as_flat_with_a_note(capsys):
+    # Fewer than 1,000 operations a thread (a scan on a throttled device): db_bench checks its
+    # clock only every 1,000 and prints no interval report; the run's throughput stands for
+    # every second rather than failing the family step.
+    flat = bench_family.db_series_or_flat("seekrandom : 1 micros/op", 61.5, 15, skip_writer=False, name="rangescan")
+    assert flat == [61.5] * 15
+    assert "rangescan: db_bench printed no interval reports" in capsys.readouterr().err
+    reported = bench_family.db_series_or_flat(DB_STDERR, 1.0, 3, skip_writer=True, name="rww")
+    assert reported == bench_family.db_series(DB_STDERR, 3, skip_writer=True)
+    assert capsys.readouterr().err == ""
+
+
 def test_the_learners_decisions_are_read_from_its_log(tmp_path):
     log = tmp_path / "tuner.log"
     lines = [

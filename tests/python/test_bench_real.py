@@ -40,7 +40,8 @@ def _leftovers(workdir: Path) -> list[str]:
     out = subprocess.run(["losetup", "-j", str(workdir / "bench.img")], capture_output=True, text=True).stdout
     if out.strip():
         found.append(out.strip())
-    found += [str(p) for p in Path("/sys/fs/cgroup/memory").glob("iolearn-bench-*")]
+    for controller in ("memory", "blkio"):
+        found += [str(p) for p in Path(f"/sys/fs/cgroup/{controller}").glob("iolearn-bench-*")]
     return found
 
 
@@ -102,12 +103,17 @@ def test_quick_real_benchmark_runs_and_cleans_up(tmp_path, capfd):
         log = (out / "raw" / f"tuner-family-{w}-v3-0.log").read_text()
         assert '"event":"stop"' in log and "readahead_v3.iolm" in log, log[:400]
     assert rep["family_options"] == {
+        "machine": bench_real.machine(),
+        "device": {"backing": bench_real.fs_type(work), "throttle": None},
         "progress": "auto",
         "fallback_online": True,
         "leap": False,
         "kml": False,
         "configs": None,
     }
+    # The sweep's device, and the device of the runs recorded in --out (family, trainset).
+    assert rep["device"] == rep["family_options"]["device"]
+    assert json.loads((out / "device.json").read_text()) == rep["device"]
     assert not (out / "raw" / "fio.json").exists()
     # The online learner on the kernel: vanilla, oracle and learner with a series each; the
     # learner's logs show the tuner ran and stopped; the phase run went through every phase.
@@ -183,6 +189,7 @@ def test_a_crashed_runs_leftovers_are_removed(tmp_path):
                 "mnt": str(work / "mnt"),
                 "device": "",
                 "cgroup": "/sys/fs/cgroup/memory/iolearn-bench-999999999",
+                "blkio": "/sys/fs/cgroup/blkio/iolearn-bench-999999999",
             }
         )
     )
@@ -200,6 +207,8 @@ def test_a_crashed_runs_leftovers_are_removed(tmp_path):
         ("image", str(victim)),
         ("mnt", "/"),
         ("cgroup", str(tmp_path)),
+        ("blkio", str(tmp_path)),
+        ("blkio", "/sys/fs/cgroup/memory/iolearn-bench-1"),
         ("device", "/dev/vda"),
     ]:
         state = {"image": str(work / "bench.img"), "mnt": str(work / "mnt"), "device": "", "cgroup": ""}
@@ -353,6 +362,12 @@ def test_family_members_are_chosen_by_name_and_unknown_ones_refused(capsys):
     assert [w.name for w in bench_family.chosen(s)] == [w.name for w in bench_family.FAMILY]
     s.family = ("rangescan", "grep")
     assert [w.name for w in bench_family.chosen(s)] == ["rangescan", "grep"]
+    # KML's six run only when named; their writers each on a clone of the database.
+    assert not {w.name for w in bench_family.FAMILY} & set(bench_real.WORKLOADS)
+    s.family = ("readseq", "updaterandom", "grep")
+    picked = {w.name: w for w in bench_family.chosen(s)}
+    assert set(picked) == {"readseq", "updaterandom", "grep"}
+    assert picked["updaterandom"].writes and not picked["readseq"].writes and picked["readseq"].kind == "db"
     for bad in ("rangescan,nope", ""):
         with pytest.raises(SystemExit) as e:
             bench_real.main(["--family", bad, "--steps", "family"])
@@ -515,3 +530,103 @@ def test_a_reused_out_of_another_size_or_with_a_corrupt_record_is_refused_before
             bench_real.main(["--reuse", "--steps", step, "--out", str(out), "--workdir", str(work)])
         assert e.value.code == 2 and not work.exists(), step
         assert why in capsys.readouterr().err, step
+
+
+def test_a_throttle_is_checked_and_runs_of_another_device_are_not_reused(tmp_path, capsys):
+    for bad, said in (("3000", "want IOPS,MIBPS"), ("5,1", "want IOPS 100 to"), ("3000,0", "want IOPS 100 to")):
+        with pytest.raises(SystemExit) as e:
+            bench_real.main(["--throttle", bad, "--steps", "family", "--workdir", str(tmp_path / "w")])
+        assert e.value.code == 2
+        assert f"--throttle: '{bad}': {said}" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench_real.main(["--throttle", "3000,125", "--steps", "family", "--leap", "--workdir", str(tmp_path / "w")])
+    assert "--leap: not with --throttle" in capsys.readouterr().err
+    # A report of the old default device (no "device" field) with the family's sweeps beside it:
+    # a throttled run must sweep again, not pick its oracle from runs on another device.
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.json").write_text(json.dumps({"oracle_kb": {"readseq": 1024}}))
+    (out / "family-runs.csv").write_text(
+        "workload,config,repeat,seed,ra_kb,ops,unit\ngrep,sweep,-1,1000,16,[99.0],MB/s\n"
+    )
+    shm = Path("/dev/shm/iolearn-test-absent") if bench_real.fs_type(Path("/dev/shm")) == "tmpfs" else tmp_path
+    for steps, named in (("family", "family-runs.csv"), ("evaluate", "report.json's oracle_kb")):
+        argv = ["--reuse", "--out", str(out), "--steps", steps, "--throttle", "3000,125", "--workdir", str(shm / "w")]
+        with pytest.raises(SystemExit) as e:
+            bench_real.main(argv)
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert named in err and "runs on another device" in err and "reads held to 3000 IOPS" in err, err
+        assert not (shm / "w").exists()
+    # What is checked: the runs' recorded device (device.json, written before a step records
+    # its first run, so an interrupted run resumes) and the sweep's (the report's device).
+    gp3 = bench_real.device_of(shm, (3000, 125))
+    assert gp3["throttle"] == [3000, 125] and gp3["backing"] == bench_real.fs_type(shm)
+    old = {"oracle_kb": {"readseq": 1024}}
+    bench_real.stale_runs(out, {"family"}, old, bench_real.OLD_DEVICE)
+    with pytest.raises(ValueError, match="family-runs.csv: runs on another device"):
+        bench_real.stale_runs(out, {"family"}, old, gp3)
+    (out / "device.json").write_text(json.dumps(gp3))
+    bench_real.stale_runs(out, {"family"}, old, gp3)
+    with pytest.raises(ValueError, match="family-runs.csv: runs on another device"):
+        bench_real.stale_runs(out, {"family"}, old, bench_real.OLD_DEVICE)
+    with pytest.raises(ValueError, match="oracle_kb: runs on another device"):
+        bench_real.stale_runs(out, {"evaluate"}, old, gp3)
+    bench_real.stale_runs(out, {"evaluate"}, {**old, "device": gp3}, gp3)
+    # The same throttle over another file system is another device.
+    elsewhere = {**gp3, "backing": "xfs" if gp3["backing"] != "xfs" else "ext2/ext3"}
+    with pytest.raises(ValueError, match="runs on another device"):
+        bench_real.stale_runs(out, {"family"}, old, elsewhere)
+    for bad in ("[1]", "{", json.dumps({"backing": "tmpfs"})):
+        (out / "device.json").write_text(bad)
+        with pytest.raises(ValueError, match="device.json"):
+            bench_real.stale_runs(out, {"family"}, old, gp3)
+    assert bench_real.fs_type(tmp_path / "not" / "yet") == bench_real.fs_type(tmp_path)
+
+
+@needs_real
+def test_a_throttled_test_bed_holds_its_reads_and_leaves_nothing(tmp_path):
+    if not Path("/sys/fs/cgroup/blkio/blkio.throttle.read_iops_device").exists():
+        pytest.skip("no cgroup v1 blkio throttling")
+    work = tmp_path / "work"
+    seconds = {}
+    # 400 direct 4 KiB reads at 200 a second; 20 direct 1 MiB reads at 10 MiB a second: each
+    # about 2 s; unthrottled, a small fraction of that.
+    for throttle in (None, (200, 1000), (100000, 10)):
+        with bench_real.Testbed(work, 64, 256, throttle) as tb:
+            if throttle:
+                rdev = os.stat(tb.device).st_rdev
+                where = f"{os.major(rdev)}:{os.minor(rdev)}"
+                assert tb.limits() == {
+                    "read_iops_device": f"{where} {throttle[0]}",
+                    "read_bps_device": f"{where} {throttle[1] << 20}",
+                }
+            for size, count in (("4k", 400), ("1M", 20)):
+                t0 = time.monotonic()
+                read = ["dd", f"if={tb.device}", "of=/dev/null", f"bs={size}", f"count={count}", "iflag=direct"]
+                bench_real.sh(*tb.in_cgroup(read))
+                seconds[throttle, size] = time.monotonic() - t0
+            blkio = tb.blkio
+        assert _leftovers(work) == [] and (blkio is None or not blkio.exists())
+    assert 1.2 < seconds[(200, 1000), "4k"] < 3.5 and seconds[(200, 1000), "1M"] < 1, seconds
+    assert 1.2 < seconds[(100000, 10), "1M"] < 3.5 and seconds[(100000, 10), "4k"] < 1, seconds
+    assert seconds[None, "4k"] < 0.5 and seconds[None, "1M"] < 0.5, seconds
+
+
+def test_a_test_bed_that_fails_half_built_is_taken_down(tmp_path, monkeypatch):
+    # No root needed: the build fails at its first command, after the journal was written.
+    work = tmp_path / "work"
+    tb = bench_real.Testbed(work, 64, 256, (3000, 125))
+    calls = []
+
+    def failing(self):
+        calls.append("build")
+        (work / "bench.img").write_bytes(b"half")
+        raise RuntimeError("losetup failed")
+
+    monkeypatch.setattr(bench_real.Testbed, "_build", failing)
+    with pytest.raises(RuntimeError, match="losetup failed"):
+        with tb:
+            pass
+    assert calls == ["build"]
+    assert not (work / "bench.img").exists() and not (work / "testbed.json").exists()
