@@ -1326,15 +1326,13 @@ def describe_device(device: dict) -> str:
 
 
 def testbed_room(workdir: Path, s: Settings, throttle: tuple[int, int] | None) -> str | None:
-    """Why the test bed cannot be built as asked (None: it can), checked before anything is."""
+    """Why the test bed cannot be built as asked (None: it can), checked before anything is
+    built and after ``workdir`` is made."""
     if throttle and not Path("/sys/fs/cgroup/blkio/blkio.throttle.read_iops_device").exists():
         return "--throttle: no cgroup v1 blkio controller with throttling (/sys/fs/cgroup/blkio)"
     if fs_type(workdir) == "tmpfs":
         # The image's written blocks are memory there: up to its size, beside the workloads'.
-        p = workdir.resolve()
-        while not p.exists():
-            p = p.parent
-        st = os.statvfs(p)
+        st = os.statvfs(workdir)
         free_mb = st.f_bavail * st.f_frsize >> 20
         meminfo = Path("/proc/meminfo").read_text().splitlines()
         avail_mb = next(int(x.split()[1]) >> 10 for x in meminfo if x.startswith("MemAvailable:"))
