@@ -95,8 +95,8 @@ def decisions(log: Path, start_kb: int) -> list[tuple[int, int]]:
 def learner(tb: br.Testbed, log: Path, state: Path, progress: str = "cpu"):
     """The tuner with the online learner deciding the device's value, watching the cgroup and
     judging by ``progress`` (``iolearn tune readahead --progress``)."""
-    # --verbose: a line a window with its progress and value, to see the spread verdicts face.
-    extra = ["--progress", progress, "--verbose"]
+    # tuner_helper passes --verbose: a line a window with its progress and value.
+    extra = ["--progress", progress]
     return br.tuner_helper(tb, None, "device", log, state, controller="online", extra=extra)
 
 

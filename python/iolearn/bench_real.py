@@ -479,7 +479,8 @@ def tuner_helper(
     watching the test bed's cgroup; ``extra`` options last."""
     chooser = ["--model", str(model)] if model is not None else ["--controller", controller]
     argv = iolearn_cmd() + ["tune", "readahead", "--device", tb.name] + chooser
-    argv += ["--cgroup", str(tb.cgroup), "--state-dir", str(state), "--log-format", "json"]
+    # --verbose: every window's value and the progress the guardrail judged by, in the log.
+    argv += ["--cgroup", str(tb.cgroup), "--state-dir", str(state), "--log-format", "json", "--verbose"]
     if scope != "device":
         argv.append(f"--per-{scope}")
     if dry_run:

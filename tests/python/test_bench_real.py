@@ -91,6 +91,8 @@ def test_quick_real_benchmark_runs_and_cleans_up(tmp_path, capfd):
         for c in ("nn", "nn_file"):
             log = (out / "raw" / f"tuner-family-{w}-{c}-0.log").read_text()
             assert '"event":"stop"' in log and '"progress":"auto"' in log, log[:400]
+            # Every window's value and progress, for reading the guardrail's verdicts after.
+            assert '"event":"window"' in log, log[:400]
             # The fallback to the online learner per device only (the tuner refuses it per file).
             assert f'"fallback_online":{str(c == "nn").lower()}' in log, log[:400]
     # The scale-free model: trained on the training family's sweep (none of the test family),

@@ -59,7 +59,9 @@ fn mean(seen: &[u64], f: impl Fn(u64) -> f64) -> f64 {
 
 #[test]
 fn a_worse_setting_is_reverted_and_the_reason_logged() {
-    // 1024 KiB is 10% worse than vanilla: not below the abort bar, so judged on a full block.
+    // 1024 KiB is 10% worse than vanilla: not below the abort bar, but below every vanilla
+    // window by more than they spread (none) and the tolerance, counted by the application.
+    // A raise pays only after a second or two: two settled windows tell it.
     let f = |kb: u64| if kb == 1024 { 90.0 } else { 100.0 };
     let mut g = guarded(Static::new(1024));
     let mut dev = Device { kb: 128, sets: 0 };
@@ -69,19 +71,165 @@ fn a_worse_setting_is_reverted_and_the_reason_logged() {
     assert_eq!(first.kind, GuardEventKind::Reverted, "{ev:?}");
     // A loss of progress, logged as one (the value read four times vanilla's pages per page
     // used too: waste is judged only where progress passes).
-    assert!(first.reason.starts_with("progress "), "{}", first.reason);
+    assert!(
+        first.reason.starts_with("below every vanilla window"),
+        "{}",
+        first.reason
+    );
     assert!(
         first.reason.contains("-10.0%") && first.reason.contains("pages read per page used"),
         "{}",
         first.reason
     );
-    // Vanilla first (1 + 3 windows), then 1024 for settle + block (4), then back.
+    // Vanilla first (1 + 3 windows), then 1024 for settle + two windows, then back.
     assert_eq!(seen[..4], [128; 4]);
-    assert_eq!(seen[4..8], [1024; 4]);
-    assert_eq!(seen[8], 128, "{seen:?}");
+    assert_eq!(seen[4..7], [1024; 3]);
+    assert_eq!(seen[7], 128, "{seen:?}");
     // Retried after doubling backoffs only: never worse than 0.98 of vanilla over the run.
     assert!(mean(&seen, f) >= 0.98 * 100.0, "{}", mean(&seen, f));
     assert!(ev.iter().all(|e| e.kind == GuardEventKind::Reverted));
+}
+
+#[test]
+fn a_loss_within_the_spread_of_vanilla_s_windows_is_judged_on_a_whole_block() {
+    // Vanilla's windows spread by 10% about no line (95, 105, 98 on the block): a value 8%
+    // worse stays below none of them by more than twice that spread, and is judged on a block
+    // of three, its first window (87.4) alone not being a loss told from noise.
+    let mut g = guarded(Static::new(64));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run_by_window(&mut g, &mut dev, 30, |kb, i| {
+        let wobble = [100.0, 95.0, 105.0, 98.0][i % 4];
+        if kb == 64 {
+            wobble * 0.92
+        } else {
+            wobble
+        }
+    });
+    assert_eq!(seen[4..8], [64; 4], "{seen:?}");
+    assert_eq!(seen[8], 128, "{seen:?}");
+    assert_eq!(g.take_events()[0].kind, GuardEventKind::Reverted);
+}
+
+/// Run `ctl` for `windows` on a device whose progress in window `i` is `f(kb, i)`, counted by
+/// the kernel in pages read (`--progress auto`: resolution one page); returns the device's
+/// value in each window.
+fn run_by_window(ctl: &mut Guarded, dev: &mut Device, windows: usize, f: impl Fn(u64, usize) -> f64) -> Vec<u64> {
+    let mut seen = Vec::new();
+    for i in 0..windows {
+        seen.push(dev.kb);
+        let w = WindowFeatures {
+            outcome: Outcome {
+                read_ahead_kb: Some(dev.kb),
+                ..pages_read(f(dev.kb, i), 1.0)
+            },
+            ..WindowFeatures::default()
+        };
+        ctl.decide(&w, dev);
+    }
+    seen
+}
+
+#[test]
+fn a_loss_hidden_by_a_rising_workload_is_caught_after_one_window_and_vanilla_again() {
+    // fio's half-sequential half-random job on a throttled device in memory (2026-11-27):
+    // vanilla's throughput rises about 1% a window as the cache fills, and 64 KiB is 7% below
+    // vanilla at the same time. Against the first vanilla block, 64 KiB showed -3%, and a
+    // whole block of it left the cache behind for the rest of the run (0.97x vanilla). One
+    // settled window below every vanilla window sends the guardrail back to vanilla at once;
+    // the window is below vanilla's next block too, and the value is reverted (A-B-A).
+    let rising = |kb: u64, i: usize| {
+        let v = 14_000.0 * (1.0 + 0.011 * i as f64);
+        if kb == 64 {
+            v * 0.93
+        } else {
+            v
+        }
+    };
+    let mut g = guarded(Static::new(64));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run_by_window(&mut g, &mut dev, 15, rising);
+    assert_eq!(seen[4..6], [64; 2], "{seen:?}");
+    assert_eq!(seen[6..], [128; 9], "{seen:?}");
+    let ev = g.take_events();
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!(ev[0].kind, GuardEventKind::Reverted);
+    assert!(
+        ev[0].reason.starts_with("below every vanilla window"),
+        "{}",
+        ev[0].reason
+    );
+
+    // Rising faster (1.8% a window) with a smaller loss (5%): the value's first window is
+    // above vanilla's lowest, and its block would pass (+1.7% against the block before), but
+    // it is below vanilla's line carried forward; vanilla measured again confirms it.
+    let steep = |kb: u64, i: usize| {
+        let v = 3_300.0 + 60.0 * i as f64;
+        if kb == 64 {
+            v * 0.95
+        } else {
+            v
+        }
+    };
+    let mut g = guarded(Static::new(64));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run_by_window(&mut g, &mut dev, 15, steep);
+    assert_eq!(seen[4..6], [64; 2], "{seen:?}");
+    assert_eq!(seen[6..], [128; 9], "{seen:?}");
+    assert_eq!(g.take_events()[0].kind, GuardEventKind::Reverted);
+    // The same value where vanilla is flat is a plain 5% loss, below vanilla's windows.
+    let mut g = guarded(Static::new(64));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run_by_window(&mut g, &mut dev, 15, |kb, _| steep(kb, 0));
+    assert_eq!(seen[4..6], [64; 2], "{seen:?}");
+    assert_eq!(seen[6..], [128; 9], "{seen:?}");
+    assert_eq!(g.take_events()[0].kind, GuardEventKind::Reverted);
+
+    // A workload that slows on its own (1.5% a window) is no loss of a value that does as
+    // well as vanilla would: vanilla's falling line is carried forward, and the value is
+    // judged on a whole block.
+    let falling = |_: u64, i: usize| 14_000.0 * (1.0 - 0.015 * i as f64);
+    let mut g = guarded(Static::new(64));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run_by_window(&mut g, &mut dev, 8, falling);
+    assert_eq!(seen[4..8], [64; 4], "{seen:?}");
+}
+
+#[test]
+fn a_window_short_by_clock_tick_noise_is_judged_on_a_whole_block() {
+    // A light reader: ten ticks of its own code a window under vanilla, eight at 16 KiB (one
+    // process, counted in ticks). Two ticks short is within chance (three times the square
+    // root of ten): the value is judged on a block, not on its first window.
+    let mut g = guarded(Static::new(16));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run_processes(&mut g, &mut dev, 12, |kb| vec![if kb == 16 { 0.08 } else { 0.10 }]);
+    assert_eq!(seen[4..8], [16; 4], "{seen:?}");
+    assert_eq!(seen[8], 128, "{seen:?}");
+}
+
+#[test]
+fn a_first_window_that_vanilla_measured_again_does_not_confirm_is_looked_at_once() {
+    // A workload that slows 1.5% a window, and a value 4% below vanilla at the same time:
+    // its first window is below vanilla's falling line, vanilla measured again (lower still)
+    // does not confirm it, and the decision is then judged on a block of its own, not sent
+    // back to vanilla every other window for ever.
+    let falling = |kb: u64, i: usize| {
+        let v = 14_000.0 * (1.0 - 0.015 * i as f64);
+        if kb == 64 {
+            v * 0.96
+        } else {
+            v
+        }
+    };
+    let mut g = guarded(Static::new(64));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run_by_window(&mut g, &mut dev, 30, falling);
+    let ev = g.take_events();
+    let resumed = ev.iter().filter(|e| e.reason.starts_with("windows below")).count();
+    assert!(resumed <= 1, "{resumed} looks: {ev:?} {seen:?}");
+    assert!(
+        ev.iter().any(|e| !e.reason.starts_with("windows below")),
+        "never judged on a block: {ev:?} {seen:?}"
+    );
 }
 
 #[test]
@@ -244,6 +392,26 @@ impl<F: Fn(u64) -> u64 + Send> ReadaheadController for Schedule<F> {
             knobs.set_device_read_ahead_kb(kb);
         }
     }
+}
+
+#[test]
+fn a_controller_that_changes_its_mind_every_window_and_loses_clearly_is_judged_in_a_block() {
+    // KML's per-file model on a range scan (2026-11-27): a new value for one file or another
+    // every window, each 25% below vanilla (above the collapse bar), counted in pages. No
+    // decision lasts a settled window, and the controller as a whole was judged only after
+    // 12 windows; its last block clearly below vanilla takes it back after three.
+    let mut g = guarded(Schedule {
+        kb: |w| if w % 2 == 0 { 256 } else { 512 },
+        window: 0,
+    });
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run_by_window(&mut g, &mut dev, 20, |kb, _| if kb == 128 { 10_000.0 } else { 7_500.0 });
+    let tuned = seen[4..].iter().take_while(|&&kb| kb != 128).count();
+    assert!(tuned <= 3, "{tuned} windows before vanilla: {seen:?}");
+    let ev = g.take_events();
+    assert_eq!(ev[0].kind, GuardEventKind::Reverted, "{ev:?}");
+    // Both values backed off as a whole: vanilla for the rest of these windows.
+    assert!(seen[4 + tuned..].iter().all(|&kb| kb == 128), "{seen:?}");
 }
 
 #[test]
