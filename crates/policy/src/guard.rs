@@ -881,11 +881,7 @@ impl Guarded {
             }
             Phase::Baseline if measured => {
                 self.vanilla_at = w;
-                self.tuned.clear();
-                self.unjudged.clear();
-                self.judged = None;
-                self.phase = Phase::Tuned;
-                self.switch(Arm::Tuned, knobs);
+                self.start_tuned(knobs);
             }
             Phase::Tuned => {
                 if self.wants.is_vanilla(self.vanilla_kb) {
@@ -1047,11 +1043,7 @@ impl Guarded {
                 // controller that keeps flipping goes through vanilla's block). A learner that
                 // stepped to a worse neighbour climbs on at once.
                 self.quick = false;
-                self.tuned.clear();
-                self.unjudged.clear();
-                self.judged = None;
-                self.phase = Phase::Tuned;
-                self.switch(Arm::Tuned, knobs);
+                self.start_tuned(knobs);
             }
             Phase::Backoff if !self.backed_off(w) => {
                 self.quick = false;
@@ -1142,6 +1134,15 @@ impl Guarded {
         } else {
             self.check(t, full, knobs);
         }
+    }
+
+    /// The controller's decision in force, unjudged, against the vanilla block just measured.
+    fn start_tuned(&mut self, knobs: &mut dyn ReadaheadKnobs) {
+        self.tuned.clear();
+        self.unjudged.clear();
+        self.judged = None;
+        self.phase = Phase::Tuned;
+        self.switch(Arm::Tuned, knobs);
     }
 
     /// Back to the controller after a check, measuring its decision afresh.

@@ -1,7 +1,7 @@
 //! The guardrail on a synthetic device whose progress is a known function of readahead.
 
 use iolearn_policy::controller::{PerProcess, ReadaheadController, ReadaheadKnobs, Static, Vanilla};
-use iolearn_policy::guard::{Arm, GuardConfig, GuardEventKind, Guarded};
+use iolearn_policy::guard::{Arm, GuardConfig, GuardEvent, GuardEventKind, Guarded};
 use iolearn_policy::online::{Online, OnlineConfig};
 use iolearn_policy::readahead::{Outcome, WindowFeatures};
 use iolearn_policy::steady::Steady;
@@ -129,6 +129,23 @@ fn run_by_window(ctl: &mut Guarded, dev: &mut Device, windows: usize, f: impl Fn
     seen
 }
 
+/// 64 KiB asked for over 15 windows of a workload whose progress under vanilla in window `i`
+/// is `start + per_window * i` pages, and `share` of that at 64 KiB; the device's value in each
+/// window and the guardrail's verdicts.
+fn sixty_four_on_a_line(start: f64, per_window: f64, share: f64) -> (Vec<u64>, Vec<GuardEvent>) {
+    let mut g = guarded(Static::new(64));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run_by_window(&mut g, &mut dev, 15, |kb, i| {
+        let v = start + per_window * i as f64;
+        if kb == 64 {
+            v * share
+        } else {
+            v
+        }
+    });
+    (seen, g.take_events())
+}
+
 #[test]
 fn a_loss_hidden_by_a_rising_workload_is_caught_after_one_window_and_vanilla_again() {
     // fio's half-sequential half-random job on a throttled device in memory (2026-11-27):
@@ -137,20 +154,9 @@ fn a_loss_hidden_by_a_rising_workload_is_caught_after_one_window_and_vanilla_aga
     // whole block of it left the cache behind for the rest of the run (0.97x vanilla). One
     // settled window below every vanilla window sends the guardrail back to vanilla at once;
     // the window is below vanilla's next block too, and the value is reverted (A-B-A).
-    let rising = |kb: u64, i: usize| {
-        let v = 14_000.0 * (1.0 + 0.011 * i as f64);
-        if kb == 64 {
-            v * 0.93
-        } else {
-            v
-        }
-    };
-    let mut g = guarded(Static::new(64));
-    let mut dev = Device { kb: 128, sets: 0 };
-    let seen = run_by_window(&mut g, &mut dev, 15, rising);
+    let (seen, ev) = sixty_four_on_a_line(14_000.0, 154.0, 0.93);
     assert_eq!(seen[4..6], [64; 2], "{seen:?}");
     assert_eq!(seen[6..], [128; 9], "{seen:?}");
-    let ev = g.take_events();
     assert_eq!(ev.len(), 1, "{ev:?}");
     assert_eq!(ev[0].kind, GuardEventKind::Reverted);
     assert!(
@@ -162,27 +168,13 @@ fn a_loss_hidden_by_a_rising_workload_is_caught_after_one_window_and_vanilla_aga
     // Rising faster (1.8% a window) with a smaller loss (5%): the value's first window is
     // above vanilla's lowest, and its block would pass (+1.7% against the block before), but
     // it is below vanilla's line carried forward; vanilla measured again confirms it.
-    let steep = |kb: u64, i: usize| {
-        let v = 3_300.0 + 60.0 * i as f64;
-        if kb == 64 {
-            v * 0.95
-        } else {
-            v
-        }
-    };
-    let mut g = guarded(Static::new(64));
-    let mut dev = Device { kb: 128, sets: 0 };
-    let seen = run_by_window(&mut g, &mut dev, 15, steep);
-    assert_eq!(seen[4..6], [64; 2], "{seen:?}");
-    assert_eq!(seen[6..], [128; 9], "{seen:?}");
-    assert_eq!(g.take_events()[0].kind, GuardEventKind::Reverted);
     // The same value where vanilla is flat is a plain 5% loss, below vanilla's windows.
-    let mut g = guarded(Static::new(64));
-    let mut dev = Device { kb: 128, sets: 0 };
-    let seen = run_by_window(&mut g, &mut dev, 15, |kb, _| steep(kb, 0));
-    assert_eq!(seen[4..6], [64; 2], "{seen:?}");
-    assert_eq!(seen[6..], [128; 9], "{seen:?}");
-    assert_eq!(g.take_events()[0].kind, GuardEventKind::Reverted);
+    for per_window in [60.0, 0.0] {
+        let (seen, ev) = sixty_four_on_a_line(3_300.0, per_window, 0.95);
+        assert_eq!(seen[4..6], [64; 2], "{per_window}: {seen:?}");
+        assert_eq!(seen[6..], [128; 9], "{per_window}: {seen:?}");
+        assert_eq!(ev[0].kind, GuardEventKind::Reverted);
+    }
 
     // A workload that slows on its own (1.5% a window) is no loss of a value that does as
     // well as vanilla would: vanilla's falling line is carried forward, and the value is
