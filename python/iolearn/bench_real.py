@@ -472,15 +472,25 @@ def probe_helper(tb: Testbed, out: Path, per_file: bool) -> tuple[list[str], Pat
 
 
 def tuner_helper(
-    tb: Testbed, model: Path | None, scope: str, log: Path, state: Path, dry_run=False, controller=None, extra=()
+    tb: Testbed,
+    model: Path | None,
+    scope: str,
+    log: Path,
+    state: Path,
+    dry_run=False,
+    controller=None,
+    extra=(),
+    verbose=True,
 ):
     """The tuner deciding per ``scope`` (``device``, ``file`` or ``description``) with
     ``model``, or with ``controller`` (``online``, ``static:KB``...) when no model is given,
-    watching the test bed's cgroup; ``extra`` options last."""
+    watching the test bed's cgroup; ``extra`` options last. ``verbose``: every window's value
+    and the progress the guardrail judged by, in the log."""
     chooser = ["--model", str(model)] if model is not None else ["--controller", controller]
     argv = iolearn_cmd() + ["tune", "readahead", "--device", tb.name] + chooser
-    # --verbose: every window's value and the progress the guardrail judged by, in the log.
-    argv += ["--cgroup", str(tb.cgroup), "--state-dir", str(state), "--log-format", "json", "--verbose"]
+    argv += ["--cgroup", str(tb.cgroup), "--state-dir", str(state), "--log-format", "json"]
+    if verbose:
+        argv.append("--verbose")
     if scope != "device":
         argv.append(f"--per-{scope}")
     if dry_run:
@@ -807,7 +817,8 @@ def overheads(s: Settings, tb: Testbed, db: Path, out: Path, member=None) -> dic
                 log = out / "raw" / f"overhead-{tag}{config}-{i}.log"
                 # The options the family step's per-device tuner runs with (--progress ...).
                 extra = bf.tuner_options(s, per_file=False) if member else []
-                argv, _ = tuner_helper(tb, model, "device", log, state, True, extra=extra)
+                # The tuner as users run it (no line a window): its cost is what is measured.
+                argv, _ = tuner_helper(tb, model, "device", log, state, True, extra=extra, verbose=False)
                 got, c, wl = one((argv + configs[config], log), i + 1)
                 ops[config].append(got)
                 if config == "dry":

@@ -65,6 +65,9 @@ def test_quick_real_benchmark_runs_and_cleans_up(tmp_path, capfd):
     assert o["watching_every_window"]["windows"] > 0 and o["windows"] > 0
     assert o["watching_every_window"]["rested_windows"] == 0
     assert len(o["ratios"]) == 1 and o["ratios"][0] > 0
+    # The tuner whose cost is measured runs as users run it, without a log line a window.
+    overhead_logs = list((out / "raw").glob("overhead-*.log"))
+    assert overhead_logs and not any('"event":"window"' in p.read_text() for p in overhead_logs)
     # Two processes on one database: every configuration ran, and per description the tuner
     # gave a process's descriptions values of their own.
     configs = {r["config"] for r in rep["shared"]}

@@ -265,19 +265,21 @@ impl Wants {
         usize::from(self.device.is_some()) + self.files.len() + self.descriptions.len() + self.new_files.len()
     }
 
+    /// Whether every target's value satisfies `ok`.
+    fn all(&self, ok: impl Fn(u64) -> bool) -> bool {
+        self.device.is_none_or(&ok)
+            && self.files.values().all(|&kb| ok(kb))
+            && self.descriptions.values().all(|&kb| ok(kb))
+            && self.new_files.values().all(|&kb| ok(kb))
+    }
+
     /// Whether no target is above `kb`.
     fn at_most(&self, kb: u64) -> bool {
-        self.device.is_none_or(|v| v <= kb)
-            && self.files.values().all(|&v| v <= kb)
-            && self.descriptions.values().all(|&v| v <= kb)
-            && self.new_files.values().all(|&v| v <= kb)
+        self.all(|v| v <= kb)
     }
 
     fn is_vanilla(&self, vanilla_kb: u64) -> bool {
-        self.device.is_none_or(|kb| kb == vanilla_kb)
-            && self.files.values().all(|&kb| kb == vanilla_kb)
-            && self.descriptions.values().all(|&kb| kb == vanilla_kb)
-            && self.new_files.values().all(|&kb| kb == vanilla_kb)
+        self.all(|kb| kb == vanilla_kb)
     }
 }
 
@@ -416,9 +418,8 @@ pub struct Guarded {
     /// ones and earlier decisions included: a controller that changes its mind faster than a
     /// block is judged on these, as a whole.
     unjudged: Vec<Outcome>,
-    /// What a vanilla check is for: the windows to judge, whether they are a full block of one
-    /// decision, and the decision.
-    pending: Option<(Vec<Outcome>, bool, Wants, u64)>,
+    /// What a vanilla check is for.
+    pending: Option<Pending>,
     /// The controller as a whole is held on vanilla until this window (a churning
     /// controller's loss is not one value's).
     all_until: u64,
@@ -581,8 +582,8 @@ impl Guarded {
         if let Some(j) = self.judged.as_mut() {
             j.retain(keep);
         }
-        if let Some((_, _, w, _)) = self.pending.as_mut() {
-            w.retain(keep);
+        if let Some(p) = self.pending.as_mut() {
+            p.wanted.retain(keep);
         }
         if let Some(u) = self.unconfirmed.as_mut() {
             u.retain(keep);
@@ -590,11 +591,12 @@ impl Guarded {
     }
 
     /// How many targets the guardrail remembers (the decision asked for, the one judged, the
-    /// one a check is for, processes' backoffs).
+    /// one a check is for, the one a check did not confirm, processes' backoffs).
     pub fn remembered(&self) -> usize {
         self.wants.len()
             + self.judged.as_ref().map_or(0, Wants::len)
-            + self.pending.as_ref().map_or(0, |p| p.2.len())
+            + self.pending.as_ref().map_or(0, |p| p.wanted.len())
+            + self.unconfirmed.as_ref().map_or(0, Wants::len)
             + self.process_backoffs.len()
     }
 
@@ -902,17 +904,20 @@ impl Guarded {
                 } else {
                     Vec::new()
                 };
-                let clear = !recent.is_empty()
-                    && self
-                        .compare(cfg, &recent)
-                        .is_some_and(|c| c.clear && c.relative >= cfg.abort);
-                // Below vanilla's rising line carried forward: vanilla measured again at once
-                // decides (fio's mixed job: 64 KiB 6% below the line, 2% below the block).
+                let early = if recent.is_empty() {
+                    None
+                } else {
+                    self.compare(cfg, &recent)
+                };
+                let clear = early.as_ref().is_some_and(|c| c.clear && c.relative >= cfg.abort);
+                // Below vanilla's rising line carried forward, though passing: vanilla measured
+                // again at once decides (fio's mixed job: 64 KiB 6% below the line, 2% below
+                // the block).
                 let suspect = !clear
                     && adjacent
                     && !recent.is_empty()
-                    && self.below_vanilla(cfg, &recent, true)
-                    && self.passes(cfg, &recent);
+                    && early.is_none_or(|c| c.keep)
+                    && self.below_vanilla(cfg, &recent, true);
                 // A window below the collapse bar by more than noise, or a second one in a row
                 // (one clearly below vanilla but above the bar is the rule above's).
                 let below = !clear
@@ -983,7 +988,13 @@ impl Guarded {
             }
             Phase::Check if measured => {
                 self.vanilla_at = w;
-                let Some((t, full, wanted, at)) = self.pending.take() else {
+                let Some(Pending {
+                    windows: t,
+                    full,
+                    wanted,
+                    at,
+                }) = self.pending.take()
+                else {
                     self.resume(knobs);
                     return;
                 };
@@ -1353,23 +1364,16 @@ impl Guarded {
                 .collect();
             vanilla.is_some_and(|v| !rates.is_empty() && below_every(&v, since, margin, &rates, rising))
         };
-        let pids: BTreeSet<u32> = self.vanilla.iter().flat_map(|o| o.by_process.keys().copied()).collect();
-        if pids.len() < 2 {
+        let Some((amounts, _)) = Outcome::process_sums(&self.vanilla) else {
+            return false;
+        };
+        if amounts.len() < 2 {
             return below(&Outcome::progress);
         }
-        // Processes that progressed over vanilla's block by enough units to be judged alone.
-        let least =
-            crate::readahead::MIN_RESOLUTION_UNITS * self.vanilla.iter().map(|o| o.resolution).fold(0.0, f64::max);
-        let counted: Vec<u32> = pids
+        let counted: Vec<u32> = amounts
             .into_iter()
-            .filter(|pid| {
-                let amount: f64 = self
-                    .vanilla
-                    .iter()
-                    .map(|o| o.by_process.get(pid).copied().unwrap_or(0.0))
-                    .sum();
-                amount > 0.0 && amount >= least
-            })
+            .filter(|&(_, a)| Outcome::counts_alone(a, &self.vanilla))
+            .map(|(pid, _)| pid)
             .collect();
         !counted.is_empty()
             && counted
@@ -1389,7 +1393,12 @@ impl Guarded {
     /// Measure vanilla again, then judge `t` (`full`: a whole block of the current decision)
     /// against it.
     fn check(&mut self, t: Vec<Outcome>, full: bool, knobs: &mut dyn ReadaheadKnobs) {
-        self.pending = Some((t, full, self.wants.clone(), self.window));
+        self.pending = Some(Pending {
+            windows: t,
+            full,
+            wanted: self.wants.clone(),
+            at: self.window,
+        });
         self.vanilla.clear();
         self.phase = Phase::Check;
         self.switch(Arm::Vanilla, knobs);
@@ -1440,6 +1449,19 @@ impl Guarded {
         self.interval = cfg.first_interval;
         self.switch(Arm::Vanilla, knobs);
     }
+}
+
+/// What a vanilla check is for ([`Guarded::check`]).
+#[derive(Debug, Clone)]
+struct Pending {
+    /// The controller's windows to judge against vanilla measured now.
+    windows: Vec<Outcome>,
+    /// Whether they are a whole block of one decision.
+    full: bool,
+    /// The decision they measured.
+    wanted: Wants,
+    /// The window they end at (vanilla's line is carried back to it, `clearly_below`).
+    at: u64,
 }
 
 /// A judgement of the controller's windows against vanilla's ([`Guarded::compare`]).
@@ -1493,8 +1515,9 @@ struct Margin {
     units_per_rate: f64,
 }
 
-/// Whether every rate of `tuned` is below the rates of a vanilla block (one window apart,
-/// the last `since` windows before the one judged) by more than `tolerance` of their median
+/// Whether every rate of `tuned` is below the rates of a vanilla block (one window apart;
+/// `tuned` ends `since` windows after the block's last, negative: before it) by
+/// more than `tolerance` of their median
 /// and twice their spread about their least-squares line (and the count's own noise, see
 /// [`Margin`]): below the lowest of them, and below
 /// the line carried forward where it falls; with `rising`, below the line carried forward

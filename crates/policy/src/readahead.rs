@@ -325,26 +325,13 @@ impl Outcome {
     /// reverted a decision worth 1.4x. Sums rather than medians: a random reader's user time
     /// is a few clock ticks per window, and a median of three such windows is as coarse as one.
     pub fn relative_progress(tuned: &[Outcome], vanilla: &[Outcome]) -> Option<RelativeProgress> {
-        // Each process's amount and the seconds measured.
-        let sums = |side: &[Outcome]| {
-            let mut amount: BTreeMap<u32, f64> = BTreeMap::new();
-            let mut seconds = 0.0;
-            for o in side.iter().filter(|o| o.progress().is_some()) {
-                seconds += o.seconds;
-                for (&pid, &a) in &o.by_process {
-                    *amount.entry(pid).or_default() += a;
-                }
-            }
-            (seconds > 0.0).then_some((amount, seconds))
-        };
-        let ((t, ts), (v, vs)) = (sums(tuned)?, sums(vanilla)?);
+        let ((t, ts), (v, vs)) = (Self::process_sums(tuned)?, Self::process_sums(vanilla)?);
         if v.len() < 2 {
             return None; // one process: the median of its windows
         }
-        let least = MIN_RESOLUTION_UNITS * vanilla.iter().map(|o| o.resolution).fold(0.0, f64::max);
         let ratios: Vec<(u32, f64, f64)> = v
             .iter()
-            .filter(|(_, &a)| a > 0.0 && a >= least && a.is_finite())
+            .filter(|(_, &a)| Self::counts_alone(a, vanilla))
             .map(|(&pid, &a)| (pid, t.get(&pid).copied().unwrap_or(0.0) / ts / (a / vs), a / vs))
             .collect();
         if ratios.is_empty() {
@@ -352,6 +339,27 @@ impl Outcome {
         }
         let mean = ratios.iter().map(|r| r.1).sum::<f64>() / ratios.len() as f64;
         mean.is_finite().then_some(RelativeProgress { mean, ratios })
+    }
+
+    /// Each watched process's progress summed over the windows of `side` that measured
+    /// something, and their seconds; `None` where none did.
+    pub(crate) fn process_sums(side: &[Outcome]) -> Option<(BTreeMap<u32, f64>, f64)> {
+        let mut amount: BTreeMap<u32, f64> = BTreeMap::new();
+        let mut seconds = 0.0;
+        for o in side.iter().filter(|o| o.progress().is_some()) {
+            seconds += o.seconds;
+            for (&pid, &a) in &o.by_process {
+                *amount.entry(pid).or_default() += a;
+            }
+        }
+        (seconds > 0.0).then_some((amount, seconds))
+    }
+
+    /// Whether a process whose progress over `vanilla` summed to `amount` is judged on its own:
+    /// by [`MIN_RESOLUTION_UNITS`] of the outcomes' resolution at least.
+    pub(crate) fn counts_alone(amount: f64, vanilla: &[Outcome]) -> bool {
+        let least = MIN_RESOLUTION_UNITS * vanilla.iter().map(|o| o.resolution).fold(0.0, f64::max);
+        amount > 0.0 && amount >= least && amount.is_finite()
     }
 
     /// Pages read per page used (readahead waste when well above 1).

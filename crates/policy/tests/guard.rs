@@ -114,19 +114,7 @@ fn a_loss_within_the_spread_of_vanilla_s_windows_is_judged_on_a_whole_block() {
 /// the kernel in pages read (`--progress auto`: resolution one page); returns the device's
 /// value in each window.
 fn run_by_window(ctl: &mut Guarded, dev: &mut Device, windows: usize, f: impl Fn(u64, usize) -> f64) -> Vec<u64> {
-    let mut seen = Vec::new();
-    for i in 0..windows {
-        seen.push(dev.kb);
-        let w = WindowFeatures {
-            outcome: Outcome {
-                read_ahead_kb: Some(dev.kb),
-                ..pages_read(f(dev.kb, i), 1.0)
-            },
-            ..WindowFeatures::default()
-        };
-        ctl.decide(&w, dev);
-    }
-    seen
+    run_outcomes_by_window(ctl, dev, windows, |kb, i| pages_read(f(kb, i), 1.0))
 }
 
 /// 64 KiB asked for over 15 windows of a workload whose progress under vanilla in window `i`
@@ -1212,13 +1200,23 @@ fn ticks_and_waste(ticks: f64, read_per_used: f64) -> Outcome {
 /// Run `ctl` over `windows` windows whose outcome at a value is `at(kb)`; returns the device's
 /// value in each window.
 fn run_outcomes(ctl: &mut Guarded, dev: &mut Device, windows: usize, at: impl Fn(u64) -> Outcome) -> Vec<u64> {
+    run_outcomes_by_window(ctl, dev, windows, |kb, _| at(kb))
+}
+
+/// [`run_outcomes`] with the outcome at a value in window `i` `at(kb, i)`.
+fn run_outcomes_by_window(
+    ctl: &mut Guarded,
+    dev: &mut Device,
+    windows: usize,
+    at: impl Fn(u64, usize) -> Outcome,
+) -> Vec<u64> {
     let mut seen = Vec::new();
-    for _ in 0..windows {
+    for i in 0..windows {
         seen.push(dev.kb);
         let w = WindowFeatures {
             outcome: Outcome {
                 read_ahead_kb: Some(dev.kb),
-                ..at(dev.kb)
+                ..at(dev.kb, i)
             },
             ..WindowFeatures::default()
         };
