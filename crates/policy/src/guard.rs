@@ -31,7 +31,12 @@
 //! ratios). Where the decision is per process (open file descriptions), a process that loses
 //! more than `harm` while the mean passes, or collapses in one window while another does not,
 //! is put back to vanilla alone for a backoff ([`GuardEventKind::ProcessReverted`]); the
-//! others keep their values.
+//! others keep their values. Where the decision is per device, a process that loses more than
+//! the tolerance (or its count's noise) while the mean passes is put back alone the same way,
+//! its files given vanilla's value of their own (`Guarded::harm_bar`).
+//!
+//! A kept decision whose last block falls clearly below the vanilla block it was judged
+//! against is checked against vanilla at once, not at the next periodic check.
 //!
 //! A controller that changes its mind faster than a block is judged as a whole on its last
 //! `4 x block` windows, and a loss there backs the controller off as a whole (not one value), so
@@ -83,8 +88,9 @@ pub struct GuardConfig {
     /// A process that loses more than this share of its own vanilla progress while the mean
     /// over processes passes has its own values (its open file descriptions and next files)
     /// put back to vanilla for a backoff, the others keeping theirs: the mean alone let a
-    /// range scan lose 30% for a random reader's doubling. Only decisions made per process
-    /// can be taken back one process at a time.
+    /// range scan lose 30% for a random reader's doubling. Decisions per device are held to
+    /// the tolerance instead (`Guarded::harm_bar`); decisions per file cannot be taken back
+    /// one process at a time.
     pub harm: f64,
 }
 
@@ -441,6 +447,10 @@ pub struct Guarded {
     process_backoffs: BTreeMap<u32, (u64, u64)>,
     held: BTreeSet<u32>,
     harmed: Vec<u32>,
+    /// Processes taken back alone from a decision per device: from then on their files have
+    /// values of their own (vanilla while held, else the device's value), which the device's
+    /// changes no longer reach ([`Guarded::in_force`]).
+    apart: BTreeSet<u32>,
     /// The last window of the controller's, if it fell below the collapse bar without being
     /// told from noise: a second one in a row is a collapse.
     short: Option<Outcome>,
@@ -507,6 +517,7 @@ impl Guarded {
             process_backoffs: BTreeMap::new(),
             held: BTreeSet::new(),
             harmed: Vec::new(),
+            apart: BTreeSet::new(),
             short: None,
             open: None,
             events: Vec::new(),
@@ -548,6 +559,7 @@ impl Guarded {
         self.process_backoffs.remove(&pid);
         self.held.remove(&pid);
         self.harmed.retain(|&p| p != pid);
+        self.apart.remove(&pid);
     }
 
     /// Forget the files and descriptions not open at the tuner's last scan (`open`: inodes,
@@ -619,11 +631,24 @@ impl Guarded {
         self.arm = arm;
         self.age = 0;
         self.short = None;
-        let target = match arm {
-            Arm::Vanilla => self.wants.all_at(self.vanilla_kb),
-            Arm::Tuned => self.wants.with_processes_at(&self.held, self.vanilla_kb),
-        };
-        self.put(&target, knobs);
+        self.put(&self.in_force(arm), knobs);
+    }
+
+    /// What `arm` puts on the knobs: vanilla is every target the controller touched at the
+    /// vanilla value, the controller's arm its own requests with the processes held back at
+    /// vanilla. A process taken back from a decision per device is one more target, its next
+    /// files (those already open included) at the device's value while not held.
+    fn in_force(&self, arm: Arm) -> Wants {
+        let mut w = self.wants.clone();
+        if let Some(kb) = w.device {
+            for &pid in &self.apart {
+                w.new_files.entry(pid).or_insert(kb);
+            }
+        }
+        match arm {
+            Arm::Vanilla => w.all_at(self.vanilla_kb),
+            Arm::Tuned => w.with_processes_at(&self.held, self.vanilla_kb),
+        }
     }
 
     /// Set every target of `target` that differs on the knobs.
@@ -745,10 +770,13 @@ impl Guarded {
             }
             // The mean passed: a process that lost on its own is taken back alone (applied by
             // `step`, which holds the knobs).
-            let harm = self.cfg.as_ref().map_or(1.0, |c| c.harm);
             if let Some(r) = &by_process {
                 for &(pid, ratio, rate) in &r.ratios {
-                    if ratio < 1.0 - harm && self.wants.has_process(pid) && !self.held.contains(&pid) {
+                    if self.held.contains(&pid) {
+                        continue;
+                    }
+                    let Some(bar) = self.harm_bar(cfg, pid) else { continue };
+                    if ratio < 1.0 - bar {
                         let why = format!(
                             "pid {pid} {:+.1}% of its vanilla progress while the mean passed",
                             (ratio - 1.0) * 100.0
@@ -792,8 +820,7 @@ impl Guarded {
             changed |= self.held.insert(pid);
         }
         if changed && self.arm == Arm::Tuned {
-            let target = self.wants.with_processes_at(&self.held, self.vanilla_kb);
-            self.put(&target, knobs);
+            self.put(&self.in_force(Arm::Tuned), knobs);
             // A process's values changed: the next window settles (a held process's raise
             // costs the kernel as any other).
             self.age = 0;
@@ -980,6 +1007,15 @@ impl Guarded {
                     let t = self.unjudged.split_off(self.unjudged.len() - block);
                     self.unjudged.clear();
                     self.decide_on(cfg, t, false, fresh, adjacent, knobs);
+                } else if judged && fresh && self.tuned.len() >= block && self.clearly_below(cfg, &self.tuned) {
+                    // Kept, and a whole block since clearly below the vanilla block it was
+                    // judged against: a value that did well at first and then not (16 KiB for a
+                    // sequential reader beside random ones on the kernel: as fast as vanilla
+                    // through its first pass over the file, 20% below it on the next). Vanilla
+                    // is measured again at once and decides (A-B-A); a workload that slowed
+                    // for every value passes, against a vanilla block of its own time.
+                    let t = self.tuned.clone();
+                    self.check(t, true, knobs);
                 } else if judged && !fresh && self.tuned.len() >= block {
                     // Kept, but vanilla was measured long ago: measure it again.
                     let t = self.tuned.clone();
@@ -1106,6 +1142,26 @@ impl Guarded {
         true
     }
 
+    /// How far below its own vanilla process `pid` may fall while the mean passes before it is
+    /// taken back alone; `None` where it cannot be (a decision per file holds other processes'
+    /// reads of the file too). Where it has values of its own, [`GuardConfig::harm`]. Where
+    /// the decision is per device, the floor's own tolerance, or the count's noise where that is
+    /// larger (three square roots of the units vanilla's block counted for it): one value for
+    /// processes of different kinds (a sequential reader beside random ones) can cost one
+    /// of them what the others gain, and that process back at vanilla costs the others nothing.
+    fn harm_bar(&self, cfg: &GuardConfig, pid: u32) -> Option<f64> {
+        if self.wants.has_process(pid) {
+            return Some(cfg.harm);
+        }
+        self.wants.device?;
+        let (amount, _) = Outcome::process_sums(&self.vanilla)?;
+        let unit = self.vanilla.iter().map(|o| o.resolution).fold(0.0, f64::max);
+        let units = amount
+            .get(&pid)
+            .map(|&a| if unit > 0.0 { a / unit } else { f64::INFINITY })?;
+        Some(cfg.tolerance.max(3.0 / units.sqrt()))
+    }
+
     /// Name `pid` (at `ratio` of its vanilla progress `rate`) to be put back alone, and log why.
     fn take_back(&mut self, pid: u32, ratio: f64, rate: f64, reason: String) {
         self.events.push(GuardEvent {
@@ -1118,6 +1174,9 @@ impl Guarded {
             reason,
         });
         self.harmed.push(pid);
+        if !self.wants.has_process(pid) {
+            self.apart.insert(pid);
+        }
     }
 
     /// Judge `t` (a full block of the current decision, or the controller's windows as a
@@ -1585,7 +1644,7 @@ impl ReadaheadController for Guarded {
     fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
         self.steady.next_window();
         self.step(&window.outcome, knobs);
-        let before = self.wants.with_processes_at(&self.held, self.vanilla_kb);
+        let before = self.in_force(Arm::Tuned);
         let mut gk = GuardKnobs {
             inner: knobs,
             wants: &mut self.wants,
@@ -1601,9 +1660,13 @@ impl ReadaheadController for Guarded {
         if std::mem::take(&mut self.resume_after_decide) {
             self.resume(knobs);
         }
-        if self.wants.with_processes_at(&self.held, self.vanilla_kb) != before {
+        if self.in_force(Arm::Tuned) != before {
             // A new decision: measured afresh once it has settled (in force or not). A held
-            // process's requests change nothing in force.
+            // process's requests change nothing in force. Processes apart follow the device's
+            // new value (the controller set the device alone).
+            if self.arm == Arm::Tuned && !self.apart.is_empty() {
+                self.put(&self.in_force(Arm::Tuned), knobs);
+            }
             self.tuned.clear();
             self.short = None;
             if self.arm == Arm::Tuned {

@@ -320,19 +320,23 @@ impl Outcome {
     /// progress summed over each side's measured windows. Only processes that progressed under
     /// vanilla by [`MIN_RESOLUTION_UNITS`] of the outcomes' resolution count (the others' ratios
     /// are noise, and summed they would still weigh). `None` with fewer than two processes
-    /// split out (one process is [`Outcome::progress`]'s case) or none that counts. Equal weights, like the weighted speedup the benchmarks report: summed, a
+    /// split out (one process is [`Outcome::progress`]'s case) or none that counts. A process
+    /// is compared only where it was watched in every measured window of both sides (where the
+    /// set of processes is not the population, as for pages read, short-lived ones come and
+    /// go). Equal weights, like the weighted speedup the benchmarks report: summed, a
     /// CPU-heavy range scan's user time hid a random reader's doubling, and the guardrail
     /// reverted a decision worth 1.4x. Sums rather than medians: a random reader's user time
     /// is a few clock ticks per window, and a median of three such windows is as coarse as one.
     pub fn relative_progress(tuned: &[Outcome], vanilla: &[Outcome]) -> Option<RelativeProgress> {
-        let ((t, ts), (v, vs)) = (Self::process_sums(tuned)?, Self::process_sums(vanilla)?);
+        let ((t, ts), (mut v, vs)) = (Self::process_sums(tuned)?, Self::process_sums(vanilla)?);
+        v.retain(|pid, _| t.contains_key(pid));
         if v.len() < 2 {
             return None; // one process: the median of its windows
         }
         let ratios: Vec<(u32, f64, f64)> = v
             .iter()
             .filter(|(_, &a)| Self::counts_alone(a, vanilla))
-            .map(|(&pid, &a)| (pid, t.get(&pid).copied().unwrap_or(0.0) / ts / (a / vs), a / vs))
+            .map(|(&pid, &a)| (pid, t[&pid] / ts / (a / vs), a / vs))
             .collect();
         if ratios.is_empty() {
             return None;
@@ -342,17 +346,24 @@ impl Outcome {
     }
 
     /// Each watched process's progress summed over the windows of `side` that measured
-    /// something, and their seconds; `None` where none did.
+    /// something, and their seconds; `None` where none did. Only processes watched in every
+    /// one of those windows.
     pub(crate) fn process_sums(side: &[Outcome]) -> Option<(BTreeMap<u32, f64>, f64)> {
-        let mut amount: BTreeMap<u32, f64> = BTreeMap::new();
-        let mut seconds = 0.0;
+        let mut amount: BTreeMap<u32, (f64, usize)> = BTreeMap::new();
+        let (mut seconds, mut windows) = (0.0, 0);
         for o in side.iter().filter(|o| o.progress().is_some()) {
             seconds += o.seconds;
+            windows += 1;
             for (&pid, &a) in &o.by_process {
-                *amount.entry(pid).or_default() += a;
+                let e = amount.entry(pid).or_default();
+                *e = (e.0 + a, e.1 + 1);
             }
         }
-        (seconds > 0.0).then_some((amount, seconds))
+        let whole = amount
+            .into_iter()
+            .filter(|(_, (_, n))| *n == windows)
+            .map(|(pid, (a, _))| (pid, a));
+        (seconds > 0.0).then(|| (whole.collect(), seconds))
     }
 
     /// Whether a process whose progress over `vanilla` summed to `amount` is judged on its own:

@@ -1628,3 +1628,172 @@ fn a_model_out_of_its_range_everywhere_leaves_the_learner_to_climb_unheld() {
     );
     assert_eq!(g.overruled(), (0, 0), "no answer of the model's was overruled");
 }
+
+/// A device shared by processes, as the kernel's knobs behave: a process given a value of its
+/// own (its next files, those already open included) keeps it through the device's changes;
+/// the others read at the device's value.
+#[derive(Default)]
+struct SharedDevice {
+    kb: u64,
+    own: std::collections::BTreeMap<u32, u64>,
+}
+
+impl SharedDevice {
+    fn of(&self, pid: u32) -> u64 {
+        self.own.get(&pid).copied().unwrap_or(self.kb)
+    }
+}
+
+impl ReadaheadKnobs for SharedDevice {
+    fn device_read_ahead_kb(&self) -> u64 {
+        self.kb
+    }
+    fn set_device_read_ahead_kb(&mut self, kb: u64) {
+        self.kb = kb;
+    }
+    fn file_read_ahead_kb(&self, _: u64) -> u64 {
+        self.kb
+    }
+    fn set_file_read_ahead_kb(&mut self, _: u64, _: u64) {}
+    fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
+        self.own.insert(pid, kb);
+    }
+}
+
+#[test]
+fn a_process_a_device_decision_costs_goes_back_to_vanilla_alone() {
+    // A sequential reader (pid 100) beside two random readers (101, 102), progress counted in
+    // pages: one device value of 16 KiB gives the random readers 10% and costs the sequential
+    // one 10%. The mean passes (+3%); the sequential reader goes back to vanilla alone, its
+    // files at 128 KiB while the device stays at 16 for the others, and a check of vanilla
+    // reaches its files too.
+    let pages = |pid: u32, kb: u64| match (pid, kb) {
+        (100, 16) => 9000.0,
+        (100, _) => 10000.0,
+        (_, 16) => 1100.0,
+        _ => 1000.0,
+    };
+    let mut g = guarded(Static::new(16));
+    let mut k = SharedDevice {
+        kb: 128,
+        ..Default::default()
+    };
+    let (mut sequential, mut random, mut counted) = (0.0, 0.0, 0);
+    let mut followed = false;
+    for i in 0..120 {
+        let each: Vec<(u32, f64)> = [100, 101, 102]
+            .iter()
+            .map(|&pid| (pid, pages(pid, k.of(pid))))
+            .collect();
+        if i >= 20 {
+            sequential += each[0].1;
+            random += each[1].1;
+            counted += 1;
+        }
+        if g.arm() == Arm::Vanilla {
+            assert!((k.kb, k.of(100)) == (128, 128), "window {i}: vanilla everywhere");
+        }
+        let w = WindowFeatures {
+            outcome: Outcome {
+                seconds: 1.0,
+                ops: Some(each.iter().map(|e| e.1).sum()),
+                by_process: each.into_iter().collect(),
+                resolution: 1.0,
+                pages_accessed: 12000,
+                pages_added: 12000,
+                pages_used: Some(12000),
+                read_ahead_kb: Some(k.kb),
+                ..Outcome::default()
+            },
+            ..WindowFeatures::default()
+        };
+        g.decide(&w, &mut k);
+        // Back from its backoff, the process follows the device's value again.
+        followed |= i > 40 && g.arm() == Arm::Tuned && k.of(100) == 16;
+    }
+    let ev = g.take_events();
+    let alone: Vec<_> = ev
+        .iter()
+        .filter(|e| e.kind == GuardEventKind::ProcessReverted)
+        .collect();
+    assert!(!alone.is_empty() && alone.iter().all(|e| e.pid == Some(100)), "{ev:?}");
+    assert!(
+        alone[0].reason.contains("while the mean passed"),
+        "{:?}",
+        alone[0].reason
+    );
+    assert!(ev.iter().all(|e| e.kind != GuardEventKind::Reverted), "{ev:?}");
+    assert!(
+        followed,
+        "the process is tried again at the device's value after its backoff"
+    );
+    let (sequential, random) = (sequential / counted as f64, random / counted as f64);
+    assert!(
+        sequential >= 9800.0,
+        "the sequential reader at {sequential:.0} pages/s of its 10000"
+    );
+    assert!(
+        random >= 1070.0,
+        "the random readers keep the gain: {random:.0} of 1100"
+    );
+}
+
+#[test]
+fn processes_are_compared_only_where_watched_through_both_blocks() {
+    // Pages read by process: two long-lived readers, and short-lived ones (a grep's) that
+    // come and go. Only the two are compared; one watched throughout that stalled is, at 0.
+    let window = |each: &[(u32, f64)]| Outcome {
+        seconds: 1.0,
+        ops: Some(each.iter().map(|e| e.1).sum()),
+        by_process: each.iter().copied().collect(),
+        resolution: 1.0,
+        ..Outcome::default()
+    };
+    let vanilla = [
+        window(&[(1, 1000.0), (2, 500.0), (3, 400.0)]),
+        window(&[(1, 1000.0), (2, 500.0), (4, 400.0)]),
+    ];
+    let tuned = [
+        window(&[(1, 1100.0), (2, 550.0), (5, 10.0)]),
+        window(&[(1, 1100.0), (2, 550.0)]),
+    ];
+    let r = Outcome::relative_progress(&tuned, &vanilla).unwrap();
+    assert_eq!(r.ratios.iter().map(|x| x.0).collect::<Vec<_>>(), [1, 2]);
+    assert!((r.mean - 1.1).abs() < 1e-9, "{r:?}");
+    let stalled = [window(&[(1, 1100.0), (2, 0.0)]), window(&[(1, 1100.0), (2, 0.0)])];
+    let r = Outcome::relative_progress(&stalled, &vanilla).unwrap();
+    assert!((r.mean - 0.55).abs() < 1e-9, "{r:?}");
+    // One process left to compare: the summed comparison's case.
+    let one = [window(&[(1, 1100.0)]), window(&[(1, 1100.0), (2, 550.0)])];
+    assert!(Outcome::relative_progress(&one, &vanilla).is_none());
+}
+
+#[test]
+fn a_kept_value_that_falls_clearly_below_vanilla_later_is_checked_at_once() {
+    // 16 KiB does as well as vanilla for its first block (kept), then 20% worse from window 10
+    // on (a sequential reader's second pass over its file): a whole block clearly below the
+    // vanilla block that judged it sends the guardrail to measure vanilla again, which
+    // confirms the loss, long before the periodic check (16 windows after vanilla's block).
+    let f = |kb: u64, i: usize| if kb == 16 && i >= 10 { 24_000.0 } else { 30_000.0 };
+    let mut g = guarded(Static::new(16));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run_by_window(&mut g, &mut dev, 30, f);
+    let ev = g.take_events();
+    assert_eq!(ev.first().map(|e| e.kind), Some(GuardEventKind::Kept), "{ev:?}");
+    let reverted = ev
+        .iter()
+        .find(|e| e.kind == GuardEventKind::Reverted)
+        .expect("reverted");
+    assert!(reverted.window <= 18, "{ev:?}");
+    assert!(seen[19..].iter().all(|&kb| kb == 128), "{seen:?}");
+
+    // A workload that slows for every value is no loss: vanilla measured again is as slow,
+    // and the value stays.
+    let slower = |_: u64, i: usize| if i >= 10 { 24_000.0 } else { 30_000.0 };
+    let mut g = guarded(Static::new(16));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run_by_window(&mut g, &mut dev, 30, slower);
+    let ev = g.take_events();
+    assert!(ev.iter().all(|e| e.kind == GuardEventKind::Kept), "{ev:?}");
+    assert!(seen[20..].iter().all(|&kb| kb == 16), "{seen:?}");
+}

@@ -307,6 +307,9 @@ pub struct Window {
     pub descriptions: Vec<FileSums>,
     /// Counters since the start.
     pub counters: Counters,
+    /// [`Counters::pages_read`] by process (tgid), since the start; only with
+    /// [`ProbeConfig::count_reads`].
+    pub pages_read_by_process: std::collections::BTreeMap<u32, u64>,
     /// Block latency histogram since the start ([`LATENCY_BUCKETS`] log2 buckets of us).
     pub latency_histogram: [u64; LATENCY_BUCKETS],
 }

@@ -7,6 +7,7 @@ use crate::{
 };
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle, OpenObject, RingBuffer, RingBufferBuilder};
+use std::collections::BTreeMap;
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
@@ -119,6 +120,8 @@ impl Probe {
     /// Stop watching process `pid` (it has exited or left the cgroup: its number may be
     /// reused by a process that is none of ours).
     pub fn unwatch_pid(&mut self, pid: u32) -> Result<(), ProbeError> {
+        // Its count goes too: a reused pid starts from nothing (gone already is fine).
+        let _ = self.skel.maps.reads_by_tgid.delete(&pid.to_ne_bytes());
         self.set_watched(pid, false)
     }
 
@@ -260,6 +263,7 @@ impl Probe {
         w.descriptions.sort_by_key(|f| (f.dev, f.ino, f.sums.tgid));
         w.files = merge_processes(&w.descriptions);
         w.counters = self.counters()?;
+        w.pages_read_by_process = self.pages_read_by_process()?;
         w.latency_histogram = self.latency_histogram()?;
         Ok(w)
     }
@@ -270,6 +274,32 @@ impl Probe {
             *slot = sum_percpu_u64(&self.skel.maps.counters, i as u32)?;
         }
         Ok(Counters::from_array(&v))
+    }
+
+    /// Each process's pages read since the start (or since it was first seen again after the
+    /// table made room): summed over CPUs.
+    fn pages_read_by_process(&self) -> Result<BTreeMap<u32, u64>, ProbeError> {
+        let map = &self.skel.maps.reads_by_tgid;
+        let mut out = BTreeMap::new();
+        for k in map.keys() {
+            let Ok(key) = <[u8; 4]>::try_from(k.as_slice()) else {
+                continue;
+            };
+            // Gone between the listing and the lookup (evicted): nothing to count.
+            let Some(cpus) = map
+                .lookup_percpu(&k, MapFlags::ANY)
+                .map_err(|e| ProbeError::Map(e.to_string()))?
+            else {
+                continue;
+            };
+            let n = cpus
+                .iter()
+                .filter_map(|c| c.get(0..8)?.try_into().ok())
+                .map(u64::from_ne_bytes)
+                .sum();
+            out.insert(u32::from_ne_bytes(key), n);
+        }
+        Ok(out)
     }
 
     fn latency_histogram(&self) -> Result<[u64; LATENCY_BUCKETS], ProbeError> {

@@ -440,6 +440,16 @@ fn each_read_counts_its_pages_once_up_to_the_end_of_the_file() {
         "{:?}",
         w.counters
     );
+    // The same pages by process: the watched child's, no one else's.
+    assert_eq!(
+        w.pages_read_by_process,
+        [(child as u32, w.counters.pages_read)].into(),
+        "{:?}",
+        w.pages_read_by_process
+    );
+    // A process no longer watched is forgotten (its pid may be reused).
+    p.unwatch_pid(child as u32).unwrap();
+    assert!(p.window().unwrap().pages_read_by_process.is_empty());
     // What the tracepoint reports counts the large reads' pages more than once.
     assert!(w.counters.pages_accessed > w.counters.pages_read, "{:?}", w.counters);
     assert_eq!(w.counters.faults, 0, "{:?}", w.counters);

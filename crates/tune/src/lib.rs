@@ -504,7 +504,8 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     let mut modes_failed = false;
     knobs.refresh();
     note_modes(&mut probe, &mut knobs, &mut modes_failed);
-    let mut counters_before = probe.window().map_err(|e| e.to_string())?.counters; // start clean
+    let first = probe.window().map_err(|e| e.to_string())?; // start clean
+    let (mut counters_before, mut reads_before) = (first.counters, first.pages_read_by_process);
     cpu.take(&knobs.pids);
     let mut window_start = Instant::now();
     // A sampled window: the programs observe until `slice.1` (from `slice.0`), then detach;
@@ -583,6 +584,8 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         events_seen += seen.pages_added + seen.pages_accessed;
         let counted = seen.scaled(k);
         counters_before = w.counters;
+        let reads_by_process = pages_since(&w.pages_read_by_process, &reads_before, k);
+        reads_before = w.pages_read_by_process.clone();
         window_start = Instant::now();
         // The next window: sampled after one of nothing but hits, else watched whole.
         let attached = match midway(|| probe.observe_page_cache(true)) {
@@ -597,7 +600,14 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         };
         let mut features = window_features(&w, &knobs, whole);
         by_reads = cfg.progress == outcome::Progress::Auto && outcome::by_reads(&counted, by_reads);
-        features.outcome = outcome::outcome(&counted, window_s, busy, knobs.device_read_ahead_kb(), by_reads);
+        features.outcome = outcome::outcome(
+            &counted,
+            window_s,
+            busy,
+            knobs.device_read_ahead_kb(),
+            by_reads,
+            &reads_by_process,
+        );
         let (decisions_before, fallbacks_before, act_before, held_before, actions_before) = (
             controller.decisions().len(),
             controller.fallbacks(),
@@ -820,6 +830,19 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
 /// Run `f` (attaching or detaching the probes, milliseconds of system calls during which the
 /// programs come and go one by one) and return the instant halfway through it: the slice of a
 /// sampled window is timed between two such instants.
+/// Each process's pages read in a window: its count `now` less `before` (a process the
+/// probe's table dropped and saw again starts from zero: what it counted since), scaled by `k`
+/// as the window's other counts are ([`iolearn_probe::Counters::scaled`]).
+fn pages_since(now: &BTreeMap<u32, u64>, before: &BTreeMap<u32, u64>, k: f64) -> BTreeMap<u32, u64> {
+    let k = if k.is_nan() || k <= 1.0 { 1.0 } else { k };
+    now.iter()
+        .map(|(&pid, &n)| {
+            let was = before.get(&pid).copied().filter(|&b| b <= n).unwrap_or(0);
+            (pid, ((n - was) as f64 * k).round() as u64)
+        })
+        .collect()
+}
+
 fn midway(f: impl FnOnce() -> Result<(), iolearn_probe::ProbeError>) -> Result<Instant, String> {
     let t0 = Instant::now();
     f().map_err(|e| e.to_string())?;
@@ -952,4 +975,23 @@ fn add_cgroup_pids(dir: &Path, depth: usize, out: &mut Vec<u32>) -> Result<(), S
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_read_by_process_are_the_window_s_scaled_as_its_counts() {
+        let before = BTreeMap::from([(7, 100), (8, 5000)]);
+        // 8's count went back (the probe's table dropped it and saw it again): since then.
+        let now = BTreeMap::from([(7, 400), (8, 30), (9, 10)]);
+        assert_eq!(
+            pages_since(&now, &before, 1.0),
+            BTreeMap::from([(7, 300), (8, 30), (9, 10)])
+        );
+        // A window watched for a fifth: five times what was seen, as the counters.
+        assert_eq!(pages_since(&now, &before, 5.0)[&7], 1500);
+        assert_eq!(pages_since(&now, &before, f64::NAN)[&7], 300);
+    }
 }

@@ -100,8 +100,8 @@ pub enum Progress {
     /// [`Progress::Cpu`]. Counted, where user time is a few clock ticks a window (an I/O-bound
     /// reader), and blind to how long processes live (a grep that starts fifteen a second
     /// changes the CPU meter's population every window, and the guardrail holds vanilla through
-    /// every change). One sum, not split by process: a scanner's pages outweigh a random
-    /// reader's. Mapped reads have no such count (loads from mapped pages never reach the
+    /// every change). Split by process as well ([`outcome`]), so that processes sharing a
+    /// device are judged each against its own vanilla. Mapped reads have no such count (loads from mapped pages never reach the
     /// kernel, and the pages mapped around a fault are not traced one by one), hence user time
     /// for them.
     Auto,
@@ -149,20 +149,30 @@ pub fn by_reads(counted: &Counters, before: bool) -> bool {
 /// the whole window when only part of it was watched), with `cpu` the watched processes' user
 /// seconds by pid and their fingerprint (`None`: none watched) and the device at
 /// `read_ahead_kb`; judged by the pages read where `reads` ([`by_reads`]), else by user time.
-/// Demand misses are the kernel's synchronous readahead calls.
+/// `pages_by_process`: the window's [`Counters::pages_read`] by pid (scaled alike). Demand
+/// misses are the kernel's synchronous readahead calls.
 pub fn outcome(
     counted: &Counters,
     seconds: f64,
     cpu: Option<(BTreeMap<u32, f64>, u64)>,
     read_ahead_kb: u64,
     reads: bool,
+    pages_by_process: &BTreeMap<u32, u64>,
 ) -> Outcome {
-    if reads && cpu.is_some() {
+    if let (true, Some((alive, _))) = (reads, &cpu) {
         // A window with no read returned measured nothing (a pause), unless the device was
         // busy for the workload meanwhile: then it is a stall, progress zero.
         let busy = counted.pages_read > 0 || counted.pages_added > 0 || counted.pages_accessed > 0;
+        // Every watched process alive at the window's end, with the pages its reads returned
+        // (none: zero, a process that stalled). The population stays the fixed tag: a process
+        // that lived for part of the blocks compared is left out of the comparison by
+        // process ([`Outcome::relative_progress`]), not made a reason to measure afresh.
+        let by_process = alive
+            .keys()
+            .map(|&pid| (pid, pages_by_process.get(&pid).copied().unwrap_or(0) as f64))
+            .collect();
         return Outcome {
-            by_process: BTreeMap::new(),
+            by_process,
             resolution: 1.0,
             population: Some(READS_POPULATION),
             seconds,
@@ -251,19 +261,24 @@ mod tests {
             pages_added: 50,
             ..Default::default()
         };
-        // A reader: its pages read per second, one sum, whichever processes did the reading.
+        // A reader: its pages read per second, whichever processes did the reading, and each
+        // watched process's pages: none for one that read nothing (a stall), and nothing for a
+        // process not watched any more.
         assert!(by_reads(&c(4000, 10), false));
-        let a = outcome(&c(4000, 10), 2.0, cpu(&[7, 8]), 256, true);
-        let b = outcome(&c(4000, 10), 2.0, cpu(&[9]), 256, true);
+        let by_pid = BTreeMap::from([(7, 3000), (3, 1000)]);
+        let none = BTreeMap::new();
+        let a = outcome(&c(4000, 10), 2.0, cpu(&[7, 8]), 256, true, &by_pid);
+        let b = outcome(&c(4000, 10), 2.0, cpu(&[9]), 256, true, &none);
         assert_eq!(a.progress(), Some(2000.0));
-        assert!(a.by_process.is_empty() && a.busy_s.is_none());
+        assert_eq!(a.by_process, BTreeMap::from([(7, 3000.0), (8, 0.0)]));
+        assert!(a.busy_s.is_none());
         assert_eq!(
             a.population, b.population,
             "short-lived processes do not change the population"
         );
         // Mapped reads: user time, by process, another population.
         assert!(!by_reads(&c(10, 4000), true));
-        let o = outcome(&c(10, 4000), 2.0, cpu(&[7, 8]), 256, false);
+        let o = outcome(&c(10, 4000), 2.0, cpu(&[7, 8]), 256, false, &none);
         assert_eq!(o.progress(), Some(0.02));
         assert_eq!((o.by_process.len(), o.population), (2, Some(7)));
         assert_ne!(
@@ -277,15 +292,15 @@ mod tests {
         }
         // A pause measures nothing and keeps the population; a stall (the device busy, no
         // read back) is progress zero.
-        let pause = outcome(&Counters::default(), 2.0, cpu(&[7]), 256, true);
+        let pause = outcome(&Counters::default(), 2.0, cpu(&[7]), 256, true, &none);
         assert_eq!((pause.progress(), pause.population), (None, a.population));
         let stall = Counters {
             pages_added: 64,
             ..Default::default()
         };
-        assert_eq!(outcome(&stall, 2.0, cpu(&[7]), 256, true).progress(), Some(0.0));
+        assert_eq!(outcome(&stall, 2.0, cpu(&[7]), 256, true, &none).progress(), Some(0.0));
         // No process watched: nothing to judge by.
-        assert_eq!(outcome(&c(4000, 0), 2.0, None, 256, true).progress(), None);
+        assert_eq!(outcome(&c(4000, 0), 2.0, None, 256, true, &none).progress(), None);
         for p in [Progress::Cpu, Progress::Auto] {
             assert_eq!(Progress::parse(p.name()), Ok(p));
         }

@@ -55,6 +55,17 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
+/* C_PAGES_READ by process (tgid), since the start: processes sharing a device are judged each
+ * against its own vanilla, where one sum lets a scanner's pages outweigh a random reader's.
+ * LRU: a table of exited processes makes room by itself (user space also deletes a process
+ * it stops watching). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u64);
+} reads_by_tgid SEC(".maps");
+
 /* Block requests in flight: issue time by request. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -260,7 +271,8 @@ int on_sys_exit(__u64 *ctx)
 	long ret = (long)ctx[1];
 	if (!count_reads || ret <= 0)
 		return 0;
-	if (filter_tgid && !watched(bpf_get_current_pid_tgid() >> 32))
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (filter_tgid && !watched(tgid))
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
 	/* A 32-bit process's calls have numbers of their own and arguments in other registers. */
@@ -301,7 +313,13 @@ int on_sys_exit(__u64 *ctx)
 	__u32 dev = BPF_CORE_READ(inode, i_sb, s_dev);
 	if (target_dev && dev != target_dev)
 		return 0;
-	count(C_PAGES_READ, ((__u64)ret + 4095) >> 12);
+	__u64 n = ((__u64)ret + 4095) >> 12;
+	count(C_PAGES_READ, n);
+	__u64 *mine = bpf_map_lookup_elem(&reads_by_tgid, &tgid);
+	if (mine)
+		*mine += n; /* this CPU's slot: no other CPU writes it */
+	else
+		bpf_map_update_elem(&reads_by_tgid, &tgid, &n, BPF_NOEXIST);
 	return 0;
 }
 
