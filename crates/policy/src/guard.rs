@@ -610,6 +610,7 @@ impl Guarded {
             + self.pending.as_ref().map_or(0, |p| p.wanted.len())
             + self.unconfirmed.as_ref().map_or(0, Wants::len)
             + self.process_backoffs.len()
+            + self.apart.len()
     }
 
     /// The arm in force now.
@@ -690,6 +691,18 @@ impl Guarded {
             // Nothing measured (an idle workload): nothing to hold against the controller.
             return true;
         };
+        // A process held back at vanilla that is still below its own vanilla by its bar, a whole
+        // block later: the others' values cost it (they share the device), and the decision
+        // goes as a whole.
+        let still_down = by_process.as_ref().filter(|_| keep && full).and_then(|r| {
+            r.ratios
+                .iter()
+                .find(|&&(pid, ratio, _)| {
+                    self.held.contains(&pid) && self.harm_bar(cfg, pid).is_some_and(|bar| ratio < 1.0 - bar)
+                })
+                .map(|&(pid, ratio, _)| (pid, ratio))
+        });
+        let keep = keep && still_down.is_none();
         // A loss by more than chance (a waste failure is counted in pages, and is one): beyond
         // the count's square root, and where progress is counted in pages (`Outcome::ops` on
         // the kernel) beyond the spread the two blocks' windows show as well. Clock ticks come
@@ -740,8 +753,14 @@ impl Guarded {
         } else {
             ""
         };
+        let held = still_down.map_or(String::new(), |(pid, ratio)| {
+            format!(
+                "pid {pid} {:+.1}% of its vanilla progress though held at vanilla: the others' values cost it; ",
+                (ratio - 1.0) * 100.0
+            )
+        });
         let reason = format!(
-            "{waste}{clear}{per_process}progress {:.3} vs vanilla {:.3} ({:+.1}%); pages read per page \
+            "{held}{waste}{clear}{per_process}progress {:.3} vs vanilla {:.3} ({:+.1}%); pages read per page \
              used {:.2} vs {:.2}; demand misses per page used {:.3} vs {:.3}",
             t,
             v,
@@ -825,8 +844,9 @@ impl Guarded {
             // costs the kernel as any other).
             self.age = 0;
             self.short = None;
-            if !ended.is_empty() {
-                // A process back on its own values: the whole decision is judged again.
+            // A process back on its own values, or one held back: the whole decision is judged
+            // again (with a process held, whether the others' values still cost it).
+            {
                 self.judged = None;
                 self.tuned.clear();
                 self.unjudged.clear();
@@ -847,6 +867,7 @@ impl Guarded {
                 // gone are forgotten (a reused pid starts without their backoff).
                 if !outcome.by_process.is_empty() {
                     self.held.retain(|pid| outcome.by_process.contains_key(pid));
+                    self.apart.retain(|pid| outcome.by_process.contains_key(pid));
                     self.process_backoffs
                         .retain(|pid, _| outcome.by_process.contains_key(pid));
                 }
@@ -1146,7 +1167,8 @@ impl Guarded {
     /// taken back alone; `None` where it cannot be (a decision per file holds other processes'
     /// reads of the file too). Where it has values of its own, [`GuardConfig::harm`]. Where
     /// the decision is per device, the floor's own tolerance, or the count's noise where that is
-    /// larger (three square roots of the units vanilla's block counted for it): one value for
+    /// larger (three square roots of the units vanilla's block counted for it, and the widest of
+    /// its vanilla windows from their mean): one value for
     /// processes of different kinds (a sequential reader beside random ones) can cost one
     /// of them what the others gain, and that process back at vanilla costs the others nothing.
     fn harm_bar(&self, cfg: &GuardConfig, pid: u32) -> Option<f64> {
@@ -1159,7 +1181,18 @@ impl Guarded {
         let units = amount
             .get(&pid)
             .map(|&a| if unit > 0.0 { a / unit } else { f64::INFINITY })?;
-        Some(cfg.tolerance.max(3.0 / units.sqrt()))
+        // Pages come a read at a time and swing with what the cache holds: the process's own
+        // vanilla windows say by how much (the widest of them from their mean).
+        let rates: Vec<f64> = self
+            .vanilla
+            .iter()
+            .filter(|o| o.progress().is_some() && o.seconds > 0.0)
+            .filter_map(|o| Some(o.by_process.get(&pid)? / o.seconds))
+            .collect();
+        let mean = rates.iter().sum::<f64>() / rates.len().max(1) as f64;
+        let swing = rates.iter().map(|r| (r / mean - 1.0).abs()).fold(0.0, f64::max);
+        let swing = if swing.is_finite() { swing } else { 0.0 };
+        Some(cfg.tolerance.max(3.0 / units.sqrt()).max(swing))
     }
 
     /// Name `pid` (at `ratio` of its vanilla progress `rate`) to be put back alone, and log why.
@@ -1423,9 +1456,14 @@ impl Guarded {
                 .collect();
             vanilla.is_some_and(|v| !rates.is_empty() && below_every(&v, since, margin, &rates, rising))
         };
-        let Some((amounts, _)) = Outcome::process_sums(&self.vanilla) else {
+        let Some((mut amounts, _)) = Outcome::process_sums(&self.vanilla) else {
             return false;
         };
+        // Processes compared as `Outcome::relative_progress` compares them: watched through
+        // both sides (pages read by process do not change the population as processes come
+        // and go, and one that exited has not read nothing).
+        let present = Outcome::process_sums(tuned).map(|(t, _)| t).unwrap_or_default();
+        amounts.retain(|pid, _| present.contains_key(pid));
         if amounts.len() < 2 {
             return below(&Outcome::progress);
         }

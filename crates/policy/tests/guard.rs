@@ -1797,3 +1797,105 @@ fn a_kept_value_that_falls_clearly_below_vanilla_later_is_checked_at_once() {
     assert!(ev.iter().all(|e| e.kind == GuardEventKind::Kept), "{ev:?}");
     assert!(seen[20..].iter().all(|&kb| kb == 16), "{seen:?}");
 }
+
+#[test]
+fn a_process_still_down_once_held_back_from_a_device_value_brings_the_value_back() {
+    // The sequential reader (pid 100) pays for the device's 16 KiB through the others' reads
+    // (they share the device's budget), not through its own files' value: held back at vanilla
+    // alone it stays 10% down, and the decision goes as a whole, the block after the hold.
+    let mut g = guarded(Static::new(16));
+    let mut k = SharedDevice {
+        kb: 128,
+        ..Default::default()
+    };
+    let mut windows_at_16 = 0;
+    for i in 0..60 {
+        let at_16 = k.kb == 16;
+        windows_at_16 += usize::from(i >= 4 && at_16);
+        let each: Vec<(u32, f64)> = [100, 101, 102]
+            .iter()
+            .map(|&pid| match (pid, at_16, k.of(pid)) {
+                (100, true, _) => (pid, 9000.0),
+                (100, false, _) => (pid, 10000.0),
+                (_, _, 16) => (pid, 1100.0),
+                _ => (pid, 1000.0),
+            })
+            .collect();
+        let w = WindowFeatures {
+            outcome: Outcome {
+                seconds: 1.0,
+                ops: Some(each.iter().map(|e| e.1).sum()),
+                by_process: each.into_iter().collect(),
+                resolution: 1.0,
+                pages_accessed: 12000,
+                pages_added: 12000,
+                read_ahead_kb: Some(k.kb),
+                ..Outcome::default()
+            },
+            ..WindowFeatures::default()
+        };
+        g.decide(&w, &mut k);
+    }
+    let ev = g.take_events();
+    let alone = ev
+        .iter()
+        .position(|e| e.kind == GuardEventKind::ProcessReverted)
+        .expect("held alone");
+    let whole = ev
+        .iter()
+        .position(|e| e.kind == GuardEventKind::Reverted)
+        .expect("reverted");
+    assert!(alone < whole, "{ev:?}");
+    assert!(
+        ev[whole].reason.contains("though held at vanilla"),
+        "{}",
+        ev[whole].reason
+    );
+    assert!(ev[whole].window <= ev[alone].window + 6, "{ev:?}");
+    // Tried again after each backoff, which doubles: the reverts come further and further apart.
+    let reverts: Vec<u64> = ev
+        .iter()
+        .filter(|e| e.kind == GuardEventKind::Reverted)
+        .map(|e| e.window)
+        .collect();
+    assert!(
+        reverts.len() >= 2 && reverts.windows(3).all(|w| w[2] - w[1] > w[1] - w[0]),
+        "{reverts:?}"
+    );
+    assert!(windows_at_16 < 40, "16 KiB for {windows_at_16} of 56 windows: {ev:?}");
+}
+
+#[test]
+fn processes_that_exited_are_no_shortfall_of_a_new_value() {
+    // Pages read by process keep no population: the two readers of vanilla's block exit and
+    // two others read as much under the new value. They are not compared with each other, and
+    // the ones gone did not read nothing: the value is judged on the sum, as good as vanilla.
+    let mut g = guarded(Static::new(64));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let mut seen = Vec::new();
+    for i in 0..15u32 {
+        seen.push(dev.kb);
+        let pids = if i < 5 { [1, 2] } else { [3, 4] };
+        let w = WindowFeatures {
+            outcome: Outcome {
+                seconds: 1.0,
+                ops: Some(2000.0),
+                by_process: pids.iter().map(|&p| (p, 1000.0)).collect(),
+                resolution: 1.0,
+                pages_accessed: 2000,
+                pages_added: 2000,
+                read_ahead_kb: Some(dev.kb),
+                ..Outcome::default()
+            },
+            ..WindowFeatures::default()
+        };
+        g.decide(&w, &mut dev);
+    }
+    let ev = g.take_events();
+    assert!(
+        !ev.is_empty() && ev.iter().all(|e| e.kind == GuardEventKind::Kept),
+        "{ev:?}"
+    );
+    // No second look at vanilla either: nothing was below it.
+    assert_eq!(seen[5..], [64; 10], "{seen:?}");
+}

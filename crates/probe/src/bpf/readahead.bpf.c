@@ -315,11 +315,13 @@ int on_sys_exit(__u64 *ctx)
 		return 0;
 	__u64 n = ((__u64)ret + 4095) >> 12;
 	count(C_PAGES_READ, n);
+	/* This CPU's slot: no other CPU writes it. A new entry is made with this CPU's count and
+	 * zeros elsewhere, in place if another CPU made it meanwhile (BPF_ANY: no pages lost). */
 	__u64 *mine = bpf_map_lookup_elem(&reads_by_tgid, &tgid);
 	if (mine)
-		*mine += n; /* this CPU's slot: no other CPU writes it */
+		*mine += n;
 	else
-		bpf_map_update_elem(&reads_by_tgid, &tgid, &n, BPF_NOEXIST);
+		bpf_map_update_elem(&reads_by_tgid, &tgid, &n, BPF_ANY);
 	return 0;
 }
 
