@@ -1644,6 +1644,24 @@ impl SharedDevice {
     }
 }
 
+/// A window of `each` process's pages read (`--progress auto`, split by process) at `kb`.
+fn pages_by_process(each: &[(u32, f64)], kb: u64) -> WindowFeatures {
+    let total: f64 = each.iter().map(|e| e.1).sum();
+    WindowFeatures {
+        outcome: Outcome {
+            seconds: 1.0,
+            ops: Some(total),
+            by_process: each.iter().copied().collect(),
+            resolution: 1.0,
+            pages_accessed: total as u64,
+            pages_added: total as u64,
+            read_ahead_kb: Some(kb),
+            ..Outcome::default()
+        },
+        ..WindowFeatures::default()
+    }
+}
+
 impl ReadaheadKnobs for SharedDevice {
     fn device_read_ahead_kb(&self) -> u64 {
         self.kb
@@ -1693,21 +1711,7 @@ fn a_process_a_device_decision_costs_goes_back_to_vanilla_alone() {
         if g.arm() == Arm::Vanilla {
             assert!((k.kb, k.of(100)) == (128, 128), "window {i}: vanilla everywhere");
         }
-        let w = WindowFeatures {
-            outcome: Outcome {
-                seconds: 1.0,
-                ops: Some(each.iter().map(|e| e.1).sum()),
-                by_process: each.into_iter().collect(),
-                resolution: 1.0,
-                pages_accessed: 12000,
-                pages_added: 12000,
-                pages_used: Some(12000),
-                read_ahead_kb: Some(k.kb),
-                ..Outcome::default()
-            },
-            ..WindowFeatures::default()
-        };
-        g.decide(&w, &mut k);
+        g.decide(&pages_by_process(&each, k.kb), &mut k);
         // Back from its backoff, the process follows the device's value again.
         followed |= i > 40 && g.arm() == Arm::Tuned && k.of(100) == 16;
     }
@@ -1821,20 +1825,7 @@ fn a_process_still_down_once_held_back_from_a_device_value_brings_the_value_back
                 _ => (pid, 1000.0),
             })
             .collect();
-        let w = WindowFeatures {
-            outcome: Outcome {
-                seconds: 1.0,
-                ops: Some(each.iter().map(|e| e.1).sum()),
-                by_process: each.into_iter().collect(),
-                resolution: 1.0,
-                pages_accessed: 12000,
-                pages_added: 12000,
-                read_ahead_kb: Some(k.kb),
-                ..Outcome::default()
-            },
-            ..WindowFeatures::default()
-        };
-        g.decide(&w, &mut k);
+        g.decide(&pages_by_process(&each, k.kb), &mut k);
     }
     let ev = g.take_events();
     let alone = ev
@@ -1876,20 +1867,8 @@ fn processes_that_exited_are_no_shortfall_of_a_new_value() {
     for i in 0..15u32 {
         seen.push(dev.kb);
         let pids = if i < 5 { [1, 2] } else { [3, 4] };
-        let w = WindowFeatures {
-            outcome: Outcome {
-                seconds: 1.0,
-                ops: Some(2000.0),
-                by_process: pids.iter().map(|&p| (p, 1000.0)).collect(),
-                resolution: 1.0,
-                pages_accessed: 2000,
-                pages_added: 2000,
-                read_ahead_kb: Some(dev.kb),
-                ..Outcome::default()
-            },
-            ..WindowFeatures::default()
-        };
-        g.decide(&w, &mut dev);
+        let each: Vec<(u32, f64)> = pids.iter().map(|&p| (p, 1000.0)).collect();
+        g.decide(&pages_by_process(&each, dev.kb), &mut dev);
     }
     let ev = g.take_events();
     assert!(
