@@ -678,12 +678,25 @@ fn a_planted_interpreter_is_not_run() {
     std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
     let run = || {
         let _ = std::fs::remove_file(&marker);
-        Command::new(&exe)
-            .args(["sim", "ssd", "--help"])
-            .env_remove("IOLEARN_PYTHON")
-            .env("PATH", "/nonexistent")
-            .output()
-            .unwrap();
+        // The binary was copied just now: a child another test thread forked meanwhile holds
+        // the copy's write descriptor until it execs, and exec then fails with ETXTBSY (the
+        // tests run in parallel threads of one process). That passes; try again.
+        for attempt in 0.. {
+            let out = Command::new(&exe)
+                .args(["sim", "ssd", "--help"])
+                .env_remove("IOLEARN_PYTHON")
+                .env("PATH", "/nonexistent")
+                .output();
+            match out {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && attempt < 50 => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => {
+                    other.unwrap();
+                    break;
+                }
+            }
+        }
         marker.exists()
     };
     for (dir, mode) in [(&repo, 0o777), (&repo, 0o775), (&repo.join(".venv/bin"), 0o757)] {
