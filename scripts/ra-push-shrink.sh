@@ -8,11 +8,15 @@
 # kernel's readahead tracepoints (readahead:page_cache_async_ra / _sync_ra, in a tracing
 # instance of its own) give each readahead's window (`size`) and limit (`ra_pages`), in pages;
 # printed: the windows before and after the push, and those of a second reader opened after
-# it (the static setting). Root, python3, tracefs; removes its instance, loop device, mount
-# and image on exit and on signals.
+# it (the static setting). With --drop, the push also drops the pages read ahead of the
+# reader (POSIX_FADV_DONTNEED over the next 4 x FROM KiB), so that its next read misses and the
+# kernel builds the window again from the new limit. Root, python3, tracefs; removes its
+# instance, loop device, mount and image on exit and on signals.
 #
-#   scripts/ra-push-shrink.sh [FROM TO]      (default 128 16)
+#   scripts/ra-push-shrink.sh [--drop] [FROM TO]      (default 128 16)
 set -euo pipefail
+DROP=0
+if [ "${1:-}" = --drop ]; then DROP=1; shift; fi
 FROM=${1:-128}
 TO=${2:-16}
 for v in "$FROM" "$TO"; do
@@ -47,9 +51,9 @@ echo 1 >"$INST/events/readahead/page_cache_async_ra/enable"
 echo 1 >"$INST/events/readahead/page_cache_sync_ra/enable"
 echo 1 >"$INST/tracing_on"
 # The reader marks its phases in the trace (trace_marker), so the windows can be told apart.
-python3 - "$WORK/mnt/big" "$RA" "$TO" "$INST/trace_marker" <<'EOF'
+python3 - "$WORK/mnt/big" "$RA" "$TO" "$INST/trace_marker" "$DROP" "$FROM" <<'EOF'
 import os, sys
-path, ra, to, marker = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+path, ra, to, marker, drop, old = sys.argv[1:7]
 def mark(s):
     with open(marker, "w") as m:
         m.write(s)
@@ -63,6 +67,8 @@ read(fd, 0, 64)
 with open(ra, "w") as f:
     f.write(to)
 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)  # the push
+if drop == "1":
+    os.posix_fadvise(fd, 64 << 20, 4 * int(old) << 10, os.POSIX_FADV_DONTNEED)
 mark("phase pushed")
 read(fd, 64, 192)
 g = os.open(path, os.O_RDONLY)
@@ -71,7 +77,7 @@ mark("phase opened-after")
 read(g, 192, 256)
 EOF
 echo 0 >"$INST/tracing_on"
-echo "# $(date -u +%FT%TZ) $(uname -r); device $FROM KiB, pushed $TO KiB after 64 MiB; pages"
+echo "# $(date -u +%FT%TZ) $(uname -r); device $FROM KiB, pushed $TO KiB after 64 MiB$( ((DROP)) && echo ', the pages read ahead dropped'); pages"
 awk '
   /phase / { for (i = 1; i <= NF; i++) if ($i == "phase") phase = $(i + 1); next }
   /page_cache_(a)?sync_ra/ {
