@@ -571,6 +571,11 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             controller.forget_closed(open);
         }
         let w = probe.window().map_err(|e| e.to_string())?;
+        knobs.note_positions(
+            w.descriptions
+                .iter()
+                .map(|d| (d.sums.tgid, d.ino, d.sums.first, d.sums.last)),
+        );
         let window_s = window_start.elapsed().as_secs_f64();
         // The processes' progress over the same window (read before the re-attach and the
         // decision, which take milliseconds at short intervals).

@@ -147,6 +147,9 @@ pub struct LinuxKnobs {
     pub act_ns: u64,
     /// Each description's advice, by (pid, fd, inode) ([`LinuxKnobs::note_modes`]).
     advice: BTreeMap<(u32, i32, u64), Advice>,
+    /// Each (pid, inode) stream's last page read in the probe's latest window
+    /// ([`LinuxKnobs::note_positions`]).
+    positions: BTreeMap<(u32, u64), u64>,
     /// The device values in force since the last [`LinuxKnobs::note_modes`]: a description
     /// first seen then may have copied any of them at open.
     recent_device_kb: Vec<u64>,
@@ -202,7 +205,40 @@ impl LinuxKnobs {
             errors: Vec::new(),
             act_ns: 0,
             advice: BTreeMap::new(),
+            positions: BTreeMap::new(),
         })
+    }
+
+    /// Where each watched process's stream of each file read last in the probe's latest window
+    /// (`(pid, inode, first page, last page)`; only streams that went forward are kept): a
+    /// smaller value pushed into a description is made to act on a running sequential stream
+    /// by dropping the pages read ahead of it ([`drop_ahead`]).
+    pub fn note_positions(&mut self, streams: impl IntoIterator<Item = (u32, u64, u64, u64)>) {
+        self.positions = streams
+            .into_iter()
+            .filter(|&(_, _, first, last)| last >= first)
+            .map(|(pid, ino, _, last)| ((pid, ino), last))
+            .collect();
+    }
+
+    /// After `t` was pushed from `from_kb` down to a smaller value: the pages its stream read
+    /// ahead are dropped, so that its next read misses and the kernel builds its window again
+    /// from the new limit (it never shrinks an open window: `scripts/ra-push-shrink.sh`).
+    /// Four of the old windows past the last page read (twice as large under
+    /// `POSIX_FADV_SEQUENTIAL`); nothing where the stream's place is not known.
+    fn shrink_stream(&mut self, t: &OpenFile, from_kb: u64) {
+        let Some(&last) = self.positions.get(&(t.pid, t.ino)) else {
+            return;
+        };
+        let window_kb = if t.advice == Advice::Sequential {
+            2 * from_kb
+        } else {
+            from_kb
+        };
+        if let Err(e) = drop_ahead(t.pid, t.fd, last + 1, window_kb) {
+            self.errors
+                .push(format!("pid {} fd {}: dropping the pages read ahead: {e}", t.pid, t.fd));
+        }
     }
 
     /// The device.
@@ -328,9 +364,19 @@ impl LinuxKnobs {
         let files = std::mem::take(&mut self.pending_files);
         let descs = std::mem::take(&mut self.pending_descs);
         let mut by_kb: BTreeMap<u64, Vec<OpenFile>> = BTreeMap::new();
+        // What each description had before (a smaller value drops its stream's read-ahead
+        // pages, `shrink_stream`).
+        let mut was: BTreeMap<(u32, i32), u64> = BTreeMap::new();
         for f in &self.open {
             if let Some(&kb) = descs.get(&(f.pid, f.ino)).or(files.get(&f.ino)) {
                 by_kb.entry(kb).or_default().push(*f);
+                let before = self
+                    .desc_kb
+                    .get(&(f.pid, f.ino))
+                    .or(self.file_kb.get(&f.ino))
+                    .copied()
+                    .unwrap_or(self.device_kb);
+                was.insert((f.pid, f.fd), before);
             }
         }
         // Values whose device borrow failed reached nobody: not recorded, so the controller
@@ -357,6 +403,8 @@ impl LinuxKnobs {
                 self.touched.push(*t);
                 if let Err(e) = fadvise_remote(t.pid, t.fd, t.advice.calls()) {
                     self.errors.push(format!("pid {} fd {}: {e}", t.pid, t.fd));
+                } else if let Some(&before) = was.get(&(t.pid, t.fd)).filter(|&&b| *kb < b) {
+                    self.shrink_stream(t, before);
                 }
             }
             if borrowed {
@@ -528,11 +576,17 @@ impl LinuxKnobs {
             // Every process's files, scanned just now: their advice as the probe last read it.
             mark_advice(&self.advice, &mut targets);
             let own = |t: &OpenFile| self.file_kb.contains_key(&t.ino) || self.desc_kb.contains_key(&(t.pid, t.ino));
-            for t in targets.iter().filter(|t| !own(t)) {
+            let targets: Vec<OpenFile> = targets.into_iter().filter(|t| !own(t)).collect();
+            for t in &targets {
                 // Noted for the journal whatever the calls do (see `flush_now`).
                 self.touched.push(*t);
                 match fadvise_remote(t.pid, t.fd, t.advice.calls()) {
-                    Ok(()) => pushed += 1,
+                    Ok(()) => {
+                        pushed += 1;
+                        if kb < from {
+                            self.shrink_stream(t, from);
+                        }
+                    }
                     Err(e) => self.errors.push(format!("pid {} fd {}: {e}", t.pid, t.fd)),
                 }
             }
@@ -633,6 +687,21 @@ pub fn take_descriptor(pid: u32, fd: i32) -> std::io::Result<std::os::fd::OwnedF
     // SAFETY: plain syscalls on valid arguments.
     let pidfd = owned(unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) })?;
     owned(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) })
+}
+
+/// `POSIX_FADV_DONTNEED` over four windows of `window_kb` from page `from_page` of process
+/// `pid`'s descriptor `fd` (clean pages not mapped are dropped; the others stay).
+pub fn drop_ahead(pid: u32, fd: i32, from_page: u64, window_kb: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let local = take_descriptor(pid, fd)?;
+    let offset = i64::try_from(from_page.saturating_mul(4096)).unwrap_or(i64::MAX);
+    let len = i64::try_from(window_kb.saturating_mul(4 << 10)).unwrap_or(i64::MAX);
+    // SAFETY: a valid descriptor.
+    let rc = unsafe { libc::posix_fadvise(local.as_raw_fd(), offset, len, libc::POSIX_FADV_DONTNEED) };
+    if rc != 0 {
+        return Err(std::io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
 }
 
 /// `posix_fadvise` with each of `advice` in turn on descriptor `fd` of process `pid`, through
