@@ -846,11 +846,9 @@ impl Guarded {
             self.short = None;
             // A process back on its own values, or one held back: the whole decision is judged
             // again (with a process held, whether the others' values still cost it).
-            {
-                self.judged = None;
-                self.tuned.clear();
-                self.unjudged.clear();
-            }
+            self.judged = None;
+            self.tuned.clear();
+            self.unjudged.clear();
         }
     }
 
@@ -1456,14 +1454,11 @@ impl Guarded {
                 .collect();
             vanilla.is_some_and(|v| !rates.is_empty() && below_every(&v, since, margin, &rates, rising))
         };
-        let Some((mut amounts, _)) = Outcome::process_sums(&self.vanilla) else {
+        // Processes compared as `Outcome::relative_progress` compares them: watched through
+        // both sides.
+        let Some((_, (amounts, _))) = Outcome::paired_sums(tuned, &self.vanilla) else {
             return false;
         };
-        // Processes compared as `Outcome::relative_progress` compares them: watched through
-        // both sides (pages read by process do not change the population as processes come
-        // and go, and one that exited has not read nothing).
-        let present = Outcome::process_sums(tuned).map(|(t, _)| t).unwrap_or_default();
-        amounts.retain(|pid, _| present.contains_key(pid));
         if amounts.len() < 2 {
             return below(&Outcome::progress);
         }

@@ -328,8 +328,7 @@ impl Outcome {
     /// reverted a decision worth 1.4x. Sums rather than medians: a random reader's user time
     /// is a few clock ticks per window, and a median of three such windows is as coarse as one.
     pub fn relative_progress(tuned: &[Outcome], vanilla: &[Outcome]) -> Option<RelativeProgress> {
-        let ((t, ts), (mut v, vs)) = (Self::process_sums(tuned)?, Self::process_sums(vanilla)?);
-        v.retain(|pid, _| t.contains_key(pid));
+        let ((t, ts), (v, vs)) = Self::paired_sums(tuned, vanilla)?;
         if v.len() < 2 {
             return None; // one process: the median of its windows
         }
@@ -345,10 +344,20 @@ impl Outcome {
         mean.is_finite().then_some(RelativeProgress { mean, ratios })
     }
 
+    /// [`Outcome::process_sums`] of both sides, each keeping only the processes the other has
+    /// too: where the set of processes is not the population (pages read by process), one
+    /// that exited or started between the sides is not compared, rather than read as nothing.
+    pub(crate) fn paired_sums(tuned: &[Outcome], vanilla: &[Outcome]) -> Option<(ProcessSums, ProcessSums)> {
+        let ((mut t, ts), (mut v, vs)) = (Self::process_sums(tuned)?, Self::process_sums(vanilla)?);
+        v.retain(|pid, _| t.contains_key(pid));
+        t.retain(|pid, _| v.contains_key(pid));
+        Some(((t, ts), (v, vs)))
+    }
+
     /// Each watched process's progress summed over the windows of `side` that measured
     /// something, and their seconds; `None` where none did. Only processes watched in every
     /// one of those windows.
-    pub(crate) fn process_sums(side: &[Outcome]) -> Option<(BTreeMap<u32, f64>, f64)> {
+    pub(crate) fn process_sums(side: &[Outcome]) -> Option<ProcessSums> {
         let mut amount: BTreeMap<u32, (f64, usize)> = BTreeMap::new();
         let (mut seconds, mut windows) = (0.0, 0);
         for o in side.iter().filter(|o| o.progress().is_some()) {
@@ -383,6 +392,10 @@ impl Outcome {
         self.misses as f64 / self.pages_accessed.max(1) as f64
     }
 }
+
+/// Each process's progress summed over a side's measured windows, and their seconds
+/// ([`Outcome::process_sums`]).
+pub(crate) type ProcessSums = (BTreeMap<u32, f64>, f64);
 
 /// Progress relative to vanilla, process by process ([`Outcome::relative_progress`]).
 #[derive(Debug, Clone, PartialEq)]

@@ -832,9 +832,6 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     Ok(summary)
 }
 
-/// Run `f` (attaching or detaching the probes, milliseconds of system calls during which the
-/// programs come and go one by one) and return the instant halfway through it: the slice of a
-/// sampled window is timed between two such instants.
 /// Each process's pages read in a window: its count `now` less `before` (a process the
 /// probe's table dropped and saw again starts from zero: what it counted since), scaled by `k`
 /// as the window's other counts are ([`iolearn_probe::Counters::scaled`]).
@@ -848,6 +845,9 @@ fn pages_since(now: &BTreeMap<u32, u64>, before: &BTreeMap<u32, u64>, k: f64) ->
         .collect()
 }
 
+/// Run `f` (attaching or detaching the probes, milliseconds of system calls during which the
+/// programs come and go one by one) and return the instant halfway through it: the slice of a
+/// sampled window is timed between two such instants.
 fn midway(f: impl FnOnce() -> Result<(), iolearn_probe::ProbeError>) -> Result<Instant, String> {
     let t0 = Instant::now();
     f().map_err(|e| e.to_string())?;

@@ -364,19 +364,9 @@ impl LinuxKnobs {
         let files = std::mem::take(&mut self.pending_files);
         let descs = std::mem::take(&mut self.pending_descs);
         let mut by_kb: BTreeMap<u64, Vec<OpenFile>> = BTreeMap::new();
-        // What each description had before (a smaller value drops its stream's read-ahead
-        // pages, `shrink_stream`).
-        let mut was: BTreeMap<(u32, i32), u64> = BTreeMap::new();
         for f in &self.open {
             if let Some(&kb) = descs.get(&(f.pid, f.ino)).or(files.get(&f.ino)) {
                 by_kb.entry(kb).or_default().push(*f);
-                let before = self
-                    .desc_kb
-                    .get(&(f.pid, f.ino))
-                    .or(self.file_kb.get(&f.ino))
-                    .copied()
-                    .unwrap_or(self.device_kb);
-                was.insert((f.pid, f.fd), before);
             }
         }
         // Values whose device borrow failed reached nobody: not recorded, so the controller
@@ -403,8 +393,13 @@ impl LinuxKnobs {
                 self.touched.push(*t);
                 if let Err(e) = fadvise_remote(t.pid, t.fd, t.advice.calls()) {
                     self.errors.push(format!("pid {} fd {}: {e}", t.pid, t.fd));
-                } else if let Some(&before) = was.get(&(t.pid, t.fd)).filter(|&&b| *kb < b) {
-                    self.shrink_stream(t, before);
+                } else {
+                    // What it had before (the pending values are taken: the values in force),
+                    // for a smaller value to drop its stream's read-ahead pages.
+                    let before = self.description_read_ahead_kb(t.pid, t.ino);
+                    if *kb < before {
+                        self.shrink_stream(t, before);
+                    }
                 }
             }
             if borrowed {

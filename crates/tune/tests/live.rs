@@ -18,6 +18,14 @@ fn scratch() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tune-live")
 }
 
+/// A file of `mib` MiB written and synced at `path`, opened for reading.
+fn synced_file(path: &std::path::Path, mib: usize) -> File {
+    let mut w = File::create(path).unwrap();
+    w.write_all(&vec![1u8; mib << 20]).unwrap();
+    w.sync_all().unwrap();
+    File::open(path).unwrap()
+}
+
 /// Pages of `f` (mapped) that are resident after one fault at page `at` of a cold file: the
 /// fault's read-around, i.e. the file's readahead window.
 fn read_around_pages(f: &File, pages: usize, at: usize) -> usize {
@@ -48,10 +56,7 @@ fn per_file_values_reach_other_descriptions_through_pidfd_getfd() {
     }
     let fs = LoopFs::create(&scratch(), "knobs", 96).unwrap();
     let path = fs.mountpoint.join("data");
-    let mut w = File::create(&path).unwrap();
-    w.write_all(&vec![1u8; 16 << 20]).unwrap();
-    w.sync_all().unwrap();
-    let f = File::open(&path).unwrap();
+    let f = synced_file(&path, 16);
     let sysfs = iolearn_tune::linux::read_ahead_path(&fs.device);
     let original = read_device_kb(&sysfs).unwrap();
     let mut knobs = LinuxKnobs::new(&fs.device, false).unwrap();
@@ -156,10 +161,7 @@ fn a_per_description_value_reaches_only_that_processs_descriptions() {
     }
     let fs = LoopFs::create(&scratch(), "descriptions", 96).unwrap();
     let path = fs.mountpoint.join("shared");
-    let mut w = File::create(&path).unwrap();
-    w.write_all(&vec![1u8; 16 << 20]).unwrap();
-    w.sync_all().unwrap();
-    let ours = File::open(&path).unwrap();
+    let ours = synced_file(&path, 16);
     let holder = Holder::spawn(&path);
     let theirs = holder.description();
     let sysfs = iolearn_tune::linux::read_ahead_path(&fs.device);
@@ -814,10 +816,7 @@ fn a_smaller_value_pushed_drops_what_a_running_stream_read_ahead() {
     }
     let fs = LoopFs::create(&scratch(), "shrink", 96).unwrap();
     let path = fs.mountpoint.join("data");
-    let mut w = File::create(&path).unwrap();
-    w.write_all(&vec![1u8; 32 << 20]).unwrap();
-    w.sync_all().unwrap();
-    let f = File::open(&path).unwrap();
+    let f = synced_file(&path, 32);
     let pages = (32 << 20) / 4096;
     let sysfs = iolearn_tune::linux::read_ahead_path(&fs.device);
     let original = read_device_kb(&sysfs).unwrap();
