@@ -429,6 +429,44 @@ impl OpenFileMode {
     }
 }
 
+/// One thread of a watched process as the task iterator reads it ([`Probe::task_times`]):
+/// its CPU time as the scheduler keeps it, and the scheduler tick's samples of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TaskTimes {
+    /// Process.
+    pub tgid: u32,
+    /// Thread.
+    pub tid: u32,
+    /// Time it ran (`se.sum_exec_runtime`), ns: exact as of its last scheduler update (its
+    /// last tick or switch).
+    pub runtime_ns: u64,
+    /// Ticks it was running at in user mode, as ns (raw `utime`: a tick's length each).
+    pub user_tick_ns: u64,
+    /// Ticks it was running at in the kernel, as ns (raw `stime`).
+    pub system_tick_ns: u64,
+    /// The kernel's tick rate (`CONFIG_HZ`; 0: unknown).
+    pub hz: u32,
+}
+
+impl TaskTimes {
+    /// Decode the iterator's `struct task_times` (40 bytes, native byte order).
+    pub fn decode(b: &[u8]) -> Option<TaskTimes> {
+        if b.len() < 40 {
+            return None;
+        }
+        let u64_at = |i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().unwrap());
+        let u32_at = |i: usize| u32::from_ne_bytes(b[i..i + 4].try_into().unwrap());
+        Some(TaskTimes {
+            runtime_ns: u64_at(0),
+            user_tick_ns: u64_at(8),
+            system_tick_ns: u64_at(16),
+            tgid: u32_at(24),
+            tid: u32_at(28),
+            hz: u32_at(32),
+        })
+    }
+}
+
 #[cfg(iolearn_bpf)]
 mod live;
 #[cfg(iolearn_bpf)]
@@ -482,6 +520,10 @@ impl Probe {
     }
     /// Unreachable without a probe.
     pub fn open_files(&mut self) -> Result<Vec<OpenFileMode>, ProbeError> {
+        Err(ProbeError::NotBuilt)
+    }
+    /// Unreachable without a probe.
+    pub fn task_times(&mut self) -> Result<Vec<TaskTimes>, ProbeError> {
         Err(ProbeError::NotBuilt)
     }
 }

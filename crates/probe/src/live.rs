@@ -2,7 +2,7 @@
 
 use crate::sys::{check_root_and_btf, kernel_dev};
 use crate::{
-    Counters, FileSums, OpenFileMode, PageSums, ProbeConfig, ProbeError, ProgramStats, RawEvent, Window,
+    Counters, FileSums, OpenFileMode, PageSums, ProbeConfig, ProbeError, ProgramStats, RawEvent, TaskTimes, Window,
     LATENCY_BUCKETS, N_COUNTERS,
 };
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
@@ -377,6 +377,23 @@ impl Probe {
         it.read_to_end(&mut buf)
             .map_err(|e| ProbeError::Map(format!("reading the open-file iterator: {e}")))?;
         Ok(buf.chunks_exact(32).filter_map(OpenFileMode::decode).collect())
+    }
+
+    /// The CPU time of every thread of the watched processes (every process when none is
+    /// named), read now by the `iter/task` program.
+    pub fn task_times(&mut self) -> Result<Vec<TaskTimes>, ProbeError> {
+        use std::io::Read;
+        let link = self
+            .skel
+            .progs
+            .task_times
+            .attach()
+            .map_err(|e| ProbeError::Map(format!("the task iterator: {e}")))?;
+        let mut it = libbpf_rs::Iter::new(&link).map_err(|e| ProbeError::Map(format!("the task iterator: {e}")))?;
+        let mut buf = Vec::new();
+        it.read_to_end(&mut buf)
+            .map_err(|e| ProbeError::Map(format!("reading the task iterator: {e}")))?;
+        Ok(buf.chunks_exact(40).filter_map(TaskTimes::decode).collect())
     }
 
     /// Run counts and kernel CPU time of each program (zeros unless stats are enabled).

@@ -666,3 +666,80 @@ fn detached_page_cache_programs_see_nothing_and_attached_again_see_everything() 
     assert!(on.counters.pages_added >= a + 256 && on.counters.pages_accessed >= b + 256);
     assert!(on.counters.ra_sync + on.counters.ra_async > off.counters.ra_sync + off.counters.ra_async);
 }
+
+/// This thread's CPU time, from the clock the kernel keeps per thread.
+fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid timespec for the call to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+#[test]
+fn the_task_iterator_gives_each_threads_run_time_and_its_ticks_in_user_and_kernel_mode() {
+    if skip("the_task_iterator_gives_each_threads_run_time_and_its_ticks_in_user_and_kernel_mode") {
+        return;
+    }
+    use std::sync::{mpsc, Arc, Barrier};
+    let dev = DeviceId::of_path(&std::env::temp_dir()).unwrap();
+    let mut p = probe(dev, &[me()], false);
+    // Two threads of this process, 0.4 s of CPU each: one in its own code, one copying from
+    // /dev/zero (the kernel's work). Each sends its tid and the CPU time it measured, then
+    // waits (an exited thread leaves the task list) until the iterator has been read.
+    let done = Arc::new(Barrier::new(3));
+    let (tx, rx) = mpsc::channel();
+    let spawn = |in_kernel: bool| {
+        let (done, tx) = (done.clone(), tx.clone());
+        std::thread::spawn(move || {
+            let mut zero = File::open("/dev/zero").unwrap();
+            let mut buf = vec![0u8; 1 << 20];
+            let t = thread_cpu_s();
+            let mut x = 1u64;
+            while thread_cpu_s() - t < 0.4 {
+                if in_kernel {
+                    zero.read_exact(&mut buf).unwrap();
+                } else {
+                    for _ in 0..200_000 {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                        std::hint::black_box(x);
+                    }
+                }
+            }
+            // SAFETY: gettid has no preconditions.
+            tx.send((in_kernel, unsafe { libc::gettid() } as u32, thread_cpu_s()))
+                .unwrap();
+            done.wait();
+        })
+    };
+    let threads = [spawn(false), spawn(true)];
+    let sent: Vec<(bool, u32, f64)> = (0..2).map(|_| rx.recv().unwrap()).collect();
+    let times = p.task_times().unwrap();
+    done.wait();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(
+        times.iter().all(|t| t.tgid == me()),
+        "only the watched process: {times:?}"
+    );
+    assert!(times.iter().any(|t| t.tid == me()), "the main thread: {times:?}");
+    assert!(times.iter().all(|t| t.hz >= 100), "the tick rate: {times:?}");
+    for (in_kernel, tid, cpu) in sent {
+        let t = times
+            .iter()
+            .find(|t| t.tid == tid)
+            .unwrap_or_else(|| panic!("thread {tid}: {times:?}"));
+        // The run time is the scheduler's, as exact as the thread's own clock (up to the
+        // time since its last update: a tick at most, 10 ms at 100 Hz).
+        let ran = t.runtime_ns as f64 / 1e9;
+        assert!((ran - cpu).abs() < 0.02, "thread {tid}: ran {ran} s, its clock {cpu} s");
+        // The ticks it was running at: nearly all in user mode for the one, in the kernel for
+        // the other (one tick either way is 4 ms at 250 Hz; 0.4 s is 100 of them).
+        let (u, s) = (t.user_tick_ns as f64 / 1e9, t.system_tick_ns as f64 / 1e9);
+        let (mine, other) = if in_kernel { (s, u) } else { (u, s) };
+        assert!(
+            mine > 0.25 && other < 0.1,
+            "thread {tid} (kernel: {in_kernel}): user {u} s, system {s} s"
+        );
+    }
+}

@@ -506,7 +506,9 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     note_modes(&mut probe, &mut knobs, &mut modes_failed);
     let first = probe.window().map_err(|e| e.to_string())?; // start clean
     let (mut counters_before, mut reads_before) = (first.counters, first.pages_read_by_process);
-    cpu.take(&knobs.pids);
+    if watched {
+        cpu.take(&knobs.pids, &probe.task_times().map_err(|e| e.to_string())?);
+    }
     let mut window_start = Instant::now();
     // A sampled window: the programs observe until `slice.1` (from `slice.0`), then detach;
     // `observed` is how long they watched. `sampling` goes off for good if the programs once
@@ -579,7 +581,10 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         let window_s = window_start.elapsed().as_secs_f64();
         // The processes' progress over the same window (read before the re-attach and the
         // decision, which take milliseconds at short intervals).
-        let busy = watched.then(|| (cpu.take_by_process(&knobs.pids), cpu.population()));
+        let busy = match watched {
+            true => Some(cpu.take(&knobs.pids, &probe.task_times().map_err(|e| e.to_string())?)),
+            false => None,
+        };
         // The window was sampled if its slice closed (one still open watched all of it).
         slice = None;
         let k = observed.take().map_or(1.0, |d| window_s / d.as_secs_f64().max(1e-9));
@@ -640,11 +645,12 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         // A slice whose processes changed, or whose progress fell below the guardrail's
         // abort bar (unwatched, a workload runs faster, never slower), wakes a resting tuner:
         // the guardrail's own checks run on whole windows only. Progress is compared only
-        // where the whole window measured thirty clock ticks of it or more (an I/O-bound
-        // reader's few ticks of user time a window would wake it on noise).
+        // where the whole window measured thirty units of either window's resolution (an
+        // I/O-bound reader's few tick samples of user time a window would wake it on noise).
         let moved = !whole
             && last_whole.as_ref().is_some_and(|o: &Outcome| {
-                let measurable = |p: f64| p * o.seconds >= 3.0 * MIN_RESOLUTION_UNITS * o.resolution;
+                let unit = o.resolution.max(features.outcome.resolution);
+                let measurable = |p: f64| p * o.seconds >= 3.0 * MIN_RESOLUTION_UNITS * unit;
                 o.population != features.outcome.population
                     || matches!((o.progress(), features.outcome.progress()), (Some(was), Some(now)) if measurable(was) && now < abort * was)
             });

@@ -50,6 +50,19 @@ struct open_file_mode {
 	__u32 mmap_miss;
 };
 
+/* One thread of a watched process (the task iterator): its CPU time as the scheduler keeps it
+ * (exact, ns) and the scheduler tick's samples of it, user and kernel (ns, TICK_NSEC a tick
+ * the thread was running at; raw, before /proc's adjustment); the kernel's tick rate. */
+struct task_times {
+	__u64 runtime;
+	__u64 utime;
+	__u64 stime;
+	__u32 tgid;
+	__u32 tid;
+	__u32 hz;
+	__u32 pad;
+};
+
 struct page_event {
 	__u64 time_ns;
 	__u64 ino;

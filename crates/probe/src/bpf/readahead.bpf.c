@@ -494,4 +494,35 @@ int open_files(struct bpf_iter__task_file *ctx)
 	return 0;
 }
 
+/* The kernel's tick rate (libbpf reads it from the kernel's config; 0 where it cannot). */
+extern unsigned int CONFIG_HZ __kconfig __weak;
+
+/* The CPU time of every thread of the watched processes, read at each window's end: the
+ * guardrail's measure of progress for a process that reads through mappings. /proc gives
+ * user time only in clock ticks of 10 ms, and as the thread's exact run time split by its
+ * user share since it started (cputime_adjust), which lags a change of setting and moves in
+ * steps; the exact run time and the tick's raw samples here let user space split each
+ * window's run time by that window's samples, with their sampling error known. */
+SEC("iter/task")
+int task_times(struct bpf_iter__task *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *task = ctx->task;
+	if (!task)
+		return 0;
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	if (filter_tgid && !watched(tgid))
+		return 0;
+	struct task_times t = {
+		.runtime = BPF_CORE_READ(task, se.sum_exec_runtime),
+		.utime = BPF_CORE_READ(task, utime),
+		.stime = BPF_CORE_READ(task, stime),
+		.tgid = tgid,
+		.tid = BPF_CORE_READ(task, pid),
+		.hz = CONFIG_HZ,
+	};
+	bpf_seq_write(seq, &t, sizeof(t));
+	return 0;
+}
+
 char LICENSE[] SEC("license") = "GPL";

@@ -74,11 +74,18 @@ struct thread_info {
 	__u32 status;
 };
 
+struct sched_entity {
+	__u64 sum_exec_runtime;
+};
+
 struct task_struct {
 	struct thread_info thread_info;
 	int pid;
 	int tgid;
 	struct files_struct *files;
+	__u64 utime;
+	__u64 stime;
+	struct sched_entity se;
 };
 
 /* The registers saved at a system call's entry (x86-64): its number and first two arguments,
@@ -149,6 +156,11 @@ struct bpf_iter__task_file {
 	struct task_struct *task;
 	__u32 fd;
 	struct file *file;
+};
+
+struct bpf_iter__task {
+	struct bpf_iter_meta *meta;
+	struct task_struct *task;
 };
 
 #pragma clang attribute pop
