@@ -135,6 +135,10 @@ struct Description {
     ra: RaState,
     /// A readahead set by a controller (per file or per description) overrides the device's.
     pinned: bool,
+    /// Pinned by its process's value for files opened next ([`Sim::set_new_file_ra_pages`]),
+    /// not by a decision of its own: the next such value replaces it (as the kernel tuner's
+    /// `default_descs`).
+    preset: bool,
     /// Accessed at least once (a process opens a file at its first access).
     opened: bool,
 }
@@ -192,6 +196,7 @@ impl Sim {
             .map(|_| Description {
                 ra: RaState::new(device_ra_pages),
                 pinned: false,
+                preset: false,
                 opened: false,
             })
             .collect();
@@ -310,6 +315,11 @@ impl Sim {
         self.description(p, file).ra.ra_pages
     }
 
+    /// Whether process `process` has opened `file` (it opens a file at its first access).
+    pub fn description_opened(&self, process: u32, file: u32) -> bool {
+        self.description(process, file).opened
+    }
+
     /// Process `process`'s readahead for `file`, pages.
     pub fn description_ra_pages(&self, process: u32, file: u32) -> u64 {
         self.description(process, file).ra.ra_pages
@@ -347,6 +357,7 @@ impl Sim {
         let dev = self.device_ra_pages;
         let d = self.description_mut(process, file);
         d.pinned = pages.is_some();
+        d.preset = false;
         d.ra.ra_pages = pages.unwrap_or(dev);
     }
 
@@ -354,9 +365,33 @@ impl Sim {
     /// device's (`None`: the device's again). Per-file tuning needs it: a scan moves from one
     /// SST file to the next faster than one decision window, so a decision taken on the files
     /// a process has read must also cover the ones it opens next.
+    ///
+    /// It also reaches the files the process has open with no value of their own (on the
+    /// device's, or on an earlier value of this kind), as the kernel tuner's push into open
+    /// descriptions does: a process taken back alone from a device's value (the guardrail's
+    /// `apart`) gets vanilla on the files it is reading, not only on its next ones.
     pub fn set_new_file_ra_pages(&mut self, process: u32, pages: Option<u64>) {
-        if let Some(slot) = self.new_file_ra.get_mut(process as usize) {
-            *slot = pages;
+        let Some(slot) = self.new_file_ra.get_mut(process as usize) else {
+            return;
+        };
+        *slot = pages;
+        let dev = self.device_ra_pages;
+        let n = self.files.len();
+        for d in &mut self.descriptions[process as usize * n..(process as usize + 1) * n] {
+            if !d.opened || (d.pinned && !d.preset) {
+                continue;
+            }
+            (d.ra.ra_pages, d.pinned, d.preset) = match pages {
+                Some(p) => (p, true, true),
+                None => (
+                    match d.ra.advice {
+                        Advice::Sequential => 2 * dev,
+                        _ => dev,
+                    },
+                    false,
+                    false,
+                ),
+            };
         }
     }
 
@@ -436,6 +471,7 @@ impl Sim {
         if let (Some(pages), false) = (preset, d.pinned) {
             d.ra.ra_pages = pages;
             d.pinned = true;
+            d.preset = true;
         }
     }
 

@@ -284,6 +284,43 @@ fn files_a_process_opens_next_start_with_its_new_file_setting() {
 }
 
 #[test]
+fn a_new_file_setting_reaches_the_open_files_without_a_value_of_their_own() {
+    // As the kernel tuner pushes into open descriptions: a process taken back alone to
+    // vanilla gets it on the files it is reading too.
+    let mut sim = Sim::new(small(WorkloadKind::ReadSeq, DevicePreset::nvme(), 128));
+    // The scan moves from file to file: run until it has opened two.
+    let mut t = 0;
+    while (0..sim.n_files()).filter(|&f| sim.description_opened(0, f)).count() < 2 && t < 2_000_000_000 {
+        t += 10_000_000;
+        sim.run_until(t);
+    }
+    let open: Vec<u32> = (0..sim.n_files()).filter(|&f| sim.description_opened(0, f)).collect();
+    assert!(open.len() >= 2, "the scan has opened files");
+    // One of them with a decision of its own, which the process's value does not override.
+    let own = open[0];
+    sim.set_description_ra_pages(0, own, Some(8));
+    sim.set_new_file_ra_pages(0, Some(16));
+    assert_eq!(
+        sim.description_ra_pages(0, open[1]),
+        16,
+        "an open file on the device's value follows"
+    );
+    assert_eq!(sim.description_ra_pages(0, own), 8, "a decision of its own stays");
+    let unopened = sim.n_files() - 1;
+    assert!(!sim.description_opened(0, unopened));
+    assert_eq!(sim.description_ra_pages(0, unopened), 32, "not opened yet: at its open");
+    // The device's value no longer reaches it (it has the process's), the next such value
+    // does, and none gives it the device's back.
+    sim.set_device_read_ahead_kb(256);
+    assert_eq!(sim.description_ra_pages(0, open[1]), 16);
+    sim.set_new_file_ra_pages(0, Some(4));
+    assert_eq!(sim.description_ra_pages(0, open[1]), 4);
+    sim.set_new_file_ra_pages(0, None);
+    assert_eq!(sim.description_ra_pages(0, open[1]), 64, "the device's again");
+    assert_eq!(sim.description_ra_pages(0, own), 8);
+}
+
+#[test]
 fn a_page_mapped_by_one_process_still_faults_in_another() {
     // Page tables are per process: a scanner's mapping does not hide a second process's first
     // load from the kernel (nor its readahead marker).
