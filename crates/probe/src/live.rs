@@ -364,35 +364,14 @@ impl Probe {
     /// The open files of the watched processes (every process when none is named) on the
     /// device, read now by the `iter/task_file` program.
     pub fn open_files(&mut self) -> Result<Vec<OpenFileMode>, ProbeError> {
-        use std::io::Read;
-        let link = self
-            .skel
-            .progs
-            .open_files
-            .attach()
-            .map_err(|e| ProbeError::Map(format!("the open-file iterator: {e}")))?;
-        let mut it =
-            libbpf_rs::Iter::new(&link).map_err(|e| ProbeError::Map(format!("the open-file iterator: {e}")))?;
-        let mut buf = Vec::new();
-        it.read_to_end(&mut buf)
-            .map_err(|e| ProbeError::Map(format!("reading the open-file iterator: {e}")))?;
+        let buf = run_iterator(&self.skel.progs.open_files, "the open-file iterator")?;
         Ok(buf.chunks_exact(32).filter_map(OpenFileMode::decode).collect())
     }
 
     /// The CPU time of every thread of the watched processes (every process when none is
     /// named), read now by the `iter/task` program.
     pub fn task_times(&mut self) -> Result<Vec<TaskTimes>, ProbeError> {
-        use std::io::Read;
-        let link = self
-            .skel
-            .progs
-            .task_times
-            .attach()
-            .map_err(|e| ProbeError::Map(format!("the task iterator: {e}")))?;
-        let mut it = libbpf_rs::Iter::new(&link).map_err(|e| ProbeError::Map(format!("the task iterator: {e}")))?;
-        let mut buf = Vec::new();
-        it.read_to_end(&mut buf)
-            .map_err(|e| ProbeError::Map(format!("reading the task iterator: {e}")))?;
+        let buf = run_iterator(&self.skel.progs.task_times, "the task iterator")?;
         Ok(buf.chunks_exact(40).filter_map(TaskTimes::decode).collect())
     }
 
@@ -450,6 +429,17 @@ impl Drop for Probe {
 /// `storage` came from `Box::into_raw` and nothing borrows it any more.
 unsafe fn free_storage(storage: *mut MaybeUninit<OpenObject>) {
     drop(Box::from_raw(storage));
+}
+
+/// Run an iterator program once (`what` names it in errors) and return what it wrote.
+fn run_iterator(prog: &libbpf_rs::ProgramMut<'_>, what: &str) -> Result<Vec<u8>, ProbeError> {
+    use std::io::Read;
+    let link = prog.attach().map_err(|e| ProbeError::Map(format!("{what}: {e}")))?;
+    let mut it = libbpf_rs::Iter::new(&link).map_err(|e| ProbeError::Map(format!("{what}: {e}")))?;
+    let mut buf = Vec::new();
+    it.read_to_end(&mut buf)
+        .map_err(|e| ProbeError::Map(format!("reading {what}: {e}")))?;
+    Ok(buf)
 }
 
 fn sum_percpu_u64(map: &libbpf_rs::MapMut<'_>, key: u32) -> Result<u64, ProbeError> {
