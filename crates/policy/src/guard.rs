@@ -1462,9 +1462,10 @@ impl Guarded {
         if amounts.len() < 2 {
             return below(&Outcome::progress);
         }
+        let total: f64 = amounts.values().sum();
         let counted: Vec<u32> = amounts
             .into_iter()
-            .filter(|&(_, a)| Outcome::counts_alone(a, &self.vanilla))
+            .filter(|&(_, a)| Outcome::counts_alone(a, total, &self.vanilla))
             .map(|(pid, _)| pid)
             .collect();
         !counted.is_empty()

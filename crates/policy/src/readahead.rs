@@ -297,6 +297,12 @@ pub struct Outcome {
 /// database.
 pub const MIN_RESOLUTION_UNITS: f64 = 10.0;
 
+/// The least share of the watched processes' summed vanilla progress a process must have to
+/// be judged on its own: counted in pages, ten of them (a helper's 40 KiB read beside a scan's
+/// 90,000 pages a block) would otherwise count alone, and its ratio of 0 or 3 outvote the
+/// scan's. A light random reader beside a scan (fio's three-process job: 3% each) counts.
+pub const MIN_SHARE: f64 = 0.01;
+
 impl Outcome {
     /// How fast the workload went: operations per second where the application says, else
     /// busy seconds per second. `None` when the window measured nothing (no time, or, without
@@ -318,8 +324,8 @@ impl Outcome {
     /// How the watched processes went in `tuned` relative to `vanilla`, each against its own:
     /// the mean over processes of (its progress per second in `tuned`) / (in `vanilla`),
     /// progress summed over each side's measured windows. Only processes that progressed under
-    /// vanilla by [`MIN_RESOLUTION_UNITS`] of the outcomes' resolution count (the others' ratios
-    /// are noise, and summed they would still weigh). `None` with fewer than two processes
+    /// vanilla by [`MIN_RESOLUTION_UNITS`] of the outcomes' resolution and [`MIN_SHARE`] of their
+    /// sum count (the others' ratios are noise, and summed they would still weigh). `None` with fewer than two processes
     /// split out (one process is [`Outcome::progress`]'s case) or none that counts. A process
     /// is compared only where it was watched in every measured window of both sides (where the
     /// set of processes is not the population, as for pages read, short-lived ones come and
@@ -332,9 +338,10 @@ impl Outcome {
         if v.len() < 2 {
             return None; // one process: the median of its windows
         }
+        let total: f64 = v.values().sum();
         let ratios: Vec<(u32, f64, f64)> = v
             .iter()
-            .filter(|(_, &a)| Self::counts_alone(a, vanilla))
+            .filter(|(_, &a)| Self::counts_alone(a, total, vanilla))
             .map(|(&pid, &a)| (pid, t[&pid] / ts / (a / vs), a / vs))
             .collect();
         if ratios.is_empty() {
@@ -375,11 +382,12 @@ impl Outcome {
         (seconds > 0.0).then(|| (whole.collect(), seconds))
     }
 
-    /// Whether a process whose progress over `vanilla` summed to `amount` is judged on its own:
-    /// by [`MIN_RESOLUTION_UNITS`] of the outcomes' resolution at least.
-    pub(crate) fn counts_alone(amount: f64, vanilla: &[Outcome]) -> bool {
+    /// Whether a process whose progress over `vanilla` summed to `amount`, of `total` for all
+    /// the processes compared, is judged on its own: by [`MIN_RESOLUTION_UNITS`] of the
+    /// outcomes' resolution and [`MIN_SHARE`] of the total at least.
+    pub(crate) fn counts_alone(amount: f64, total: f64, vanilla: &[Outcome]) -> bool {
         let least = MIN_RESOLUTION_UNITS * vanilla.iter().map(|o| o.resolution).fold(0.0, f64::max);
-        amount > 0.0 && amount >= least && amount.is_finite()
+        amount > 0.0 && amount >= least && amount >= MIN_SHARE * total && amount.is_finite()
     }
 
     /// Pages read per page used (readahead waste when well above 1).

@@ -691,6 +691,43 @@ fn a_process_below_the_resolution_is_not_judged_on_its_own() {
 }
 
 #[test]
+fn a_helper_with_a_sliver_of_the_pages_is_not_judged_on_its_own() {
+    // Counted in pages (`--progress auto`): a scan reads 30,000 pages a second and gains 10%
+    // at 512 KiB; a helper beside it read 10 pages a second under vanilla and none since.
+    // Ten pages a window clear the resolution's bar (one page), but its ratio of 0 would
+    // halve the mean of the two and revert the scan's gain; under 1% of the pages, it does
+    // not count on its own.
+    let mut g = guarded(Static::new(512));
+    let mut dev = Device { kb: 128, sets: 0 };
+    for _ in 0..20 {
+        let (scan, helper) = if dev.kb == 512 {
+            (33_000.0, 0.0)
+        } else {
+            (30_000.0, 10.0)
+        };
+        let w = WindowFeatures {
+            outcome: Outcome {
+                seconds: 1.0,
+                ops: Some(scan + helper),
+                by_process: std::collections::BTreeMap::from([(100, scan), (101, helper)]),
+                resolution: 1.0,
+                read_ahead_kb: Some(dev.kb),
+                pages_accessed: (scan + helper) as u64,
+                pages_added: (scan + helper) as u64,
+                pages_used: Some((scan + helper) as u64),
+                ..Outcome::default()
+            },
+            ..WindowFeatures::default()
+        };
+        g.decide(&w, &mut dev);
+    }
+    let ev = g.take_events();
+    assert_eq!(ev.first().map(|e| e.kind), Some(GuardEventKind::Kept), "{ev:?}");
+    assert!(ev[0].reason.contains("+10.0%"), "{}", ev[0].reason);
+    assert_eq!(dev.kb, 512);
+}
+
+#[test]
 fn a_request_the_floor_raised_to_the_value_in_force_is_not_rewritten() {
     // static:8 under the guardrail gets 16 KiB; asking for 8 again every window must not set
     // 16 again every window.
