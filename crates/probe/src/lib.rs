@@ -284,11 +284,18 @@ impl Counters {
     /// Counts of part of a window scaled to the whole window by `k` (the window's length over
     /// the time watched); `k` at or below 1 changes nothing.
     pub fn scaled(&self, k: f64) -> Counters {
-        if k.is_nan() || k <= 1.0 {
-            return *self;
-        }
         let a = self.to_array();
-        Counters::from_array(&std::array::from_fn(|i| (a[i] as f64 * k).round() as u64))
+        Counters::from_array(&std::array::from_fn(|i| scale_count(a[i], k)))
+    }
+}
+
+/// A count of part of a window scaled to the whole window by `k` ([`Counters::scaled`]): `k`
+/// at or below 1, or NaN, changes nothing.
+pub fn scale_count(n: u64, k: f64) -> u64 {
+    if k.is_nan() || k <= 1.0 {
+        n
+    } else {
+        (n as f64 * k).round() as u64
     }
 }
 

@@ -842,11 +842,10 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
 /// probe's table dropped and saw again starts from zero: what it counted since), scaled by `k`
 /// as the window's other counts are ([`iolearn_probe::Counters::scaled`]).
 fn pages_since(now: &BTreeMap<u32, u64>, before: &BTreeMap<u32, u64>, k: f64) -> BTreeMap<u32, u64> {
-    let k = if k.is_nan() || k <= 1.0 { 1.0 } else { k };
     now.iter()
         .map(|(&pid, &n)| {
             let was = before.get(&pid).copied().filter(|&b| b <= n).unwrap_or(0);
-            (pid, ((n - was) as f64 * k).round() as u64)
+            (pid, iolearn_probe::scale_count(n - was, k))
         })
         .collect()
 }
