@@ -285,16 +285,17 @@ pub struct Outcome {
     /// against its own vanilla: summed, a CPU-heavy scanner's time drowns a random reader's
     /// doubling ([`Outcome::relative_progress`]).
     pub by_process: BTreeMap<u32, f64>,
-    /// The smallest amount `by_process` tells apart (kernel: one clock tick of user time,
-    /// 0.01 s; simulator: 0). A process counts in [`Outcome::relative_progress`] only with
-    /// [`MIN_RESOLUTION_UNITS`] of these under vanilla: its ratio would be noise.
+    /// The amount of progress one sample stands for: a progress of `p` has the sampling
+    /// error of a count of `p / resolution` samples (kernel, user time: seconds per effective
+    /// tick sample of the window's split, `iolearn_tune::outcome::CpuMeter`; pages read: one
+    /// page; simulator: 0, exact). A process counts in [`Outcome::relative_progress`] only
+    /// with [`MIN_RESOLUTION_UNITS`] of these under vanilla: its ratio would be noise.
     pub resolution: f64,
 }
 
 /// How many units of [`Outcome::resolution`] a process must have run under vanilla to be
-/// judged on its own: ten ticks, so one tick either way moves its ratio by 10% at most, and a
-/// shell or an idle helper in the watched cgroup (a tick now and then) does not outvote a
-/// database.
+/// judged on its own: ten samples, so its ratio is not a coin's toss, and a shell or an idle
+/// helper in the watched cgroup (a tick now and then) does not outvote a database.
 pub const MIN_RESOLUTION_UNITS: f64 = 10.0;
 
 /// The least share of the watched processes' summed vanilla progress a process must have to

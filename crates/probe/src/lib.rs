@@ -451,14 +451,16 @@ pub struct TaskTimes {
     pub user_tick_ns: u64,
     /// Ticks it was running at in the kernel, as ns (raw `stime`).
     pub system_tick_ns: u64,
-    /// The kernel's tick rate (`CONFIG_HZ`; 0: unknown).
-    pub hz: u32,
+    /// The kernel's jiffies when it was read.
+    pub jiffies: u64,
+    /// The kernel's monotonic clock when it was read, ns.
+    pub read_ns: u64,
 }
 
 impl TaskTimes {
-    /// Decode the iterator's `struct task_times` (40 bytes, native byte order).
+    /// Decode the iterator's `struct task_times` (48 bytes, native byte order).
     pub fn decode(b: &[u8]) -> Option<TaskTimes> {
-        if b.len() < 40 {
+        if b.len() < TASK_TIMES_SIZE {
             return None;
         }
         let u64_at = |i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().unwrap());
@@ -467,11 +469,30 @@ impl TaskTimes {
             runtime_ns: u64_at(0),
             user_tick_ns: u64_at(8),
             system_tick_ns: u64_at(16),
-            tgid: u32_at(24),
-            tid: u32_at(28),
-            hz: u32_at(32),
+            jiffies: u64_at(24),
+            read_ns: u64_at(32),
+            tgid: u32_at(40),
+            tid: u32_at(44),
         })
     }
+}
+
+/// The size of the iterator's `struct task_times`.
+pub const TASK_TIMES_SIZE: usize = 48;
+
+/// The kernel's tick rate (`CONFIG_HZ`) from two readings of the task iterator: jiffies
+/// elapsed over the clock's seconds, rounded to the rates Linux is built with (100, 250, 300
+/// or 1000). `None` until the readings are a tenth of a second apart.
+pub fn tick_rate(before: &TaskTimes, now: &TaskTimes) -> Option<f64> {
+    let seconds = now.read_ns.checked_sub(before.read_ns)? as f64 / 1e9;
+    let ticks = now.jiffies.checked_sub(before.jiffies)? as f64;
+    if seconds < 0.1 {
+        return None;
+    }
+    let hz = ticks / seconds;
+    [100.0, 250.0, 300.0, 1000.0]
+        .into_iter()
+        .min_by(|a: &f64, b: &f64| (a - hz).abs().total_cmp(&(b - hz).abs()))
 }
 
 #[cfg(iolearn_bpf)]
@@ -564,6 +585,24 @@ pub fn histogram_percentile_us(h: &[u64; LATENCY_BUCKETS], q: f64) -> Option<u64
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tick_rate_is_jiffies_over_the_clock() {
+        let at = |jiffies, read_ns| TaskTimes {
+            jiffies,
+            read_ns,
+            ..Default::default()
+        };
+        let t0 = at(1_000, 5_000_000_000);
+        // 251 jiffies in 1.003 s: 250 Hz; 30 in 0.1 s: 300; 1,001 in a second: 1000.
+        assert_eq!(tick_rate(&t0, &at(1_251, 6_003_000_000)), Some(250.0));
+        assert_eq!(tick_rate(&t0, &at(1_030, 5_100_000_000)), Some(300.0));
+        assert_eq!(tick_rate(&t0, &at(2_001, 6_000_000_000)), Some(1000.0));
+        // Too close, or gone back: no rate.
+        assert_eq!(tick_rate(&t0, &at(1_010, 5_050_000_000)), None);
+        assert_eq!(tick_rate(&t0, &at(900, 6_000_000_000)), None);
+        assert_eq!(tick_rate(&t0, &at(1_250, 4_000_000_000)), None);
+    }
 
     #[test]
     fn a_windows_counts_are_the_difference_and_scale_to_the_whole_window() {

@@ -372,7 +372,10 @@ impl Probe {
     /// named), read now by the `iter/task` program.
     pub fn task_times(&mut self) -> Result<Vec<TaskTimes>, ProbeError> {
         let buf = run_iterator(&self.skel.progs.task_times, "the task iterator")?;
-        Ok(buf.chunks_exact(40).filter_map(TaskTimes::decode).collect())
+        Ok(buf
+            .chunks_exact(crate::TASK_TIMES_SIZE)
+            .filter_map(TaskTimes::decode)
+            .collect())
     }
 
     /// Run counts and kernel CPU time of each program (zeros unless stats are enabled).

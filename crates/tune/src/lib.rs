@@ -507,7 +507,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     let first = probe.window().map_err(|e| e.to_string())?; // start clean
     let (mut counters_before, mut reads_before) = (first.counters, first.pages_read_by_process);
     if watched {
-        cpu.take(&knobs.pids, &probe.task_times().map_err(|e| e.to_string())?);
+        cpu.take(&knobs.pids, &probe.task_times().unwrap_or_default());
     }
     let mut window_start = Instant::now();
     // A sampled window: the programs observe until `slice.1` (from `slice.0`), then detach;
@@ -581,9 +581,15 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         let window_s = window_start.elapsed().as_secs_f64();
         // The processes' progress over the same window (read before the re-attach and the
         // decision, which take milliseconds at short intervals).
-        let busy = match watched {
-            true => Some(cpu.take(&knobs.pids, &probe.task_times().map_err(|e| e.to_string())?)),
-            false => None,
+        // A failed reading leaves the window unmeasured (and the meter as it was), rather
+        // than stopping a tuner that can still restore what it set.
+        let busy = match watched.then(|| probe.task_times()) {
+            Some(Ok(times)) => Some(cpu.take(&knobs.pids, &times)),
+            Some(Err(e)) => {
+                warn!(event = %"cpu_unmeasured", error = %e, effect = %"this window's progress is not measured");
+                None
+            }
+            None => None,
         };
         // The window was sampled if its slice closed (one still open watched all of it).
         slice = None;

@@ -20,7 +20,7 @@
 //! is the split's sampling error alone, which [`CpuWindow::resolution`] carries to the
 //! guardrail.
 
-use iolearn_policy::readahead::Outcome;
+use iolearn_policy::readahead::{Outcome, MIN_SHARE};
 use iolearn_probe::{Counters, TaskTimes};
 use std::collections::BTreeMap;
 
@@ -30,6 +30,10 @@ pub struct CpuMeter {
     /// Each thread's times at the last reading, by (pid, tid): threads that come and go count
     /// from their first reading.
     last: BTreeMap<(u32, u32), TaskTimes>,
+    /// A reading that timed the kernel's ticks (jiffies and clock), and the tick rate the
+    /// readings since gave ([`iolearn_probe::tick_rate`]).
+    clock: Option<TaskTimes>,
+    hz: Option<f64>,
 }
 
 /// What [`CpuMeter::take`] measured over a window.
@@ -37,9 +41,9 @@ pub struct CpuMeter {
 pub struct CpuWindow {
     /// User-mode CPU seconds by process (0 for one seen for the first time).
     pub by_process: BTreeMap<u32, f64>,
-    /// User seconds per effective tick sample ([`Outcome::resolution`]): the estimate's
-    /// sampling error is that of a count of `user / resolution` samples, summed over the
-    /// processes.
+    /// User seconds per effective tick sample ([`Outcome::resolution`]), the coarsest of the
+    /// processes that count (1% of the user time or more): a process's estimate has the
+    /// sampling error of a count of `user / resolution` samples or less, and so has their sum.
     pub resolution: f64,
     /// A fingerprint of the processes measured ([`Outcome::population`]): it changes when
     /// one exits or starts.
@@ -62,42 +66,63 @@ impl CpuMeter {
     /// User-mode CPU seconds the threads of `pids` ran since the last call (0 on the first),
     /// from the probe's reading `now` ([`iolearn_probe::Probe::task_times`]).
     pub fn take(&mut self, pids: &[u32], now: &[TaskTimes]) -> CpuWindow {
-        let tick_ns = |t: &TaskTimes| 1e9 / if t.hz > 0 { t.hz as f64 } else { 100.0 };
+        if let Some(&read) = now.first() {
+            match self.clock.and_then(|c| iolearn_probe::tick_rate(&c, &read)) {
+                Some(hz) => (self.hz, self.clock) = (Some(hz), Some(read)),
+                None if self.clock.is_none() => self.clock = Some(read),
+                None => {} // too close to the last: measured from it next time
+            }
+        }
+        // Until timed, 100 Hz: the longest tick Linux has, so the fewest samples claimed.
+        let hz = self.hz.unwrap_or(100.0);
+        let tick = 1e9 / hz;
         // (run time, user ticks, kernel ticks) in the window, and the user and kernel tick
         // time since the threads started, by process.
         let mut ran: BTreeMap<u32, [f64; 5]> = BTreeMap::new();
         let mut seen = BTreeMap::new();
         for t in now.iter().filter(|t| pids.contains(&t.tgid)) {
-            let was = self.last.get(&(t.tgid, t.tid)).unwrap_or(t);
-            let tick = tick_ns(t);
+            // A thread id used again (times gone back) is a thread seen for the first time.
+            let was = self
+                .last
+                .get(&(t.tgid, t.tid))
+                .filter(|w| {
+                    w.runtime_ns <= t.runtime_ns
+                        && w.user_tick_ns <= t.user_tick_ns
+                        && w.system_tick_ns <= t.system_tick_ns
+                })
+                .unwrap_or(t);
             let e = ran.entry(t.tgid).or_default();
-            e[0] += t.runtime_ns.saturating_sub(was.runtime_ns) as f64 / 1e9;
-            e[1] += t.user_tick_ns.saturating_sub(was.user_tick_ns) as f64 / tick;
-            e[2] += t.system_tick_ns.saturating_sub(was.system_tick_ns) as f64 / tick;
+            e[0] += (t.runtime_ns - was.runtime_ns) as f64 / 1e9;
+            e[1] += (t.user_tick_ns - was.user_tick_ns) as f64 / tick;
+            e[2] += (t.system_tick_ns - was.system_tick_ns) as f64 / tick;
             e[3] += t.user_tick_ns as f64;
             e[4] += t.system_tick_ns as f64;
             seen.insert((t.tgid, t.tid), *t);
         }
         self.last = seen;
-        let (mut user_s, mut samples) = (0.0, 0.0);
-        let by_process = ran
+        let mut measured = Vec::new();
+        let by_process: BTreeMap<u32, f64> = ran
             .into_iter()
             .map(|(pid, [r, u, s, cu, cs])| {
+                if r <= 0.0 && u + s <= 0.0 {
+                    return (pid, 0.0); // did not run (or first seen): no sample either
+                }
                 let prior = if cu + cs > 0.0 { cu / (cu + cs) } else { 0.5 };
                 let (user, n) = split(r, u, s, prior);
-                user_s += user;
-                samples += n;
+                measured.push((user, n));
                 (pid, user)
             })
             .collect();
-        let hz = now.iter().map(|t| t.hz).find(|&h| h > 0).unwrap_or(100) as f64;
+        let total: f64 = measured.iter().map(|m| m.0).sum();
+        let resolution = measured
+            .iter()
+            .filter(|&&(user, n)| user > 0.0 && user >= MIN_SHARE * total && n > 0.0)
+            .map(|&(user, n)| user / n)
+            .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))))
+            .unwrap_or(1.0 / hz);
         CpuWindow {
             by_process,
-            resolution: if samples > 0.0 && user_s > 0.0 {
-                user_s / samples
-            } else {
-                1.0 / hz
-            },
+            resolution,
             population: self.population(),
         }
     }
@@ -242,8 +267,17 @@ mod tests {
             runtime_ns: (runtime_s * 1e9) as u64,
             user_tick_ns: user_ticks * 4_000_000,
             system_tick_ns: system_ticks * 4_000_000,
-            hz: 250,
+            ..TaskTimes::default()
         }
+    }
+
+    /// `threads` as read at second `at` of a 250 Hz kernel.
+    fn read_at(at: u64, threads: &[TaskTimes]) -> Vec<TaskTimes> {
+        let mut v = threads.to_vec();
+        for t in &mut v {
+            (t.jiffies, t.read_ns) = (4_294_667_296 + 250 * at, at * 1_000_000_000);
+        }
+        v
     }
 
     #[test]
@@ -256,12 +290,13 @@ mod tests {
             thread(9, 9, 5.0, 1000, 250),
             thread(3, 3, 1.0, 250, 0),
         ];
-        let first = m.take(&[7, 9], &before);
+        let first = m.take(&[7, 9], &read_at(0, &before));
         assert_eq!(
             first.by_process,
             BTreeMap::from([(7, 0.0), (9, 0.0)]),
             "first seen: from now"
         );
+        assert_eq!(first.resolution, 0.01, "nothing measured: a tick of 100 Hz until timed");
         // One second later: thread 7 ran 0.25 s, user at 50 ticks of 60; thread 8, 0.05 s,
         // all in the kernel (it copies); process 9 ran 0.4 s with no tick at all (short
         // bursts between ticks): split as its past was, 80% user. A thread new to process 7
@@ -273,7 +308,8 @@ mod tests {
             thread(9, 9, 5.4, 1000, 250),
             thread(3, 3, 2.0, 500, 0),
         ];
-        let w = m.take(&[7, 9], &after);
+        let w = m.take(&[7, 9], &read_at(1, &after));
+        assert_eq!(m.hz, Some(250.0), "the tick rate from jiffies over the clock");
         // Process 7: 0.3 s ran, 50 user and 22 kernel ticks; its share before, of ticks in
         // all, (2050 + 60) / (2050 + 60 + 510 + 262 + 15).
         let prior7 = 2110.0 / 2897.0;
@@ -285,25 +321,46 @@ mod tests {
             w.by_process
         );
         assert!(!w.by_process.contains_key(&3), "not watched");
-        // The resolution: user seconds per effective sample, over both processes.
-        let n7 = 73.0 * f7 / (1.0 - f7);
-        let n9 = 0.8 / 0.5; // one sample's weight, no tick: (1 - f) floored at half a sample
-        let expect = (0.3 * f7 + 0.32) / (n7 + n9);
-        assert!(
-            (w.resolution - expect).abs() < 1e-12,
-            "{} against {expect}",
-            w.resolution
-        );
+        // The resolution: the coarsest process's user seconds per effective sample, here
+        // process 9's, with no tick (one sample's weight, (1 - f) floored at half a sample).
+        let n9 = 0.8 / 0.5;
+        assert!((w.resolution - 0.32 / n9).abs() < 1e-12, "{}", w.resolution);
         // The population: the same set, the same fingerprint; one gone, another.
-        let again = m.take(&[7, 9], &after);
+        let again = m.take(&[7, 9], &read_at(2, &after));
         assert_eq!(again.population, w.population);
         assert_eq!(again.by_process, BTreeMap::from([(7, 0.0), (9, 0.0)]));
-        let gone = m.take(&[7, 9], &after[..3]);
+        let gone = m.take(&[7, 9], &read_at(3, &after[..3]));
         assert_ne!(gone.population, w.population, "process 9 left");
+        // A thread id used again by a new thread (its times start over): counted from now,
+        // not as a difference gone negative.
+        let reused = m.take(&[7], &read_at(4, &[thread(7, 8, 0.01, 0, 1), after[0], after[2]]));
+        assert_eq!(reused.by_process, BTreeMap::from([(7, 0.0)]));
         // Without any reading: nothing measured, at the tick's resolution.
         let none = CpuMeter::default().take(&[7], &[]);
         assert!(none.by_process.is_empty());
         assert_eq!(none.resolution, 0.01);
+    }
+
+    #[test]
+    fn a_light_process_beside_a_busy_one_sets_the_resolution() {
+        // A CPU-bound process (one tick in a hundred in the kernel) and a light reader (a
+        // third of its 20 ticks in user mode): the light one's estimate is the coarser, and
+        // the resolution must be its, not the pooled one the busy process would make.
+        let mut m = CpuMeter::default();
+        m.take(
+            &[1, 2],
+            &read_at(0, &[thread(1, 1, 10.0, 990, 10), thread(2, 2, 1.0, 30, 70)]),
+        );
+        let w = m.take(
+            &[1, 2],
+            &read_at(1, &[thread(1, 1, 11.0, 1238, 12), thread(2, 2, 1.08, 36, 84)]),
+        );
+        let f2 = (6.0 + 0.3) / 21.0;
+        let light = 0.08 * f2 / (21.0 * f2 / (1.0 - f2));
+        assert!((w.resolution - light).abs() < 1e-12, "{} against {light}", w.resolution);
+        // Its claimed error: one over the square root of its effective samples (nine), 33%.
+        let claimed = 1.0 / (w.by_process[&2] / w.resolution).sqrt();
+        assert!((0.3..0.36).contains(&claimed), "{claimed}");
     }
 
     #[test]
@@ -322,9 +379,9 @@ mod tests {
         let (share, busy, windows) = (0.7, 0.4, 2000);
         let mut m = CpuMeter::default();
         let mut t = thread(5, 5, 100.0, 17_500, 7_500);
-        m.take(&[5], &[t]);
+        m.take(&[5], &read_at(0, &[t]));
         let (mut est, mut units, mut ticks) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..windows {
+        for i in 1..=windows {
             let (mut u, mut s) = (0, 0);
             for _ in 0..250 {
                 if uniform() < busy {
@@ -338,7 +395,7 @@ mod tests {
             t.runtime_ns += (busy * 1e9) as u64;
             t.user_tick_ns += u * 4_000_000;
             t.system_tick_ns += s * 4_000_000;
-            let w = m.take(&[5], &[t]);
+            let w = m.take(&[5], &read_at(i, &[t]));
             est.push(w.by_process[&5]);
             units.push(w.by_process[&5] / w.resolution);
             ticks.push(u as f64 * 0.004);

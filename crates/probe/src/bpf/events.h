@@ -52,15 +52,16 @@ struct open_file_mode {
 
 /* One thread of a watched process (the task iterator): its CPU time as the scheduler keeps it
  * (exact, ns) and the scheduler tick's samples of it, user and kernel (ns, TICK_NSEC a tick
- * the thread was running at; raw, before /proc's adjustment); the kernel's tick rate. */
+ * the thread was running at; raw, before /proc's adjustment); the kernel's jiffies and clock
+ * when it was read (two readings give the tick rate). */
 struct task_times {
 	__u64 runtime;
 	__u64 utime;
 	__u64 stime;
+	__u64 jiffies;
+	__u64 now_ns;
 	__u32 tgid;
 	__u32 tid;
-	__u32 hz;
-	__u32 pad;
 };
 
 struct page_event {

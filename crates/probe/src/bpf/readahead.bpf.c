@@ -494,9 +494,6 @@ int open_files(struct bpf_iter__task_file *ctx)
 	return 0;
 }
 
-/* The kernel's tick rate (libbpf reads it from the kernel's config; 0 where it cannot). */
-extern unsigned int CONFIG_HZ __kconfig __weak;
-
 /* The CPU time of every thread of the watched processes, read at each window's end: the
  * guardrail's measure of progress for a process that reads through mappings. /proc gives
  * user time only in clock ticks of 10 ms, and as the thread's exact run time split by its
@@ -517,9 +514,12 @@ int task_times(struct bpf_iter__task *ctx)
 		.runtime = BPF_CORE_READ(task, se.sum_exec_runtime),
 		.utime = BPF_CORE_READ(task, utime),
 		.stime = BPF_CORE_READ(task, stime),
+		/* Not CONFIG_HZ (a __kconfig extern): libbpf refuses to load the whole object where
+		 * it finds no kernel config to read, and containers often have none. */
+		.jiffies = bpf_jiffies64(),
+		.now_ns = bpf_ktime_get_ns(),
 		.tgid = tgid,
 		.tid = BPF_CORE_READ(task, pid),
-		.hz = CONFIG_HZ,
 	};
 	bpf_seq_write(seq, &t, sizeof(t));
 	return 0;
