@@ -24,21 +24,11 @@ for p in "$@"; do
 done
 IOLEARN=${IOLEARN:-$(dirname "$0")/../target/release/iolearn}
 [ -x "$IOLEARN" ] || { echo "$0: $IOLEARN not built (cargo build --release --bin iolearn)" >&2; exit 1; }
-WORK=$(mktemp -d /var/tmp/leap-kernel.XXXXXX)
-DEV=
-cleanup() {
-  set +e
-  mountpoint -q "$WORK/mnt" && umount "$WORK/mnt"
-  [ -n "$DEV" ] && losetup -d "$DEV"
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/loopfs.sh"
+trap 'set +e; loopfs_down' EXIT
 trap 'exit 130' INT TERM HUP
-truncate -s 400M "$WORK/img"
-DEV=$(losetup --direct-io=on --find --show "$WORK/img")
+loopfs_up leap-kernel 400M
 NAME=$(basename "$DEV")
-mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$DEV"
-mkdir "$WORK/mnt" && mount "$DEV" "$WORK/mnt"
 head -c 256M /dev/urandom > "$WORK/mnt/data" && sync
 echo 128 > "/sys/block/$NAME/queue/read_ahead_kb"
 cat > "$WORK/reader.py" <<'PY'

@@ -21,22 +21,16 @@ command -v fio >/dev/null || { echo "$0: fio not found" >&2; exit 1; }
 for c in "${CASES[@]}"; do
   [[ $c =~ ^[0-9]{1,7}:[0-9]{1,7}$ ]] || { echo "$0: a case is FROM:TO in KiB, got '$c'" >&2; exit 1; }
 done
-WORK=$(mktemp -d /var/tmp/ra-transient.XXXXXX)
+. "$(dirname "$0")/loopfs.sh"
 CG=/sys/fs/cgroup/memory/iolearn-ra-transient-$$
-DEV=
 cleanup() {
   set +e
-  mountpoint -q "$WORK/mnt" && umount "$WORK/mnt"
-  [ -n "$DEV" ] && losetup -d "$DEV"
+  loopfs_down
   [ -d "$CG" ] && rmdir "$CG"
-  rm -rf "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
-truncate -s 3G "$WORK/img"
-DEV=$(losetup --direct-io=on --find --show "$WORK/img")
-mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$DEV"
-mkdir "$WORK/mnt" && mount "$DEV" "$WORK/mnt"
+loopfs_up ra-transient 3G
 FILES=
 for i in 0 1 2 3 4 5 6 7; do
   fio --name=layout --filename="$WORK/mnt/small.$i" --rw=write --bs=1M --size=256M --fallocate=none \

@@ -26,22 +26,16 @@ done
 TR=/sys/kernel/tracing
 mountpoint -q "$TR" || mount -t tracefs nodev "$TR"
 [ -d "$TR/events/readahead/page_cache_async_ra" ] || { echo "$0: this kernel has no readahead tracepoints" >&2; exit 1; }
-WORK=$(mktemp -d /var/tmp/ra-push.XXXXXX)
+. "$(dirname "$0")/loopfs.sh"
 INST=$TR/instances/iolearn-ra-push-$$
-DEV=
 cleanup() {
   set +e
   [ -d "$INST" ] && { echo 0 >"$INST/tracing_on"; rmdir "$INST"; }
-  mountpoint -q "$WORK/mnt" && umount "$WORK/mnt"
-  [ -n "$DEV" ] && losetup -d "$DEV"
-  rm -rf "$WORK"
+  loopfs_down
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
-truncate -s 1G "$WORK/img"
-DEV=$(losetup --direct-io=on --find --show "$WORK/img")
-mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$DEV"
-mkdir "$WORK/mnt" && mount "$DEV" "$WORK/mnt"
+loopfs_up ra-push 1G
 dd if=/dev/urandom of="$WORK/mnt/big" bs=1M count=256 status=none conv=fsync
 RA=/sys/block/$(basename "$DEV")/queue/read_ahead_kb
 echo "$FROM" >"$RA"
