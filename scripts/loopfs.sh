@@ -5,7 +5,8 @@
 #
 #   loopfs_up NAME SIZE   sets WORK (the directory; the file system is mounted at $WORK/mnt)
 #                         and DEV (the loop device)
-#   loopfs_down           unmounts, detaches and removes what loopfs_up made, if anything
+#   loopfs_down           stops the caller's background jobs (they may hold the file system),
+#                         then unmounts, detaches and removes what loopfs_up made, if anything
 WORK=
 DEV=
 loopfs_up() {
@@ -19,6 +20,14 @@ loopfs_up() {
 loopfs_down() {
   # Nothing made yet: no directory to look in (an empty WORK would make it /mnt).
   [ -n "$WORK" ] || return 0
+  # A reader left running on a signal kept the mount busy: the unmount failed and the loop
+  # device, the mount and the reader itself outlived the script.
+  local jobs
+  jobs=$(jobs -p)
+  if [ -n "$jobs" ]; then
+    kill $jobs 2>/dev/null
+    wait $jobs 2>/dev/null
+  fi
   if mountpoint -q "$WORK/mnt"; then umount "$WORK/mnt"; fi
   if [ -n "$DEV" ]; then losetup -d "$DEV"; fi
   rm -rf "$WORK"
