@@ -49,9 +49,14 @@ fn read_around_pages(f: &File, pages: usize, at: usize) -> usize {
     resident(f, pages, 0, pages)
 }
 
-/// Knobs for `fs`'s device watching this process, with the open files read, the device's
-/// readahead file and value as found, and the inode of `f` (a descriptor of ours on `fs`).
-fn our_knobs(fs: &LoopFs, f: &File) -> (LinuxKnobs, PathBuf, u64, u64) {
+#[test]
+fn per_file_values_reach_other_descriptions_through_pidfd_getfd() {
+    if skip("per_file_values_reach_other_descriptions_through_pidfd_getfd") {
+        return;
+    }
+    let fs = LoopFs::create(&scratch(), "knobs", 96).unwrap();
+    let path = fs.mountpoint.join("data");
+    let f = synced_file(&path, 16);
     let sysfs = iolearn_tune::linux::read_ahead_path(&fs.device);
     let original = read_device_kb(&sysfs).unwrap();
     let mut knobs = LinuxKnobs::new(&fs.device, false).unwrap();
@@ -63,17 +68,6 @@ fn our_knobs(fs: &LoopFs, f: &File) -> (LinuxKnobs, PathBuf, u64, u64) {
         .find(|o| o.fd == f.as_raw_fd())
         .expect("our descriptor")
         .ino;
-    (knobs, sysfs, original, ino)
-}
-
-#[test]
-fn per_file_values_reach_other_descriptions_through_pidfd_getfd() {
-    if skip("per_file_values_reach_other_descriptions_through_pidfd_getfd") {
-        return;
-    }
-    let fs = LoopFs::create(&scratch(), "knobs", 96).unwrap();
-    let f = synced_file(&fs.mountpoint.join("data"), 16);
-    let (mut knobs, sysfs, original, ino) = our_knobs(&fs, &f);
     // A per-file value other than the device's: the device setting is borrowed, then put back.
     for kb in [16u64, 512] {
         knobs.set_file_read_ahead_kb(ino, kb);
@@ -821,12 +815,23 @@ fn a_smaller_value_pushed_drops_what_a_running_stream_read_ahead() {
         return;
     }
     let fs = LoopFs::create(&scratch(), "shrink", 96).unwrap();
-    let f = synced_file(&fs.mountpoint.join("data"), 32);
+    let path = fs.mountpoint.join("data");
+    let f = synced_file(&path, 32);
     let pages = (32 << 20) / 4096;
-    let (mut knobs, _, original, ino) = our_knobs(&fs, &f);
+    let sysfs = iolearn_tune::linux::read_ahead_path(&fs.device);
+    let original = read_device_kb(&sysfs).unwrap();
+    let mut knobs = LinuxKnobs::new(&fs.device, false).unwrap();
+    knobs.pids = vec![std::process::id()];
     knobs.set_device_read_ahead_kb(128);
     // SAFETY: a valid descriptor; the cache of the file emptied, then 8 MiB read in order.
     unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    knobs.refresh();
+    let ino = knobs
+        .open_files()
+        .iter()
+        .find(|o| o.fd == f.as_raw_fd())
+        .expect("our descriptor")
+        .ino;
     let mut buf = vec![0u8; 16 << 10];
     for off in (0..8 << 20).step_by(16 << 10) {
         // SAFETY: a valid descriptor and a buffer of the length read.
