@@ -691,12 +691,7 @@ pub fn drop_ahead(pid: u32, fd: i32, from_page: u64, window_kb: u64) -> std::io:
     let local = take_descriptor(pid, fd)?;
     let offset = i64::try_from(from_page.saturating_mul(4096)).unwrap_or(i64::MAX);
     let len = i64::try_from(window_kb.saturating_mul(4 << 10)).unwrap_or(i64::MAX);
-    // SAFETY: a valid descriptor.
-    let rc = unsafe { libc::posix_fadvise(local.as_raw_fd(), offset, len, libc::POSIX_FADV_DONTNEED) };
-    if rc != 0 {
-        return Err(std::io::Error::from_raw_os_error(rc));
-    }
-    Ok(())
+    fadvise(local.as_raw_fd(), offset, len, libc::POSIX_FADV_DONTNEED)
 }
 
 /// `posix_fadvise` with each of `advice` in turn on descriptor `fd` of process `pid`, through
@@ -704,12 +699,14 @@ pub fn drop_ahead(pid: u32, fd: i32, from_page: u64, window_kb: u64) -> std::io:
 pub fn fadvise_remote(pid: u32, fd: i32, advice: &[i32]) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let local = take_descriptor(pid, fd)?;
-    for &a in advice {
-        // SAFETY: a valid descriptor.
-        let rc = unsafe { libc::posix_fadvise(local.as_raw_fd(), 0, 0, a) };
-        if rc != 0 {
-            return Err(std::io::Error::from_raw_os_error(rc));
-        }
+    advice.iter().try_for_each(|&a| fadvise(local.as_raw_fd(), 0, 0, a))
+}
+
+/// `posix_fadvise` on a descriptor of ours, its error number as an error.
+pub(crate) fn fadvise(fd: i32, offset: i64, len: i64, advice: i32) -> std::io::Result<()> {
+    // SAFETY: fadvise passes no memory; a descriptor that is not open is an error (EBADF).
+    match unsafe { libc::posix_fadvise(fd, offset, len, advice) } {
+        0 => Ok(()),
+        rc => Err(std::io::Error::from_raw_os_error(rc)),
     }
-    Ok(())
 }

@@ -345,13 +345,7 @@ fn duplicate(pid: u32, fd: i32, ino: u64, dev: u64) -> std::io::Result<(OwnedFd,
 
 /// `POSIX_FADV_WILLNEED` on pages `first..first+n` of `fd`.
 fn willneed(fd: i32, first: u64, n: u64) -> std::io::Result<()> {
-    // SAFETY: fadvise on a descriptor we own; no memory is passed.
-    let rc = unsafe { libc::posix_fadvise(fd, (first * 4096) as i64, (n * 4096) as i64, libc::POSIX_FADV_WILLNEED) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::from_raw_os_error(rc))
-    }
+    crate::linux::fadvise(fd, (first * 4096) as i64, (n * 4096) as i64, libc::POSIX_FADV_WILLNEED)
 }
 
 /// The prefetcher's state over its events.
