@@ -49,6 +49,16 @@ fn read_around_pages(f: &File, pages: usize, at: usize) -> usize {
     resident(f, pages, 0, pages)
 }
 
+/// The inode of `f`, a descriptor of this process, as `knobs` found it open.
+fn our_ino(knobs: &LinuxKnobs, f: &File) -> u64 {
+    knobs
+        .open_files()
+        .iter()
+        .find(|o| o.fd == f.as_raw_fd())
+        .expect("our descriptor")
+        .ino
+}
+
 #[test]
 fn per_file_values_reach_other_descriptions_through_pidfd_getfd() {
     if skip("per_file_values_reach_other_descriptions_through_pidfd_getfd") {
@@ -62,12 +72,7 @@ fn per_file_values_reach_other_descriptions_through_pidfd_getfd() {
     let mut knobs = LinuxKnobs::new(&fs.device, false).unwrap();
     knobs.pids = vec![std::process::id()];
     knobs.refresh();
-    let ino = knobs
-        .open_files()
-        .iter()
-        .find(|o| o.fd == f.as_raw_fd())
-        .expect("our descriptor")
-        .ino;
+    let ino = our_ino(&knobs, &f);
     // A per-file value other than the device's: the device setting is borrowed, then put back.
     for kb in [16u64, 512] {
         knobs.set_file_read_ahead_kb(ino, kb);
@@ -826,12 +831,7 @@ fn a_smaller_value_pushed_drops_what_a_running_stream_read_ahead() {
     // SAFETY: a valid descriptor; the cache of the file emptied, then 8 MiB read in order.
     unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     knobs.refresh();
-    let ino = knobs
-        .open_files()
-        .iter()
-        .find(|o| o.fd == f.as_raw_fd())
-        .expect("our descriptor")
-        .ino;
+    let ino = our_ino(&knobs, &f);
     let mut buf = vec![0u8; 16 << 10];
     for off in (0..8 << 20).step_by(16 << 10) {
         // SAFETY: a valid descriptor and a buffer of the length read.
