@@ -989,7 +989,12 @@ impl Guarded {
                     self.revert(cfg, knobs, false);
                     self.quick = true;
                 } else if clear || suspect {
-                    self.check(recent, false, knobs);
+                    let why = if clear {
+                        "its first windows clearly below vanilla's line"
+                    } else {
+                        "its first windows below the vanilla block just before"
+                    };
+                    self.check(recent, false, why, knobs);
                 } else if collapsed && self.hold_collapsed(cfg, one) {
                     // One process collapsed, the others did not: it goes back alone, and what
                     // follows is measured once it has settled.
@@ -1003,7 +1008,12 @@ impl Guarded {
                         self.verdict(cfg, &shortfall, false);
                         self.revert(cfg, knobs, true);
                     } else {
-                        self.check(shortfall, false, knobs);
+                        self.check(
+                            shortfall,
+                            false,
+                            "a window far below vanilla, measured long after it",
+                            knobs,
+                        );
                     }
                 } else if self.tuned.len() >= block && !judged {
                     let t = self.tuned.clone();
@@ -1034,11 +1044,16 @@ impl Guarded {
                     // is measured again at once and decides (A-B-A); a workload that slowed
                     // for every value passes, against a vanilla block of its own time.
                     let t = self.tuned.clone();
-                    self.check(t, true, knobs);
+                    self.check(
+                        t,
+                        true,
+                        "kept, then a block clearly below the vanilla it was judged against",
+                        knobs,
+                    );
                 } else if judged && !fresh && self.tuned.len() >= block {
                     // Kept, but vanilla was measured long ago: measure it again.
                     let t = self.tuned.clone();
-                    self.check(t, true, knobs);
+                    self.check(t, true, "kept, and vanilla was measured long ago", knobs);
                 }
             }
             Phase::Check if measured => {
@@ -1233,7 +1248,7 @@ impl Guarded {
                 self.revert_all(cfg, knobs);
             }
         } else {
-            self.check(t, full, knobs);
+            self.check(t, full, "judged against a vanilla block measured long ago", knobs);
         }
     }
 
@@ -1485,7 +1500,11 @@ impl Guarded {
 
     /// Measure vanilla again, then judge `t` (`full`: a whole block of the current decision)
     /// against it.
-    fn check(&mut self, t: Vec<Outcome>, full: bool, knobs: &mut dyn ReadaheadKnobs) {
+    fn check(&mut self, t: Vec<Outcome>, full: bool, why: &str, knobs: &mut dyn ReadaheadKnobs) {
+        // Logged, as verdicts are: the value in force goes back to vanilla for the check's
+        // windows, and a log without it shows a change nobody asked for. (Within the
+        // tuner's window, whose own line and change follow it.)
+        tracing::info!(event = %"guard_check", judged_windows = t.len(), why = %why, effect = %"vanilla is measured again now, and decides");
         self.pending = Some(Pending {
             windows: t,
             full,
