@@ -242,7 +242,22 @@ pub struct KmlController {
     vanilla_kb: u64,
     /// Answers overruled by a proven value.
     pub holds: u64,
+    /// Per device, scale-free models: lowerings overruled because sequential streams carried
+    /// a share of the device's events ([`KmlController::spare_scans`]), counted once per run of one
+    /// answer, and the answer overruled now.
+    pub spared: u64,
+    sparing: Option<u64>,
 }
+
+/// A description's stream reads sequentially below this randomness (input 7 of
+/// [`RaFeatures`], `ln(1 + mean |step|) / ln(2 + range)`): a scan's steps of a page or none
+/// read under 0.15 on any file of a hundred pages or more (0.06 on 1 GiB), random reads near
+/// 0.9; on a 1 GiB file 0.25 is a mean step of about 20 pages.
+pub const SEQUENTIAL_RANDOMNESS: f64 = 0.25;
+
+/// The share of a window's described events in sequential streams from which a per-device
+/// lowering is not made ([`KmlController::spare_scans`]): a third.
+pub const SEQUENTIAL_SHARE: f64 = 1.0 / 3.0;
 
 /// A value the guardrail measured better than vanilla beyond chance. The model's inputs move
 /// with the value in force, so at the value it chose it may answer the value it came from:
@@ -458,6 +473,8 @@ impl KmlController {
             judged_in: 0,
             vanilla_kb: 128,
             holds: 0,
+            spared: 0,
+            sparing: None,
         })
     }
 
@@ -520,6 +537,54 @@ impl KmlController {
             (ModelKind::Tree(t), _) => t.predict_class(x),
             _ => 0,
         }
+    }
+
+    /// The device's answer `kb`, or vanilla where `kb` lowers readahead below vanilla while
+    /// sequential streams carry a share of the window's events (scale-free models only). A
+    /// device value serves every open file description on the device, and the model answers
+    /// it from the device's merged stream, in which a scan beside random readers looks
+    /// random: on the kernel, fio's three processes (a scan with 94% of the pages, two random
+    /// readers) got 16 KiB from the merged stream, and the scan lost 8% even when the
+    /// guardrail held it at vanilla alone (the random readers' smaller reads took the
+    /// device's I/O budget, and the scan's loss came on its second pass over the file, after
+    /// the guardrail's first verdict). A lower value never helps a sequential stream. So a
+    /// lowering stands only while descriptions whose own stream reads sequentially (its
+    /// randomness, input 7, under [`SEQUENTIAL_RANDOMNESS`]) carry less than
+    /// [`SEQUENTIAL_SHARE`] of the described events. The streams are judged by their own
+    /// steps, not by the model: asked about one file's stream, a model trained on devices'
+    /// streams answered vanilla for db_bench's random readers, whose device stream it reads
+    /// right. A raise is left to the guardrail: its cost to a random reader is that reader's
+    /// own readahead, which the guardrail's hold of one process at vanilla removes.
+    fn spare_scans(&mut self, kb: u64, window: &WindowFeatures) -> u64 {
+        let vanilla = self.vanilla_kb;
+        if self.inputs != Inputs::ScaleFree || kb >= vanilla {
+            self.sparing = None;
+            return kb;
+        }
+        let (mut sequential, mut all) = (0.0, 0.0);
+        // A stream of one event has no steps to judge.
+        for raw in window.descriptions.values().filter(|raw| raw[0] >= 2.0) {
+            all += raw[0];
+            if raw[7] < SEQUENTIAL_RANDOMNESS {
+                sequential += raw[0];
+            }
+        }
+        if all <= 0.0 || sequential < SEQUENTIAL_SHARE * all {
+            self.sparing = None;
+            return kb;
+        }
+        if self.sparing != Some(kb) {
+            self.sparing = Some(kb);
+            self.spared += 1;
+            tracing::info!(
+                event = %"sequential_streams",
+                answer_kb = kb,
+                read_ahead_kb = vanilla,
+                sequential_share = %format!("{:.2}", sequential / all),
+                why = %"the device's merged stream answered a lower value, and sequential streams, which a lower value only costs, carry a share of its pages"
+            );
+        }
+        vanilla
     }
 
     fn action_kb(&self, class: usize) -> u64 {
@@ -662,6 +727,10 @@ impl ReadaheadController for KmlController {
             }
             let (class, kb) = self.decide_one(&f, &window.outcome);
             self.decisions.push((window.start_ns, class));
+            let kb = match class {
+                usize::MAX => kb,
+                _ => self.spare_scans(kb, window),
+            };
             let now = knobs.device_read_ahead_kb();
             // A fallback is no answer of the model's: it neither starts nor ends a see-saw.
             let (kb, found) = match class {

@@ -329,27 +329,34 @@ fn a_model_with_the_direction_feature_tells_a_reverse_scan_from_a_forward_one() 
     assert_eq!(decide(v1.clone(), 1.0), decide(v1, -1.0));
 }
 
-#[test]
-fn a_scale_free_model_decides_on_a_file_and_a_load_a_hundred_times_its_training() {
-    use iolearn_policy::readahead::{scale_free, Outcome, RaFeatures};
-    // Trained on a 20 MiB file at 2,000 events a window: scans want 1 MiB, random reads 16 KiB.
-    // Both classes see the same page-cache counts and the same direction: the tree must tell
-    // them apart by randomness and density.
-    let same = Outcome {
+/// The page-cache counts every window of the scale-free tests shows.
+fn same_outcome() -> iolearn_policy::readahead::Outcome {
+    iolearn_policy::readahead::Outcome {
         pages_accessed: 1000,
         pages_added: 900,
         misses: 10,
-        ..Outcome::default()
-    };
-    let scan_like = |mut f: RaFeatures| {
-        f[5] = 0.0; // direction
-        f
-    };
+        ..Default::default()
+    }
+}
+
+/// Direction 0, as the scale-free tests' streams have: only randomness and density tell a
+/// scan from random reads.
+fn scan_like(mut f: iolearn_policy::readahead::RaFeatures) -> iolearn_policy::readahead::RaFeatures {
+    f[5] = 0.0;
+    f
+}
+
+/// A scale-free (v3) tree trained on a 20 MiB file at 2,000 events a window: scans want 1 MiB,
+/// random reads 16 KiB; and KML's five-feature tree trained on the same windows.
+fn scan_or_random_models() -> (ModelFile, ModelFile) {
+    use iolearn_policy::readahead::scale_free;
+    // Both classes see the same page-cache counts and the same direction: the tree must tell
+    // them apart by randomness and density.
     let (mut x, mut y, mut kml_x) = (Vec::new(), Vec::new(), Vec::new());
     for (random, class) in [(false, 1.0), (true, 0.0)] {
         for n in [1_500, 2_000, 2_500] {
             let f = scan_like(stream(5_000, n, random).features_v2(256));
-            x.extend(scale_free(&f, &same).map(|v| v as f32));
+            x.extend(scale_free(&f, &same_outcome()).map(|v| v as f32));
             kml_x.extend(f[..5].iter().map(|&v| v as f32));
             y.push(class);
         }
@@ -370,6 +377,14 @@ fn a_scale_free_model_decides_on_a_file_and_a_load_a_hundred_times_its_training(
     let kml_tree = DecisionTree::fit(&kml_x, &y, 5, &TreeConfig::default()).unwrap();
     let mut kml = iolearn_ml::kml::readahead_model(ModelKind::Tree(kml_tree), &classes);
     kml.meta.extend(range(&kml_x, 5));
+    (v3, kml)
+}
+
+#[test]
+fn a_scale_free_model_decides_on_a_file_and_a_load_a_hundred_times_its_training() {
+    use iolearn_policy::readahead::Outcome;
+    let same = same_outcome();
+    let (v3, kml) = scan_or_random_models();
     // Only per device: its page-cache inputs are the device's.
     assert!(KmlController::new(v3.clone(), Scope::File).is_err());
     let mut c = KmlController::new(v3, Scope::Device).unwrap();
@@ -403,6 +418,64 @@ fn a_scale_free_model_decides_on_a_file_and_a_load_a_hundred_times_its_training(
     };
     c.decide(&w, &mut knobs);
     assert_eq!((knobs.device_kb, c.fallbacks), (128, 1));
+}
+
+/// A per-device lowering is not made while sequential streams carry a third of the device's
+/// events (`KmlController::spare_scans`): a scan beside two random readers merges into a stream
+/// that looks random, but the scan carries most of the pages, and 16 KiB would cost it (fio's
+/// three processes on the kernel). Raises are left to the guardrail.
+#[test]
+fn a_lower_device_value_is_not_set_while_sequential_streams_carry_a_third_of_the_pages() {
+    use iolearn_policy::controller::SEQUENTIAL_SHARE;
+    let (v3, kml) = scan_or_random_models();
+    // Each stream as in the test above; a description's weight is its event count (input 0).
+    let stream_of = |random: bool, n: u64| {
+        let mut f = scan_like(stream(500_000, 200_000, random).features_v2(256));
+        f[0] = n as f64;
+        f
+    };
+    // (the device's merged stream random, scan events, random readers' events each, the
+    // device's value after the window).
+    let cases = [
+        (true, 0, 0, 16),            // no description: the merged stream's answer stands
+        (true, 0, 20_000, 16),       // every stream random: 16 KiB
+        (true, 180_000, 5_000, 128), // the scan carries 95% of the events: vanilla
+        (true, 11_000, 12_000, 16),  // the scan carries a little under a third: 16 KiB
+        (true, 13_000, 12_000, 128), // just over a third: vanilla
+        (false, 0, 20_000, 1024),    // a raise, random readers or not, is the guardrail's
+    ];
+    for (random_device, scan_n, random_n, want) in cases {
+        let mut descriptions = BTreeMap::new();
+        if scan_n > 0 {
+            descriptions.insert((1, 10), stream_of(false, scan_n));
+        }
+        if random_n > 0 {
+            for pid in [2, 3] {
+                descriptions.insert((pid, 20 + pid as u64), stream_of(true, random_n));
+            }
+        }
+        let w = WindowFeatures {
+            device: Some(stream_of(random_device, 200_000)),
+            descriptions,
+            outcome: same_outcome(),
+            ..WindowFeatures::default()
+        };
+        let mut c = KmlController::new(v3.clone(), Scope::Device).unwrap();
+        let mut knobs = Recorder {
+            device_kb: 128,
+            ..Default::default()
+        };
+        c.decide(&w, &mut knobs);
+        let share = scan_n as f64 / (scan_n + 2 * random_n).max(1) as f64;
+        let case =
+            format!("scan {scan_n}, random {random_n} each: sequential share {share:.3} (bar {SEQUENTIAL_SHARE:.3})");
+        assert_eq!(knobs.device_kb, want, "{case}");
+        assert_eq!(c.spared, u64::from(want == 128), "{case}");
+        // Other schemas decide as before (KML's as KML ran it).
+        let mut k = KmlController::new(kml.clone(), Scope::Device).unwrap();
+        k.decide(&w, &mut Recorder::default());
+        assert_eq!(k.spared, 0);
+    }
 }
 
 /// A model that reads the value in force answers 128 KiB with 16 and 16 with 128 on one
