@@ -56,10 +56,12 @@ run() { # pattern config -> pages/s
   rm -f "$WORK/go"
   python3 "$WORK/reader.py" "$WORK/mnt/data" "$SECONDS_EACH" "$1" "$WORK/go" > "$WORK/out" &
   local pid=$! tuner=
+  loopfs_running "$pid"
   if [ "$2" = leap ]; then
     "$IOLEARN" tune readahead --device "$NAME" --pid "$pid" --controller leap-prefetch-unmarked \
       --state-dir "$WORK/state" > "$WORK/leap.out" 2> "$WORK/leap.log" &
     tuner=$!
+    loopfs_running "$tuner"
     # The reader starts once LEAP watches it (readahead off, in its memory cgroup).
     for _ in $(seq 500); do grep -q charged_to "$WORK/leap.log" && break; sleep 0.02; done
   fi
@@ -73,6 +75,7 @@ run() { # pattern config -> pages/s
     kill -TERM "$tuner"; wait "$tuner" || true
     python3 -c "print(f'{$ticks / $(getconf CLK_TCK) / ($t1 - $t0):.2f}')" > "$WORK/cpu"
   fi
+  loopfs_running
   cat "$WORK/out"
 }
 for p in "$@"; do
