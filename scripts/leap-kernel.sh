@@ -69,13 +69,16 @@ run() { # pattern config -> pages/s
   local t0=$(date +%s.%N)
   wait "$pid"
   local t1=$(date +%s.%N)
+  # Reaped: its number may be another process's from now on.
+  loopfs_running
   if [ -n "$tuner" ]; then
+    loopfs_running "$tuner"
     # utime + stime (fields 14, 15 of /proc/PID/stat, after the command's parenthesis), ticks.
     local ticks=$(sed 's/^.*) //' "/proc/$tuner/stat" | awk '{print $12 + $13}')
     kill -TERM "$tuner"; wait "$tuner" || true
+    loopfs_running
     python3 -c "print(f'{$ticks / $(getconf CLK_TCK) / ($t1 - $t0):.2f}')" > "$WORK/cpu"
   fi
-  loopfs_running
   cat "$WORK/out"
 }
 for p in "$@"; do

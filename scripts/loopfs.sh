@@ -22,6 +22,7 @@ loopfs_up() {
   mount "$DEV" "$WORK/mnt"
 }
 loopfs_running() {
+  [ -n "$WORK" ] || return 0
   if [ $# -gt 0 ]; then echo "$@" >> "$WORK/running"; else : > "$WORK/running"; fi
 }
 loopfs_down() {

@@ -255,6 +255,9 @@ pub struct KmlController {
 /// 0.9; on a 1 GiB file 0.25 is a mean step of about 20 pages.
 pub const SEQUENTIAL_RANDOMNESS: f64 = 0.25;
 
+/// The fewest events of a stream whose steps [`KmlController::spare_scans`] judges.
+pub const MIN_STREAM_EVENTS: f64 = 16.0;
+
 /// The share of a window's described events in sequential streams from which a per-device
 /// lowering is not made ([`KmlController::spare_scans`]): a third.
 pub const SEQUENTIAL_SHARE: f64 = 1.0 / 3.0;
@@ -539,18 +542,22 @@ impl KmlController {
         }
     }
 
-    /// The device's answer `kb`, or vanilla where `kb` lowers readahead below vanilla while
+    /// The device's value `kb`, or vanilla where `kb` lowers readahead below vanilla while
     /// sequential streams carry a share of the window's events (scale-free models only). A
-    /// device value serves every open file description on the device, and the model answers
+    /// device value serves every process's stream of every file on the device (each
+    /// process's open file descriptions of a file), and the model answers
     /// it from the device's merged stream, in which a scan beside random readers looks
     /// random: on the kernel, fio's three processes (a scan with 94% of the pages, two random
     /// readers) got 16 KiB from the merged stream, and the scan lost 8% even when the
     /// guardrail held it at vanilla alone (the random readers' smaller reads took the
     /// device's I/O budget, and the scan's loss came on its second pass over the file, after
     /// the guardrail's first verdict). A lower value never helps a sequential stream. So a
-    /// lowering stands only while descriptions whose own stream reads sequentially (its
-    /// randomness, input 7, under [`SEQUENTIAL_RANDOMNESS`]) carry less than
-    /// [`SEQUENTIAL_SHARE`] of the described events. The streams are judged by their own
+    /// lowering stands only while streams that read sequentially (their randomness, input 7,
+    /// under [`SEQUENTIAL_RANDOMNESS`], forwards or backwards: a reverse scan too loses at a
+    /// lower value) carry less than [`SEQUENTIAL_SHARE`] of the streams' events (page-cache
+    /// insertions and accesses, as every stream feature counts them: a writer's appends
+    /// count as a sequential stream too, which can keep vanilla for a random reader beside a
+    /// busy writer). The streams are judged by their own
     /// steps, not by the model: asked about one file's stream, a model trained on devices'
     /// streams answered vanilla for db_bench's random readers, whose device stream it reads
     /// right. A raise is left to the guardrail: its cost to a random reader is that reader's
@@ -562,8 +569,9 @@ impl KmlController {
             return kb;
         }
         let (mut sequential, mut all) = (0.0, 0.0);
-        // A stream of one event has no steps to judge.
-        for raw in window.descriptions.values().filter(|raw| raw[0] >= 2.0) {
+        // A stream of a few events has too few steps to judge (a missed read is two: the
+        // page added, then read).
+        for raw in window.descriptions.values().filter(|raw| raw[0] >= MIN_STREAM_EVENTS) {
             all += raw[0];
             if raw[7] < SEQUENTIAL_RANDOMNESS {
                 sequential += raw[0];
@@ -727,10 +735,6 @@ impl ReadaheadController for KmlController {
             }
             let (class, kb) = self.decide_one(&f, &window.outcome);
             self.decisions.push((window.start_ns, class));
-            let kb = match class {
-                usize::MAX => kb,
-                _ => self.spare_scans(kb, window),
-            };
             let now = knobs.device_read_ahead_kb();
             // A fallback is no answer of the model's: it neither starts nor ends a see-saw.
             let (kb, found) = match class {
@@ -765,6 +769,9 @@ impl ReadaheadController for KmlController {
                 }
                 _ => kb,
             };
+            // Last, over whatever led here (an answer, a settled see-saw, a hold, a fallback):
+            // the see-saw and the hold are fed the model's answers, not this rule's value.
+            let kb = self.spare_scans(kb, window);
             if kb != now {
                 knobs.set_device_read_ahead_kb(kb);
                 // Only a change the hysteresis let through (and the floor left as asked) is

@@ -346,9 +346,9 @@ fn scan_like(mut f: iolearn_policy::readahead::RaFeatures) -> iolearn_policy::re
     f
 }
 
-/// A scale-free (v3) tree trained on a 20 MiB file at 2,000 events a window: scans want 1 MiB,
-/// random reads 16 KiB; and KML's five-feature tree trained on the same windows.
-fn scan_or_random_models() -> (ModelFile, ModelFile) {
+/// A scale-free (v3) tree trained on a 20 MiB file at 2,000 events a window: scans want
+/// `scan_kb`, random reads 16 KiB; and KML's five-feature tree trained on the same windows.
+fn scan_or_random_models(scan_kb: i64) -> (ModelFile, ModelFile) {
     use iolearn_policy::readahead::scale_free;
     // Both classes see the same page-cache counts and the same direction: the tree must tell
     // them apart by randomness and density.
@@ -369,7 +369,7 @@ fn scan_or_random_models() -> (ModelFile, ModelFile) {
             ("feature_max".into(), join(&|j| col(j).fold(f64::MIN, f64::max))),
         ]
     };
-    let classes = [("16KiB", 16), ("1024KiB", 1024)];
+    let classes = [("16KiB", 16), ("scan", scan_kb)];
     let tree = DecisionTree::fit(&x, &y, 7, &TreeConfig::default()).unwrap();
     let mut v3 = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &classes);
     v3.schema = iolearn_ml::kml::READAHEAD_SCHEMA_V3.into();
@@ -384,7 +384,7 @@ fn scan_or_random_models() -> (ModelFile, ModelFile) {
 fn a_scale_free_model_decides_on_a_file_and_a_load_a_hundred_times_its_training() {
     use iolearn_policy::readahead::Outcome;
     let same = same_outcome();
-    let (v3, kml) = scan_or_random_models();
+    let (v3, kml) = scan_or_random_models(1024);
     // Only per device: its page-cache inputs are the device's.
     assert!(KmlController::new(v3.clone(), Scope::File).is_err());
     let mut c = KmlController::new(v3, Scope::Device).unwrap();
@@ -425,9 +425,9 @@ fn a_scale_free_model_decides_on_a_file_and_a_load_a_hundred_times_its_training(
 /// that looks random, but the scan carries most of the pages, and 16 KiB would cost it (fio's
 /// three processes on the kernel). Raises are left to the guardrail.
 #[test]
-fn a_lower_device_value_is_not_set_while_sequential_streams_carry_a_third_of_the_pages() {
+fn a_lower_device_value_is_not_set_while_sequential_streams_carry_a_third_of_the_events() {
     use iolearn_policy::controller::SEQUENTIAL_SHARE;
-    let (v3, kml) = scan_or_random_models();
+    let (v3, _) = scan_or_random_models(1024);
     // Each stream as in the test above; a description's weight is its event count (input 0).
     let stream_of = |random: bool, n: u64| {
         let mut f = scan_like(stream(500_000, 200_000, random).features_v2(256));
@@ -439,6 +439,7 @@ fn a_lower_device_value_is_not_set_while_sequential_streams_carry_a_third_of_the
     let cases = [
         (true, 0, 0, 16),            // no description: the merged stream's answer stands
         (true, 0, 20_000, 16),       // every stream random: 16 KiB
+        (true, 15, 10, 16),          // streams too short to judge: the answer stands
         (true, 180_000, 5_000, 128), // the scan carries 95% of the events: vanilla
         (true, 11_000, 12_000, 16),  // the scan carries a little under a third: 16 KiB
         (true, 13_000, 12_000, 128), // just over a third: vanilla
@@ -471,10 +472,59 @@ fn a_lower_device_value_is_not_set_while_sequential_streams_carry_a_third_of_the
             format!("scan {scan_n}, random {random_n} each: sequential share {share:.3} (bar {SEQUENTIAL_SHARE:.3})");
         assert_eq!(knobs.device_kb, want, "{case}");
         assert_eq!(c.spared, u64::from(want == 128), "{case}");
-        // Other schemas decide as before (KML's as KML ran it).
-        let mut k = KmlController::new(kml.clone(), Scope::Device).unwrap();
-        k.decide(&w, &mut Recorder::default());
-        assert_eq!(k.spared, 0);
+    }
+    // A value in force, behind a guardrail that judges it, goes back to vanilla when a scan
+    // comes to carry the pages: the rule acts on the value set, not only on a fresh answer.
+    let window = |scan_n: u64| {
+        let mut descriptions = BTreeMap::from([((2, 22), stream_of(true, 5_000)), ((3, 23), stream_of(true, 5_000))]);
+        if scan_n > 0 {
+            descriptions.insert((1, 10), stream_of(false, scan_n));
+        }
+        WindowFeatures {
+            device: Some(stream_of(true, 200_000)),
+            descriptions,
+            outcome: same_outcome(),
+            ..WindowFeatures::default()
+        }
+    };
+    let mut c = KmlController::new(v3, Scope::Device).unwrap();
+    c.judged(4, 128);
+    let mut knobs = Recorder {
+        device_kb: 128,
+        ..Default::default()
+    };
+    let mut seen = Vec::new();
+    for scan_n in [0, 0, 180_000, 180_000, 0] {
+        c.decide(&window(scan_n), &mut knobs);
+        seen.push(knobs.device_kb);
+    }
+    assert_eq!(seen, [16, 16, 128, 128, 16]);
+    assert_eq!(c.spared, 1);
+
+    // A value the guardrail proved better is held when the model answers the value it came
+    // from (`Proven`); a scan that comes to carry the pages takes it back all the same. Scans
+    // want vanilla here, and the model reads the value in force (16 KiB) from input 4.
+    let (v3, _) = scan_or_random_models(128);
+    let mut c = KmlController::new(v3, Scope::Device).unwrap();
+    c.judged(4, 128);
+    let mut knobs = Recorder {
+        device_kb: 128,
+        ..Default::default()
+    };
+    c.decide(&window(0), &mut knobs);
+    assert_eq!(knobs.device_kb, 16);
+    c.kept(16, true);
+    let at_16 = |mut f: iolearn_policy::readahead::RaFeatures| {
+        f[4] = 16.0 * 2.0 / 1024.0;
+        f
+    };
+    // The merged stream reads like a scan now (the model answers 128, the value 16 came
+    // from): held at 16 while the streams are random, vanilla once the scan carries them.
+    for (scan_n, want) in [(0, 16), (180_000, 128)] {
+        let mut w = window(scan_n);
+        w.device = Some(at_16(stream_of(false, 200_000)));
+        c.decide(&w, &mut knobs);
+        assert_eq!(knobs.device_kb, want, "scan events {scan_n}");
     }
 }
 
