@@ -215,10 +215,10 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
         m.decide_ns_max as f64 / 1e3,
         s.restored_kb
     );
-    if m.held_answers + m.settled_seesaws > 0 {
+    if m.held_answers + m.settled_seesaws + m.spared_lowerings > 0 {
         println!(
-            "model answers overruled: {} of the value a decision the guardrail measured better came from, {} see-saws settled",
-            m.held_answers, m.settled_seesaws
+            "model answers overruled: {} of the value a decision the guardrail measured better came from, {} see-saws settled, {} lowerings not made beside sequential streams",
+            m.held_answers, m.settled_seesaws, m.spared_lowerings
         );
     }
     if m.guard_kept + m.guard_reverted > 0 {

@@ -94,11 +94,12 @@ pub trait ReadaheadController {
     fn labels(&self) -> Vec<String> {
         Vec::new()
     }
-    /// The model's answers the controller overruled on its own, `(held, settled)`: answers of
-    /// the value a proven decision came from, and see-saws it settled (a model that reads the
-    /// value in force; [`KmlController`]).
-    fn overruled(&self) -> (u64, u64) {
-        (0, 0)
+    /// The model's answers the controller overruled on its own, `(held, settled, spared)`:
+    /// answers of the value a proven decision came from, see-saws it settled (a model that
+    /// reads the value in force; [`KmlController`]), and lowerings not made while sequential
+    /// streams carried the device's pages ([`KmlController::spare_scans`]).
+    fn overruled(&self) -> (u64, u64, u64) {
+        (0, 0, 0)
     }
     /// The guardrail ([`crate::guard`]) took back the device value `kb` this controller asked
     /// for: measured worse than vanilla, and `now_kb` (vanilla) is in force again; `sure`:
@@ -646,8 +647,8 @@ impl ReadaheadController for KmlController {
     fn labels(&self) -> Vec<String> {
         self.model.classes.iter().map(|c| c.label.clone()).collect()
     }
-    fn overruled(&self) -> (u64, u64) {
-        (self.holds, self.settles)
+    fn overruled(&self) -> (u64, u64, u64) {
+        (self.holds, self.settles, self.spared)
     }
     fn name(&self) -> String {
         format!("kml-{}-{}", self.model.kind.name(), self.scope.name())

@@ -1740,7 +1740,7 @@ impl ReadaheadController for Guarded {
     fn fallbacks(&self) -> u64 {
         self.inner.fallbacks()
     }
-    fn overruled(&self) -> (u64, u64) {
+    fn overruled(&self) -> (u64, u64, u64) {
         self.inner.overruled()
     }
     fn labels(&self) -> Vec<String> {

@@ -1663,7 +1663,7 @@ fn a_model_out_of_its_range_everywhere_leaves_the_learner_to_climb_unheld() {
         gain * 100.0,
         &seen[..80]
     );
-    assert_eq!(g.overruled(), (0, 0), "no answer of the model's was overruled");
+    assert_eq!(g.overruled(), (0, 0, 0), "no answer of the model's was overruled");
 }
 
 /// A device shared by processes, as the kernel's knobs behave: a process given a value of its

@@ -686,7 +686,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         m.decide_ns_max = m.decide_ns_max.max(decide_ns);
         m.act_ns_total = knobs.act_ns;
         m.fallbacks = controller.fallbacks();
-        (m.held_answers, m.settled_seesaws) = controller.overruled();
+        (m.held_answers, m.settled_seesaws, m.spared_lowerings) = controller.overruled();
         m.held_back = controller.steady.held_back;
         // Windows on vanilla, shown to the guardrail or rested through (a backoff).
         rested_vanilla += u64::from(!whole && guarded && controller.arm() == Arm::Vanilla);
@@ -826,6 +826,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         fallbacks = m.fallbacks,
         held_answers = m.held_answers,
         settled_seesaws = m.settled_seesaws,
+        spared_lowerings = m.spared_lowerings,
         lost_events = m.lost_events,
         read_ahead_kb = summary.restored_kb,
         wall_s = wall,

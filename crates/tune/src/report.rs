@@ -65,6 +65,8 @@ pub struct Metrics {
     pub held_answers: u64,
     /// See-saws settled (the model answered each of two values with the other).
     pub settled_seesaws: u64,
+    /// Lowerings of the device's value not made while sequential streams carried its pages.
+    pub spared_lowerings: u64,
     /// Time deciding (features to classes), total and worst, ns.
     pub decide_ns_total: u64,
     /// Worst decision time.
@@ -167,6 +169,12 @@ impl Metrics {
             "settled_seesaws",
             "See-saws settled: the model answered each of two values with the other",
             self.settled_seesaws,
+        );
+        counter(
+            &mut r,
+            "spared_lowerings",
+            "Device values below vanilla not set: sequential streams carried a third of the pages",
+            self.spared_lowerings,
         );
         let seconds = |ns: u64| ConstCounter::new(ns as f64 / 1e9);
         r.register(
@@ -292,6 +300,7 @@ mod tests {
             fallbacks: 3,
             held_answers: 5,
             settled_seesaws: 2,
+            spared_lowerings: 4,
             ..Metrics::default()
         };
         let page = m.render("loop7");
@@ -299,6 +308,7 @@ mod tests {
             "iolearn_fallbacks_total{device=\"loop7\"} 3",
             "iolearn_held_answers_total{device=\"loop7\"} 5",
             "iolearn_settled_seesaws_total{device=\"loop7\"} 2",
+            "iolearn_spared_lowerings_total{device=\"loop7\"} 4",
         ] {
             assert!(page.lines().any(|l| l == line), "{line} not in:\n{page}");
         }
