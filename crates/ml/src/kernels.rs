@@ -368,12 +368,14 @@ pub(crate) struct SplitBlock {
     pub left_hi: [u32; 16],
 }
 
-/// Per leaf of a narrow tree (at most 32 leaves, left to right): the splits whose left subtree
-/// holds it, bit `k` for split `k` (lane `k % 16` of block `k / 16`); zero past the last leaf.
-/// The leaf is the exit leaf when the row goes right at none of them and no lower leaf is.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+/// For a narrow tree (at most 32 leaves, so at most 31 splits): per byte j of the set R of
+/// splits the row goes right at (splits 8j to 8j+7; bit k of R is lane k % 16 of block k / 16),
+/// per value of that byte, the leaves that no split in it clears (bit i for leaf i, left to
+/// right). The AND of the four entries R picks is QuickScorer's mask of surviving leaves.
+/// Splits past the last (padding) clear nothing.
+#[derive(Debug, Clone, Copy, PartialEq)]
 #[repr(C, align(64))]
-pub(crate) struct LeafSplits(pub [u32; 32]);
+pub(crate) struct Survivors(pub [[u32; 256]; 4]);
 
 /// A tree laid out for the QuickScorer kernels (built by `tree::Scorer`).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -386,9 +388,9 @@ pub(crate) struct TreeLayout {
     pub blocks: alloc::vec::Vec<SplitBlock>,
     /// Leaves in the tree (1 to 64; 0 in the empty layout of a tree too large to lay out).
     pub n_leaves: usize,
-    /// For narrow trees (one entry, empty when wide): each leaf's left-subtree splits (the
-    /// AVX-512 kernel tests these). On the heap, as the rest, so a tree stays small to move.
-    pub leaf_splits: alloc::vec::Vec<LeafSplits>,
+    /// For narrow trees (one entry, empty when wide): the byte tables of surviving leaves the
+    /// AVX-512 kernel looks up (4 KiB). On the heap, as the rest, so a tree stays small to move.
+    pub survivors: alloc::vec::Vec<Survivors>,
     /// Each leaf, left to right: its node index in the high 32 bits, its class in the low;
     /// padded with the last to 33 entries (65 when `wide()`).
     pub leaves: alloc::vec::Vec<u64>,
@@ -409,7 +411,7 @@ impl TreeLayout {
 /// points to a value for every lane `row_mask` sets; every block's features are among those lanes;
 /// `leaves` has 33 entries (65 when `wide()`): one per index a trailing-zero count can give;
 /// the block count and leaf count are the ones the kernel was chosen for (a narrow layout's
-/// `leaf_splits` has its one entry).
+/// `survivors` has its one entry).
 pub(crate) type TreeKernel = unsafe fn(x: *const f32, t: &TreeLayout) -> u64;
 
 /// A tree kernel over many rows: the class (the low half of the packed leaf) of row k, which
@@ -448,7 +450,7 @@ pub(crate) fn tree_kernels(t: &TreeLayout) -> alloc::vec::Vec<(&'static str, Tre
             && if wide {
                 (33..=64).contains(&leaves) && blocks == (leaves - 1).div_ceil(16)
             } else {
-                leaves <= 32 && blocks == (leaves - 1).div_ceil(16).max(1) && t.leaf_splits.len() == 1
+                leaves <= 32 && blocks == (leaves - 1).div_ceil(16).max(1) && t.survivors.len() == 1
             };
         if !fits {
             return out;
@@ -458,21 +460,16 @@ pub(crate) fn tree_kernels(t: &TreeLayout) -> alloc::vec::Vec<(&'static str, Tre
             && std::is_x86_feature_detected!("avx512bw")
             && std::is_x86_feature_detected!("bmi1");
         if avx512 && has_avx2_fma() {
-            // Two blocks hold 17 or more splits, so 18 or more leaves: two leaf tests.
-            let kernel = match (wide, blocks, leaves.div_ceil(16)) {
-                (false, 1, 1) => Some(TreeKernels {
-                    one: avx512::tree_leaf_narrow::<1, 1>,
-                    rows: avx512::tree_classes_narrow::<1, 1>,
+            let kernel = match (wide, blocks) {
+                (false, 1) => Some(TreeKernels {
+                    one: avx512::tree_leaf_narrow::<1>,
+                    rows: avx512::tree_classes_narrow::<1>,
                 }),
-                (false, 1, 2) => Some(TreeKernels {
-                    one: avx512::tree_leaf_narrow::<1, 2>,
-                    rows: avx512::tree_classes_narrow::<1, 2>,
+                (false, 2) => Some(TreeKernels {
+                    one: avx512::tree_leaf_narrow::<2>,
+                    rows: avx512::tree_classes_narrow::<2>,
                 }),
-                (false, 2, 2) => Some(TreeKernels {
-                    one: avx512::tree_leaf_narrow::<2, 2>,
-                    rows: avx512::tree_classes_narrow::<2, 2>,
-                }),
-                (true, _, _) => Some(TreeKernels {
+                (true, _) => Some(TreeKernels {
                     one: avx512::tree_leaf_wide,
                     rows: avx512::tree_classes_wide,
                 }),

@@ -1,7 +1,7 @@
 //! Decision trees: CART induction, allocation-free inference, and scikit-learn `export_text`
 //! export and import (the format of KML's `readahead_model.dt`).
 
-use crate::kernels::{LeafSplits, SplitBlock, TreeLayout};
+use crate::kernels::{SplitBlock, Survivors, TreeLayout};
 use crate::{math, Error, Result};
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -87,10 +87,10 @@ pub struct DecisionTree {
 /// (features picked by a lane permute, sixteen or eight splits per compare), so a row costs a
 /// fixed, short run of instructions and no branch mispredicts, where a walk from the root
 /// mispredicts at nearly every level on varied input. Splits are padded to a multiple of 16
-/// with masks that clear nothing. A narrow tree (at most 32 leaves) on AVX-512 is scored the
-/// other way round, with the same answer: the set R of splits the row goes right at against
-/// each leaf's set of splits whose left subtree holds it (`kernels::LeafSplits`); padding
-/// splits may be in R (a NaN in feature 0 goes right) but in no leaf's set.
+/// with masks that clear nothing. A narrow tree (at most 32 leaves) on AVX-512 ANDs the masks
+/// by table instead: the set R of splits the row goes right at, one byte at a time, picks the
+/// AND of that byte's masks from a table of 256 (`kernels::Survivors`); padding splits may be
+/// in R (a NaN in feature 0 goes right) but clear nothing.
 #[derive(Debug, Clone, Default)]
 struct Scorer {
     /// The layout (empty `leaves` when the tree does not fit).
@@ -139,9 +139,6 @@ impl Scorer {
         walk(nodes, 0, &mut s, &mut splits);
         s.n_leaves = leaves;
         s.row_mask = (1u16 << n_features) - 1;
-        if !s.wide() {
-            s.leaf_splits.push(LeafSplits::default());
-        }
         s.lanes = core::array::from_fn(|k| if k < n_features { -1 } else { 0 });
         for k in 0..splits.len().div_ceil(16).max(1) * 16 {
             if k % 16 == 0 {
@@ -160,13 +157,21 @@ impl Scorer {
                 b.threshold[k % 16] = t;
                 b.left_lo[k % 16] = left as u32;
                 b.left_hi[k % 16] = (left >> 32) as u32;
-                if !s.wide() {
-                    // At most 31 splits: split k is bit k of the set R the narrow kernel builds.
-                    for leaf in lo..hi {
-                        s.leaf_splits[0].0[leaf] |= 1 << k;
+            }
+        }
+        if !s.wide() {
+            // At most 31 splits: split k is bit k % 8 of byte k / 8 of the set R the narrow
+            // kernel builds, and an entry clears the left leaves of every split its byte holds.
+            let mut tables = Survivors([[u32::MAX; 256]; 4]);
+            for (k, &(_, _, lo, hi)) in splits.iter().enumerate() {
+                let left = (lo..hi).fold(0u32, |m, leaf| m | 1 << leaf);
+                for (byte, m) in tables.0[k / 8].iter_mut().enumerate() {
+                    if byte >> (k % 8) & 1 == 1 {
+                        *m &= !left;
                     }
                 }
             }
+            s.survivors.push(tables);
         }
         // One entry per index the kernel's trailing-zero count can give (it never gives one
         // past the last leaf, but then no bounds check is needed): the last leaf repeated.
@@ -298,7 +303,7 @@ impl DecisionTree {
             + self.nodes.capacity() * core::mem::size_of::<Node>()
             + self.proba.capacity() * 4
             + sc.blocks.capacity() * core::mem::size_of::<SplitBlock>()
-            + sc.leaf_splits.capacity() * core::mem::size_of::<LeafSplits>()
+            + sc.survivors.capacity() * core::mem::size_of::<Survivors>()
             + sc.leaves.capacity() * 8
     }
 

@@ -5,31 +5,28 @@
 use core::arch::x86_64::*;
 
 /// QuickScorer's exit leaf for a narrow tree (at most 32 leaves, so at most 31 splits in
-/// `BLOCKS` blocks; `TESTS` = leaves / 16 rounded up; see `kernels::TreeKernel` for the
-/// contract). Each block's features are picked from the row by one permute and "goes right" is
-/// one compare into a mask register (`!(x <= t)`, true for NaN as in the walk), giving the
-/// 32-bit set R of splits the row goes right at. A leaf survives when none of the splits whose
-/// left subtree holds it is in R: broadcast R and test it against every leaf's set at once
-/// (`vptestnmd`, sixteen leaves per test); the exit leaf is the lowest survivor. This replaces
-/// the masked AND-NOTs and the sixteen-lane AND reduction of [`tree_leaf_wide`] (nine
-/// dependent instructions) by a broadcast and one or two tests.
+/// `BLOCKS` blocks; see `kernels::TreeKernel` for the contract). Each block's features are
+/// picked from the row by one permute and "goes right" is one compare into a mask register
+/// (`!(x <= t)`, true for NaN as in the walk), giving the 32-bit set R of splits the row goes
+/// right at. The leaves that survive R are the AND of four table entries, one per byte of R
+/// (`kernels::Survivors`); the exit leaf is the lowest survivor. Four independent scalar loads
+/// replace the broadcast of R and its vector tests against every leaf's set of splits (the
+/// kernel before 2026-11-28): shorter and cheaper, 1.9 -> 1.4 ns a row over many rows on
+/// KML's tree (docs/benchmarks.md).
 ///
 /// # Safety
-/// As `kernels::TreeKernel`, and `t` is narrow (`leaf_splits` has its entry) with `BLOCKS`
-/// blocks and at most `16 TESTS` leaves; the CPU has AVX-512F and BW, and BMI1.
+/// As `kernels::TreeKernel`, and `t` is narrow (`survivors` has its entry) with `BLOCKS`
+/// blocks; the CPU has AVX-512F and BW, and BMI1.
 #[target_feature(enable = "avx512f,avx512bw,bmi1,avx2,fma")]
 #[inline]
-pub(super) unsafe fn tree_leaf_narrow<const BLOCKS: usize, const TESTS: usize>(
-    x: *const f32,
-    t: &super::TreeLayout,
-) -> u64 {
+pub(super) unsafe fn tree_leaf_narrow<const BLOCKS: usize>(x: *const f32, t: &super::TreeLayout) -> u64 {
     // SAFETY: the masked load reads only the lanes `row_mask` sets, which the caller
-    // guarantees `x` holds; blocks and leaf sets are aligned to 64 bytes by their types and
-    // every load is 64 aligned bytes inside one (a block's field, or half the one leaf-set
-    // entry); `BLOCKS` is `blocks.len()` by the contract; the
-    // exit leaf exists (a leaf is only cleared by a split whose left subtree holds it, and
-    // the row went right there, so the leaf it reaches survives), so the trailing-zero count
-    // is below the leaf count and `leaves` holds it.
+    // guarantees `x` holds; blocks are aligned to 64 bytes by their type and every vector load
+    // is one whole field of one; `BLOCKS` is `blocks.len()` and `survivors` has its entry by
+    // the contract, and each table index is one byte of R (below 256); the exit leaf exists
+    // (a leaf is only cleared by a split whose left subtree holds it, and the row went right
+    // there, so the leaf it reaches survives), so the trailing-zero count is below the leaf
+    // count and `leaves` holds it.
     unsafe {
         let row = _mm512_maskz_loadu_ps(t.row_mask, x);
         let mut right = 0u32;
@@ -38,13 +35,12 @@ pub(super) unsafe fn tree_leaf_narrow<const BLOCKS: usize, const TESTS: usize>(
             let r = _mm512_cmp_ps_mask::<_CMP_NLE_UQ>(v, _mm512_load_ps(b.threshold.as_ptr()));
             right |= (r as u32) << (16 * i);
         }
-        let right = _mm512_set1_epi32(right as i32);
-        let mut kept = 0u32;
-        for i in 0..TESTS {
-            let sets = _mm512_load_si512(t.leaf_splits.as_ptr().cast::<u32>().add(16 * i).cast());
-            kept |= (_mm512_testn_epi32_mask(right, sets) as u32) << (16 * i);
-        }
-        *t.leaves.as_ptr().add(kept.trailing_zeros() as usize)
+        let tables = &(*t.survivors.as_ptr()).0;
+        let survivors = tables[0][(right & 0xff) as usize]
+            & tables[1][(right >> 8 & 0xff) as usize]
+            & tables[2][(right >> 16 & 0xff) as usize]
+            & tables[3][(right >> 24) as usize];
+        *t.leaves.as_ptr().add(survivors.trailing_zeros() as usize)
     }
 }
 
@@ -86,13 +82,13 @@ pub(super) unsafe fn tree_leaf_wide(x: *const f32, t: &super::TreeLayout) -> u64
 /// # Safety
 /// As `kernels::TreeRowsKernel` and [`tree_leaf_narrow`].
 #[target_feature(enable = "avx512f,avx512bw,bmi1,avx2,fma")]
-pub(super) unsafe fn tree_classes_narrow<const BLOCKS: usize, const TESTS: usize>(
+pub(super) unsafe fn tree_classes_narrow<const BLOCKS: usize>(
     rows: &[f32],
     stride: usize,
     t: &super::TreeLayout,
     out: &mut [u32],
 ) {
-    tree_rows!(rows, stride, t, out, tree_leaf_narrow::<BLOCKS, TESTS>)
+    tree_rows!(rows, stride, t, out, tree_leaf_narrow::<BLOCKS>)
 }
 
 /// [`tree_leaf_wide`] over many rows (see `kernels::TreeRowsKernel`).
