@@ -30,6 +30,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -293,6 +294,69 @@ def db_series(stderr: str, seconds: float, *, skip_writer: bool = False) -> list
     return per_s
 
 
+@dataclass(frozen=True)
+class Relay:
+    """db_bench's own count of operations, relayed to the tuner (``--progress ops``): db_bench
+    reports each thread's operations every ``every`` of them (``--stats_interval``, the clock
+    not consulted), and the reading threads' sum so far is written to ``count`` after each
+    report, whole and renamed into place (the tuner's ``--progress ops:COUNT``)."""
+
+    count: Path
+    every: int
+
+    #: Reports a second the relay aims at: a 1-s window's count is then exact to a twentieth.
+    PER_SECOND = 20
+
+    @staticmethod
+    def for_rate(count: Path, ops_per_s: float, threads: int = 1) -> Relay:
+        """A relay for a workload that runs at about ``ops_per_s`` (its sweep's vanilla run)
+        from ``threads`` threads, each of which reports its own operations."""
+        return Relay(count, max(1, round(ops_per_s / threads / Relay.PER_SECOND)))
+
+    def reset(self):
+        """The count at zero, before the tuner starts (a count left from the last run would
+        read as a restart)."""
+        self.write(0)
+
+    def write(self, total: int):
+        tmp = self.count.with_name(self.count.name + ".tmp")
+        tmp.write_text(f"{total}\n")
+        os.replace(tmp, self.count)
+
+    def run(self, cmd: list[str], *, skip_writer: bool) -> subprocess.CompletedProcess:
+        """``cmd`` (db_bench with this relay's ``--stats_interval``), its reports relayed as
+        they come; its output, as ``br.sh`` gives it, once it exits."""
+        out: list[str] = []
+        err: list[str] = []
+        total = 0
+        with subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              errors="replace") as p:  # fmt: skip
+            reader = threading.Thread(target=lambda: out.append(p.stdout.read()), daemon=True)
+            reader.start()
+            try:
+                for line in p.stderr:
+                    err.append(line)
+                    m = DB_INTERVAL.search(line)
+                    if m and not (skip_writer and m[1] == "0"):
+                        total += int(m[2])
+                        self.write(total)
+            except BaseException:
+                # Nobody would drain its pipes: stop it rather than leave it blocked on them.
+                p.kill()
+                raise
+            reader.join()
+            code = p.wait()
+        if code:
+            raise subprocess.CalledProcessError(code, cmd, "".join(out), "".join(err))
+        return subprocess.CompletedProcess(cmd, code, "".join(out), "".join(err))
+
+
+def db_threads(s: br.Settings, w: Workload) -> int:
+    """The threads db_bench runs ``w`` with (its arguments' last ``--threads``)."""
+    given = [a.split("=", 1)[1] for a in br.db_args(s, Path("db"), w.name, 1) if a.startswith("--threads=")]
+    return int(given[-1]) if given else 1
+
+
 def db_series_or_flat(stderr: str, ops: float, seconds: float, *, skip_writer: bool, name: str) -> list[float]:
     """[`db_series`], or where db_bench printed no interval report, ``ops`` (the run's
     operations/s) in every second, with a note. db_bench checks its clock every 1,000
@@ -365,15 +429,18 @@ def clone_db(db: Path) -> Path:
 
 def run(s: br.Settings, tb: br.Testbed, db: Path, files: Files, w: Workload, *, kb: int, seed: int,
         seconds: float, helper=None, scratch: Path, series: list | None = None,
-        costs: list | None = None) -> list[float]:  # fmt: skip
+        costs: list | None = None, relay: Relay | None = None) -> list[float]:  # fmt: skip
     """One run of ``w`` after dropping caches, the device at ``kb`` and the helper (the tuner)
     attached. Each member process's throughput; ``series``, when given, receives the
     throughput per second (fio and the tools; the members summed), ``costs`` the helper's CPU
-    seconds and wall seconds."""
+    seconds and wall seconds; ``relay``: a db_bench member's count relayed as it runs."""
     clone = clone_db(db) if w.writes else None
+    if relay is not None:
+        relay.reset()
     bg = br.prepare(tb, kb, helper)
     try:
-        return execute(s, tb, clone or db, files, w, seed=seed, seconds=seconds, scratch=scratch, series=series)
+        return execute(s, tb, clone or db, files, w, seed=seed, seconds=seconds, scratch=scratch, series=series,
+                       relay=relay)  # fmt: skip
     finally:
         if bg:
             _, cpu, wall = bg.stop()
@@ -384,18 +451,23 @@ def run(s: br.Settings, tb: br.Testbed, db: Path, files: Files, w: Workload, *, 
 
 
 def execute(s: br.Settings, tb: br.Testbed, db: Path, files: Files, w: Workload, *, seed: int, seconds: float,
-            scratch: Path, series: list | None = None) -> list[float]:  # fmt: skip
+            scratch: Path, series: list | None = None, relay: Relay | None = None) -> list[float]:  # fmt: skip
     """``w`` as things are (no caches dropped, no helper started, a writing workload on ``db``
     itself): see [`run`]."""
     try:
         if w.kind == "db":
             args = br.db_args(s, db, w.name, seconds) + [f"--seed={seed}"]
-            # Each thread reports its operations about once a second (checked every 1,000).
-            args += ["--stats_interval_seconds=1"] if series is not None else []
-            p = br.sh(*tb.in_cgroup(args + ([] if w.writes else ["--readonly=1"])))
+            skip = br.bench_name(w.name) in WRITER_FIRST
+            if relay is not None:
+                # Each thread reports every `relay.every` operations, as they happen.
+                args += [f"--stats_interval={relay.every}", "--stats_interval_seconds=0"]
+            elif series is not None:
+                # Each thread reports its operations about once a second (checked every 1,000).
+                args += ["--stats_interval_seconds=1"]
+            cmd = tb.in_cgroup(args + ([] if w.writes else ["--readonly=1"]))
+            p = relay.run(cmd, skip_writer=skip) if relay is not None else br.sh(*cmd)
             ops = br.parse_ops(p.stdout, w.name)
             if series is not None:
-                skip = br.bench_name(w.name) in WRITER_FIRST
                 series[:] = db_series_or_flat(p.stderr, ops, seconds, skip_writer=skip, name=w.name)
             return [ops]
         if w.kind == "fio":
@@ -465,10 +537,11 @@ def sweep_oracle(s: br.Settings, tb: br.Testbed, db: Path, files: Files, w: Work
     return max((kb for kb in scores if math.isfinite(scores[kb])), key=scores.get, default=br.VANILLA_KB)
 
 
-def tuner_options(s: br.Settings, per_file: bool) -> list[str]:
-    """The family's tuner options beyond the model: the measure of progress, and per device the
-    fallback to the online learner when asked for (the learner sets the device's value only)."""
-    options = ["--progress", s.progress]
+def tuner_options(s: br.Settings, per_file: bool, count: Path | None = None) -> list[str]:
+    """The family's tuner options beyond the model: the measure of progress (``count``: the
+    workload's own count, relayed), and per device the fallback to the online learner when
+    asked for (the learner sets the device's value only)."""
+    options = br.progress_options(s.progress, count)
     if s.fallback_online and not per_file:
         options.append("--fallback-online")
     return options
@@ -487,17 +560,20 @@ def configurations(s: br.Settings, out: Path) -> tuple[str, ...]:
     return tuple(c for c in configs if c in s.family_configs)
 
 
-def configuration_helper(s: br.Settings, tb: br.Testbed, out: Path, config: str, log: Path):
+def configuration_helper(s: br.Settings, tb: br.Testbed, out: Path, config: str, log: Path,
+                         count: Path | None = None):  # fmt: skip
     """The helper (the tuner: ``(argv, log)``) that runs beside the workload in ``config``, or
-    None (vanilla, the oracle: the device's value alone)."""
+    None (vanilla, the oracle: the device's value alone); ``count``: the workload's own count
+    of operations, relayed (``Relay``)."""
     state = out / "raw" / "state"
     if config.startswith("nn"):
-        return br.nn_tuner(tb, out, config == "nn_file", log, tuner_options(s, per_file=config == "nn_file"))
+        options = tuner_options(s, per_file=config == "nn_file", count=count)
+        return br.nn_tuner(tb, out, config == "nn_file", log, options)
     if config == "leap":
         return br.tuner_helper(tb, None, "device", log, state, controller=LEAP)
     if config in ("v3", "v3_dry"):
         return br.tuner_helper(tb, out / V3_MODEL, "device", log, state, dry_run=config == "v3_dry",
-                               extra=tuner_options(s, per_file=False))  # fmt: skip
+                               extra=tuner_options(s, per_file=False, count=count))  # fmt: skip
     if config == "kml":
         # KML's recipe as KML ran it: per device, no guardrail.
         return br.tuner_helper(tb, out / "readahead_kml.iolm", "device", log, state, extra=["--no-guard"])
@@ -535,17 +611,28 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
                                       earlier=earlier.get(w.name))  # fmt: skip
         if w.name in earlier:
             print(f"  {w.name}: the sweep of {out / 'family-runs.csv'} (oracle {oracle[w.name]} KiB)", file=sys.stderr)
+    # With --progress ops, each db_bench member's count relayed to the tuner, in every
+    # configuration alike (db_bench's reports are the same work with the tuner or without),
+    # reporting about twenty times a second at the rate its sweep ran at vanilla.
+    relays = {}
+    if s.progress == "ops":
+        at_vanilla = {r["workload"]: json.loads(r["ops"]) for r in rows
+                      if r["config"] == "sweep" and r["ra_kb"] == br.VANILLA_KB}  # fmt: skip
+        relays = {w.name: Relay.for_rate(tb.workdir / "ops-count", sum(at_vanilla[w.name]), db_threads(s, w))
+                  for w in workloads if w.kind == "db"}  # fmt: skip
     for i in range(s.repeats):
         for w in workloads:
+            relay = relays.get(w.name)
             # The order turns with each repeat, so no configuration always runs first or last.
             for c in configs[i % len(configs) :] + configs[: i % len(configs)]:
-                helper = configuration_helper(s, tb, out, c, scratch / f"tuner-family-{w.name}-{c}-{i}.log")
+                helper = configuration_helper(s, tb, out, c, scratch / f"tuner-family-{w.name}-{c}-{i}.log",
+                                              relay.count if relay else None)  # fmt: skip
                 kb = oracle[w.name] if c == "oracle" else br.VANILLA_KB
                 # Throughput per second too (every configuration alike), for the ratios after
                 # the start.
                 series: list[float] = []
                 ops = run(s, tb, db, files, w, kb=kb, seed=i + 1, seconds=seconds, helper=helper, scratch=scratch,
-                          series=series)  # fmt: skip
+                          series=series, relay=relay)  # fmt: skip
                 record(w, c, i, i + 1, kb, ops, series)
     if bar is not None:
         bar.close()

@@ -96,7 +96,7 @@ def learner(tb: br.Testbed, log: Path, state: Path, progress: str = "cpu"):
     """The tuner with the online learner deciding the device's value, watching the cgroup and
     judging by ``progress`` (``iolearn tune readahead --progress``)."""
     # tuner_helper passes --verbose: a line a window with its progress and value.
-    extra = ["--progress", progress]
+    extra = br.progress_options(progress)
     return br.tuner_helper(tb, None, "device", log, state, controller="online", extra=extra)
 
 

@@ -905,8 +905,18 @@ STEPS = ("sweep", "train", "evaluate", "b2b", "pairs", "shared", "trainset", "fa
 #: Steps run only when asked for: ``retrain`` trains the scale-free model again from the
 #: trainset step's recorded runs (the trainset step trains it already).
 EXTRA_STEPS = ("retrain",)
-#: The learner's measures of progress (`iolearn tune readahead --progress`).
-PROGRESS = ("cpu", "auto")
+#: The learner's measures of progress (`iolearn tune readahead --progress`); ``ops``: db_bench's
+#: own count of operations, relayed to the tuner (`--progress ops:PATH`) in the family step,
+#: ``auto`` for the workloads with no count (fio, the tools) and in the other steps.
+PROGRESS = ("cpu", "auto", "ops")
+
+
+def progress_options(progress: str, count: Path | None = None) -> list[str]:
+    """The tuner's ``--progress`` for the bench's ``progress``: with ``ops``, the workload's
+    own count in ``count`` where one is relayed, else ``auto``."""
+    if progress == "ops":
+        return ["--progress", f"ops:{count}" if count else "auto"]
+    return ["--progress", progress]
 
 
 def main(argv=None) -> int:
@@ -947,7 +957,8 @@ def main(argv=None) -> int:
         choices=PROGRESS,
         default="cpu",
         help="what the guardrail and the online learner count as progress in the online and family steps "
-        "(iolearn tune readahead --progress)",
+        "(iolearn tune readahead --progress); ops: db_bench's own operations, relayed to the tuner in the "
+        "family step (auto where a workload reports none)",
     )
     ap.add_argument(
         "--fallback-online",
@@ -1019,6 +1030,8 @@ def main(argv=None) -> int:
         ap.error("--fallback-online: applies to the family step's tuner; add family to --steps")
     if a.leap and "family" not in steps:
         ap.error("--leap: applies to the family step; add family to --steps")
+    if a.progress == "ops" and steps & {"online", "overheads"}:
+        ap.error("--progress ops: db_bench's count is relayed in the family step only; run online and overheads apart")
     if a.family_configs is not None:
         from . import bench_family
 

@@ -1,13 +1,16 @@
 """The kernel online step's arithmetic (issue 12, must-show 2): time to 90% of the oracle's
-gain, shares, per-second series from fio's logs and finished files, the tuner's decisions.
-The step itself runs in `test_bench_real.py`'s quick benchmark."""
+gain, shares, per-second series from fio's logs and finished files, the tuner's decisions,
+and db_bench's count relayed to the tuner. The step itself runs in `test_bench_real.py`'s
+quick benchmark."""
 
 import csv
 import json
+import subprocess
+import sys
 
 import pytest
 
-from iolearn import bench_family, bench_online
+from iolearn import bench_family, bench_online, bench_real
 
 
 def test_t90_is_the_first_second_from_which_a_span_holds_90_percent_of_the_gain():
@@ -93,6 +96,93 @@ def test_a_db_bench_run_too_slow_to_report_is_taken_as_flat_with_a_note(capsys):
     reported = bench_family.db_series_or_flat(DB_STDERR, 1.0, 3, skip_writer=True, name="rww")
     assert reported == bench_family.db_series(DB_STDERR, 3, skip_writer=True)
     assert capsys.readouterr().err == ""
+
+
+def test_db_benchs_reports_are_relayed_to_the_tuner_as_they_come(tmp_path):
+    # A stand-in for db_bench: it prints DB_STDERR's reports one at a time and, after each,
+    # waits for the count file to show the reading threads' sum so far (thread 0 writes,
+    # left out), printing what it saw: the count moves while the workload runs, not after.
+    relay = bench_family.Relay(tmp_path / "ops-count", 100)
+    relay.reset()
+    fake = f"""
+import sys, time
+from pathlib import Path
+count = Path({str(relay.count)!r})
+for line, want in zip({DB_STDERR.splitlines()!r}, (2500, 2500, 3500, 3500)):
+    sys.stderr.write(line + "\\n")
+    sys.stderr.flush()
+    deadline = time.time() + 10
+    while count.read_text() != f"{{want}}\\n" and time.time() < deadline:
+        time.sleep(0.01)
+    print(count.read_text().strip())
+print("readwhilewriting : 1.0 micros/op 3500 ops/sec;")
+"""
+    assert relay.count.read_text() == "0\n"
+    p = relay.run([sys.executable, "-c", fake], skip_writer=True)
+    assert p.stdout.splitlines()[:4] == ["2500", "2500", "3500", "3500"]
+    assert p.stderr == DB_STDERR and relay.count.read_text() == "3500\n"
+    assert not list(tmp_path.glob("*.tmp"))
+    # Every thread counts where none writes.
+    relay.reset()
+    relay.run([sys.executable, "-c", f"import sys; sys.stderr.write({DB_STDERR!r})"], skip_writer=False)
+    assert relay.count.read_text() == "3680\n"
+    # A failed run fails as br.sh's would, with what it printed.
+    with pytest.raises(subprocess.CalledProcessError) as e:
+        relay.run([sys.executable, "-c", "import sys; sys.stderr.write('no db\\n'); sys.exit(3)"], skip_writer=False)
+    assert e.value.returncode == 3 and e.value.stderr == "no db\n"
+    # About twenty reports a second at the sweep's rate, never fewer than one operation each.
+    assert bench_family.Relay.for_rate(relay.count, 1700.0).every == 85
+    assert bench_family.Relay.for_rate(relay.count, 3.0).every == 1
+    assert bench_real.progress_options("ops", relay.count) == ["--progress", f"ops:{relay.count}"]
+    assert bench_real.progress_options("ops") == ["--progress", "auto"]
+    assert bench_real.progress_options("cpu") == ["--progress", "cpu"]
+
+
+def test_a_db_bench_member_runs_with_its_relay_reporting_by_operations(tmp_path, monkeypatch, capsys):
+    # execute() with a relay: db_bench told to report every `every` operations with the clock
+    # off, its reports relayed to the count, its per-second series read from the same reports.
+    fake = tmp_path / "db_bench.py"
+    fake.write_text(
+        "import sys\n"
+        f"sys.stderr.write({DB_STDERR!r})\n"
+        f"open({str(tmp_path / 'argv')!r}, 'w').write(' '.join(sys.argv[1:]))\n"
+        "print('seekrandom : 1.0 micros/op 3680 ops/sec;')\n"
+    )
+    monkeypatch.setattr(bench_real, "db_args", lambda s, db, name, seconds: [sys.executable, str(fake)])
+
+    class Bed:
+        in_cgroup = staticmethod(lambda args: args)
+
+    s = bench_real.Settings(True)
+    w = next(m for m in bench_family.MEMBERS if m.name == "rangescan")
+    relay = bench_family.Relay(tmp_path / "ops-count", 7)
+    relay.reset()
+    series: list[float] = []
+    got = bench_family.execute(s, Bed(), tmp_path, None, w, seed=3, seconds=3, scratch=tmp_path, series=series,
+                               relay=relay)  # fmt: skip
+    assert got == [3680.0] and relay.count.read_text() == "3680\n"
+    assert series == bench_family.db_series(DB_STDERR, 3)
+    argv = (tmp_path / "argv").read_text().split()
+    assert "--stats_interval=7" in argv and "--stats_interval_seconds=0" in argv, argv
+    # Without a relay: the clock-driven reports of before, and no count written.
+    relay.reset()
+    bench_family.execute(s, Bed(), tmp_path, None, w, seed=3, seconds=3, scratch=tmp_path, series=[])
+    assert relay.count.read_text() == "0\n"
+    argv = (tmp_path / "argv").read_text().split()
+    assert "--stats_interval_seconds=1" in argv and not any(a.startswith("--stats_interval=") for a in argv)
+    monkeypatch.undo()
+    # The relay's step is per thread: twenty reports a second from all of them.
+    four = next(m for m in bench_family.MEMBERS if m.name == "readrandom-4t")
+    assert bench_family.db_threads(s, four) == 4 and bench_family.db_threads(s, w) == 1
+    assert bench_family.Relay.for_rate(relay.count, 1720.0, 4).every == 22
+
+
+def test_progress_ops_is_refused_where_no_count_is_relayed(capsys, tmp_path):
+    for steps in ("online", "family,overheads"):
+        with pytest.raises(SystemExit) as e:
+            bench_real.main(["--progress", "ops", "--steps", steps, "--workdir", str(tmp_path / "w")])
+        assert e.value.code == 2 and not (tmp_path / "w").exists()
+        assert "--progress ops: db_bench's count is relayed in the family step only" in capsys.readouterr().err
 
 
 def test_the_learners_decisions_are_read_from_its_log(tmp_path):

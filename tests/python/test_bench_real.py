@@ -419,6 +419,11 @@ def test_the_familys_tuners_get_the_measure_of_progress_and_the_fallback_per_dev
     s.progress, s.fallback_online = "auto", True
     assert bench_family.tuner_options(s, per_file=False) == ["--progress", "auto", "--fallback-online"]
     assert bench_family.tuner_options(s, per_file=True) == ["--progress", "auto"]
+    # db_bench's own count where the family step relays one; auto for the members with none.
+    s.progress = "ops"
+    count = tmp_path / "ops-count"
+    assert bench_family.tuner_options(s, per_file=True, count=count) == ["--progress", f"ops:{count}"]
+    assert bench_family.tuner_options(s, per_file=False) == ["--progress", "auto", "--fallback-online"]
     # Without the family step the option would change nothing: refused, not ignored.
     with pytest.raises(SystemExit) as e:
         bench_real.main(["--fallback-online", "--steps", "online", "--workdir", str(tmp_path / "w")])

@@ -34,7 +34,8 @@ pub struct ReadaheadArgs {
     #[arg(long, required_unless_present_any = ["restore", "controller"], conflicts_with = "controller")]
     model: Option<PathBuf>,
     /// Another controller instead of a model: `online` (learns the device's value from the
-    /// watched processes' progress, no model; needs --pid or --cgroup), `static:KB`,
+    /// watched processes' progress, no model; needs --pid or --cgroup, or --progress ops:PATH),
+    /// `static:KB`,
     /// `pids:PID=KB,...` (each process's open files at its own value through its own file
     /// descriptions, other readers of the same files left alone; the processes are watched),
     /// `leap-prefetch-unmarked` (LEAP, KML's baseline: Linux's readahead off and LEAP's
@@ -69,7 +70,7 @@ pub struct ReadaheadArgs {
     #[arg(long, allow_negative_numbers = true, default_value_t = 128, value_parser = clap::value_parser!(u64).range(0..=MAX_READ_AHEAD_KB as u64))]
     fallback_kb: u64,
     /// Out of the model's training range, learn the device's value online instead of setting
-    /// --fallback-kb (needs --pid or --cgroup; per device).
+    /// --fallback-kb (needs --pid or --cgroup, or --progress ops:PATH; per device).
     #[arg(long)]
     fallback_online: bool,
     /// What the guardrail and the online learner count as the watched processes' progress:
@@ -78,11 +79,14 @@ pub struct ReadaheadArgs {
     /// many pages as they fault through mappings (else user time): for I/O-bound readers,
     /// whose user time is a few clock ticks a window, and for workloads of short-lived
     /// processes (one sum, not split by process; docs/tuning.md says where the count falls
-    /// short).
+    /// short); `ops:PATH`, the application's own count of operations, the number on the last
+    /// line of PATH (rewritten or appended as the application runs; one sum, and processes
+    /// need not be named): what it did, where neither user time nor pages show it.
     #[arg(long, default_value = "cpu", value_parser = iolearn_tune::outcome::Progress::parse)]
     progress: iolearn_tune::outcome::Progress,
     /// Turn the guardrail off. With it (the default, when --pid or --cgroup names processes to
-    /// measure) a decision stays only while the processes progress at least as well as on the
+    /// measure, or --progress ops:PATH gives the application's count) a decision stays only
+    /// while the processes progress at least as well as on the
     /// kernel's own value, measured side by side; a worse one is reverted and logged.
     #[arg(long)]
     no_guard: bool,

@@ -1083,8 +1083,15 @@ impl Guarded {
                         self.inner.taken_back(kb, self.vanilla_kb, self.sure);
                         let b = self.backoffs.entry(Some(kb)).or_insert((0, cfg.first_backoff));
                         *b = (w + b.1, (b.1 * 2).min(cfg.max_backoff));
+                        self.resume_after_decide = true;
+                    } else {
+                        // Values of files or descriptions: no one value to back off, and the
+                        // controller's next decision (a file or two changed) keeps most of what
+                        // lost. Resumed, KML's per-file model put its 16 KiB back at once and
+                        // lost again (rangescan on the kernel): the controller as a whole is
+                        // held back.
+                        self.revert_all(cfg, knobs);
                     }
-                    self.resume_after_decide = true;
                 } else if wanted != self.wants || noise {
                     // The controller moved on during the check: its new decision is measured
                     // afresh against this vanilla block. Or the collapse that asked for the

@@ -1915,3 +1915,54 @@ fn processes_that_exited_are_no_shortfall_of_a_new_value() {
     // No second look at vanilla either: nothing was below it.
     assert_eq!(seen[5..], [64; 10], "{seen:?}");
 }
+
+/// A per-file controller that keeps changing its mind: file 1 at 16 KiB, file 2 at 16 KiB and
+/// 1024 in turn, three windows each (KML's per-file model on a workload it never saw).
+struct SeeSawFiles(u64);
+
+impl ReadaheadController for SeeSawFiles {
+    fn name(&self) -> String {
+        "see-saw-files".into()
+    }
+    fn decide(&mut self, _: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
+        self.0 += 1;
+        knobs.set_file_read_ahead_kb(1, 16);
+        knobs.set_file_read_ahead_kb(2, if (self.0 / 3).is_multiple_of(2) { 16 } else { 1024 });
+    }
+}
+
+#[test]
+fn a_per_file_decision_that_moved_on_during_a_check_and_lost_is_backed_off() {
+    // Every window its per-file values differ from the last, so when vanilla measured again
+    // confirms the loss of its first windows, "the controller moved on": its values are none
+    // of the device's to back off one by one, and the controller as a whole is held back (it
+    // went back into force at once, and lost a second time, on the kernel: rangescan).
+    let mut g = guarded(SeeSawFiles(0));
+    let mut k = Files::default();
+    let mut seen = Vec::new();
+    for i in 0..30 {
+        let tuned = k.file_read_ahead_kb(1) != 128 || k.file_read_ahead_kb(2) != 128;
+        seen.push(tuned);
+        // A workload whose throughput rises as its cache fills; 7% less off vanilla.
+        let v = 14_000.0 + 154.0 * i as f64;
+        let w = WindowFeatures {
+            outcome: Outcome {
+                seconds: 1.0,
+                ops: Some(if tuned { 0.93 * v } else { v }),
+                pages_accessed: 100,
+                pages_added: 10,
+                ..Outcome::default()
+            },
+            ..WindowFeatures::default()
+        };
+        g.decide(&w, &mut k);
+    }
+    // In force from window 4; its first windows below vanilla's rising line, vanilla measured
+    // again (windows 8-10) confirms it while the controller has moved on (file 2 at 1024):
+    // reverted once, and not put back within the backoff.
+    let ev = g.take_events();
+    let tuned: Vec<usize> = seen.iter().enumerate().filter(|(_, &t)| t).map(|(i, _)| i).collect();
+    assert_eq!(tuned, [4, 5, 6, 7], "{ev:?}");
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!((ev[0].kind, ev[0].window), (GuardEventKind::Reverted, 11), "{ev:?}");
+}

@@ -367,8 +367,21 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         _ => cfg,
     };
     // Inputs first: a bad model or option fails before anything on the machine is touched.
-    // The guardrail and the learner judge by the watched processes' progress.
+    // The guardrail and the learner judge by the watched processes' progress, or by the
+    // application's own count of operations.
     let watched = !cfg.pids.is_empty() || cfg.cgroup.is_some();
+    let mut ops_counter = match &cfg.progress {
+        outcome::Progress::Ops(path) => Some(outcome::OpsCounter::new(path)),
+        _ => None,
+    };
+    // Read once now: a count that cannot be read fails the start, before anything is touched
+    // (a misspelt path would otherwise leave every window unmeasured and every decision
+    // unjudged).
+    if let Some(c) = ops_counter.as_mut() {
+        c.take()
+            .map_err(|e| format!("--progress {}: {e}", cfg.progress.name()))?;
+    }
+    let measured = watched || ops_counter.is_some();
     match cfg.controller {
         ControllerSpec::Files(_) => {
             return Err(format!(
@@ -397,9 +410,10 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
                 cfg.scope.name()
             ))
         }
-        ControllerSpec::Online if !watched => {
+        ControllerSpec::Online if !measured => {
             return Err(
-                "controller online: learns from the watched processes' progress; name them with --pid or --cgroup"
+                "controller online: learns from the watched processes' progress; name them with --pid or --cgroup, \
+                 or give the application's count with --progress ops:PATH"
                     .into(),
             )
         }
@@ -422,8 +436,11 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
                 cfg.scope.name()
             ));
         }
-        if !watched {
-            return Err("--fallback-online: the learner needs the processes' progress: --pid or --cgroup".into());
+        if !measured {
+            return Err(
+                "--fallback-online: the learner needs the processes' progress: --pid or --cgroup, or --progress ops:PATH"
+                    .into(),
+            );
         }
     }
     let inner = cfg
@@ -474,13 +491,14 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         fallback_online = cfg.fallback_online,
         dry_run = cfg.dry_run
     );
-    // With no process watched the guardrail has nothing to measure.
-    let guard = cfg.guard.clone().filter(|_| watched);
+    // With no process watched and no count of the application's the guardrail has nothing to
+    // measure.
+    let guard = cfg.guard.clone().filter(|_| measured);
     let guarded = guard.is_some();
-    if cfg.guard.is_some() && !watched && cfg.controller != ControllerSpec::Vanilla {
+    if cfg.guard.is_some() && !measured && cfg.controller != ControllerSpec::Vanilla {
         warn!(
             event = %"guard_off",
-            reason = %"no processes to measure: name them with --pid or --cgroup to keep the guardrail"
+            reason = %"no processes to measure: name them with --pid or --cgroup (or give --progress ops:PATH) to keep the guardrail"
         );
     }
     let mut controller = Guarded::new(inner, Steady::new(cfg.hold, cfg.min_gap), guard, original_kb);
@@ -508,6 +526,10 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     let (mut counters_before, mut reads_before) = (first.counters, first.pages_read_by_process);
     if watched {
         cpu.take(&knobs.pids, &probe.task_times().unwrap_or_default());
+    }
+    // The count at the start (a missing file is logged at the first window).
+    if let Some(c) = ops_counter.as_mut() {
+        let _ = c.take();
     }
     let mut window_start = Instant::now();
     // A sampled window: the programs observe until `slice.1` (from `slice.0`), then detach;
@@ -579,6 +601,19 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
                 .map(|d| (d.sums.tgid, d.ino, d.sums.first, d.sums.last)),
         );
         let window_s = window_start.elapsed().as_secs_f64();
+        // The application's count over the window, read first: it runs on while the probe's
+        // task times are read.
+        let ops = ops_counter.as_mut().map(|c| {
+            let restarts = c.restarts();
+            let got = c.take();
+            if let (true, Err(e)) = (c.newly_failing(got.is_err()), &got) {
+                warn!(event = %"ops_unmeasured", error = %e, effect = %"windows are not measured until the count is read again");
+            }
+            if c.restarts() > restarts {
+                info!(event = %"ops_restart", window = window_ix, effect = %"the count went back (the application restarted): vanilla is measured afresh");
+            }
+            got.unwrap_or(None)
+        });
         // The processes' progress over the same window (read before the re-attach and the
         // decision, which take milliseconds at short intervals).
         // A failed reading leaves the window unmeasured (and the meter as it was), rather
@@ -624,6 +659,9 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             by_reads,
             &reads_by_process,
         );
+        if let (Some(c), Some(ops)) = (&ops_counter, ops) {
+            c.judge(&mut features.outcome, ops);
+        }
         let (decisions_before, fallbacks_before, act_before, held_before, actions_before) = (
             controller.decisions().len(),
             controller.fallbacks(),
@@ -715,6 +753,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         m.pages_accessed += counted.pages_accessed;
         m.pages_read += counted.pages_read;
         m.read_progress_windows += u64::from(by_reads);
+        m.ops_progress_windows += u64::from(whole && ops_counter.is_some() && features.outcome.ops.is_some());
         m.sampled_windows += u64::from(!whole);
         m.rested_windows += u64::from(!whole && resting);
         m.wakes = watch.wakes;

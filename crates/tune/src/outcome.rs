@@ -23,6 +23,7 @@
 use iolearn_policy::readahead::{Outcome, MIN_SHARE};
 use iolearn_probe::{Counters, TaskTimes};
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 /// User-mode CPU time of a set of processes, by thread, across windows.
 #[derive(Debug, Default)]
@@ -141,7 +142,7 @@ impl CpuMeter {
 }
 
 /// What the guardrail and the online learner count as the watched workload's progress.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Progress {
     /// The watched threads' user-mode CPU time ([`CpuMeter`]), split by process.
     Cpu,
@@ -155,25 +156,173 @@ pub enum Progress {
     /// kernel, and the pages mapped around a fault are not traced one by one), hence user time
     /// for them.
     Auto,
+    /// The application's own count of operations, read from a file it writes ([`OpsCounter`]):
+    /// what it does, where neither user time nor pages show it (a mapped reader whose user time
+    /// per operation rises when its reads shrink). One sum, not split by process.
+    Ops(PathBuf),
 }
 
 impl Progress {
-    /// The name `--progress` takes.
-    pub fn name(self) -> &'static str {
+    /// The name `--progress` takes (`ops:PATH` with its path).
+    pub fn name(&self) -> String {
         match self {
-            Progress::Cpu => "cpu",
-            Progress::Auto => "auto",
+            Progress::Cpu => "cpu".into(),
+            Progress::Auto => "auto".into(),
+            Progress::Ops(p) => format!("ops:{}", p.display()),
         }
     }
 
-    /// `cpu` or `auto`.
+    /// `cpu`, `auto` or `ops:PATH`.
     pub fn parse(s: &str) -> Result<Progress, String> {
         match s {
             "cpu" => Ok(Progress::Cpu),
             "auto" => Ok(Progress::Auto),
-            _ => Err(format!("{} is not cpu or auto", iolearn_safeio::excerpt(s, 32))),
+            _ => match s.strip_prefix("ops:") {
+                Some("") => Err("ops:PATH needs the path of the application's count of operations".into()),
+                Some(p) => Ok(Progress::Ops(PathBuf::from(p))),
+                None => Err(format!(
+                    "{} is not cpu, auto or ops:PATH",
+                    iolearn_safeio::excerpt(s, 32)
+                )),
+            },
         }
     }
+}
+
+/// The application's count of operations, read once a window from a file it writes: the last
+/// line that ends in a newline and is not blank holds the count so far, a decimal number (a
+/// file of one line may leave the newline out). Written whole and renamed into place, or
+/// appended a line per report: both read the same. A window's progress is the count's rise
+/// since the last window. A window where the file is missing or holds no number is not
+/// measured, nor is the next (the rise over two windows is no one window's progress); a
+/// window with no operation and no page touched is a pause, not measured either; a count that
+/// went back (the application restarted) starts a new population, since counts before and
+/// after do not compare. The count must be of a closed-loop workload's operations (each waits
+/// for the last): an open-loop server's count is its clients' demand, whatever the device
+/// does. Opened without following a link at its last component, read only if a regular file,
+/// only its last 4 KiB: the tuner runs as root, and a planted link to a device or a FIFO must
+/// neither block it nor be read (name a path whose directories only root can change).
+#[derive(Debug)]
+pub struct OpsCounter {
+    path: PathBuf,
+    /// The count at the last reading that gave one.
+    last: Option<f64>,
+    /// Times the count went back: part of the population's tag.
+    restarts: u64,
+    /// The last reading failed (logged once per run of failures).
+    failing: bool,
+}
+
+/// [`Outcome::population`] of windows judged by an application's count, before any restart.
+pub const OPS_POPULATION: u64 = 0x6f70_7300_0000_0001;
+
+impl OpsCounter {
+    /// A counter read from `path` (nothing is read yet).
+    pub fn new(path: &Path) -> OpsCounter {
+        OpsCounter {
+            path: path.to_path_buf(),
+            last: None,
+            restarts: 0,
+            failing: false,
+        }
+    }
+
+    /// Operations since the last reading (`Ok(None)`: the first reading, the first after a
+    /// failed one, or the count went back), or why the file gave no count. A failure forgets
+    /// the last count: the rise over several windows is no one window's progress (a file
+    /// rewritten in place reads empty now and then).
+    pub fn take(&mut self) -> Result<Option<f64>, String> {
+        let now = match read_count(&self.path) {
+            Ok(n) => n,
+            Err(e) => {
+                self.last = None;
+                return Err(e);
+            }
+        };
+        let was = self.last.replace(now);
+        Ok(match was {
+            Some(w) if now >= w => Some(now - w),
+            Some(_) => {
+                self.restarts += 1;
+                None
+            }
+            None => None,
+        })
+    }
+
+    /// How many times the count went back (the application restarted) so far.
+    pub fn restarts(&self) -> u64 {
+        self.restarts
+    }
+
+    /// Whether this reading failed and the one before did not (a failure is logged once).
+    pub fn newly_failing(&mut self, failed: bool) -> bool {
+        let first = failed && !self.failing;
+        self.failing = failed;
+        first
+    }
+
+    /// The population tag of the windows measured since the last restart of the count.
+    pub fn population(&self) -> u64 {
+        OPS_POPULATION ^ self.restarts.rotate_left(32)
+    }
+
+    /// `outcome` judged by `ops` operations instead (`None`: not measured), one sum: the
+    /// per-process split and the CPU meter's resolution go, a count's resolution is one. A
+    /// window with no operation in which the workload touched no page measured nothing (it
+    /// paused), as with the other measures: not a collapse of the value in force.
+    pub fn judge(&self, outcome: &mut Outcome, ops: Option<f64>) {
+        let paused = ops == Some(0.0) && outcome.pages_accessed == 0 && outcome.pages_added == 0;
+        outcome.ops = ops.filter(|_| !paused);
+        outcome.busy_s = None;
+        outcome.by_process.clear();
+        outcome.resolution = 1.0;
+        outcome.population = Some(self.population());
+    }
+}
+
+/// The count in `path` ([`OpsCounter`]).
+fn read_count(path: &Path) -> Result<f64, String> {
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |what: &str, e: std::io::Error| format!("{}: {what}: {e}", path.display());
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| err("cannot open", e))?;
+    let meta = f.metadata().map_err(|e| err("cannot read", e))?;
+    if !meta.is_file() {
+        return Err(format!("{}: not a regular file", path.display()));
+    }
+    const TAIL: u64 = 4096;
+    f.seek(SeekFrom::Start(meta.len().saturating_sub(TAIL)))
+        .map_err(|e| err("cannot read", e))?;
+    let mut buf = Vec::with_capacity(TAIL as usize);
+    f.take(TAIL).read_to_end(&mut buf).map_err(|e| err("cannot read", e))?;
+    parse_count(&buf).ok_or_else(|| {
+        format!(
+            "{}: no count (its last line ending in a newline must be one number)",
+            path.display()
+        )
+    })
+}
+
+/// The number on the last newline-terminated line of `tail` that is not blank (or on its only
+/// line). Only that line is decoded: a stray byte elsewhere in the tail does not spoil it.
+fn parse_count(tail: &[u8]) -> Option<f64> {
+    let complete = match tail.iter().rposition(|&b| b == b'\n') {
+        Some(end) => &tail[..end],
+        // One line without its newline: the whole file, if nothing was cut before it.
+        None if tail.len() < 4096 => tail,
+        None => return None,
+    };
+    let line = complete
+        .split(|&b| b == b'\n')
+        .rev()
+        .find(|l| !l.trim_ascii().is_empty())?;
+    let v: f64 = std::str::from_utf8(line.trim_ascii()).ok()?.parse().ok()?;
+    (v.is_finite() && v >= 0.0).then_some(v)
 }
 
 /// [`Outcome::population`] of a window judged by the pages read: a fixed tag, so that a
@@ -481,9 +630,126 @@ mod tests {
         assert_eq!(outcome(&stall, 2.0, cpu(&[7]), 256, true, &none).progress(), Some(0.0));
         // No process watched: nothing to judge by.
         assert_eq!(outcome(&c(4000, 0), 2.0, None, 256, true, &none).progress(), None);
-        for p in [Progress::Cpu, Progress::Auto] {
-            assert_eq!(Progress::parse(p.name()), Ok(p));
+        for p in [Progress::Cpu, Progress::Auto, Progress::Ops("/run/app/ops".into())] {
+            assert_eq!(Progress::parse(&p.name()), Ok(p));
         }
-        assert!(Progress::parse("pages").unwrap_err().contains("not cpu or auto"));
+        assert!(Progress::parse("pages")
+            .unwrap_err()
+            .contains("not cpu, auto or ops:PATH"));
+        assert!(Progress::parse("ops:").unwrap_err().contains("needs the path"));
+    }
+
+    #[test]
+    fn a_count_is_the_number_on_the_last_whole_line() {
+        assert_eq!(parse_count(b"12\n"), Some(12.0));
+        assert_eq!(parse_count(b"  12.5  \n"), Some(12.5));
+        assert_eq!(parse_count(b"7"), Some(7.0), "one line may leave out its newline");
+        // Appended reports: the last whole line, not one still being written.
+        assert_eq!(parse_count(b"10\n20\n3"), Some(20.0));
+        assert_eq!(parse_count(b"10\n20\n"), Some(20.0));
+        assert_eq!(parse_count(b"10\n20\n\n  \n"), Some(20.0), "blank lines after it");
+        for bad in [&b""[..], b"\n", b"ops 12\n", b"-3\n", b"inf\n", b"NaN\n", b"\xff\n"] {
+            assert_eq!(parse_count(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+        // Only the last line is decoded: a stray byte before it does not spoil it.
+        assert_eq!(parse_count(b"\xff\xfe junk\n12\n"), Some(12.0));
+        // A tail of 4 KiB cut mid-line with no newline after: no whole line in it.
+        assert_eq!(parse_count(&[b'1'; 4096]), None);
+    }
+
+    #[test]
+    fn an_applications_count_measures_its_rise_and_a_restart_starts_a_new_population() {
+        let dir = std::env::temp_dir().join(format!("iolearn-ops-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ops");
+        let mut c = OpsCounter::new(&path);
+        let missing = c.take().unwrap_err();
+        assert!(missing.contains("ops: cannot open"), "{missing}");
+        assert!(
+            c.newly_failing(true) && !c.newly_failing(true),
+            "a failure is logged once"
+        );
+        let write = |text: &str| {
+            let tmp = dir.join("ops.tmp");
+            std::fs::write(&tmp, text).unwrap();
+            std::fs::rename(&tmp, &path).unwrap();
+        };
+        write("100\n");
+        assert_eq!(c.take(), Ok(None), "the first count is where measuring starts");
+        assert!(!c.newly_failing(false));
+        write("350\n");
+        assert_eq!(c.take(), Ok(Some(250.0)));
+        let before = c.population();
+        // A count that is not one measures nothing, nor does the next reading: the rise over
+        // two windows is no one window's progress.
+        write("350 ops\n");
+        assert!(c.take().unwrap_err().contains("no count"));
+        write("400\n");
+        assert_eq!(c.take(), Ok(None));
+        write("450\n");
+        assert_eq!(c.take(), Ok(Some(50.0)));
+        assert_eq!(c.population(), before);
+        assert_eq!(c.restarts(), 0);
+        // The application restarted: nothing measured, and what follows is another population.
+        write("30\n");
+        assert_eq!(c.take(), Ok(None));
+        assert_ne!(c.population(), before);
+        assert_eq!(c.restarts(), 1);
+        write("90\n");
+        assert_eq!(c.take(), Ok(Some(60.0)));
+        // Judged by the count: one sum, a count's resolution, the counter's population.
+        let mut o = outcome(&Counters::default(), 2.0, None, 128, false, &BTreeMap::new());
+        o.by_process.insert(7, 0.5);
+        o.busy_s = Some(0.5);
+        c.judge(&mut o, Some(60.0));
+        assert_eq!(
+            o.progress(),
+            Some(30.0),
+            "a count is progress even in a window of no page"
+        );
+        assert!(o.by_process.is_empty() && o.busy_s.is_none());
+        assert_eq!((o.resolution, o.population), (1.0, Some(c.population())));
+        c.judge(&mut o, None);
+        assert_eq!(o.progress(), None);
+        // No operation and no page touched: a pause, measured as nothing; no operation while
+        // the device read for the workload: a stall, progress zero.
+        c.judge(&mut o, Some(0.0));
+        assert_eq!(o.progress(), None);
+        o.pages_added = 64;
+        c.judge(&mut o, Some(0.0));
+        assert_eq!(o.progress(), Some(0.0));
+        // A file appended to a line per report, past the 4 KiB read: its last line.
+        let log = dir.join("ops.log");
+        let lines: String = (1..=3000).map(|n| format!("{}\n", n * 7)).collect();
+        assert!(lines.len() > 8192);
+        std::fs::write(&log, &lines).unwrap();
+        let mut appended = OpsCounter::new(&log);
+        assert_eq!(appended.take(), Ok(None));
+        std::fs::write(&log, format!("{lines}21007\n")).unwrap();
+        assert_eq!(appended.take(), Ok(Some(7.0)));
+        // Not followed, not read: a link (to a count or to a device), a FIFO, a directory.
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(dir.join("elsewhere"), &path).unwrap();
+        std::fs::write(dir.join("elsewhere"), "5000\n").unwrap();
+        assert!(c.take().unwrap_err().contains("cannot open"), "a link is not followed");
+        std::fs::remove_file(&path).unwrap();
+        let fifo = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        assert!(
+            c.take().unwrap_err().contains("not a regular file"),
+            "a FIFO neither blocks nor is read"
+        );
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        assert!(c.take().unwrap_err().contains("not a regular file"));
+        // Measuring resumes a reading after the failures.
+        std::fs::remove_dir(&path).unwrap();
+        write("100\n");
+        assert_eq!(c.take(), Ok(None));
+        write("130\n");
+        assert_eq!(c.take(), Ok(Some(30.0)));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -83,6 +83,9 @@ pub struct Metrics {
     pub pages_read: u64,
     /// Windows whose progress was the pages read (`--progress auto`), not user time.
     pub read_progress_windows: u64,
+    /// Whole windows measured by the application's own count of operations (`--progress
+    /// ops:PATH`).
+    pub ops_progress_windows: u64,
     /// Windows observed only in part (all cache hits before them, or the tuner resting),
     /// their counts scaled.
     pub sampled_windows: u64,
@@ -216,6 +219,12 @@ impl Metrics {
             "read_progress_windows",
             "Windows judged by the pages read rather than user CPU time (--progress auto)",
             self.read_progress_windows,
+        );
+        counter(
+            &mut r,
+            "ops_progress_windows",
+            "Whole windows measured by the application's own count of operations (--progress ops:PATH)",
+            self.ops_progress_windows,
         );
         counter(
             &mut r,

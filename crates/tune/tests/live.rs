@@ -721,6 +721,87 @@ fn with_auto_progress_a_readers_windows_are_judged_by_the_pages_it_read() {
     assert_eq!((cpu.read_progress_windows, cpu.pages_read), (0, 0), "{cpu:?}");
 }
 
+#[test]
+fn an_applications_own_count_judges_the_decisions_with_no_process_named() {
+    if skip("an_applications_own_count_judges_the_decisions_with_no_process_named") {
+        return;
+    }
+    let fs = LoopFs::create(&scratch(), "opscount", 64).unwrap();
+    let path = fs.mountpoint.join("data");
+    std::fs::write(&path, vec![7u8; 16 << 20]).unwrap();
+    // Random reads that miss, so the model has windows to decide on (16 KiB, always).
+    let reader = RandomReader::start(File::open(&path).unwrap(), 4096, true);
+    let sysfs = format!("/sys/block/{}/queue/read_ahead_kb", fs.device);
+    let kb = || std::fs::read_to_string(&sysfs).unwrap().trim().parse::<u64>().unwrap();
+    let vanilla = kb();
+    let model = always_16_kib("opscount-16k.iolm");
+    // An application that reports its operations in a file: 5,000 a second while the device
+    // is at the kernel's value, `slowed` a second while it is not, counted by the time passed
+    // (smooth, whatever the ticks), written whole and renamed into place (its real work is the
+    // reader's; the count is what it says it did).
+    let run = |slowed: f64, name: &str| {
+        let count = scratch().join(name);
+        std::fs::write(&count, "0\n").unwrap();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let app = {
+            let (done, count, sysfs) = (done.clone(), count.clone(), sysfs.clone());
+            std::thread::spawn(move || {
+                let (mut n, mut last) = (0.0f64, std::time::Instant::now());
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let now: u64 = std::fs::read_to_string(&sysfs).unwrap().trim().parse().unwrap();
+                    let rate = if now == vanilla { 5000.0 } else { slowed };
+                    n += rate * last.elapsed().as_secs_f64();
+                    last = std::time::Instant::now();
+                    let tmp = count.with_extension("tmp");
+                    std::fs::write(&tmp, format!("{n:.3}\n")).unwrap();
+                    std::fs::rename(&tmp, &count).unwrap();
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+            })
+        };
+        let spec = iolearn_policy::controller::ControllerSpec::Model(model.clone());
+        let mut cfg = iolearn_tune::TuneConfig::new(&fs.device, spec);
+        // No process named: the count alone is the measure, and the guardrail stays on.
+        cfg.progress = iolearn_tune::outcome::Progress::Ops(count.clone());
+        cfg.interval = std::time::Duration::from_millis(500);
+        cfg.duration = Some(std::time::Duration::from_secs(9));
+        cfg.sampling.share = 1.0;
+        cfg.state_dir = scratch().join("state");
+        let s = iolearn_tune::run(&cfg, &std::sync::atomic::AtomicBool::new(false)).unwrap();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        app.join().unwrap();
+        assert_eq!(kb(), vanilla, "the device is restored");
+        s.metrics
+    };
+    let hurt = run(1500.0, "opscount-hurt");
+    let even = run(5000.0, "opscount-even");
+    reader.stop();
+    eprintln!("hurt: {hurt:?}\neven: {even:?}");
+    // Every window is measured by the count (the first from the count read at the start).
+    for m in [&hurt, &even] {
+        assert!(m.ops_progress_windows + 1 >= m.windows && m.windows >= 10, "{m:?}");
+    }
+    // A count that cannot be read fails the start, naming the file, before anything changes.
+    let mut cfg = iolearn_tune::TuneConfig::new(
+        &fs.device,
+        iolearn_policy::controller::ControllerSpec::Model(model.clone()),
+    );
+    let missing = scratch().join("opscount-missing");
+    cfg.progress = iolearn_tune::outcome::Progress::Ops(missing.clone());
+    cfg.state_dir = scratch().join("state");
+    let err = iolearn_tune::run(&cfg, &std::sync::atomic::AtomicBool::new(false)).unwrap_err();
+    assert!(
+        err.contains(&format!("--progress ops:{}", missing.display())) && err.contains("cannot open"),
+        "{err}"
+    );
+    // 16 KiB cut the application's count to 30%: reverted, by the count; where it made no
+    // difference to it, kept.
+    assert!(hurt.guard_reverted >= 1, "{hurt:?}");
+    assert_eq!(hurt.guard_kept, 0, "{hurt:?}");
+    assert!(even.guard_kept >= 1, "{even:?}");
+    assert_eq!(even.guard_reverted, 0, "{even:?}");
+}
+
 /// A model that always asks for 16 KiB (both of its classes do): it decides on every window it
 /// is given features for.
 fn always_16_kib(name: &str) -> std::path::PathBuf {
