@@ -368,10 +368,12 @@ fn the_probe_writes_each_windows_own_page_cache_counts() {
         .map(|r| r[read_in].parse().unwrap())
         .collect();
     // The cold passes read a page in per page accessed (log2(1 + 1) / 6); the last windows,
-    // from the cache, none.
+    // from the cache, next to none: a stray page of the device's own (a clean-clone CI once
+    // saw one in 265,000 accesses, 4e-6), where counts since the start would still show the
+    // cold passes' (0.05 or more).
     assert!(windows.iter().any(|&x| x > 0.12), "{windows:?}\n{text}");
     let last = &windows[windows.len().saturating_sub(2)..];
-    assert!(windows.len() >= 4 && last.iter().all(|&x| x == 0.0), "{windows:?}");
+    assert!(windows.len() >= 4 && last.iter().all(|&x| x < 0.001), "{windows:?}");
 }
 
 #[test]
