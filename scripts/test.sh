@@ -9,7 +9,8 @@ trap 'rm -f "$log" "$IOLEARN_SKIP_LOG"' EXIT
 fail=0
 
 echo "== cargo test (Rust unit, integration and doc tests)"
-cargo test --release 2>&1 | tee "$log" || fail=1
+# --no-fail-fast: a failure in one test binary must not hide the others' results.
+cargo test --release --no-fail-fast 2>&1 | tee "$log" || fail=1
 rust_passed=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
 rust_failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
 rust_ignored=$(grep -Eo '[0-9]+ ignored' "$log" | awk '{s+=$1} END {print s+0}')
