@@ -92,11 +92,12 @@ def decisions(log: Path, start_kb: int) -> list[tuple[int, int]]:
     return out
 
 
-def learner(tb: br.Testbed, log: Path, state: Path, progress: str = "cpu"):
+def learner(tb: br.Testbed, log: Path, state: Path, progress: str = "cpu", count: Path | None = None):
     """The tuner with the online learner deciding the device's value, watching the cgroup and
-    judging by ``progress`` (``iolearn tune readahead --progress``)."""
+    judging by ``progress`` (``iolearn tune readahead --progress``; ``count``: the workload's
+    own count, relayed, with ``ops``)."""
     # tuner_helper passes --verbose: a line a window with its progress and value.
-    extra = br.progress_options(progress)
+    extra = br.progress_options(progress, count)
     return br.tuner_helper(tb, None, "device", log, state, controller="online", extra=extra)
 
 
@@ -117,11 +118,13 @@ def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     rows: list[dict] = []
 
     def record(name: str, config: str, repeat: int, seed: int, kb: int, ops: list[float], series: list[float],
-               unit: str, trace=None, starts=None):  # fmt: skip
+               unit: str, trace=None, starts=None, measure=None):  # fmt: skip
+        # The measure the learner was given: ``ops`` only where a count was relayed.
+        measure = measure or br.progress_options(s.progress)[1]
         rows.append({"workload": name, "config": config, "repeat": repeat, "seed": seed, "ra_kb": kb,
                      "ops": json.dumps(ops), "series": json.dumps([round(x) for x in series]), "unit": unit,
                      "decisions": json.dumps(trace or []), "phase_starts": json.dumps(starts or []),
-                     "progress": s.progress if config in ("online", "phases") else ""})  # fmt: skip
+                     "progress": measure if config in ("online", "phases") else ""})  # fmt: skip
         ra._write(out / "online-runs", rows)
         if bar is not None:
             bar.update(1)
@@ -130,17 +133,27 @@ def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     for w in members:
         sweep_row = lambda kb, ops, w=w: record(w.name, "sweep", -1, bf.SWEEP_SEED, kb, ops, [], w.unit)  # noqa: E731
         oracle[w.name] = bf.sweep_oracle(s, tb, db, files, w, seconds=sweep_s, scratch=scratch, record=sweep_row)
+    # With --progress ops, each db_bench member's count relayed to the learner (as in the family
+    # step: every configuration alike, about twenty reports a second at its sweep's vanilla rate).
+    relays = {}
+    if s.progress == "ops":
+        at_vanilla = {r["workload"]: json.loads(r["ops"]) for r in rows
+                      if r["config"] == "sweep" and r["ra_kb"] == br.VANILLA_KB}  # fmt: skip
+        relays = {w.name: bf.Relay.for_rate(tb.workdir / "ops-count", sum(at_vanilla[w.name]), bf.db_threads(s, w))
+                  for w in members if w.kind == "db"}  # fmt: skip
     for i in range(s.repeats):
         for w in members:
+            relay = relays.get(w.name)
             for c in configs[i % len(configs) :] + configs[: i % len(configs)]:
                 kb = oracle[w.name] if c == "oracle" else br.VANILLA_KB
                 log = scratch / f"online-{w.name}-{c}-{i}.log"
-                helper = learner(tb, log, scratch / "state", s.progress) if c == "online" else None
+                count = relay.count if relay else None
+                helper = learner(tb, log, scratch / "state", s.progress, count) if c == "online" else None
                 series: list[float] = []
                 ops = bf.run(s, tb, db, files, w, kb=kb, seed=i + 1, seconds=seconds, helper=helper,
-                             scratch=scratch, series=series)  # fmt: skip
+                             scratch=scratch, series=series, relay=relay)  # fmt: skip
                 trace = decisions(log, br.VANILLA_KB) if c == "online" else None
-                record(w.name, c, i, i + 1, kb, ops, series, w.unit, trace)
+                record(w.name, c, i, i + 1, kb, ops, series, w.unit, trace, measure="ops" if relay else None)
         # The phase runs, the learner's and vanilla's in turn: each through the phases, each
         # member's series one after the other.
         for config in ("phases", "phases-vanilla")[:: 1 if i % 2 == 0 else -1] if s.phases else ():

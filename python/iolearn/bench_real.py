@@ -906,8 +906,8 @@ STEPS = ("sweep", "train", "evaluate", "b2b", "pairs", "shared", "trainset", "fa
 #: trainset step's recorded runs (the trainset step trains it already).
 EXTRA_STEPS = ("retrain",)
 #: The learner's measures of progress (`iolearn tune readahead --progress`); ``ops``: db_bench's
-#: own count of operations, relayed to the tuner (`--progress ops:PATH`) in the family step,
-#: ``auto`` for the workloads with no count (fio, the tools) and in the other steps.
+#: own count of operations, relayed to the tuner (`--progress ops:PATH`) in the family and online
+#: steps, ``auto`` for the workloads with no count (fio, the tools) and the online step's phases.
 PROGRESS = ("cpu", "auto", "ops")
 
 
@@ -958,7 +958,7 @@ def main(argv=None) -> int:
         default="cpu",
         help="what the guardrail and the online learner count as progress in the online and family steps "
         "(iolearn tune readahead --progress); ops: db_bench's own operations, relayed to the tuner in the "
-        "family step (auto where a workload reports none)",
+        "family and online steps (auto where a workload reports none, and in the online step's phases)",
     )
     ap.add_argument(
         "--fallback-online",
@@ -1030,8 +1030,8 @@ def main(argv=None) -> int:
         ap.error("--fallback-online: applies to the family step's tuner; add family to --steps")
     if a.leap and "family" not in steps:
         ap.error("--leap: applies to the family step; add family to --steps")
-    if a.progress == "ops" and steps & {"online", "overheads"}:
-        ap.error("--progress ops: db_bench's count is relayed in the family step only; run online and overheads apart")
+    if a.progress == "ops" and "overheads" in steps:
+        ap.error("--progress ops: db_bench's count is relayed in the family and online steps only; run overheads apart")
     if a.family_configs is not None:
         from . import bench_family
 
