@@ -638,6 +638,8 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
         bar.close()
     tb.set_readahead(br.VANILLA_KB)
     (scratch / "fio.json").unlink(missing_ok=True)
+    for relay in relays.values():
+        relay.count.unlink(missing_ok=True)
     return rows
 
 
