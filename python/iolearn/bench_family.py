@@ -351,6 +351,19 @@ class Relay:
         return subprocess.CompletedProcess(cmd, code, "".join(out), "".join(err))
 
 
+def relays_for(s: br.Settings, workdir: Path, rows: list[dict], members) -> dict[str, Relay]:
+    """With ``--progress ops``, a [`Relay`] per db_bench member of ``members`` (by name), its
+    step set by the rate its sweep ran at vanilla (the ``sweep`` rows of ``rows``, as the
+    family and online steps record them); none otherwise. One count file, in ``workdir``: the
+    members run one at a time."""
+    if s.progress != "ops":
+        return {}
+    at_vanilla = {r["workload"]: json.loads(r["ops"]) for r in rows
+                  if r["config"] == "sweep" and r["ra_kb"] == br.VANILLA_KB}  # fmt: skip
+    return {w.name: Relay.for_rate(workdir / "ops-count", sum(at_vanilla[w.name]), db_threads(s, w))
+            for w in members if w.kind == "db"}  # fmt: skip
+
+
 def db_threads(s: br.Settings, w: Workload) -> int:
     """The threads db_bench runs ``w`` with (its arguments' last ``--threads``)."""
     given = [a.split("=", 1)[1] for a in br.db_args(s, Path("db"), w.name, 1) if a.startswith("--threads=")]
@@ -614,12 +627,7 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     # With --progress ops, each db_bench member's count relayed to the tuner, in every
     # configuration alike (db_bench's reports are the same work with the tuner or without),
     # reporting about twenty times a second at the rate its sweep ran at vanilla.
-    relays = {}
-    if s.progress == "ops":
-        at_vanilla = {r["workload"]: json.loads(r["ops"]) for r in rows
-                      if r["config"] == "sweep" and r["ra_kb"] == br.VANILLA_KB}  # fmt: skip
-        relays = {w.name: Relay.for_rate(tb.workdir / "ops-count", sum(at_vanilla[w.name]), db_threads(s, w))
-                  for w in workloads if w.kind == "db"}  # fmt: skip
+    relays = relays_for(s, tb.workdir, rows, workloads)
     for i in range(s.repeats):
         for w in workloads:
             relay = relays.get(w.name)

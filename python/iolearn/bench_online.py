@@ -135,12 +135,7 @@ def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
         oracle[w.name] = bf.sweep_oracle(s, tb, db, files, w, seconds=sweep_s, scratch=scratch, record=sweep_row)
     # With --progress ops, each db_bench member's count relayed to the learner (as in the family
     # step: every configuration alike, about twenty reports a second at its sweep's vanilla rate).
-    relays = {}
-    if s.progress == "ops":
-        at_vanilla = {r["workload"]: json.loads(r["ops"]) for r in rows
-                      if r["config"] == "sweep" and r["ra_kb"] == br.VANILLA_KB}  # fmt: skip
-        relays = {w.name: bf.Relay.for_rate(tb.workdir / "ops-count", sum(at_vanilla[w.name]), bf.db_threads(s, w))
-                  for w in members if w.kind == "db"}  # fmt: skip
+    relays = bf.relays_for(s, tb.workdir, rows, members)
     for i in range(s.repeats):
         for w in members:
             relay = relays.get(w.name)

@@ -175,6 +175,16 @@ def test_a_db_bench_member_runs_with_its_relay_reporting_by_operations(tmp_path,
     four = next(m for m in bench_family.MEMBERS if m.name == "readrandom-4t")
     assert bench_family.db_threads(s, four) == 4 and bench_family.db_threads(s, w) == 1
     assert bench_family.Relay.for_rate(relay.count, 1720.0, 4).every == 22
+    # A relay per db_bench member, stepped by its sweep's vanilla run; none for fio or the tools,
+    # nor without --progress ops.
+    fio = next(m for m in bench_family.MEMBERS if m.kind == "fio")
+    sweeps = [{"workload": four.name, "config": "sweep", "ra_kb": 128, "ops": "[1720.0]"},
+              {"workload": four.name, "config": "sweep", "ra_kb": 16, "ops": "[9999.0]"},
+              {"workload": four.name, "config": "vanilla", "ra_kb": 128, "ops": "[5.0]"}]  # fmt: skip
+    assert bench_family.relays_for(s, tmp_path, sweeps, [four, fio]) == {}
+    s.progress = "ops"
+    got = bench_family.relays_for(s, tmp_path, sweeps, [four, fio])
+    assert got == {four.name: bench_family.Relay(tmp_path / "ops-count", 22)}
 
 
 def test_progress_ops_is_refused_where_no_count_is_relayed(capsys, tmp_path):
