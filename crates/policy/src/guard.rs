@@ -4,7 +4,9 @@
 //! [`Guarded`] wraps any controller with the hysteresis of [`Steady`] and an A/B check on the
 //! workload's [`Outcome::progress`]. It starts on vanilla and measures a block of `block`
 //! windows; then the controller acts. Each new decision of the controller, once it has settled
-//! (`settle` windows: the cache still holds what the other setting read) and been measured for
+//! (`settle` windows: the cache still holds what the other setting read; a change that only
+//! lowers readahead is judged in its first window by the rules for a clear loss and a
+//! collapse below, having no start-up cost) and been measured for
 //! `block` windows, is judged against the latest vanilla block: kept when its median progress
 //! is within `tolerance` of vanilla's, reverted otherwise (several watched processes: each
 //! against its own vanilla, with equal weights, [`Outcome::relative_progress`]). A vanilla block older than the
@@ -284,6 +286,23 @@ impl Wants {
         self.all(|v| v <= kb)
     }
 
+    /// Whether no target is above its value in `before` (for a target new to it, the
+    /// device's value there, else `vanilla_kb`): a change that only lowers.
+    fn no_higher_than(&self, before: &Wants, vanilla_kb: u64) -> bool {
+        let base = before.device.unwrap_or(vanilla_kb);
+        let was = |v: Option<&u64>| v.copied().unwrap_or(base);
+        self.device.is_none_or(|kb| kb <= base)
+            && self.files.iter().all(|(ino, &kb)| kb <= was(before.files.get(ino)))
+            && self
+                .descriptions
+                .iter()
+                .all(|(d, &kb)| kb <= was(before.descriptions.get(d)))
+            && self
+                .new_files
+                .iter()
+                .all(|(pid, &kb)| kb <= was(before.new_files.get(pid)))
+    }
+
     fn is_vanilla(&self, vanilla_kb: u64) -> bool {
         self.all(|kb| kb == vanilla_kb)
     }
@@ -476,6 +495,14 @@ pub struct Guarded {
     /// not confirm: judged on a block of its own, not looked at again window by window (on a
     /// workload that slows, the same windows would send it back to vanilla for ever).
     unconfirmed: Option<Wants>,
+    /// The settings put in force at the last change (the window `age` counts from) lowered
+    /// readahead wherever they changed it. Their first window still settles for the verdict
+    /// of a block (the cache holds what the higher value read, which flatters the lower one),
+    /// but is judged by the rules for a clear loss and a collapse: a lower value has no
+    /// start-up cost, which is what settling spares a raise. Counted as settling, KML's
+    /// per-file 16 KiB, a third of a range scan's operations lost from its first window,
+    /// stayed in force a second window before the loss was seen.
+    lowered: bool,
 }
 
 impl Guarded {
@@ -527,6 +554,7 @@ impl Guarded {
             quick: false,
             tuned_at: 0,
             unconfirmed: None,
+            lowered: false,
         }
     }
 
@@ -891,7 +919,9 @@ impl Guarded {
         // on a busy machine) before the new value pays, and the cache still holds what the
         // other setting read. Only `settle` such windows in a row are spared.
         let settled = self.age >= cfg.settle as u64;
-        let spared = !settled && self.settling_run < cfg.settle as u64;
+        // A lowering's first window is not spared the rules for a clear loss and a collapse.
+        let lowering = !settled && self.arm == Arm::Tuned && self.lowered && self.age == 0;
+        let spared = !settled && !lowering && self.settling_run < cfg.settle as u64;
         self.settling_run = if settled { 0 } else { self.settling_run + 1 };
         // While a quick revert waits for the controller's next decision, vanilla's block stays
         // the one measured just before (a window pushed now would sit after a gap).
@@ -947,6 +977,8 @@ impl Guarded {
                 let looked = self.unconfirmed.as_ref() == Some(&self.wants);
                 let recent = if settled && fresh && !judged && !looked && (needed..block).contains(&self.tuned.len()) {
                     self.tuned[self.tuned.len() - needed..].to_vec()
+                } else if lowering && fresh && !judged && !looked && needed == 1 {
+                    vec![outcome.clone()]
                 } else {
                     Vec::new()
                 };
@@ -1703,6 +1735,9 @@ impl ReadaheadController for Guarded {
 
     fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
         self.steady.next_window();
+        // What was in force through the window just measured: a change made now (a switch,
+        // a new decision, processes held or let go) lowers or raises against it.
+        let was = self.in_force(self.arm);
         self.step(&window.outcome, knobs);
         let before = self.in_force(Arm::Tuned);
         let mut gk = GuardKnobs {
@@ -1737,6 +1772,9 @@ impl ReadaheadController for Guarded {
                 // until the backoff ends or it asks for another.
                 self.back_to_vanilla_held(knobs);
             }
+        }
+        if self.age == 0 {
+            self.lowered = self.arm == Arm::Tuned && self.in_force(Arm::Tuned).no_higher_than(&was, self.vanilla_kb);
         }
         self.window += 1;
     }

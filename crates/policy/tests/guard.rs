@@ -142,9 +142,10 @@ fn a_loss_hidden_by_a_rising_workload_is_caught_after_one_window_and_vanilla_aga
     // whole block of it left the cache behind for the rest of the run (0.97x vanilla). One
     // settled window below every vanilla window sends the guardrail back to vanilla at once;
     // the window is below vanilla's next block too, and the value is reverted (A-B-A).
+    // 64 KiB lowers readahead: its first window is judged (a lowering has no start-up cost).
     let (seen, ev) = sixty_four_on_a_line(14_000.0, 154.0, 0.93);
-    assert_eq!(seen[4..6], [64; 2], "{seen:?}");
-    assert_eq!(seen[6..], [128; 9], "{seen:?}");
+    assert_eq!(seen[4], 64, "{seen:?}");
+    assert_eq!(seen[5..], [128; 10], "{seen:?}");
     assert_eq!(ev.len(), 1, "{ev:?}");
     assert_eq!(ev[0].kind, GuardEventKind::Reverted);
     assert!(
@@ -159,8 +160,8 @@ fn a_loss_hidden_by_a_rising_workload_is_caught_after_one_window_and_vanilla_aga
     // The same value where vanilla is flat is a plain 5% loss, below vanilla's windows.
     for per_window in [60.0, 0.0] {
         let (seen, ev) = sixty_four_on_a_line(3_300.0, per_window, 0.95);
-        assert_eq!(seen[4..6], [64; 2], "{per_window}: {seen:?}");
-        assert_eq!(seen[6..], [128; 9], "{per_window}: {seen:?}");
+        assert_eq!(seen[4], 64, "{per_window}: {seen:?}");
+        assert_eq!(seen[5..], [128; 10], "{per_window}: {seen:?}");
         assert_eq!(ev[0].kind, GuardEventKind::Reverted);
     }
 
@@ -214,15 +215,36 @@ fn a_first_window_that_vanilla_measured_again_does_not_confirm_is_looked_at_once
 
 #[test]
 fn a_collapse_is_reverted_after_one_settled_window() {
-    // The window 32 KiB settles in is not judged (a raise of readahead costs the kernel about a
-    // second first); the first settled one is, alone, not a block.
-    let f = |kb: u64| if kb == 32 { 5.0 } else { 100.0 };
-    let mut g = guarded(Static::new(32));
+    // The window 512 KiB settles in is not judged (a raise of readahead costs the kernel about
+    // a second first); the first settled one is, alone, not a block.
+    let f = |kb: u64| if kb == 512 { 5.0 } else { 100.0 };
+    let mut g = guarded(Static::new(512));
     let mut dev = Device { kb: 128, sets: 0 };
     let seen = run(&mut g, &mut dev, 40, f);
-    assert_eq!(seen[4..6], [32; 2]);
-    assert_eq!(seen[6], 128, "one settled window of 32, not a block: {seen:?}");
+    assert_eq!(seen[4..6], [512; 2]);
+    assert_eq!(seen[6], 128, "one settled window of 512, not a block: {seen:?}");
     assert_eq!(g.arm(), Arm::Vanilla);
+}
+
+#[test]
+fn a_lowering_is_judged_from_its_first_window_and_a_raise_after_it_settles() {
+    // KML's per-file model on db_bench's range scans (2026-11-27): 16 KiB for the database's
+    // files lost a third of the operations from its first window, and counted as settling that
+    // window bought the value a second one in force before the guardrail looked. A lower
+    // value costs nothing to start, so its first window is judged; a raise pays a second or
+    // two first, so its first is not (both lose a fifth here, beyond noise: reverted at once).
+    let f = |kb: u64| if kb == 128 { 450.0 } else { 360.0 };
+    for (kb, in_force) in [(16, 1), (64, 1), (512, 3)] {
+        let mut g = guarded(Static::new(kb));
+        let mut dev = Device { kb: 128, sets: 0 };
+        let seen = run(&mut g, &mut dev, 14, f);
+        assert_eq!(seen[..4], [128; 4], "{kb}: {seen:?}");
+        let windows = seen.iter().filter(|&&v| v == kb).count();
+        assert_eq!(windows, in_force, "{kb} KiB: {seen:?}");
+        assert_eq!(seen[4..4 + in_force], vec![kb; in_force][..], "{kb}: {seen:?}");
+        let ev = g.take_events();
+        assert!(ev.iter().any(|e| e.kind == GuardEventKind::Reverted), "{kb}: {ev:?}");
+    }
 }
 
 #[test]
@@ -437,8 +459,19 @@ fn a_kept_value_that_collapses_later_is_reverted_at_once() {
 
 #[test]
 fn a_controller_that_changes_its_mind_every_window_is_held_to_the_collapse_rule() {
-    // 32 and 48 KiB both collapse; asked for in turn, every window is a settling one. Only the
-    // first is spared: the second is judged, and reverted, as a settled window would be.
+    // 512 and 1024 KiB both collapse; asked for in turn (raises, each from the other's value
+    // or vanilla's), every window is a settling one. Only the first is spared: the second is
+    // judged, and reverted, as a settled window would be.
+    let f = |kb: u64| if kb > 256 { 5.0 } else { 100.0 };
+    let mut g = guarded(Schedule {
+        kb: |w| if w % 2 == 0 { 512 } else { 1024 },
+        window: 0,
+    });
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run(&mut g, &mut dev, 40, f);
+    assert!(seen[4] > 256 && seen[5] > 256, "{seen:?}");
+    assert_eq!(seen[6], 128, "two windows of a collapse, not a block: {seen:?}");
+    // 32 and 48 KiB, lowerings: no window is spared, the first is judged and reverted.
     let f = |kb: u64| if kb < 64 { 5.0 } else { 100.0 };
     let mut g = guarded(Schedule {
         kb: |w| if w % 2 == 0 { 32 } else { 48 },
@@ -446,8 +479,8 @@ fn a_controller_that_changes_its_mind_every_window_is_held_to_the_collapse_rule(
     });
     let mut dev = Device { kb: 128, sets: 0 };
     let seen = run(&mut g, &mut dev, 40, f);
-    assert!(seen[4] < 64 && seen[5] < 64, "{seen:?}");
-    assert_eq!(seen[6], 128, "two windows of a collapse, not a block: {seen:?}");
+    assert!(seen[4] < 64, "{seen:?}");
+    assert_eq!(seen[5], 128, "one window of a lowering's collapse: {seen:?}");
 }
 
 #[test]
@@ -1957,12 +1990,13 @@ fn a_per_file_decision_that_moved_on_during_a_check_and_lost_is_backed_off() {
         };
         g.decide(&w, &mut k);
     }
-    // In force from window 4; its first windows below vanilla's rising line, vanilla measured
-    // again (windows 8-10) confirms it while the controller has moved on (file 2 at 1024):
-    // reverted once, and not put back within the backoff.
+    // In force from window 4; file 2 lowered back to 16 after window 5, and that window below
+    // vanilla's rising line: vanilla measured again (windows 7-9) confirms it while the
+    // controller has moved on (file 2 at 1024): reverted once, and not put back within the
+    // backoff.
     let ev = g.take_events();
     let tuned: Vec<usize> = seen.iter().enumerate().filter(|(_, &t)| t).map(|(i, _)| i).collect();
-    assert_eq!(tuned, [4, 5, 6, 7], "{ev:?}");
+    assert_eq!(tuned, [4, 5, 6], "{ev:?}");
     assert_eq!(ev.len(), 1, "{ev:?}");
-    assert_eq!((ev[0].kind, ev[0].window), (GuardEventKind::Reverted, 11), "{ev:?}");
+    assert_eq!((ev[0].kind, ev[0].window), (GuardEventKind::Reverted, 10), "{ev:?}");
 }

@@ -378,8 +378,9 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     // (a misspelt path would otherwise leave every window unmeasured and every decision
     // unjudged).
     if let Some(c) = ops_counter.as_mut() {
-        c.take()
-            .map_err(|e| format!("--progress {}: {e}", cfg.progress.name()))?;
+        if let outcome::Reading::Failed { error, .. } = c.take(OPS_START_WAIT) {
+            return Err(format!("--progress {}: {error}", cfg.progress.name()));
+        }
     }
     let measured = watched || ops_counter.is_some();
     match cfg.controller {
@@ -527,9 +528,10 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     if watched {
         cpu.take(&knobs.pids, &probe.task_times().unwrap_or_default());
     }
-    // The count at the start (a missing file is logged at the first window).
+    // The count at the start; then a window waits for it a quarter of its length at most.
+    let ops_wait = (cfg.interval / 4).clamp(Duration::from_millis(20), Duration::from_millis(250));
     if let Some(c) = ops_counter.as_mut() {
-        let _ = c.take();
+        read_ops(c, 0, ops_wait);
     }
     let mut window_start = Instant::now();
     // A sampled window: the programs observe until `slice.1` (from `slice.0`), then detach;
@@ -603,17 +605,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         let window_s = window_start.elapsed().as_secs_f64();
         // The application's count over the window, read first: it runs on while the probe's
         // task times are read.
-        let ops = ops_counter.as_mut().map(|c| {
-            let restarts = c.restarts();
-            let got = c.take();
-            if let (true, Err(e)) = (c.newly_failing(got.is_err()), &got) {
-                warn!(event = %"ops_unmeasured", error = %e, effect = %"windows are not measured until the count is read again");
-            }
-            if c.restarts() > restarts {
-                info!(event = %"ops_restart", window = window_ix, effect = %"the count went back (the application restarted): vanilla is measured afresh");
-            }
-            got.unwrap_or(None)
-        });
+        let ops = ops_counter.as_mut().map(|c| read_ops(c, window_ix, ops_wait));
         // The processes' progress over the same window (read before the re-attach and the
         // decision, which take milliseconds at short intervals).
         // A failed reading leaves the window unmeasured (and the meter as it was), rather
@@ -1031,6 +1023,26 @@ fn add_cgroup_pids(dir: &Path, depth: usize, out: &mut Vec<u32>) -> Result<(), S
         }
     }
     Ok(())
+}
+
+/// How long the start waits for the application's count: a first access may mount the
+/// filesystem (autofs) or wake a cold NFS client.
+const OPS_START_WAIT: Duration = Duration::from_secs(5);
+
+/// The application's count over the window that ended (`window`: 0 at the start), read
+/// within `wait`; the first of a run of failures and a restart of the count logged.
+fn read_ops(counter: &mut outcome::OpsCounter, window: u64, wait: Duration) -> Option<f64> {
+    let got = counter.take(wait);
+    match &got {
+        outcome::Reading::Failed { error, first: true } => {
+            warn!(event = %"ops_unmeasured", window, error = %error, effect = %"windows are not measured until the count is read again");
+        }
+        outcome::Reading::Restart => {
+            info!(event = %"ops_restart", window, effect = %"the count went back (the application restarted): vanilla is measured afresh");
+        }
+        _ => {}
+    }
+    got.ops()
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use iolearn_policy::readahead::{Outcome, MIN_SHARE};
 use iolearn_probe::{Counters, TaskTimes};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// User-mode CPU time of a set of processes, by thread, across windows.
 #[derive(Debug, Default)]
@@ -202,15 +203,63 @@ impl Progress {
 /// does. Opened without following a link at its last component, read only if a regular file,
 /// only its last 4 KiB: the tuner runs as root, and a planted link to a device or a FIFO must
 /// neither block it nor be read (name a path whose directories only root can change).
+///
+/// The file is read by a thread of its own, waited for a bounded time ([`OpsCounter::take`]):
+/// a count on a filesystem that stops answering (a hung FUSE daemon, an NFS server gone)
+/// would otherwise stop the window loop inside `read`, and with it the guardrail and the
+/// restore on a signal. Until the read returns, windows are not measured.
 #[derive(Debug)]
 pub struct OpsCounter {
     path: PathBuf,
+    /// How the file is read ([`read_count`]; another in tests).
+    read: fn(&Path) -> Result<f64, String>,
+    /// The thread that reads, started at the first reading.
+    reader: Option<Reader>,
     /// The count at the last reading that gave one.
     last: Option<f64>,
     /// Times the count went back: part of the population's tag.
     restarts: u64,
-    /// The last reading failed (logged once per run of failures).
+    /// The last reading failed (a run of failures is logged once).
     failing: bool,
+}
+
+/// The reading thread's two ends: a request per reading, an answer per request.
+#[derive(Debug)]
+struct Reader {
+    ask: std::sync::mpsc::Sender<()>,
+    answers: std::sync::mpsc::Receiver<Result<f64, String>>,
+    /// A request not answered in time and not answered since.
+    waiting: bool,
+}
+
+/// One reading of an application's count ([`OpsCounter::take`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reading {
+    /// Operations since the last reading.
+    Rise(f64),
+    /// A count to measure the next window from: the first reading, or the first after a
+    /// failed one.
+    Start,
+    /// The count went back (the application restarted): measured afresh from here, another
+    /// population ([`OpsCounter::population`]).
+    Restart,
+    /// No count.
+    Failed {
+        /// Why, naming the file.
+        error: String,
+        /// The reading before gave one (a run of failures is logged once).
+        first: bool,
+    },
+}
+
+impl Reading {
+    /// The window's operations, if it was measured.
+    pub fn ops(&self) -> Option<f64> {
+        match self {
+            Reading::Rise(n) => Some(*n),
+            _ => None,
+        }
+    }
 }
 
 /// [`Outcome::population`] of windows judged by an application's count, before any restart.
@@ -219,47 +268,106 @@ pub const OPS_POPULATION: u64 = 0x6f70_7300_0000_0001;
 impl OpsCounter {
     /// A counter read from `path` (nothing is read yet).
     pub fn new(path: &Path) -> OpsCounter {
+        OpsCounter::reading_by(path, read_count)
+    }
+
+    fn reading_by(path: &Path, read: fn(&Path) -> Result<f64, String>) -> OpsCounter {
         OpsCounter {
             path: path.to_path_buf(),
+            read,
+            reader: None,
             last: None,
             restarts: 0,
             failing: false,
         }
     }
 
-    /// Operations since the last reading (`Ok(None)`: the first reading, the first after a
-    /// failed one, or the count went back), or why the file gave no count. A failure forgets
-    /// the last count: the rise over several windows is no one window's progress (a file
-    /// rewritten in place reads empty now and then).
-    pub fn take(&mut self) -> Result<Option<f64>, String> {
-        let now = match read_count(&self.path) {
+    /// Read the count, waiting at most `wait` for it: its rise since the last reading, or why
+    /// there is none. A failure forgets the last count: the rise over several windows is no
+    /// one window's progress (a file rewritten in place reads empty now and then).
+    pub fn take(&mut self, wait: Duration) -> Reading {
+        let now = match self.read_now(wait) {
             Ok(n) => n,
-            Err(e) => {
+            Err(error) => {
                 self.last = None;
-                return Err(e);
+                let first = !self.failing;
+                self.failing = true;
+                return Reading::Failed { error, first };
             }
         };
-        let was = self.last.replace(now);
-        Ok(match was {
-            Some(w) if now >= w => Some(now - w),
+        self.failing = false;
+        match self.last.replace(now) {
+            Some(w) if now >= w => Reading::Rise(now - w),
             Some(_) => {
                 self.restarts += 1;
-                None
+                Reading::Restart
             }
-            None => None,
+            None => Reading::Start,
+        }
+    }
+
+    /// The count, from the reading thread within `wait`. An answer that comes later is of an
+    /// earlier window and is dropped.
+    fn read_now(&mut self, wait: Duration) -> Result<f64, String> {
+        use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
+        if self.reader.is_none() {
+            self.reader = Some(self.start_reader()?);
+        }
+        let reader = self.reader.as_mut().expect("started above");
+        let path = self.path.display();
+        if reader.waiting {
+            match reader.answers.try_recv() {
+                Ok(_) => reader.waiting = false,
+                Err(TryRecvError::Empty) => {
+                    return Err(format!("{path}: a read begun in an earlier window has not returned"))
+                }
+                Err(TryRecvError::Disconnected) => {
+                    self.reader = None;
+                    return Err(format!("{path}: the reading thread ended"));
+                }
+            }
+        }
+        if reader.ask.send(()).is_err() {
+            self.reader = None;
+            return Err(format!("{path}: the reading thread ended"));
+        }
+        match reader.answers.recv_timeout(wait) {
+            Ok(got) => got,
+            Err(RecvTimeoutError::Timeout) => {
+                reader.waiting = true;
+                Err(format!(
+                    "{path}: no answer within {} ms (its filesystem may not be answering)",
+                    wait.as_millis()
+                ))
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                self.reader = None;
+                Err(format!("{path}: the reading thread ended"))
+            }
+        }
+    }
+
+    /// The thread that reads the file on request; it ends when the counter is dropped (or,
+    /// stuck in a read that never returns, with the process).
+    fn start_reader(&self) -> Result<Reader, String> {
+        let (ask, requests) = std::sync::mpsc::channel::<()>();
+        let (answer, answers) = std::sync::mpsc::channel();
+        let (path, read) = (self.path.clone(), self.read);
+        std::thread::Builder::new()
+            .name("ops-count".into())
+            .spawn(move || {
+                while requests.recv().is_ok() {
+                    if answer.send(read(&path)).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| format!("{}: cannot start its reading thread: {e}", self.path.display()))?;
+        Ok(Reader {
+            ask,
+            answers,
+            waiting: false,
         })
-    }
-
-    /// How many times the count went back (the application restarted) so far.
-    pub fn restarts(&self) -> u64 {
-        self.restarts
-    }
-
-    /// Whether this reading failed and the one before did not (a failure is logged once).
-    pub fn newly_failing(&mut self, failed: bool) -> bool {
-        let first = failed && !self.failing;
-        self.failing = failed;
-        first
     }
 
     /// The population tag of the windows measured since the last restart of the count.
@@ -657,6 +765,9 @@ mod tests {
         assert_eq!(parse_count(&[b'1'; 4096]), None);
     }
 
+    /// A wait no read of a local file reaches, however loaded the machine.
+    const LONG: Duration = Duration::from_secs(10);
+
     #[test]
     fn an_applications_count_measures_its_rise_and_a_restart_starts_a_new_population() {
         let dir = std::env::temp_dir().join(format!("iolearn-ops-{}", std::process::id()));
@@ -664,11 +775,17 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("ops");
         let mut c = OpsCounter::new(&path);
-        let missing = c.take().unwrap_err();
-        assert!(missing.contains("ops: cannot open"), "{missing}");
+        let failed = |r: Reading| match r {
+            Reading::Failed { error, .. } => error,
+            other => panic!("a reading that should have failed: {other:?}"),
+        };
+        let Reading::Failed { error, first: true } = c.take(LONG) else {
+            panic!("a missing file is a failure, the first")
+        };
+        assert!(error.contains("ops: cannot open"), "{error}");
         assert!(
-            c.newly_failing(true) && !c.newly_failing(true),
-            "a failure is logged once"
+            matches!(c.take(LONG), Reading::Failed { first: false, .. }),
+            "a run of failures is logged once"
         );
         let write = |text: &str| {
             let tmp = dir.join("ops.tmp");
@@ -676,28 +793,30 @@ mod tests {
             std::fs::rename(&tmp, &path).unwrap();
         };
         write("100\n");
-        assert_eq!(c.take(), Ok(None), "the first count is where measuring starts");
-        assert!(!c.newly_failing(false));
+        assert_eq!(
+            c.take(LONG),
+            Reading::Start,
+            "the first count is where measuring starts"
+        );
         write("350\n");
-        assert_eq!(c.take(), Ok(Some(250.0)));
+        assert_eq!(c.take(LONG), Reading::Rise(250.0));
+        assert_eq!(c.take(LONG).ops(), Some(0.0));
         let before = c.population();
         // A count that is not one measures nothing, nor does the next reading: the rise over
         // two windows is no one window's progress.
         write("350 ops\n");
-        assert!(c.take().unwrap_err().contains("no count"));
+        assert!(failed(c.take(LONG)).contains("no count"));
         write("400\n");
-        assert_eq!(c.take(), Ok(None));
+        assert_eq!(c.take(LONG), Reading::Start);
         write("450\n");
-        assert_eq!(c.take(), Ok(Some(50.0)));
+        assert_eq!(c.take(LONG), Reading::Rise(50.0));
         assert_eq!(c.population(), before);
-        assert_eq!(c.restarts(), 0);
         // The application restarted: nothing measured, and what follows is another population.
         write("30\n");
-        assert_eq!(c.take(), Ok(None));
+        assert_eq!(c.take(LONG), Reading::Restart);
         assert_ne!(c.population(), before);
-        assert_eq!(c.restarts(), 1);
         write("90\n");
-        assert_eq!(c.take(), Ok(Some(60.0)));
+        assert_eq!(c.take(LONG), Reading::Rise(60.0));
         // Judged by the count: one sum, a count's resolution, the counter's population.
         let mut o = outcome(&Counters::default(), 2.0, None, 128, false, &BTreeMap::new());
         o.by_process.insert(7, 0.5);
@@ -725,31 +844,88 @@ mod tests {
         assert!(lines.len() > 8192);
         std::fs::write(&log, &lines).unwrap();
         let mut appended = OpsCounter::new(&log);
-        assert_eq!(appended.take(), Ok(None));
+        assert_eq!(appended.take(LONG), Reading::Start);
         std::fs::write(&log, format!("{lines}21007\n")).unwrap();
-        assert_eq!(appended.take(), Ok(Some(7.0)));
+        assert_eq!(appended.take(LONG), Reading::Rise(7.0));
         // Not followed, not read: a link (to a count or to a device), a FIFO, a directory.
         std::fs::remove_file(&path).unwrap();
         std::os::unix::fs::symlink(dir.join("elsewhere"), &path).unwrap();
         std::fs::write(dir.join("elsewhere"), "5000\n").unwrap();
-        assert!(c.take().unwrap_err().contains("cannot open"), "a link is not followed");
+        assert!(failed(c.take(LONG)).contains("cannot open"), "a link is not followed");
         std::fs::remove_file(&path).unwrap();
         let fifo = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
         // SAFETY: a NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
         assert!(
-            c.take().unwrap_err().contains("not a regular file"),
+            failed(c.take(LONG)).contains("not a regular file"),
             "a FIFO neither blocks nor is read"
         );
         std::fs::remove_file(&path).unwrap();
         std::fs::create_dir(&path).unwrap();
-        assert!(c.take().unwrap_err().contains("not a regular file"));
+        assert!(failed(c.take(LONG)).contains("not a regular file"));
         // Measuring resumes a reading after the failures.
         std::fs::remove_dir(&path).unwrap();
         write("100\n");
-        assert_eq!(c.take(), Ok(None));
+        assert_eq!(c.take(LONG), Reading::Start);
         write("130\n");
-        assert_eq!(c.take(), Ok(Some(30.0)));
+        assert_eq!(c.take(LONG), Reading::Rise(30.0));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The reading test below: reads hang while this is set, then give this count.
+    static HUNG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+    fn hanging_read(_: &Path) -> Result<f64, String> {
+        use std::sync::atomic::Ordering;
+        while HUNG.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(COUNT.load(Ordering::SeqCst) as f64)
+    }
+
+    #[test]
+    fn a_read_that_does_not_return_leaves_windows_unmeasured_and_the_loop_running() {
+        use std::sync::atomic::Ordering;
+        use std::time::Instant;
+        let mut c = OpsCounter::reading_by(Path::new("/hung/ops"), hanging_read);
+        COUNT.store(100, Ordering::SeqCst);
+        assert_eq!(c.take(LONG), Reading::Start);
+        COUNT.store(150, Ordering::SeqCst);
+        assert_eq!(c.take(LONG), Reading::Rise(50.0));
+        // The filesystem stops answering: the window waits as long as it was told, no longer,
+        // and says why.
+        HUNG.store(true, Ordering::SeqCst);
+        let wait = Duration::from_millis(100);
+        let t0 = Instant::now();
+        let Reading::Failed { error, first: true } = c.take(wait) else {
+            panic!("a read that does not return is a failure")
+        };
+        let waited = t0.elapsed();
+        assert!(error.contains("/hung/ops: no answer within 100 ms"), "{error}");
+        assert!(waited >= wait && waited < LONG, "{waited:?}");
+        // The next windows do not wait at all while that read is out, however long they may.
+        let t0 = Instant::now();
+        let Reading::Failed { error, first: false } = c.take(LONG) else {
+            panic!("still hung")
+        };
+        assert!(error.contains("has not returned"), "{error}");
+        assert!(t0.elapsed() < LONG / 2, "{:?}", t0.elapsed());
+        // It answers again: the late answer (an earlier window's) is dropped, and measuring
+        // starts afresh from a new reading.
+        COUNT.store(400, Ordering::SeqCst);
+        HUNG.store(false, Ordering::SeqCst);
+        let deadline = Instant::now() + LONG;
+        let first = loop {
+            match c.take(LONG) {
+                Reading::Failed { error, .. } if error.contains("has not returned") && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                other => break other,
+            }
+        };
+        assert_eq!(first, Reading::Start);
+        COUNT.store(480, Ordering::SeqCst);
+        assert_eq!(c.take(LONG), Reading::Rise(80.0));
     }
 }
