@@ -1755,12 +1755,14 @@ impl ReadaheadController for Guarded {
         if std::mem::take(&mut self.resume_after_decide) {
             self.resume(knobs);
         }
-        if self.in_force(Arm::Tuned) != before {
+        // The controller's arm as it stands now (nothing below changes what it puts).
+        let now = self.in_force(Arm::Tuned);
+        if now != before {
             // A new decision: measured afresh once it has settled (in force or not). A held
             // process's requests change nothing in force. Processes apart follow the device's
             // new value (the controller set the device alone).
             if self.arm == Arm::Tuned && !self.apart.is_empty() {
-                self.put(&self.in_force(Arm::Tuned), knobs);
+                self.put(&now, knobs);
             }
             self.tuned.clear();
             self.short = None;
@@ -1774,7 +1776,7 @@ impl ReadaheadController for Guarded {
             }
         }
         if self.age == 0 {
-            self.lowered = self.arm == Arm::Tuned && self.in_force(Arm::Tuned).no_higher_than(&was, self.vanilla_kb);
+            self.lowered = self.arm == Arm::Tuned && now.no_higher_than(&was, self.vanilla_kb);
         }
         self.window += 1;
     }
