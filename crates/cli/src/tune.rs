@@ -231,6 +231,12 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
             m.guard_kept, m.guard_reverted, m.guard_vanilla_windows
         );
     }
+    if m.guard_unmeasured > 0 {
+        println!(
+            "guardrail: vanilla put back {} times because the workload's progress went unmeasured",
+            m.guard_unmeasured
+        );
+    }
     Ok(())
 }
 

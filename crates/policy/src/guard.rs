@@ -45,6 +45,10 @@
 //! flipping between two bad values gains nothing. A check of vanilla judges the windows it was
 //! started for, and only if the controller still wants what they measured.
 //!
+//! Windows the workload ran in without a measure of its progress (a failed reading) join no
+//! block; `settle + block` of them in a row put vanilla back until progress is measured again
+//! ([`GuardEventKind::Unmeasured`]): a decision is never left in force unjudged for long.
+//!
 //! Exploration is bounded: the controller's requests below `min_kb` are raised to it (see
 //! [`GuardConfig::min_kb`]), a setting that collapses lasts at most `settle + 1` windows after
 //! a fresh vanilla block (`settle + 2` on a light workload whose window is noise; a loss above
@@ -192,15 +196,20 @@ pub enum GuardEventKind {
     /// The controller passed, but one process lost more than [`GuardConfig::harm`]: that
     /// process's values are back to vanilla for a backoff.
     ProcessReverted,
+    /// The workload ran for `settle + block` windows in a row without a measure of its
+    /// progress (the application's count or the CPU meter failed): vanilla until progress is
+    /// measured again.
+    Unmeasured,
 }
 
 impl GuardEventKind {
-    /// `kept` or `reverted`.
+    /// `kept`, `reverted`, `reverted_process` or `unmeasured`.
     pub fn as_str(&self) -> &'static str {
         match self {
             GuardEventKind::Kept => "kept",
             GuardEventKind::Reverted => "reverted",
             GuardEventKind::ProcessReverted => "reverted_process",
+            GuardEventKind::Unmeasured => "unmeasured",
         }
     }
 }
@@ -503,6 +512,9 @@ pub struct Guarded {
     /// per-file 16 KiB, a third of a range scan's operations lost from its first window,
     /// stayed in force a second window before the loss was seen.
     lowered: bool,
+    /// Windows in a row the workload ran in (it touched pages) without a measure of its
+    /// progress ([`Guarded::unmeasured`]).
+    blind: u64,
 }
 
 impl Guarded {
@@ -555,6 +567,7 @@ impl Guarded {
             tuned_at: 0,
             unconfirmed: None,
             lowered: false,
+            blind: 0,
         }
     }
 
@@ -914,6 +927,9 @@ impl Guarded {
                 return;
             }
         }
+        if self.unmeasured(cfg, outcome, knobs) {
+            return;
+        }
         // A window the value settles in is not measured, nor judged on its own by the collapse
         // rule: raising readahead under a running reader costs the kernel about a second (two
         // on a busy machine) before the new value pays, and the cache still holds what the
@@ -1172,6 +1188,59 @@ impl Guarded {
             }
             _ => {}
         }
+    }
+
+    /// Whether `outcome` is a window the workload ran in (it touched pages) with no measure
+    /// of its progress: a reading of the application's count or of the CPU meter that failed
+    /// (a count file gone for good, a meter that cannot read). Such a window measures nothing
+    /// and joins no block. A decision is not left in force unmeasured for longer than judging
+    /// it takes: at `settle + block` of them in a row, whatever was measured is dropped and
+    /// vanilla is put back until progress is read again, then measured afresh before the
+    /// controller acts (logged once, [`GuardEventKind::Unmeasured`]). Windows that touched no
+    /// page and measured nothing are a paused workload, as before: no harm in either setting.
+    fn unmeasured(&mut self, cfg: &GuardConfig, outcome: &Outcome, knobs: &mut dyn ReadaheadKnobs) -> bool {
+        let ran = outcome.pages_accessed > 0 || outcome.pages_added > 0;
+        if outcome.progress().is_some() || !ran {
+            self.blind = 0;
+            return false;
+        }
+        self.blind += 1;
+        self.age += 1;
+        self.settling_run = 0;
+        if self.arm == Arm::Vanilla {
+            self.vanilla_windows += 1;
+        }
+        if self.blind == u64::from(cfg.settle + cfg.block) {
+            if self.arm == Arm::Tuned {
+                self.events.push(GuardEvent {
+                    window: self.window,
+                    kind: GuardEventKind::Unmeasured,
+                    tuned: f64::NAN,
+                    vanilla: f64::NAN,
+                    relative: f64::NAN,
+                    pid: None,
+                    reason: format!(
+                        "{} windows in a row without a measure of the workload's progress: \
+                         vanilla until it is measured again",
+                        self.blind
+                    ),
+                });
+            }
+            // Backoffs stand (they are by value); the rest was measured before the gap.
+            if self.phase != Phase::Backoff {
+                self.phase = Phase::Baseline;
+            }
+            self.vanilla.clear();
+            self.tuned.clear();
+            self.unjudged.clear();
+            self.pending = None;
+            self.judged = None;
+            self.unconfirmed = None;
+            self.short = None;
+            self.quick = false;
+            self.switch(Arm::Vanilla, knobs);
+        }
+        true
     }
 
     /// Whether the controller is held on vanilla at window `w`: as a whole, or the device

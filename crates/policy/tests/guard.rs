@@ -292,12 +292,73 @@ fn requests_below_the_floor_get_the_floor() {
 }
 
 #[test]
-fn without_a_signal_nothing_is_judged() {
+fn without_a_signal_the_device_stays_on_vanilla() {
+    // The workload runs (it touches pages) and its progress is never measured: nothing can be
+    // judged, so nothing is changed.
     let mut g = guarded(Static::new(512));
     let mut dev = Device { kb: 128, sets: 0 };
     let seen = run(&mut g, &mut dev, 50, |_| f64::NAN);
-    assert_eq!(*seen.last().unwrap(), 512);
+    assert!(seen.iter().all(|&kb| kb == 128), "{seen:?}");
+    assert_eq!(dev.sets, 0);
     assert!(g.take_events().is_empty());
+}
+
+#[test]
+fn a_signal_lost_for_good_puts_vanilla_back_until_it_returns() {
+    // 512 KiB does better and is kept; then the measure fails (a count file gone) from window
+    // 40 to 69, and comes back.
+    let mut g = guarded(Static::new(512));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run_by_window(&mut g, &mut dev, 120, |kb, i| {
+        if (40..70).contains(&i) {
+            f64::NAN
+        } else if kb == 512 {
+            150.0
+        } else {
+            100.0
+        }
+    });
+    let ev = g.take_events();
+    let lost: Vec<_> = ev.iter().filter(|e| e.kind == GuardEventKind::Unmeasured).collect();
+    assert_eq!(lost.len(), 1, "logged once: {ev:?}");
+    assert!(lost[0].reason.contains("without a measure"), "{:?}", lost[0]);
+    assert_eq!(seen[39], 512, "{seen:?}");
+    // Unmeasured, the decision stands as long as judging one takes (settle + block windows),
+    // then vanilla holds until progress is measured again ...
+    let cfg = GuardConfig::default();
+    let back = 40 + (cfg.settle + cfg.block) as usize;
+    assert!(seen[back..70].iter().all(|&kb| kb == 128), "{seen:?}");
+    assert!(seen[40..back].contains(&512), "{seen:?}");
+    // ... and is measured afresh (a block) before the decision is back, and kept.
+    assert!(
+        seen[70..70 + cfg.block as usize].iter().all(|&kb| kb == 128),
+        "{seen:?}"
+    );
+    assert_eq!(*seen.last().unwrap(), 512, "{seen:?}");
+    assert!(
+        ev.iter().any(|e| e.kind == GuardEventKind::Kept && e.window > 70),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn a_window_or_two_unmeasured_changes_nothing() {
+    // A reading that fails now and then (a count read late) costs no decision its place.
+    let mut g = guarded(Static::new(512));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run_by_window(&mut g, &mut dev, 200, |kb, i| {
+        if i > 20 && i % 10 < 2 {
+            f64::NAN
+        } else if kb == 512 {
+            150.0
+        } else {
+            100.0
+        }
+    });
+    let ev = g.take_events();
+    assert!(ev.iter().all(|e| e.kind == GuardEventKind::Kept), "{ev:?}");
+    let vanilla = seen[20..].iter().filter(|&&kb| kb == 128).count();
+    assert!(vanilla <= 16, "{vanilla} windows on vanilla: {seen:?}");
 }
 
 #[test]

@@ -735,6 +735,10 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
                     m.guard_reverted += 1;
                     warn!(event = %"guard", verdict = %"reverted_process", window = window_ix, pid = e.pid.unwrap_or(0), progress = e.tuned, vanilla = e.vanilla, relative = e.relative, reason = %e.reason)
                 }
+                GuardEventKind::Unmeasured => {
+                    m.guard_unmeasured += 1;
+                    warn!(event = %"guard", verdict = %"unmeasured", window = window_ix, reason = %e.reason)
+                }
             }
             summary
                 .guard

@@ -108,6 +108,8 @@ pub struct Metrics {
     pub guard_reverted: u64,
     /// Windows the guardrail held vanilla (its measurements and backoffs).
     pub guard_vanilla_windows: u64,
+    /// Times the guardrail put vanilla back because the workload's progress went unmeasured.
+    pub guard_unmeasured: u64,
 }
 
 /// KML's feature names, for the `feature` gauge.
@@ -252,6 +254,12 @@ impl Metrics {
             "guard_vanilla_windows",
             "Windows the guardrail held vanilla",
             self.guard_vanilla_windows,
+        );
+        counter(
+            &mut r,
+            "guard_unmeasured",
+            "Times the guardrail put vanilla back because progress went unmeasured",
+            self.guard_unmeasured,
         );
         gauge(
             &mut r,
