@@ -96,6 +96,8 @@ class Settings:
         self.phases = True
         # Seconds of each run of the online step (None: bench_online.SECONDS).
         self.online_seconds = None
+        # The scale-free inputs the trainset and retrain steps train the v3 model on.
+        self.v3_features = ra.FEATURES_V3
         # The family step also runs LEAP, KML's baseline, as a prefetcher on the kernel
         # (`iolearn tune readahead --controller leap-prefetch-unmarked`).
         self.leap = False
@@ -998,8 +1000,25 @@ def main(argv=None) -> int:
         help="seconds of each member run of the online step, 30 to 1800 (default 120; the goal's "
         "horizon is 300: 90%% of the oracle's gain within 5 minutes)",
     )
+    ap.add_argument(
+        "--v3-features",
+        default=None,
+        help="comma-separated inputs the trainset and retrain steps train the scale-free (v3) model on, "
+        f"each once, of {','.join(ra.FEATURES_V3)} (default: all; the model file names them and the tuner "
+        "reads those)",
+    )
     a = ap.parse_args(argv)
     steps = set(a.steps.split(","))
+    if a.v3_features is not None:
+        if not {"trainset", "retrain"} & steps:
+            ap.error("--v3-features: applies to the trainset and retrain steps; add one to --steps")
+        names = a.v3_features.split(",")
+        wrong = [n for n in names if n not in ra.FEATURES_V3]
+        if wrong or len(set(names)) != len(names) or not a.v3_features:
+            ap.error(
+                f"--v3-features: {', '.join(wrong) or 'a repeat or an empty list'}: want some of "
+                f"{', '.join(ra.FEATURES_V3)}, each once"
+            )
     if a.no_phases and "online" not in steps:
         ap.error("--no-phases: applies to the online step; add online to --steps")
     if a.online_seconds is not None:
@@ -1102,9 +1121,10 @@ def main(argv=None) -> int:
             stale_runs(a.out, steps, earlier, device)
         except ValueError as e:
             ap.error(f"--reuse: {e}")
+    v3_features = tuple(a.v3_features.split(",")) if a.v3_features else ra.FEATURES_V3
     if steps == {"retrain"}:
         # Offline: no test bed, no root.
-        return retrain_only(a.out, earlier, a.quick)
+        return retrain_only(a.out, earlier, a.quick, v3_features)
     if os.geteuid() != 0:
         print("error: the real benchmark needs root (loop devices, cgroups, eBPF)", file=sys.stderr)
         return 2
@@ -1121,6 +1141,7 @@ def main(argv=None) -> int:
             )
             return 2
     s = Settings(a.quick)
+    s.v3_features = v3_features
     s.family = tuple(a.family.split(",")) if a.family else None
     s.progress = a.progress
     s.fallback_online = a.fallback_online
@@ -1254,14 +1275,14 @@ def trainset_section(rep: dict) -> dict:
     return {k: v for k, v in rep.items() if k != "features"}
 
 
-def retrain_only(out: Path, earlier: dict, quick: bool) -> int:
+def retrain_only(out: Path, earlier: dict, quick: bool, features=ra.FEATURES_V3) -> int:
     """``--steps retrain`` alone: the scale-free model trained again from the runs the trainset
-    step recorded in ``out``, and the report's ``trainset`` section replaced."""
+    step recorded in ``out`` (on ``features``), and the report's ``trainset`` section replaced."""
     from . import bench_trainset
 
     report = reused(earlier, datetime.date.today().isoformat())
     try:
-        rep = bench_trainset.retrain(out, quick)
+        rep = bench_trainset.retrain(out, quick, features=features)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -127,16 +127,17 @@ def trainset(s: br.Settings, tb: br.Testbed, db: Path, out: Path, resume: bool =
     tb.set_readahead(br.VANILLA_KB)
     ra._write(out / "trainset-sweep", rows)
     ra._write(out / "trainset-features", feats)
-    return retrain(out, s.quick, rows, feats)
+    return retrain(out, s.quick, rows, feats, s.v3_features)
 
 
-def retrain(out: Path, quick: bool, rows=None, feats=None) -> dict:
+def retrain(out: Path, quick: bool, rows=None, feats=None, features=ra.FEATURES_V3) -> dict:
     """Label and train from the sweep and windows a trainset step recorded in ``out`` (read
-    from its CSVs unless given): the ``retrain`` step, for a new labelling rule or model
-    without the hour of runs. Writes the models under ``out``; returns the training report."""
+    from its CSVs unless given): the ``retrain`` step, for a new labelling rule, model or set
+    of inputs (``features``, of ``FEATURES_V3``) without the hour of runs. Writes the models
+    under ``out``; returns the training report."""
     if rows is None:
         rows = ra._read(out / "trainset-sweep.csv", need=("workload", "ra_kb", "ops_s", "seed"))
         feats = ra._read(out / "trainset-features.csv", need=("workload", "ra_kb", *ra.FEATURES_V3))
-    rep = ra.train_values(rows, feats, out, epochs=60 if quick else 100, groups=GROUPS)
+    rep = ra.train_values(rows, feats, out, epochs=60 if quick else 100, groups=GROUPS, features=features)
     ra.print_held_out(rep)
     return rep

@@ -398,9 +398,18 @@ def label_values(rows, vanilla_kb: int = 128, tie: float = LABEL_TIE) -> dict[st
 
 
 def train_values(
-    rows, feats, out: Path | None, seed=0, epochs=100, suffix="_v3", tie=LABEL_TIE, groups: dict | None = None
+    rows,
+    feats,
+    out: Path | None,
+    seed=0,
+    epochs=100,
+    suffix="_v3",
+    tie=LABEL_TIE,
+    groups: dict | None = None,
+    features=FEATURES_V3,
 ) -> dict:
-    """A scale-free model (``FEATURES_V3``, schema ``iolearn-readahead-v3``) that names the
+    """A scale-free model (``features``, of ``FEATURES_V3``; schema ``iolearn-readahead-v3``, whose
+    file names the inputs it reads, so the tuner gives it those) that names the
     readahead value itself: each window is labelled with its workload's value
     ([`label_values`]) whatever value it ran under, so the model learns where to go from where
     it is. A network (7-15-5-k) and a tree; each class is a value, its action that value.
@@ -413,6 +422,12 @@ def train_values(
     own sweep (throughput over vanilla's, and the share of the best value's gain). Writes
     ``readahead{suffix}.iolm`` (network) and ``readahead{suffix}_dt.iolm`` (tree) under ``out``
     unless it is None."""
+    features = tuple(features)
+    wrong = [n for n in features if n not in FEATURES_V3]
+    if wrong or not features or len(set(features)) != len(features):
+        raise ValueError(
+            f"features: want some of {', '.join(FEATURES_V3)}, each once; got {', '.join(features) or 'none'}"
+        )
     labels = label_values(rows, tie=tie)
     feats = [f for f in feats if f["workload"] in labels]
     workloads = sorted({f["workload"] for f in feats})
@@ -424,7 +439,7 @@ def train_values(
             f"every training workload's best value is {values[0]} KiB: nothing to learn (add workloads that want "
             "another value, or hold that value with --controller static)"
         )
-    X = np.array([[f[n] for n in FEATURES_V3] for f in feats], dtype=np.float32)
+    X = np.array([[f[n] for n in features] for f in feats], dtype=np.float32)
     if not np.isfinite(X).all():
         raise ValueError("a feature window holds a value that is not finite")
     y = np.array([values.index(labels[f["workload"]]) for f in feats])
@@ -466,7 +481,7 @@ def train_values(
             })  # fmt: skip
     report = {
         "rows": len(y),
-        "features": list(FEATURES_V3),
+        "features": list(features),
         "labels_kb": labels,
         "classes_kb": values,
         "held_out": held_out,
@@ -484,7 +499,7 @@ def train_values(
             est.save(
                 out / (f"readahead{suffix}.iolm" if k == "nn" else f"readahead{suffix}_dt.iolm"),
                 schema=_native.READAHEAD_SCHEMA_V3,
-                features=FEATURES_V3,
+                features=features,
                 classes=[(f"{v}KiB", v) for v in values],
                 action_unit="read_ahead_kb",
                 meta=training_range(X),

@@ -402,6 +402,20 @@ def test_online_seconds_are_checked_before_anything_is_built(capsys, tmp_path):
         assert not (tmp_path / "w").exists()
 
 
+def test_v3_features_are_checked_before_anything_is_built(capsys, tmp_path):
+    for argv, said in (
+        (["--v3-features", "randomness", "--steps", "family"], "--v3-features: applies to the trainset"),
+        (["--v3-features", "randomness,nope", "--steps", "trainset"], "--v3-features: nope: want some of"),
+        (["--v3-features", "density,density", "--steps", "trainset"], "a repeat or an empty list"),
+        (["--v3-features", "", "--steps", "trainset"], "a repeat or an empty list"),
+    ):
+        with pytest.raises(SystemExit) as e:
+            bench_real.main([*argv, "--workdir", str(tmp_path / "w")])
+        assert e.value.code == 2
+        assert said in capsys.readouterr().err
+        assert not (tmp_path / "w").exists()
+
+
 def test_a_reused_report_is_dated_by_the_run_and_keeps_its_sweeps_date(capsys):
     earlier = {"date": "2026-11-22", "machine": "m", "oracle_kb": {"readseq": 1024}}
     once = bench_real.reused(earlier, "2026-11-23")

@@ -88,6 +88,23 @@ def test_a_value_model_is_trained_scored_on_held_out_workloads_and_saved(tmp_pat
     assert ops[0] > 0 and trace
 
 
+def test_a_model_on_some_of_the_inputs_names_them_and_the_tuner_reads_those(tmp_path):
+    rows, feats = _family(np.random.default_rng(4))
+    # Without density (it grows with the size of the file read), in an order of our own.
+    some = ("read_in_per_access", "randomness", "direction")
+    rep = ra.train_values(rows, feats, tmp_path, epochs=40, features=some)
+    assert rep["features"] == list(some)
+    assert {h["chosen_kb"] for h in rep["held_out"]["nn"]} == {16, 1024}
+    m = load_model(tmp_path / "readahead_v3.iolm")
+    assert m.features == list(some) and m.n_features == 3
+    # The controller reads the three it names: the simulator runs it.
+    ops, trace, _ = _native.sim_closed_loop(["readrandom"], str(tmp_path / "readahead_v3.iolm"), seconds=3.0)
+    assert ops[0] > 0 and trace
+    for bad in (("density", "density"), ("n_transactions",), ()):
+        with pytest.raises(ValueError, match="features: want some of"):
+            ra.train_values(rows, feats, None, features=bad)
+
+
 def _odd(rng, name):
     """A workload whose windows lie where no other's do (strided, dense) and whose best value
     is vanilla: only its own windows (or a twin's) say 128 KiB."""
@@ -296,7 +313,7 @@ def test_a_resumed_trainset_keeps_every_earlier_run_in_its_sweep_even_when_cut_s
     monkeypatch.setattr(bf, "Files", lambda s, tb: None)
     monkeypatch.setattr(bf, "run", run)
     monkeypatch.setattr(br, "probe_helper", lambda tb, path, per_file: path)
-    monkeypatch.setattr(bench_trainset, "retrain", lambda out, quick, rows, feats: trained.append(rows) or {})
+    monkeypatch.setattr(bench_trainset, "retrain", lambda out, quick, rows, feats, features: trained.append(rows) or {})
     # Cut short after the first new run: every earlier run is still in the sweep.
     fail_after = 1
     with pytest.raises(KeyboardInterrupt):

@@ -33,11 +33,12 @@ pub const VERSION: u16 = 1;
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
 /// Feature schemas whose input width is fixed, by name: a model of another width is refused on
 /// save and on load (it would fail at its first decision). `iolearn-policy` tests that these
-/// match its feature extractors.
-pub const SCHEMA_WIDTHS: [(&str, usize); 6] = [
+/// match its feature extractors. `iolearn-readahead-v3` is not among them: its model reads the
+/// scale-free inputs its file names ([`crate::kml::READAHEAD_FEATURES_V3`], all seven when it
+/// names none), checked by [`ModelFile::validate`].
+pub const SCHEMA_WIDTHS: [(&str, usize); 5] = [
     ("kml-readahead-v1", 5),
     ("iolearn-readahead-v2", 7),
-    ("iolearn-readahead-v3", 7),
     ("linnos-31", 31),
     ("mittos-9", 9),
     ("iolearn-tail-v1", 13),
@@ -183,6 +184,31 @@ impl ModelFile {
         }
         if self.schema.is_empty() {
             return Err(Error::invalid("schema", "empty feature-schema name"));
+        }
+        if self.schema == crate::kml::READAHEAD_SCHEMA_V3 {
+            let all = &crate::kml::READAHEAD_FEATURES_V3;
+            if self.features.is_empty() && d != all.len() {
+                return Err(Error::invalid(
+                    "schema",
+                    alloc::format!(
+                        "{} without feature names takes all {} inputs but the model has {d}",
+                        self.schema,
+                        all.len()
+                    ),
+                ));
+            }
+            for (k, name) in self.features.iter().enumerate() {
+                if !all.contains(&name.as_str()) || self.features[..k].contains(name) {
+                    return Err(Error::invalid(
+                        "features",
+                        alloc::format!(
+                            "{} reads each of {} at most once, not {name:?}",
+                            self.schema,
+                            all.join(", ")
+                        ),
+                    ));
+                }
+            }
         }
         if let Some(&(_, width)) = SCHEMA_WIDTHS.iter().find(|(name, _)| *name == self.schema) {
             if d != width {

@@ -3,7 +3,7 @@
 //! kernel through [`ReadaheadKnobs`].
 
 use crate::readahead::{scale_free, Outcome, RaFeatures, WindowFeatures, SCALE_FREE_WIDTH};
-use iolearn_ml::kml::{READAHEAD_SCHEMA, READAHEAD_SCHEMA_V2, READAHEAD_SCHEMA_V3};
+use iolearn_ml::kml::{READAHEAD_FEATURES_V3, READAHEAD_SCHEMA, READAHEAD_SCHEMA_V2, READAHEAD_SCHEMA_V3};
 use iolearn_ml::{ModelFile, ModelKind, Workspace};
 use std::collections::BTreeMap;
 
@@ -199,8 +199,38 @@ enum Inputs {
     /// The first `n` of a stream's features: KML's five (`kml-readahead-v1`) or those and
     /// direction and regularity (`iolearn-readahead-v2`).
     Prefix(usize),
-    /// The bounded inputs ([`scale_free`], `iolearn-readahead-v3`; per device only).
-    ScaleFree,
+    /// Bounded inputs ([`scale_free`], `iolearn-readahead-v3`; per device only): those the
+    /// model file names, in its order (`pick[..n]`, indices into [`READAHEAD_FEATURES_V3`]),
+    /// so a model trained on some of them (without density, which grows with the size of the
+    /// file read) is run on the same ones. A file that names none reads all seven.
+    ScaleFree { pick: [usize; MAX_INPUTS], n: usize },
+}
+
+impl Inputs {
+    /// Whether these are scale-free inputs.
+    fn scale_free(&self) -> bool {
+        matches!(self, Inputs::ScaleFree { .. })
+    }
+
+    /// The scale-free inputs a model file names (all of them when it names none). Names were
+    /// checked on load ([`ModelFile::validate`]: each a scale-free input, once).
+    fn named(names: &[String]) -> Inputs {
+        let mut pick = [0usize; MAX_INPUTS];
+        let mut n = 0;
+        if names.is_empty() {
+            for (p, i) in pick.iter_mut().zip(0..SCALE_FREE_WIDTH) {
+                *p = i;
+                n += 1;
+            }
+        }
+        for name in names {
+            if let (Some(i), Some(p)) = (READAHEAD_FEATURES_V3.iter().position(|f| f == name), pick.get_mut(n)) {
+                *p = i;
+                n += 1;
+            }
+        }
+        Inputs::ScaleFree { pick, n }
+    }
 }
 
 /// The widest input vector a readahead model reads.
@@ -422,9 +452,12 @@ impl KmlController {
     /// A controller for `model`; error unless the model speaks KML's readahead schema (or
     /// iolearn's, KML's five features and two more) and maps classes to read_ahead_kb.
     pub fn new(model: ModelFile, scope: Scope) -> iolearn_ml::Result<Self> {
+        // A model file is validated on load; one built in memory may not have been, and a
+        // wrong width would panic at the first decision (after the tuner changed the device).
+        model.validate()?;
         let inputs = match model.schema.as_str() {
             READAHEAD_SCHEMA_V2 => Inputs::Prefix(7),
-            READAHEAD_SCHEMA_V3 => Inputs::ScaleFree,
+            READAHEAD_SCHEMA_V3 => Inputs::named(&model.features),
             _ => {
                 model.expect_schema(READAHEAD_SCHEMA)?;
                 Inputs::Prefix(5)
@@ -432,20 +465,17 @@ impl KmlController {
         };
         let width = match inputs {
             Inputs::Prefix(n) => n,
-            Inputs::ScaleFree => SCALE_FREE_WIDTH,
+            Inputs::ScaleFree { n, .. } => n,
         };
         // Its page-cache inputs are the device's (the kernel counts per device), and it was
         // trained on the device's windows: a file's stream beside the device's counts is
         // nothing it saw.
-        if inputs == Inputs::ScaleFree && scope != Scope::Device {
+        if inputs.scale_free() && scope != Scope::Device {
             return Err(iolearn_ml::Error::SchemaMismatch {
                 expected: "a model of iolearn-readahead-v2 or kml-readahead-v1 (per file or description)".into(),
                 found: "iolearn-readahead-v3, which decides per device only".into(),
             });
         }
-        // A model file is validated on load; one built in memory may not have been, and a
-        // wrong width would panic at the first decision (after the tuner changed the device).
-        model.validate()?;
         if model.classes.is_empty() || model.action_unit != "read_ahead_kb" {
             return Err(iolearn_ml::Error::SchemaMismatch {
                 expected: "a class -> read_ahead_kb map".into(),
@@ -491,9 +521,12 @@ impl KmlController {
                 buf[..n].copy_from_slice(&raw[..n]);
                 (buf, n)
             }
-            Inputs::ScaleFree => {
-                buf[..SCALE_FREE_WIDTH].copy_from_slice(&scale_free(raw, outcome));
-                (buf, SCALE_FREE_WIDTH)
+            Inputs::ScaleFree { pick, n } => {
+                let all = scale_free(raw, outcome);
+                for (b, &i) in buf.iter_mut().zip(&pick[..n]) {
+                    *b = all[i];
+                }
+                (buf, n)
             }
         }
     }
@@ -565,7 +598,7 @@ impl KmlController {
     /// own readahead, which the guardrail's hold of one process at vanilla removes.
     fn spare_scans(&mut self, kb: u64, window: &WindowFeatures) -> u64 {
         let vanilla = self.vanilla_kb;
-        if self.inputs != Inputs::ScaleFree || kb >= vanilla {
+        if !self.inputs.scale_free() || kb >= vanilla {
             self.sparing = None;
             return kb;
         }

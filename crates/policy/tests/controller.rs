@@ -373,6 +373,7 @@ fn scan_or_random_models(scan_kb: i64) -> (ModelFile, ModelFile) {
     let tree = DecisionTree::fit(&x, &y, 7, &TreeConfig::default()).unwrap();
     let mut v3 = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &classes);
     v3.schema = iolearn_ml::kml::READAHEAD_SCHEMA_V3.into();
+    v3.features = iolearn_ml::kml::READAHEAD_FEATURES_V3.map(String::from).to_vec();
     v3.meta.extend(range(&x, 7));
     let kml_tree = DecisionTree::fit(&kml_x, &y, 5, &TreeConfig::default()).unwrap();
     let mut kml = iolearn_ml::kml::readahead_model(ModelKind::Tree(kml_tree), &classes);
@@ -418,6 +419,79 @@ fn a_scale_free_model_decides_on_a_file_and_a_load_a_hundred_times_its_training(
     };
     c.decide(&w, &mut knobs);
     assert_eq!((knobs.device_kb, c.fallbacks), (128, 1));
+}
+
+/// A scale-free model reads the inputs its file names, in its order, and no others: one
+/// trained without density (which grows with the size of the file read) is not moved by it.
+#[test]
+fn a_scale_free_model_reads_the_inputs_its_file_names_and_no_others() {
+    use iolearn_ml::kml::{READAHEAD_FEATURES_V3, READAHEAD_SCHEMA_V3};
+    use iolearn_policy::readahead::Outcome;
+    let named = |names: &[&str], width: usize, x: &[f32]| {
+        // Few pages read in per page accessed: 1024 KiB (class 1); many: 16 (class 0).
+        let y: Vec<f32> = (0..x.len() / width).map(|i| if i < 3 { 1.0 } else { 0.0 }).collect();
+        let tree = DecisionTree::fit(x, &y, width, &TreeConfig::default()).unwrap();
+        let mut m = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &[("16KiB", 16), ("scan", 1024)]);
+        m.schema = READAHEAD_SCHEMA_V3.into();
+        m.features = names.iter().map(|s| s.to_string()).collect();
+        m
+    };
+    let read_in = |added: u64| ((1.0 + added as f64 / 1000.0).log2() / 6.0) as f32;
+    let added = [100, 200, 300, 20_000, 30_000, 40_000];
+    // Read in per page accessed alone, and after an input the model never splits on (the
+    // order is the file's).
+    let alone = named(&["read_in_per_access"], 1, &added.map(read_in));
+    let second: Vec<f32> = added.iter().flat_map(|&a| [0.5, read_in(a)]).collect();
+    let after = named(&["misses_per_access", "read_in_per_access"], 2, &second);
+    let decide = |m: &ModelFile, random: bool, pages: u64, added: u64| {
+        let mut c = KmlController::new(m.clone(), Scope::Device).unwrap();
+        let mut knobs = Recorder {
+            device_kb: 128,
+            ..Default::default()
+        };
+        let w = WindowFeatures {
+            device: Some(scan_like(stream(pages, 2_000, random).features_v2(256))),
+            outcome: Outcome {
+                pages_added: added,
+                ..same_outcome()
+            },
+            ..WindowFeatures::default()
+        };
+        c.decide(&w, &mut knobs);
+        knobs.device_kb
+    };
+    for m in [&alone, &after] {
+        // A small file and one a hundred times larger (density 0.3 and 0.004), read at random
+        // or scanned: only the pages read in per page accessed decide.
+        for (random, pages) in [(true, 5_000), (false, 500_000), (false, 5_000), (true, 500_000)] {
+            assert_eq!(decide(m, random, pages, 150), 1024, "{:?} {random} {pages}", m.features);
+            assert_eq!(
+                decide(m, random, pages, 25_000),
+                16,
+                "{:?} {random} {pages}",
+                m.features
+            );
+        }
+    }
+    // A name that is no scale-free input, one named twice, or a file that names none with
+    // fewer than all seven inputs is refused when the controller is made (and on load).
+    let mut bad = alone.clone();
+    bad.features = vec!["n_transactions".into()];
+    let err = KmlController::new(bad, Scope::Device)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("n_transactions") && err.contains("density"), "{err}");
+    let mut twice = after.clone();
+    twice.features = vec!["read_in_per_access".into(); 2];
+    assert!(KmlController::new(twice, Scope::Device).is_err());
+    let mut unnamed = alone.clone();
+    unnamed.features.clear();
+    let err = KmlController::new(unnamed, Scope::Device)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains(&format!("all {}", READAHEAD_FEATURES_V3.len())), "{err}");
 }
 
 /// A per-device lowering is not made while sequential streams carry a third of the device's
