@@ -910,12 +910,7 @@ impl Guarded {
                     self.process_backoffs
                         .retain(|pid, _| outcome.by_process.contains_key(pid));
                 }
-                self.vanilla.clear();
-                self.tuned.clear();
-                self.unjudged.clear();
-                self.pending = None;
-                self.judged = None;
-                self.unconfirmed = None;
+                self.forget_measured();
                 self.age += 1;
                 if self.arm == Arm::Vanilla {
                     self.vanilla_windows += 1;
@@ -1190,6 +1185,17 @@ impl Guarded {
         }
     }
 
+    /// Drop every measurement and what was judged by them: what comes is not comparable (the
+    /// watched processes changed, or progress went unmeasured for a while).
+    fn forget_measured(&mut self) {
+        self.vanilla.clear();
+        self.tuned.clear();
+        self.unjudged.clear();
+        self.pending = None;
+        self.judged = None;
+        self.unconfirmed = None;
+    }
+
     /// Whether `outcome` is a window the workload ran in (it touched pages) with no measure
     /// of its progress: a reading of the application's count or of the CPU meter that failed
     /// (a count file gone for good, a meter that cannot read). Such a window measures nothing
@@ -1230,12 +1236,7 @@ impl Guarded {
             if self.phase != Phase::Backoff {
                 self.phase = Phase::Baseline;
             }
-            self.vanilla.clear();
-            self.tuned.clear();
-            self.unjudged.clear();
-            self.pending = None;
-            self.judged = None;
-            self.unconfirmed = None;
+            self.forget_measured();
             self.short = None;
             self.quick = false;
             self.switch(Arm::Vanilla, knobs);
