@@ -189,7 +189,7 @@ impl ModelFile {
             let all = &crate::kml::READAHEAD_FEATURES_V3;
             if self.features.is_empty() && d != all.len() {
                 return Err(Error::invalid(
-                    "schema",
+                    "features",
                     alloc::format!(
                         "{} without feature names takes all {} inputs but the model has {d}",
                         self.schema,
@@ -198,13 +198,15 @@ impl ModelFile {
                 ));
             }
             for (k, name) in self.features.iter().enumerate() {
-                if !all.contains(&name.as_str()) || self.features[..k].contains(name) {
+                let twice = self.features[..k].contains(name);
+                if twice || !all.contains(&name.as_str()) {
                     return Err(Error::invalid(
                         "features",
                         alloc::format!(
-                            "{} reads each of {} at most once, not {name:?}",
+                            "{} reads each of {} at most once, not {name:?}{}",
                             self.schema,
-                            all.join(", ")
+                            all.join(", "),
+                            if twice { " twice" } else { "" }
                         ),
                     ));
                 }

@@ -486,9 +486,18 @@ impl KmlController {
             ModelKind::Mlp(n) => Some(n.workspace()),
             ModelKind::Tree(_) => None,
         };
+        // A training range that does not fit the inputs would turn the out-of-range fallback
+        // off without a word: refused, naming the metadata.
+        let has = |key: &str| model.meta.iter().any(|(k, _)| k == key);
         let range = match (meta_numbers(&model, "feature_min"), meta_numbers(&model, "feature_max")) {
             (Some(lo), Some(hi)) if lo.len() == width && hi.len() == width => Some((lo, hi)),
-            _ => None,
+            _ if !has("feature_min") && !has("feature_max") => None,
+            _ => {
+                return Err(iolearn_ml::Error::SchemaMismatch {
+                    expected: format!("metadata feature_min and feature_max of {width} numbers each (the inputs read)"),
+                    found: "a training range of another width, or not numbers".into(),
+                })
+            }
         };
         Ok(KmlController {
             model,

@@ -579,8 +579,11 @@ impl Guarded {
     /// phases that measure (vanilla blocks, a new decision's block, a process's backoff,
     /// judged when it ends) need every window.
     pub fn idle(&self) -> bool {
+        // A decision in force whose progress went unmeasured needs every window: it goes back
+        // to vanilla after `settle + block` of them, not eight times as many.
         let judged = self.phase == Phase::Tuned
             && self.arm == Arm::Tuned
+            && self.blind == 0
             && (self.wants.is_vanilla(self.vanilla_kb) || self.judged.as_ref() == Some(&self.wants));
         // A backoff of the device's value waits on vanilla, measuring nothing: resting through
         // it makes it longer (counted in windows shown), which errs towards vanilla.
@@ -1212,12 +1215,11 @@ impl Guarded {
         }
         self.blind += 1;
         self.age += 1;
-        self.settling_run = 0;
         if self.arm == Arm::Vanilla {
             self.vanilla_windows += 1;
         }
         if self.blind == u64::from(cfg.settle + cfg.block) {
-            if self.arm == Arm::Tuned {
+            if self.arm == Arm::Tuned && !self.wants.is_vanilla(self.vanilla_kb) {
                 self.events.push(GuardEvent {
                     window: self.window,
                     kind: GuardEventKind::Unmeasured,

@@ -485,6 +485,15 @@ fn a_scale_free_model_reads_the_inputs_its_file_names_and_no_others() {
     let mut twice = after.clone();
     twice.features = vec!["read_in_per_access".into(); 2];
     assert!(KmlController::new(twice, Scope::Device).is_err());
+    // A training range of another width than the inputs read would turn the fallback off.
+    let mut ranged = alone.clone();
+    ranged.meta.push(("feature_min".into(), "0,0".into()));
+    ranged.meta.push(("feature_max".into(), "1,1".into()));
+    let err = KmlController::new(ranged, Scope::Device)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("feature_min"), "{err}");
     let mut unnamed = alone.clone();
     unnamed.features.clear();
     let err = KmlController::new(unnamed, Scope::Device)

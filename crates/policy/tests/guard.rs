@@ -345,6 +345,19 @@ fn a_signal_lost_for_good_puts_vanilla_back_until_it_returns() {
 }
 
 #[test]
+fn a_judged_decision_whose_progress_goes_unmeasured_is_watched_every_window() {
+    // Kept and judged, the tuner may rest (watch one window in eight); unmeasured, it must
+    // not, or putting vanilla back would take eight times the windows.
+    let mut g = guarded(Static::new(512));
+    let mut dev = Device { kb: 128, sets: 0 };
+    run_by_window(&mut g, &mut dev, 20, |kb, _| if kb == 512 { 150.0 } else { 100.0 });
+    assert!(g.idle(), "kept and judged");
+    run_by_window(&mut g, &mut dev, 1, |_, _| f64::NAN);
+    assert!(!g.idle(), "unmeasured");
+    assert_eq!(dev.kb, 512, "one window changes nothing");
+}
+
+#[test]
 fn a_window_or_two_unmeasured_changes_nothing() {
     // A reading that fails now and then (a count read late) costs no decision its place.
     let (seen, ev) = better_at_512_unless_unmeasured(200, |i| i > 20 && i % 10 < 2);

@@ -611,9 +611,10 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         // A failed reading leaves the window unmeasured (and the meter as it was), rather
         // than stopping a tuner that can still restore what it set.
         let busy = match watched.then(|| probe.task_times()) {
-            Some(Ok(times)) => Some(cpu.take(&knobs.pids, &times)),
+            Some(Ok(times)) => cpu.measured(&knobs.pids, &times),
             Some(Err(e)) => {
-                warn!(event = %"cpu_unmeasured", error = %e, effect = %"this window's progress is not measured");
+                cpu.lost();
+                warn!(event = %"cpu_unmeasured", error = %e, effect = %"this window's progress and the next are not measured");
                 None
             }
             None => None,

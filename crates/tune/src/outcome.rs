@@ -36,6 +36,8 @@ pub struct CpuMeter {
     /// readings since gave ([`iolearn_probe::tick_rate`]).
     clock: Option<TaskTimes>,
     hz: Option<f64>,
+    /// A reading failed since the last one ([`CpuMeter::lost`]).
+    gap: bool,
 }
 
 /// What [`CpuMeter::take`] measured over a window.
@@ -65,6 +67,20 @@ fn split(ran_s: f64, user: f64, system: f64, prior: f64) -> (f64, f64) {
 }
 
 impl CpuMeter {
+    /// A window's reading failed: the meter keeps its last reading, so the next one spans the
+    /// gap, and [`CpuMeter::measured`] takes it as a new start, not as one window's time.
+    pub fn lost(&mut self) {
+        self.gap = true;
+    }
+
+    /// [`CpuMeter::take`] for one window: `None` for the first reading after [`CpuMeter::lost`]
+    /// (it re-bases the meter; counted as one window, the gap's user time would read as a
+    /// burst of progress for whatever value was in force).
+    pub fn measured(&mut self, pids: &[u32], now: &[TaskTimes]) -> Option<CpuWindow> {
+        let w = self.take(pids, now);
+        (!std::mem::take(&mut self.gap)).then_some(w)
+    }
+
     /// User-mode CPU seconds the threads of `pids` ran since the last call (0 on the first),
     /// from the probe's reading `now` ([`iolearn_probe::Probe::task_times`]).
     pub fn take(&mut self, pids: &[u32], now: &[TaskTimes]) -> CpuWindow {
@@ -535,6 +551,21 @@ mod tests {
             (t.jiffies, t.read_ns) = (4_294_667_296 + 250 * at, at * 1_000_000_000);
         }
         v
+    }
+
+    #[test]
+    fn the_reading_after_a_failed_one_re_bases_the_meter_and_measures_nothing() {
+        let mut m = CpuMeter::default();
+        let at = |s: u64| read_at(s, &[thread(7, 7, s as f64 * 0.1, 25 * s, 0)]);
+        assert!(m.measured(&[7], &at(0)).is_some());
+        assert!(m
+            .measured(&[7], &at(1))
+            .is_some_and(|w| (w.by_process[&7] - 0.1).abs() < 1e-9));
+        // Readings 2 to 10 fail; the 11th spans them, and is not one window's time.
+        m.lost();
+        assert_eq!(m.measured(&[7], &at(11)), None);
+        let w = m.measured(&[7], &at(12)).expect("measured again");
+        assert!((w.by_process[&7] - 0.1).abs() < 1e-9, "{:?}", w.by_process);
     }
 
     #[test]
