@@ -1012,13 +1012,9 @@ def main(argv=None) -> int:
     if a.v3_features is not None:
         if not {"trainset", "retrain"} & steps:
             ap.error("--v3-features: applies to the trainset and retrain steps; add one to --steps")
-        names = a.v3_features.split(",")
-        wrong = [n for n in names if n not in ra.FEATURES_V3]
-        if wrong or len(set(names)) != len(names) or not a.v3_features:
-            ap.error(
-                f"--v3-features: {', '.join(wrong) or 'a repeat or an empty list'}: want some of "
-                f"{', '.join(ra.FEATURES_V3)}, each once"
-            )
+        fault = ra.v3_features_fault(a.v3_features.split(",") if a.v3_features else [])
+        if fault is not None:
+            ap.error(f"--v3-features: {fault}: want some of {', '.join(ra.FEATURES_V3)}, each once")
     if a.no_phases and "online" not in steps:
         ap.error("--no-phases: applies to the online step; add online to --steps")
     if a.online_seconds is not None:

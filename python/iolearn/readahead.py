@@ -397,6 +397,17 @@ def label_values(rows, vanilla_kb: int = 128, tie: float = LABEL_TIE) -> dict[st
     return out
 
 
+def v3_features_fault(names) -> str | None:
+    """What is wrong with ``names`` as the inputs of a scale-free (v3) model, which must be some
+    of ``FEATURES_V3``, each once: the names that are none of them, or "a repeat or an empty
+    list"; ``None`` when nothing is (``--v3-features`` and [`train_values`] check alike)."""
+    names = list(names)
+    wrong = [n for n in names if n not in FEATURES_V3]
+    if wrong or not names or len(set(names)) != len(names):
+        return ", ".join(wrong) or "a repeat or an empty list"
+    return None
+
+
 def train_values(
     rows,
     feats,
@@ -423,8 +434,7 @@ def train_values(
     ``readahead{suffix}.iolm`` (network) and ``readahead{suffix}_dt.iolm`` (tree) under ``out``
     unless it is None."""
     features = tuple(features)
-    wrong = [n for n in features if n not in FEATURES_V3]
-    if wrong or not features or len(set(features)) != len(features):
+    if v3_features_fault(features) is not None:
         raise ValueError(
             f"features: want some of {', '.join(FEATURES_V3)}, each once; got {', '.join(features) or 'none'}"
         )

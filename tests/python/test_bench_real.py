@@ -382,38 +382,45 @@ def test_family_members_are_chosen_by_name_and_unknown_ones_refused(capsys):
 
 
 def test_no_phases_is_refused_without_the_online_step(capsys, tmp_path):
-    with pytest.raises(SystemExit) as e:
-        bench_real.main(["--no-phases", "--steps", "family", "--workdir", str(tmp_path / "w")])
-    assert e.value.code == 2
-    assert "--no-phases: applies to the online step" in capsys.readouterr().err
-    assert not (tmp_path / "w").exists()
+    _refused_before_anything_is_built(
+        capsys, tmp_path, [(["--no-phases", "--steps", "family"], "--no-phases: applies to the online step")]
+    )
+
+
+def _refused_before_anything_is_built(capsys, tmp_path, cases):
+    """Each (argv, said): the harness exits with 2, says ``said`` on stderr, and builds no
+    work directory."""
+    for argv, said in cases:
+        with pytest.raises(SystemExit) as e:
+            bench_real.main([*argv, "--workdir", str(tmp_path / "w")])
+        assert e.value.code == 2
+        assert said in capsys.readouterr().err
+        assert not (tmp_path / "w").exists()
 
 
 def test_online_seconds_are_checked_before_anything_is_built(capsys, tmp_path):
-    for argv, said in (
-        (["--online-seconds", "300", "--steps", "family"], "--online-seconds: applies to the online step"),
-        (["--online-seconds", "10", "--steps", "online"], "--online-seconds 10: want 30 to 1800"),
-        (["--online-seconds", "x", "--steps", "online"], "invalid int value"),
-    ):
-        with pytest.raises(SystemExit) as e:
-            bench_real.main([*argv, "--workdir", str(tmp_path / "w")])
-        assert e.value.code == 2
-        assert said in capsys.readouterr().err
-        assert not (tmp_path / "w").exists()
+    _refused_before_anything_is_built(
+        capsys,
+        tmp_path,
+        [
+            (["--online-seconds", "300", "--steps", "family"], "--online-seconds: applies to the online step"),
+            (["--online-seconds", "10", "--steps", "online"], "--online-seconds 10: want 30 to 1800"),
+            (["--online-seconds", "x", "--steps", "online"], "invalid int value"),
+        ],
+    )
 
 
 def test_v3_features_are_checked_before_anything_is_built(capsys, tmp_path):
-    for argv, said in (
-        (["--v3-features", "randomness", "--steps", "family"], "--v3-features: applies to the trainset"),
-        (["--v3-features", "randomness,nope", "--steps", "trainset"], "--v3-features: nope: want some of"),
-        (["--v3-features", "density,density", "--steps", "trainset"], "a repeat or an empty list"),
-        (["--v3-features", "", "--steps", "trainset"], "a repeat or an empty list"),
-    ):
-        with pytest.raises(SystemExit) as e:
-            bench_real.main([*argv, "--workdir", str(tmp_path / "w")])
-        assert e.value.code == 2
-        assert said in capsys.readouterr().err
-        assert not (tmp_path / "w").exists()
+    _refused_before_anything_is_built(
+        capsys,
+        tmp_path,
+        [
+            (["--v3-features", "randomness", "--steps", "family"], "--v3-features: applies to the trainset"),
+            (["--v3-features", "randomness,nope", "--steps", "trainset"], "--v3-features: nope: want some of"),
+            (["--v3-features", "density,density", "--steps", "trainset"], "a repeat or an empty list"),
+            (["--v3-features", "", "--steps", "trainset"], "a repeat or an empty list"),
+        ],
+    )
 
 
 def test_a_reused_report_is_dated_by_the_run_and_keeps_its_sweeps_date(capsys):

@@ -215,20 +215,17 @@ impl Inputs {
     /// The scale-free inputs a model file names (all of them when it names none). Names were
     /// checked on load ([`ModelFile::validate`]: each a scale-free input, once).
     fn named(names: &[String]) -> Inputs {
+        let picked: Vec<usize> = if names.is_empty() {
+            (0..SCALE_FREE_WIDTH).collect()
+        } else {
+            names
+                .iter()
+                .filter_map(|name| READAHEAD_FEATURES_V3.iter().position(|f| f == name))
+                .collect()
+        };
+        let n = picked.len().min(MAX_INPUTS);
         let mut pick = [0usize; MAX_INPUTS];
-        let mut n = 0;
-        if names.is_empty() {
-            for (p, i) in pick.iter_mut().zip(0..SCALE_FREE_WIDTH) {
-                *p = i;
-                n += 1;
-            }
-        }
-        for name in names {
-            if let (Some(i), Some(p)) = (READAHEAD_FEATURES_V3.iter().position(|f| f == name), pick.get_mut(n)) {
-                *p = i;
-                n += 1;
-            }
-        }
+        pick[..n].copy_from_slice(&picked[..n]);
         Inputs::ScaleFree { pick, n }
     }
 }

@@ -913,15 +913,11 @@ impl Guarded {
                     self.process_backoffs
                         .retain(|pid, _| outcome.by_process.contains_key(pid));
                 }
-                self.forget_measured();
                 self.age += 1;
                 if self.arm == Arm::Vanilla {
                     self.vanilla_windows += 1;
                 }
-                if self.phase != Phase::Backoff {
-                    self.phase = Phase::Baseline;
-                    self.switch(Arm::Vanilla, knobs);
-                }
+                self.measure_vanilla_afresh(knobs);
                 return;
             }
         }
@@ -1188,15 +1184,21 @@ impl Guarded {
         }
     }
 
-    /// Drop every measurement and what was judged by them: what comes is not comparable (the
-    /// watched processes changed, or progress went unmeasured for a while).
-    fn forget_measured(&mut self) {
+    /// Drop every measurement and what was judged by them (what comes is not comparable: the
+    /// watched processes changed, or progress went unmeasured for a while) and measure vanilla
+    /// afresh before the controller acts again. A backoff stands (it is by value, and holds
+    /// vanilla already).
+    fn measure_vanilla_afresh(&mut self, knobs: &mut dyn ReadaheadKnobs) {
         self.vanilla.clear();
         self.tuned.clear();
         self.unjudged.clear();
         self.pending = None;
         self.judged = None;
         self.unconfirmed = None;
+        if self.phase != Phase::Backoff {
+            self.phase = Phase::Baseline;
+            self.switch(Arm::Vanilla, knobs);
+        }
     }
 
     /// Whether `outcome` is a window the workload ran in (it touched pages) with no measure
@@ -1234,14 +1236,10 @@ impl Guarded {
                     ),
                 });
             }
-            // Backoffs stand (they are by value); the rest was measured before the gap.
-            if self.phase != Phase::Backoff {
-                self.phase = Phase::Baseline;
-            }
-            self.forget_measured();
+            // What was measured came before the gap.
             self.short = None;
             self.quick = false;
-            self.switch(Arm::Vanilla, knobs);
+            self.measure_vanilla_afresh(knobs);
         }
         true
     }
