@@ -59,6 +59,8 @@ V3_MODEL = "readahead_v3.iolm"
 #: Seconds per run, sweep and evaluation alike (the cold-cache share of a run depends on its
 #: length, so the oracle is chosen on runs as long as those it is judged on). Shorter than the
 #: other steps' 20 s to fit 209 runs in an hour; the tuner acts within its first 3-5 windows.
+#: ``--family-seconds`` runs members longer: a tuner left running, its start and its checks of
+#: vanilla a smaller share.
 SECONDS = 15
 #: Seconds at the start of every run that the "after the start" ratios leave out: the tuner's
 #: start (the guardrail's first vanilla block of four 1-s windows, then its first change)
@@ -507,10 +509,13 @@ def chosen(s: br.Settings) -> tuple[Workload, ...]:
     return tuple(w for w in FAMILY if w.name in QUICK) if s.quick else FAMILY
 
 
-def earlier_sweeps(path: Path, sweep_kb) -> dict[str, dict[int, list[float]]]:
+def earlier_sweeps(path: Path, sweep_kb, seconds: float = SECONDS) -> dict[str, dict[int, list[float]]]:
     """The sweeps an earlier family step recorded in ``path`` (``family-runs.csv``): each
-    member's throughput per value, for the members swept at every value of ``sweep_kb``. The
-    file is rewritten by the step that reads it, with the rows of the members it runs."""
+    member's throughput per value, for the members swept at every value of ``sweep_kb`` in runs
+    of ``seconds`` (column ``seconds``, written since ``--family-seconds``; rows without it are
+    taken as ``SECONDS``, the full step's length then: the oracle of a run of another length is
+    another value). Every sweep row is checked, whatever its length. The file is rewritten by
+    the step that reads it, with the rows of the members it runs."""
     if not path.exists():
         return {}
     got: dict[str, dict[int, list[float]]] = {}
@@ -521,13 +526,18 @@ def earlier_sweeps(path: Path, sweep_kb) -> dict[str, dict[int, list[float]]]:
     for n, r in enumerate(rows, start=2):
         if r["config"] != "sweep" or r["seed"] != SWEEP_SEED:
             continue
+        length = r.get("seconds", SECONDS)
+        good = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0  # noqa: E731
+        if not (good(length) and length > 0):
+            raise ValueError(f"{path}: line {n}: column seconds: not a number of seconds")
         try:
             ops = json.loads(r["ops"]) if isinstance(r["ops"], str) else [r["ops"]]
         except ValueError:
             ops = None
-        good = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0  # noqa: E731
         if not (isinstance(ops, list) and ops and all(good(x) for x in ops)):
             raise ValueError(f"{path}: line {n}: column ops: not a list of throughputs")
+        if length != seconds:
+            continue
         got.setdefault(r["workload"], {})[int(r["ra_kb"])] = [float(x) for x in ops]
     return {w: by for w, by in got.items() if set(sweep_kb) <= set(by)}
 
@@ -599,7 +609,7 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     files = Files(s, tb)
     scratch = out / "raw"
     workloads = chosen(s)
-    seconds = s.seconds if s.quick else SECONDS
+    seconds = s.seconds if s.quick else (s.family_seconds or SECONDS)
     configs = configurations(s, out)
     # Every member once, briefly, before the hour: a wrong option (or a run whose per-second
     # throughput cannot be read) fails here, not at minute 50.
@@ -610,14 +620,15 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
 
     def record(w: Workload, config: str, repeat: int, seed: int, kb: int, ops: list[float], series=()):
         rows.append({"workload": w.name, "config": config, "repeat": repeat, "seed": seed, "ra_kb": kb,
-                     "ops": json.dumps(ops), "unit": w.unit, "series": json.dumps(list(series))})  # fmt: skip
+                     "ops": json.dumps(ops), "unit": w.unit, "series": json.dumps(list(series)),
+                     "seconds": seconds})  # fmt: skip
         ra._write(out / "family-runs", rows)
         if bar is not None:
             bar.update(1)
 
     oracle = {}
     # Read before the first run rewrites the file.
-    earlier = earlier_sweeps(out / "family-runs.csv", s.sweep_kb) if s.reuse else {}
+    earlier = earlier_sweeps(out / "family-runs.csv", s.sweep_kb, seconds) if s.reuse else {}
     for w in workloads:
         sweep_row = lambda kb, ops, w=w: record(w, "sweep", -1, SWEEP_SEED, kb, ops)  # noqa: E731
         oracle[w.name] = sweep_oracle(s, tb, db, files, w, seconds=seconds, scratch=scratch, record=sweep_row,

@@ -96,6 +96,8 @@ class Settings:
         self.phases = True
         # Seconds of each run of the online step (None: bench_online.SECONDS).
         self.online_seconds = None
+        # Seconds of each run of the family step, sweep included (None: bench_family.SECONDS).
+        self.family_seconds = None
         # The scale-free inputs the trainset and retrain steps train the v3 model on.
         self.v3_features = ra.FEATURES_V3
         # The family step also runs LEAP, KML's baseline, as a prefetcher on the kernel
@@ -1001,6 +1003,13 @@ def main(argv=None) -> int:
         "horizon is 300: 90%% of the oracle's gain within 5 minutes)",
     )
     ap.add_argument(
+        "--family-seconds",
+        type=int,
+        default=None,
+        help="seconds of each run of the family step, its sweep included, 15 to 1800 (default 15; "
+        "longer runs: a tuner left running, its start a smaller share)",
+    )
+    ap.add_argument(
         "--v3-features",
         default=None,
         help="comma-separated inputs the trainset and retrain steps train the scale-free (v3) model on, "
@@ -1022,6 +1031,13 @@ def main(argv=None) -> int:
             ap.error("--online-seconds: applies to the online step; add online to --steps")
         if not 30 <= a.online_seconds <= 1800:
             ap.error(f"--online-seconds {a.online_seconds}: want 30 to 1800")
+    if a.family_seconds is not None:
+        if "family" not in steps:
+            ap.error("--family-seconds: applies to the family step; add family to --steps")
+        if a.quick:
+            ap.error("--family-seconds: not with --quick (its runs are a few seconds)")
+        if not 15 <= a.family_seconds <= 1800:
+            ap.error(f"--family-seconds {a.family_seconds}: want 15 to 1800")
     if a.family is not None:
         from . import bench_family
 
@@ -1143,6 +1159,7 @@ def main(argv=None) -> int:
     s.fallback_online = a.fallback_online
     s.phases = not a.no_phases
     s.online_seconds = a.online_seconds
+    s.family_seconds = a.family_seconds
     s.leap = a.leap
     s.kml = a.kml
     s.family_configs = tuple({"vanilla", *a.family_configs.split(",")}) if a.family_configs else None
@@ -1241,6 +1258,7 @@ def main(argv=None) -> int:
                 "leap": s.leap,
                 "kml": s.kml,
                 "configs": sorted(s.family_configs) if s.family_configs else None,
+                "seconds": s.seconds if s.quick else (s.family_seconds or bench_family.SECONDS),
             }
         if "online" in steps:
             from . import bench_online

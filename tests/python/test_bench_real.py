@@ -410,6 +410,19 @@ def test_online_seconds_are_checked_before_anything_is_built(capsys, tmp_path):
     )
 
 
+def test_family_seconds_are_checked_before_anything_is_built(capsys, tmp_path):
+    _refused_before_anything_is_built(
+        capsys,
+        tmp_path,
+        [
+            (["--family-seconds", "60", "--steps", "online"], "--family-seconds: applies to the family step"),
+            (["--family-seconds", "10", "--steps", "family"], "--family-seconds 10: want 15 to 1800"),
+            (["--family-seconds", "60", "--steps", "family", "--quick"], "--family-seconds: not with --quick"),
+            (["--family-seconds", "1m", "--steps", "family"], "invalid int value"),
+        ],
+    )
+
+
 def test_v3_features_are_checked_before_anything_is_built(capsys, tmp_path):
     _refused_before_anything_is_built(
         capsys,

@@ -273,6 +273,15 @@ def test_a_family_step_reused_takes_only_complete_sweeps(tmp_path):
     ra._write(tmp_path / "family-runs", rows + [row("b", 128, ops="[-1]")])
     with pytest.raises(ValueError, match=r"family-runs.csv: line 7: column ops"):
         bf.earlier_sweeps(path, (16, 128))
+    # A sweep of runs of another length chooses another oracle: not taken. Rows without the
+    # column are of the default length.
+    timed = [dict(r, seconds=60) for r in rows[:2]] + [dict(r, seconds=bf.SECONDS) for r in rows[2:]]
+    ra._write(tmp_path / "family-runs", timed + [dict(row("b", 128), seconds=bf.SECONDS)])
+    assert bf.earlier_sweeps(path, (16, 128)) == {"b": {16: [1.5, 2.0], 128: [1.5, 2.0]}}
+    assert bf.earlier_sweeps(path, (16, 128), 60) == {"a": {16: [1.5, 2.0], 128: [1.5, 2.0]}}
+    ra._write(tmp_path / "family-runs", timed[:1] + [dict(row("a", 128), seconds=-15)])
+    with pytest.raises(ValueError, match=r"family-runs.csv: line 3: column seconds"):
+        bf.earlier_sweeps(path, (16, 128), 60)
 
 
 def test_a_resumed_trainset_keeps_every_earlier_run_in_its_sweep_even_when_cut_short(tmp_path, monkeypatch):

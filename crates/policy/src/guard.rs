@@ -11,7 +11,8 @@
 //! is within `tolerance` of vanilla's, reverted otherwise (several watched processes: each
 //! against its own vanilla, with equal weights, [`Outcome::relative_progress`]). A vanilla block older than the
 //! current interval is measured again before judging (the interval doubles after every passed
-//! check, up to `max_interval`). A single settled window below `abort` times vanilla reverts at once,
+//! check, and grows four times after a check, or a first verdict against vanilla measured just
+//! before, that vanilla fell clearly below, up to `max_interval`). A single settled window below `abort` times vanilla reverts at once,
 //! where it can be told from noise (progress counted in clock ticks: a shortfall of more than
 //! three times the square root of vanilla's ticks in a window); else two in a row do. A
 //! settled window clearly below every window of vanilla's block (by more than the tolerance
@@ -78,7 +79,9 @@ pub struct GuardConfig {
     /// costs the kernel about a second first.
     pub abort: f64,
     /// How old (windows) a vanilla block may be to judge a decision by, at first; doubles after
-    /// each passed check, so vanilla is measured less often while the controller keeps winning.
+    /// each passed check, so vanilla is measured less often while the controller keeps winning
+    /// (four times after a check, or a first verdict against vanilla measured just before, that
+    /// vanilla fell clearly below: `Guarded::clearly_above`).
     pub first_interval: u64,
     /// The most windows between two vanilla blocks.
     pub max_interval: u64,
@@ -498,7 +501,8 @@ pub struct Guarded {
     /// before vanilla's block: the controller's next decision need not wait for another.
     quick: bool,
     /// The window the controller's windows being judged end at (the one judged now, or a
-    /// check's pending windows'): where vanilla's line is carried to (`clearly_below`).
+    /// check's pending windows'): where vanilla's line is carried to (`clearly_below`), and
+    /// the controller's line carried from (`clearly_above`).
     tuned_at: u64,
     /// A decision whose first windows fell below vanilla and that vanilla measured again did
     /// not confirm: judged on a block of its own, not looked at again window by window (on a
@@ -1158,7 +1162,7 @@ impl Guarded {
                         self.judged = Some(self.wants.clone());
                         self.unjudged.clear();
                         if full {
-                            self.interval = (self.interval * 2).min(cfg.max_interval);
+                            self.checked(cfg, &t, true);
                         }
                     } else {
                         self.unconfirmed = Some(self.wants.clone());
@@ -1346,9 +1350,21 @@ impl Guarded {
         knobs: &mut dyn ReadaheadKnobs,
     ) {
         if fresh && self.passes(cfg, &t) {
-            self.verdict(cfg, &t, full);
+            if !self.verdict(cfg, &t, full) {
+                // Passed, but a process held back at vanilla is still down: the others'
+                // values cost it, and the decision goes as a whole.
+                if full {
+                    self.revert(cfg, knobs, false);
+                } else {
+                    self.revert_all(cfg, knobs);
+                }
+                return;
+            }
             self.judged = Some(self.wants.clone());
             self.unjudged.clear();
+            if full && adjacent && self.interval == cfg.first_interval {
+                self.checked(cfg, &t, false);
+            }
         } else if adjacent {
             self.verdict(cfg, &t, full);
             if full {
@@ -1546,6 +1562,62 @@ impl Guarded {
         self.below_vanilla(cfg, tuned, false)
     }
 
+    /// Whether every window of vanilla's block fell below a whole block of the controller's
+    /// (`tuned`) by more than chance can explain: [`Guarded::clearly_below`] the other way
+    /// round, the controller's block the reference ([`below_every`]: below its lowest window
+    /// and its line carried to vanilla's, by more than the tolerance, twice the block's spread
+    /// about its line and its count's noise). A decision kept by such a margin is far from its
+    /// verdict's edge, and the next check of vanilla can wait four times as long
+    /// ([`Guarded::checked`]). With several processes watched through both sides, each one on
+    /// its own (a busy one's gain summed would hide a light one's loss); never while a process
+    /// is held back or about to be. Never with a block of one window (no spread to hold it to).
+    fn clearly_above(&self, cfg: &GuardConfig, tuned: &[Outcome]) -> bool {
+        if !self.held.is_empty() || !self.harmed.is_empty() || tuned.len() < cfg.block.max(2) as usize {
+            return false;
+        }
+        // Vanilla's block ends this many windows after the controller's did (negative: before).
+        let since = self.vanilla_at as f64 - self.tuned_at as f64;
+        let margin = Margin::of(cfg, tuned);
+        let above = |rate: &dyn Fn(&Outcome) -> Option<f64>| {
+            let side = |s: &[Outcome]| s.iter().map(rate).collect::<Option<Vec<f64>>>();
+            match (side(tuned), side(&self.vanilla)) {
+                (Some(t), Some(v)) => v.len() >= 2 && below_every(&t, since, margin, &v, false),
+                _ => false,
+            }
+        };
+        if tuned.iter().chain(&self.vanilla).any(|o| o.progress().is_none()) {
+            return false;
+        }
+        let Some((_, (amounts, _))) = Outcome::paired_sums(tuned, &self.vanilla) else {
+            return false;
+        };
+        if amounts.len() < 2 {
+            return above(&Outcome::progress);
+        }
+        amounts
+            .keys()
+            .all(|pid| above(&|o: &Outcome| Some(o.by_process.get(pid).copied().unwrap_or(0.0) / o.seconds)))
+    }
+
+    /// A whole block of the decision in force (`tuned`) passed against vanilla: after a check
+    /// of vanilla measured for it (`check`) the next check waits twice as long, four times as
+    /// long where vanilla fell clearly below it ([`Guarded::clearly_above`]); after a first
+    /// verdict against vanilla's block just before, at the first interval, four times as long
+    /// where it was clearly above, else as long. Each check costs `settle + block` windows of
+    /// vanilla: at a doubling from 16 windows a range scan kept at 1.3x vanilla spent a fifth
+    /// of a minute-long run on them.
+    fn checked(&mut self, cfg: &GuardConfig, tuned: &[Outcome], check: bool) {
+        let stretch = if self.clearly_above(cfg, tuned) {
+            4
+        } else if check {
+            2
+        } else {
+            return;
+        };
+        self.interval = (self.interval * stretch).min(cfg.max_interval);
+        tracing::debug!(event = %"guard_interval", windows = self.interval, stretch = stretch);
+    }
+
     /// [`Guarded::clearly_below`], with vanilla's line carried forward where it rises too
     /// (`rising`, [`below_every`]): grounds for measuring vanilla again, not for a verdict.
     fn below_vanilla(&self, cfg: &GuardConfig, tuned: &[Outcome], rising: bool) -> bool {
@@ -1555,20 +1627,7 @@ impl Guarded {
         // The windows judged end this many windows after vanilla's block did (negative: a
         // check's pending windows, measured before the block).
         let since = self.tuned_at as f64 - self.vanilla_at as f64;
-        // Clock ticks in a window per unit of rate: seconds over resolution. Pages counted for
-        // the workload (`ops`) swing for other reasons than chance, which the block's spread
-        // about its line measures (`beyond_noise` alike).
-        let ticks = self.vanilla.iter().all(|o| o.ops.is_none());
-        let resolution = self.vanilla.iter().map(|o| o.resolution).fold(0.0, f64::max);
-        let seconds = self.vanilla.iter().map(|o| o.seconds).sum::<f64>() / self.vanilla.len() as f64;
-        let margin = Margin {
-            tolerance: cfg.tolerance,
-            units_per_rate: if ticks && resolution > 0.0 {
-                seconds / resolution
-            } else {
-                0.0
-            },
-        };
+        let margin = Margin::of(cfg, &self.vanilla);
         let below = |rate: &dyn Fn(&Outcome) -> Option<f64>| {
             let vanilla: Option<Vec<f64>> = self.vanilla.iter().map(rate).collect();
             let rates: Vec<f64> = tuned
@@ -1681,7 +1740,8 @@ struct Pending {
     full: bool,
     /// The decision they measured.
     wanted: Wants,
-    /// The window they end at (vanilla's line is carried back to it, `clearly_below`).
+    /// The window they end at (vanilla's line is carried back to it, `clearly_below`; their
+    /// own carried on to vanilla's, `clearly_above`).
     at: u64,
 }
 
@@ -1734,6 +1794,26 @@ pub(crate) fn mean_and_spread(rates: &[f64]) -> (f64, f64) {
 struct Margin {
     tolerance: f64,
     units_per_rate: f64,
+}
+
+impl Margin {
+    /// The margin of a block of `windows` (each with a measured progress).
+    fn of(cfg: &GuardConfig, windows: &[Outcome]) -> Margin {
+        // Clock ticks in a window per unit of rate: seconds over resolution. Pages counted for
+        // the workload (`ops`) swing for other reasons than chance, which the block's spread
+        // about its line measures (`beyond_noise` alike).
+        let ticks = windows.iter().all(|o| o.ops.is_none());
+        let resolution = windows.iter().map(|o| o.resolution).fold(0.0, f64::max);
+        let seconds = windows.iter().map(|o| o.seconds).sum::<f64>() / windows.len().max(1) as f64;
+        Margin {
+            tolerance: cfg.tolerance,
+            units_per_rate: if ticks && resolution > 0.0 {
+                seconds / resolution
+            } else {
+                0.0
+            },
+        }
+    }
 }
 
 /// Whether every rate of `tuned` is below the rates of a vanilla block (one window apart;

@@ -273,6 +273,46 @@ fn a_setting_that_turns_bad_is_caught_at_the_next_check() {
     assert!(g.take_events().iter().any(|e| e.kind == GuardEventKind::Reverted));
 }
 
+/// Windows on vanilla after the guardrail's first block, in `seen` (the device's value in
+/// each window): where they start, and how many.
+fn checks_of_vanilla(seen: &[u64]) -> (Option<usize>, usize) {
+    let later = seen
+        .iter()
+        .enumerate()
+        .skip(8)
+        .filter(|&(_, &kb)| kb == 128)
+        .map(|(i, _)| i);
+    (later.clone().next(), later.count())
+}
+
+#[test]
+fn a_decision_kept_by_a_wide_margin_is_checked_less_often() {
+    // 512 KiB at 1.5x vanilla, counted by the application: every vanilla window far below every
+    // one of 512's. The first check of vanilla waits 64 windows (four times the first interval;
+    // at about 69) and the next the longest interval (about 201): one check in 200 windows
+    // where doubling from 16 made three (at about 21, 57 and 125), each settle + block windows
+    // of vanilla.
+    let mut g = guarded(Static::new(512));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run(&mut g, &mut dev, 200, |kb| if kb == 512 { 150.0 } else { 100.0 });
+    let (first, windows) = checks_of_vanilla(&seen);
+    assert!(first.is_some_and(|i| (60..=75).contains(&i)), "{seen:?}");
+    assert_eq!(windows, 4, "{seen:?}");
+    assert!(g.take_events().iter().all(|e| e.kind == GuardEventKind::Kept));
+    // 4% better, vanilla's windows and 512's alike spreading by 6%: kept, but vanilla is
+    // within the spread of 512's windows and checked again at the first interval.
+    let wobble = |i: usize| [1.0, 0.97, 1.03, 0.99][i % 4];
+    let mut g = guarded(Static::new(512));
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run_by_window(&mut g, &mut dev, 200, |kb, i| {
+        wobble(i) * if kb == 512 { 5_200.0 } else { 5_000.0 }
+    });
+    let (first, windows) = checks_of_vanilla(&seen);
+    assert!(first.is_some_and(|i| i <= 25), "{seen:?}");
+    assert!(windows >= 12, "{seen:?}");
+    assert!(g.take_events().iter().all(|e| e.kind == GuardEventKind::Kept));
+}
+
 #[test]
 fn a_controller_that_keeps_vanilla_costs_nothing() {
     let mut g = guarded(Vanilla);
@@ -982,6 +1022,36 @@ fn run_on_processes(
 }
 
 #[test]
+fn a_wide_margin_summed_over_processes_is_not_one_for_each() {
+    // Both processes at 16 KiB, one per open file description: the busy one doubles, the light
+    // one loses 10% (under the `harm` bar: not put back alone). The sum is far above vanilla,
+    // the light process is not: the check of vanilla comes at the first interval. Where both
+    // double, it waits four times as long.
+    for (light_at_16, first_check) in [(0.45, 8..=25), (1.0, 60..=80)] {
+        let ctl = PerProcess {
+            kb: [(100, 16), (101, 16)].into(),
+        };
+        let progress = |k: &Processes, pid: u32| match (pid, k.description_read_ahead_kb(pid, 1) == 16) {
+            (100, true) => 1.8,
+            (100, false) => 0.9,
+            (_, true) => light_at_16,
+            _ => 0.5,
+        };
+        let mut vanilla_again = None;
+        let (ev, _) = run_on_processes(ctl, 100, progress, |i, _, k| {
+            if i >= 8 && vanilla_again.is_none() && k.description_read_ahead_kb(100, 1) == 128 {
+                vanilla_again = Some(i);
+            }
+        });
+        assert!(ev.iter().all(|e| e.kind == GuardEventKind::Kept), "{ev:?}");
+        assert!(
+            vanilla_again.is_some_and(|i| first_check.contains(&i)),
+            "light process at {light_at_16}: vanilla again at {vanilla_again:?}, wanted {first_check:?}"
+        );
+    }
+}
+
+#[test]
 fn a_process_still_down_once_held_brings_the_whole_decision_back() {
     // The scan slows because of the reader's 16 KiB (they share the device), not its own
     // value: held alone it stays down, so the decision as a whole goes, and the scan is not
@@ -1042,7 +1112,7 @@ fn the_guardrail_is_idle_only_while_a_judged_decision_is_in_force() {
     let mut g = guarded(Static::new(512));
     let mut dev = Device { kb: 128, sets: 0 };
     let mut idle = Vec::new();
-    for _ in 0..60 {
+    for _ in 0..120 {
         run(&mut g, &mut dev, 1, f);
         idle.push(g.idle());
     }
@@ -1050,7 +1120,8 @@ fn the_guardrail_is_idle_only_while_a_judged_decision_is_in_force() {
     assert!(idle[..7].iter().all(|&i| !i), "{idle:?}");
     let first = idle.iter().position(|&i| i).expect("idle once kept");
     assert!(first <= 8, "{idle:?}");
-    // The check of vanilla at the interval (16 windows) is not idle; idle again after it.
+    // The check of vanilla at the interval (64 windows after a verdict vanilla fell clearly
+    // below) is not idle; idle again after it.
     let busy_again = idle[first..].iter().position(|&i| !i).expect("a check") + first;
     assert!(idle[busy_again..].iter().any(|&i| i), "{idle:?}");
     // A worse value is reverted: the backoff on vanilla waits (idle), the vanilla block
@@ -1949,6 +2020,7 @@ fn a_process_still_down_once_held_back_from_a_device_value_brings_the_value_back
         ..Default::default()
     };
     let mut windows_at_16 = 0;
+    let mut after = Vec::new();
     for i in 0..60 {
         let at_16 = k.kb == 16;
         windows_at_16 += usize::from(i >= 4 && at_16);
@@ -1962,6 +2034,7 @@ fn a_process_still_down_once_held_back_from_a_device_value_brings_the_value_back
             })
             .collect();
         g.decide(&pages_by_process(&each, k.kb), &mut k);
+        after.push(k.kb);
     }
     let ev = g.take_events();
     let alone = ev
@@ -1979,6 +2052,8 @@ fn a_process_still_down_once_held_back_from_a_device_value_brings_the_value_back
         ev[whole].reason
     );
     assert!(ev[whole].window <= ev[alone].window + 6, "{ev:?}");
+    // Logged as reverted, and reverted: vanilla from the verdict on.
+    assert_eq!(after[ev[whole].window as usize], 128, "{after:?} {ev:?}");
     // Tried again after each backoff, which doubles: the reverts come further and further apart.
     let reverts: Vec<u64> = ev
         .iter()
