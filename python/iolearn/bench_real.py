@@ -98,8 +98,9 @@ class Settings:
         self.online_seconds = None
         # Seconds of each run of the family step, sweep included (None: bench_family.SECONDS).
         self.family_seconds = None
-        # The scale-free inputs the trainset and retrain steps train the v3 model on.
-        self.v3_features = ra.FEATURES_V3
+        # The scale-free inputs the trainset and retrain steps train the v3 model on (None:
+        # every one the recorded windows hold).
+        self.v3_features = None
         # The family step also runs LEAP, KML's baseline, as a prefetcher on the kernel
         # (`iolearn tune readahead --controller leap-prefetch-unmarked`).
         self.leap = False
@@ -1013,8 +1014,8 @@ def main(argv=None) -> int:
         "--v3-features",
         default=None,
         help="comma-separated inputs the trainset and retrain steps train the scale-free (v3) model on, "
-        f"each once, of {','.join(ra.FEATURES_V3)} (default: all; the model file names them and the tuner "
-        "reads those)",
+        f"each once, of {','.join(ra.FEATURES_V3)} (default: every one the windows hold; the model file names "
+        "them and the tuner reads those)",
     )
     a = ap.parse_args(argv)
     steps = set(a.steps.split(","))
@@ -1133,7 +1134,7 @@ def main(argv=None) -> int:
             stale_runs(a.out, steps, earlier, device)
         except ValueError as e:
             ap.error(f"--reuse: {e}")
-    v3_features = tuple(a.v3_features.split(",")) if a.v3_features else ra.FEATURES_V3
+    v3_features = tuple(a.v3_features.split(",")) if a.v3_features else None
     if steps == {"retrain"}:
         # Offline: no test bed, no root.
         return retrain_only(a.out, earlier, a.quick, v3_features)
@@ -1289,7 +1290,7 @@ def trainset_section(rep: dict) -> dict:
     return {k: v for k, v in rep.items() if k != "features"}
 
 
-def retrain_only(out: Path, earlier: dict, quick: bool, features=ra.FEATURES_V3) -> int:
+def retrain_only(out: Path, earlier: dict, quick: bool, features=None) -> int:
     """``--steps retrain`` alone: the scale-free model trained again from the runs the trainset
     step recorded in ``out`` (on ``features``), and the report's ``trainset`` section replaced."""
     from . import bench_trainset

@@ -51,14 +51,16 @@ def chosen(s: br.Settings) -> tuple[bf.Workload, ...]:
 
 def windows(path: Path, workload: str, kb: int) -> list[dict]:
     """The device's windows a probe recorded in ``path``, as rows of ``FEATURES_V3`` with the
-    workload and the readahead in force."""
+    workload and the readahead in force (``FEATURES_V3_FIRST`` at least: a recording from before
+    ``marker_share`` has the others only)."""
     rows = []
     with open(path, newline="") as fh:
         for n, r in enumerate(csv.DictReader(fh), start=2):
             if r.get("scope") != "device":
                 continue
             try:
-                rows.append({"workload": workload, "ra_kb": kb, **{k: float(r[k]) for k in ra.FEATURES_V3}})
+                names = [k for k in ra.FEATURES_V3 if k in r or k in ra.FEATURES_V3_FIRST]
+                rows.append({"workload": workload, "ra_kb": kb, **{k: float(r[k]) for k in names}})
             except (KeyError, TypeError, ValueError) as e:
                 raise RuntimeError(f"{path}:{n}: not a probe window with the scale-free columns ({e})") from None
     return rows
@@ -130,14 +132,16 @@ def trainset(s: br.Settings, tb: br.Testbed, db: Path, out: Path, resume: bool =
     return retrain(out, s.quick, rows, feats, s.v3_features)
 
 
-def retrain(out: Path, quick: bool, rows=None, feats=None, features=ra.FEATURES_V3) -> dict:
+def retrain(out: Path, quick: bool, rows=None, feats=None, features=None) -> dict:
     """Label and train from the sweep and windows a trainset step recorded in ``out`` (read
     from its CSVs unless given): the ``retrain`` step, for a new labelling rule, model or set
-    of inputs (``features``, of ``FEATURES_V3``) without the hour of runs. Writes the models
-    under ``out``; returns the training report."""
+    of inputs (``features``, of ``FEATURES_V3``; None: every one the windows hold) without the
+    hour of runs. Writes the models under ``out``; returns the training report."""
     if rows is None:
         rows = ra._read(out / "trainset-sweep.csv", need=("workload", "ra_kb", "ops_s", "seed"))
-        feats = ra._read(out / "trainset-features.csv", need=("workload", "ra_kb", *ra.FEATURES_V3))
+        feats = ra._read(out / "trainset-features.csv", need=("workload", "ra_kb", *(features or ra.FEATURES_V3_FIRST)))
+    if features is None:
+        features = tuple(k for k in ra.FEATURES_V3 if feats and k in feats[0])
     rep = ra.train_values(rows, feats, out, epochs=60 if quick else 100, groups=GROUPS, features=features)
     ra.print_held_out(rep)
     return rep

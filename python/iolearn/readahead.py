@@ -69,6 +69,10 @@ FEATURES_V2 = FEATURES + ("direction", "regularity")
 #: (log2 KiB / 13), and the device's pages read in and demand misses per page accessed. A model
 #: on these is trained to name a readahead value, not a workload ([`train_values`]).
 FEATURES_V3 = tuple(_native.READAHEAD_FEATURES_V3)
+#: The scale-free inputs every recording of windows holds (``marker_share``, the eighth, was
+#: added on 2026-11-28: recordings before hold the seven), and what a v3 model file that names
+#: no inputs reads.
+FEATURES_V3_FIRST = FEATURES_V3[:7]
 #: Every column of a window row, the simulator's (``sim_closed_loop``) and the probe's
 #: (``iolearn probe readahead``) alike: each schema's inputs are among them.
 FEATURES_ALL = FEATURES_V2 + ("randomness", "density") + FEATURES_V3[4:]
@@ -417,13 +421,14 @@ def train_values(
     suffix="_v3",
     tie=LABEL_TIE,
     groups: dict | None = None,
-    features=FEATURES_V3,
+    features=None,
 ) -> dict:
-    """A scale-free model (``features``, of ``FEATURES_V3``; schema ``iolearn-readahead-v3``, whose
+    """A scale-free model (``features``, of ``FEATURES_V3``, default every one the windows hold;
+    schema ``iolearn-readahead-v3``, whose
     file names the inputs it reads, so the tuner gives it those) that names the
     readahead value itself: each window is labelled with its workload's value
     ([`label_values`]) whatever value it ran under, so the model learns where to go from where
-    it is. A network (7-15-5-k) and a tree; each class is a value, its action that value.
+    it is. A network (n-15-5-k, n inputs) and a tree; each class is a value, its action that value.
 
     The report's ``held_out`` is the estimate for workloads the model never saw: each workload
     in turn is left out of training with every workload of its group (``groups``: workload ->
@@ -433,10 +438,18 @@ def train_values(
     own sweep (throughput over vanilla's, and the share of the best value's gain). Writes
     ``readahead{suffix}.iolm`` (network) and ``readahead{suffix}_dt.iolm`` (tree) under ``out``
     unless it is None."""
+    if features is None:
+        features = tuple(k for k in FEATURES_V3 if feats and k in feats[0])
     features = tuple(features)
     if v3_features_fault(features) is not None:
         raise ValueError(
             f"features: want some of {', '.join(FEATURES_V3)}, each once; got {', '.join(features) or 'none'}"
+        )
+    absent = [n for n in features if feats and n not in feats[0]]
+    if absent:
+        raise ValueError(
+            f"features: the windows have no {', '.join(absent)} (recorded before that input existed: "
+            "record them again, or train on the others)"
         )
     labels = label_values(rows, tie=tie)
     feats = [f for f in feats if f["workload"] in labels]

@@ -345,3 +345,14 @@ def test_a_resumed_trainset_keeps_every_earlier_run_in_its_sweep_even_when_cut_s
     with pytest.raises(KeyboardInterrupt):
         bench_trainset.trainset(s, Bed(), tmp_path, tmp_path, resume=False)
     assert not (tmp_path / "trainset-sweep.csv").exists()
+
+
+def test_windows_recorded_before_the_marker_share_train_on_the_others():
+    rows, feats = _family(np.random.default_rng(5))
+    # Windows without the eighth input (recorded before it existed): trained on the seven.
+    assert ra.train_values(rows, feats, None, epochs=5)["features"] == list(ra.FEATURES_V3_FIRST)
+    with pytest.raises(ValueError, match="the windows have no marker_share"):
+        ra.train_values(rows, feats, None, epochs=5, features=ra.FEATURES_V3)
+    # With it, on all eight.
+    marked = [dict(f, marker_share=0.5 if f["randomness"] < 0.5 else 0.02) for f in feats]
+    assert ra.train_values(rows, marked, None, epochs=5)["features"] == list(ra.FEATURES_V3)

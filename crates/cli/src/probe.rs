@@ -135,6 +135,8 @@ fn record(a: &RecordArgs, name: &str, probe: &mut Probe, mut pids: Vec<u32>, out
             pages_added: window.pages_added,
             pages_accessed: window.pages_accessed,
             misses: window.ra_sync,
+            marker_hits: window.ra_async,
+            faults: window.faults,
             ..Outcome::default()
         };
         let mut row = |scope: &str, ino: String, pid: String, f: RaFeatures| {

@@ -34,8 +34,8 @@ pub const MAX_FILE_BYTES: u64 = 64 << 20;
 /// Feature schemas whose input width is fixed, by name: a model of another width is refused on
 /// save and on load (it would fail at its first decision). `iolearn-policy` tests that these
 /// match its feature extractors. `iolearn-readahead-v3` is not among them: its model reads the
-/// scale-free inputs its file names ([`crate::kml::READAHEAD_FEATURES_V3`], all seven when it
-/// names none), checked by [`ModelFile::validate`].
+/// scale-free inputs its file names ([`crate::kml::READAHEAD_FEATURES_V3`], the first seven
+/// when it names none), checked by [`ModelFile::validate`].
 pub const SCHEMA_WIDTHS: [(&str, usize); 5] = [
     ("kml-readahead-v1", 5),
     ("iolearn-readahead-v2", 7),
@@ -187,13 +187,14 @@ impl ModelFile {
         }
         if self.schema == crate::kml::READAHEAD_SCHEMA_V3 {
             let all = &crate::kml::READAHEAD_FEATURES_V3;
-            if self.features.is_empty() && d != all.len() {
+            let unnamed = crate::kml::READAHEAD_FEATURES_V3_UNNAMED;
+            if self.features.is_empty() && d != unnamed {
                 return Err(Error::invalid(
                     "features",
                     alloc::format!(
-                        "{} without feature names takes all {} inputs but the model has {d}",
+                        "{} without feature names takes the first {unnamed} inputs ({}) but the model has {d}",
                         self.schema,
-                        all.len()
+                        all[..unnamed].join(", ")
                     ),
                 ));
             }

@@ -49,8 +49,13 @@ pub const READAHEAD_FEATURES_V2: [&str; 7] = [
 /// distances, so a model can be asked about files, devices and loads unlike its training.
 pub const READAHEAD_SCHEMA_V3: &str = "iolearn-readahead-v3";
 
+/// How many of [`READAHEAD_FEATURES_V3`] a v3 model file that names none reads: the first
+/// seven, those there were before `marker_share` (such files were written before models named
+/// their inputs).
+pub const READAHEAD_FEATURES_V3_UNNAMED: usize = 7;
+
 /// [`READAHEAD_SCHEMA_V3`]'s feature vector, in order.
-pub const READAHEAD_FEATURES_V3: [&str; 7] = [
+pub const READAHEAD_FEATURES_V3: [&str; 8] = [
     "direction",
     "regularity",
     "randomness",
@@ -58,6 +63,7 @@ pub const READAHEAD_FEATURES_V3: [&str; 7] = [
     "ra_log2_kb_over_13",
     "read_in_per_access",
     "misses_per_access",
+    "marker_share",
 ];
 
 /// KML's classes (code release ids) and their readahead in KiB (KML's sectors / 2):

@@ -3,7 +3,9 @@
 //! kernel through [`ReadaheadKnobs`].
 
 use crate::readahead::{scale_free, Outcome, RaFeatures, WindowFeatures, SCALE_FREE_WIDTH};
-use iolearn_ml::kml::{READAHEAD_FEATURES_V3, READAHEAD_SCHEMA, READAHEAD_SCHEMA_V2, READAHEAD_SCHEMA_V3};
+use iolearn_ml::kml::{
+    READAHEAD_FEATURES_V3, READAHEAD_FEATURES_V3_UNNAMED, READAHEAD_SCHEMA, READAHEAD_SCHEMA_V2, READAHEAD_SCHEMA_V3,
+};
 use iolearn_ml::{ModelFile, ModelKind, Workspace};
 use std::collections::BTreeMap;
 
@@ -202,7 +204,8 @@ enum Inputs {
     /// Bounded inputs ([`scale_free`], `iolearn-readahead-v3`; per device only): those the
     /// model file names, in its order (`pick[..n]`, indices into [`READAHEAD_FEATURES_V3`]),
     /// so a model trained on some of them (without density, which grows with the size of the
-    /// file read) is run on the same ones. A file that names none reads all seven.
+    /// file read) is run on the same ones. A file that names none reads the first seven
+    /// ([`READAHEAD_FEATURES_V3_UNNAMED`]: it was written before `marker_share`).
     ScaleFree { pick: [usize; MAX_INPUTS], n: usize },
 }
 
@@ -216,7 +219,7 @@ impl Inputs {
     /// checked on load ([`ModelFile::validate`]: each a scale-free input, once).
     fn named(names: &[String]) -> Inputs {
         let picked: Vec<usize> = if names.is_empty() {
-            (0..SCALE_FREE_WIDTH).collect()
+            (0..READAHEAD_FEATURES_V3_UNNAMED).collect()
         } else {
             names
                 .iter()
@@ -231,7 +234,7 @@ impl Inputs {
 }
 
 /// The widest input vector a readahead model reads.
-const MAX_INPUTS: usize = 7;
+const MAX_INPUTS: usize = 8;
 const _: () = assert!(SCALE_FREE_WIDTH <= MAX_INPUTS);
 
 /// KML: classify the workload from the window's features with a model file (network or tree,

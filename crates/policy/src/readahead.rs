@@ -268,6 +268,14 @@ pub struct Outcome {
     pub pages_added: u64,
     /// Demand misses: accesses that had to wait for a synchronous read.
     pub misses: u64,
+    /// Readahead marker hits: accesses that reached a page marked to start the next window
+    /// ahead (the kernel's asynchronous readahead, `page_cache_async_ra`): a stream that ran
+    /// on past what was read ahead for it. Random reads reach none, whatever the file's size.
+    pub marker_hits: u64,
+    /// Faults on mapped pages that reached the kernel (kernel: the probe's fault count, whose
+    /// misses do not show in `misses`, no synchronous readahead call being made for them;
+    /// simulator: mapped accesses to pages not yet mapped, misses among them).
+    pub faults: u64,
     /// Pages the workload consumed, each counted once, where such a count exists (simulator:
     /// its accesses; kernel: the pages its reads returned, in a window `--progress auto` judges
     /// by them). `None` for mapped reads: fault-around maps pages without an event, so faults
@@ -421,7 +429,7 @@ pub struct RelativeProgress {
 pub type RaFeatures = [f64; 9];
 
 /// How many inputs [`scale_free`] gives (schema `iolearn-readahead-v3`).
-pub const SCALE_FREE_WIDTH: usize = 7;
+pub const SCALE_FREE_WIDTH: usize = 8;
 
 /// The inputs of a model on bounded inputs (schema `iolearn-readahead-v3`) for one stream:
 /// ratios and shares rather than KML's counts and page distances, so a model trained on one
@@ -432,7 +440,9 @@ pub const SCALE_FREE_WIDTH: usize = 7;
 /// per page accessed, as `log2(1 + x) / 6` capped at 1 (63 pages a page), and demand misses per
 /// page accessed (0..1). A window that accessed nothing counts one access. On mapped reads
 /// fault-around maps pages without an access event, so pages read in per page accessed reads
-/// high there. Per device only: the kernel counts the page cache per device.
+/// high there. Last, the share of marker hits among the accesses readahead saw (marker hits,
+/// demand misses and faults; 0 where there were none, [`marker_share`]). Per device only: the
+/// kernel counts the page cache per device.
 pub fn scale_free(raw: &RaFeatures, outcome: &Outcome) -> [f64; SCALE_FREE_WIDTH] {
     // Index 4 is KML's sectors / 1024, so KiB = x * 512.
     let kb = (raw[4] * 512.0).max(1.0);
@@ -446,7 +456,23 @@ pub fn scale_free(raw: &RaFeatures, outcome: &Outcome) -> [f64; SCALE_FREE_WIDTH
         kb.log2() / 13.0,
         ((1.0 + read_in).log2() / 6.0).min(1.0),
         (outcome.misses as f64 / accessed).min(1.0),
+        marker_share(outcome),
     ]
+}
+
+/// Marker hits over marker hits, demand misses and faults (0..1; 0 where there were none):
+/// what tells a stream of runs longer than what is read ahead (a range scan's 200 KB from a
+/// random key: the kernel's counts gave 0.44 over a run) from random reads (0.02-0.09 on
+/// db_bench's random readers and fio's random mapped reads), without the file's size, which
+/// density carries (`docs/benchmarks.md`). Ratios of counts: the same for a file of any size
+/// and a device of any speed.
+pub fn marker_share(outcome: &Outcome) -> f64 {
+    let seen = outcome.marker_hits + outcome.misses + outcome.faults;
+    if seen == 0 {
+        0.0
+    } else {
+        outcome.marker_hits as f64 / seen as f64
+    }
 }
 
 /// Features of one closed window.

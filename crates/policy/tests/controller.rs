@@ -370,11 +370,17 @@ fn scan_or_random_models(scan_kb: i64) -> (ModelFile, ModelFile) {
         ]
     };
     let classes = [("16KiB", 16), ("scan", scan_kb)];
-    let tree = DecisionTree::fit(&x, &y, 7, &TreeConfig::default()).unwrap();
+    let tree = DecisionTree::fit(
+        &x,
+        &y,
+        iolearn_policy::readahead::SCALE_FREE_WIDTH,
+        &TreeConfig::default(),
+    )
+    .unwrap();
     let mut v3 = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &classes);
     v3.schema = iolearn_ml::kml::READAHEAD_SCHEMA_V3.into();
     v3.features = iolearn_ml::kml::READAHEAD_FEATURES_V3.map(String::from).to_vec();
-    v3.meta.extend(range(&x, 7));
+    v3.meta.extend(range(&x, iolearn_policy::readahead::SCALE_FREE_WIDTH));
     let kml_tree = DecisionTree::fit(&kml_x, &y, 5, &TreeConfig::default()).unwrap();
     let mut kml = iolearn_ml::kml::readahead_model(ModelKind::Tree(kml_tree), &classes);
     kml.meta.extend(range(&kml_x, 5));
@@ -425,7 +431,7 @@ fn a_scale_free_model_decides_on_a_file_and_a_load_a_hundred_times_its_training(
 /// trained without density (which grows with the size of the file read) is not moved by it.
 #[test]
 fn a_scale_free_model_reads_the_inputs_its_file_names_and_no_others() {
-    use iolearn_ml::kml::{READAHEAD_FEATURES_V3, READAHEAD_SCHEMA_V3};
+    use iolearn_ml::kml::READAHEAD_SCHEMA_V3;
     use iolearn_policy::readahead::Outcome;
     let named = |names: &[&str], width: usize, x: &[f32]| {
         // Few pages read in per page accessed: 1024 KiB (class 1); many: 16 (class 0).
@@ -500,7 +506,10 @@ fn a_scale_free_model_reads_the_inputs_its_file_names_and_no_others() {
         .err()
         .expect("refused")
         .to_string();
-    assert!(err.contains(&format!("all {}", READAHEAD_FEATURES_V3.len())), "{err}");
+    assert!(
+        err.contains(&format!("the first {}", iolearn_ml::kml::READAHEAD_FEATURES_V3_UNNAMED)),
+        "{err}"
+    );
 }
 
 /// A per-device lowering is not made while sequential streams carry a third of the device's

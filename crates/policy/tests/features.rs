@@ -270,7 +270,18 @@ fn the_scale_free_features_read_the_same_on_a_file_a_hundred_times_larger() {
         large > 50.0 * small,
         "KML's mean |delta| grows with the file: {small} {large}"
     );
+    // The marker share: marker hits over marker hits, demand misses and faults.
+    let seen = Outcome {
+        marker_hits: 3,
+        misses: 1,
+        faults: 6,
+        ..outcome.clone()
+    };
+    let x = scale_free(&stream(5_000, 2_000, false).features_v2(256), &seen);
+    assert_eq!(x[7], 0.3);
+    assert_eq!(x[7], iolearn_policy::readahead::marker_share(&seen));
     // Nothing seen: no division by zero.
+    assert_eq!(iolearn_policy::readahead::marker_share(&Outcome::default()), 0.0);
     assert_eq!(WindowStats::default().scale(), [0.0, 0.0]);
     assert!(scale_free(&WindowStats::default().features_v2(0), &Outcome::default())
         .iter()

@@ -724,8 +724,8 @@ type ClosedLoop<'py> = (Vec<f64>, Vec<(f64, u64)>, Bound<'py, PyArray2<f64>>);
 /// database) for `seconds`, or with `back_to_back` one after the other on one database,
 /// `seconds` each.
 /// Returns (ops/s per workload, list of (time_s, device read_ahead_kb), windows of device
-/// features as an (n, 13) array `[window, f0..f8, s4..s6]`, or with `file_features` every
-/// file's, (n, 14) `[window, workload index, f0..f8, s4..s6]`; the columns after the indices
+/// features as an (n, 14) array `[window, f0..f8, s4..s7]`, or with `file_features` every
+/// file's, (n, 15) `[window, workload index, f0..f8, s4..s7]`; the columns after the indices
 /// are `readahead.FEATURES_ALL`: KML's five, direction, regularity, randomness, density, then
 /// the bounded inputs those are not, `iolearn_readahead::LoopResult::features`). With `guard` the controller runs behind the
 /// guardrail; with `app_signal` it sees the workloads' ops per window (else only what the

@@ -15,7 +15,7 @@ pub use iolearn_policy::controller::{ControllerSpec, Scope};
 use iolearn_policy::controller::{ReadaheadController, ReadaheadKnobs};
 use iolearn_policy::guard::Guarded;
 pub use iolearn_policy::guard::{GuardConfig, GuardEvent};
-use iolearn_policy::readahead::{scale_free, KmlFeatures, Outcome, RaFeatures};
+use iolearn_policy::readahead::{scale_free, KmlFeatures, Outcome, RaFeatures, SCALE_FREE_WIDTH};
 use iolearn_policy::steady::Steady;
 use iolearn_policy::PageObservation;
 use iolearn_sim::device::DevicePreset;
@@ -243,13 +243,13 @@ pub struct LoopResult {
     pub ops_per_s: Vec<f64>,
     /// The device's `read_ahead_kb` after each window's decision: (end of window, s; KiB).
     pub device_kb: Vec<(f64, u64)>,
-    /// Features per window, row-major: `[window, f0..f8, s4..s6]` for the device (13 wide),
-    /// or `[window, workload index, f0..f8, s4..s6]` per file with `file_features` (14 wide;
+    /// Features per window, row-major: `[window, f0..f8, s4..s7]` for the device (14 wide),
+    /// or `[window, workload index, f0..f8, s4..s7]` per file with `file_features` (15 wide;
     /// on a shared database, per process and file). `f0..f4` are KML's, `f5..f8` direction,
     /// regularity, randomness and density ([`iolearn_policy::readahead::RaFeatures`]),
-    /// `s4..s6` the scale-free inputs those are not (readahead in force, pages read in and
-    /// misses per access: [`iolearn_policy::readahead::scale_free`]), so a row holds every
-    /// schema's inputs.
+    /// `s4..s7` the scale-free inputs those are not (readahead in force, pages read in and
+    /// misses per access, marker share: [`iolearn_policy::readahead::scale_free`]), so a row
+    /// holds every schema's inputs.
     pub features: Vec<f64>,
     /// Width of a `features` row.
     pub width: usize,
@@ -378,7 +378,7 @@ fn run_checked(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> Lo
     }
     let mut k = KmlFeatures::new(window_ns, 0);
     let mut out = LoopResult {
-        width: if cfg.file_features { 14 } else { 13 },
+        width: 1 + usize::from(cfg.file_features) + 9 + SCALE_FREE_WIDTH - 4,
         ..LoopResult::default()
     };
     let mut t = 0;
@@ -405,6 +405,9 @@ fn run_checked(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> Lo
         for (a, b) in before.iter().zip(&now) {
             ops += b.ops - a.ops;
             outcome.misses += b.misses - a.misses;
+            outcome.marker_hits += b.marker_hits - a.marker_hits;
+            outcome.faults += b.faults - a.faults;
+
             // User-mode time, as the tuner measures it on the kernel.
             let user_s = (b.user_ns - a.user_ns) as f64 / 1e9;
             busy += user_s;

@@ -56,8 +56,8 @@ fn a_static_controller_holds_the_device_from_the_first_page() {
     let r = run(&short(vec![ReadRandom], "static:16")).unwrap();
     assert_eq!(r.device_kb.len(), 4, "1 s in windows of 0.25 s");
     assert!(r.device_kb.iter().all(|&(_, kb)| kb == 16));
-    assert_eq!(r.width, 13);
-    let rows: Vec<&[f64]> = r.features.chunks(13).collect();
+    assert_eq!(r.width, 14);
+    let rows: Vec<&[f64]> = r.features.chunks(14).collect();
     assert!(!rows.is_empty());
     // The readahead feature (KML's fifth: sectors / 1024) is the static value from the start.
     assert!(rows.iter().all(|f| f[5] == 32.0 / 1024.0), "{rows:?}");
@@ -85,8 +85,8 @@ fn files_hold_each_workloads_files_at_its_own_value() {
     let mut cfg = short(vec![ReadRandom, ReadSeq], "files:16,256");
     cfg.file_features = true;
     let r = run(&cfg).unwrap();
-    assert_eq!(r.width, 14);
-    let owners: std::collections::BTreeSet<u64> = r.features.chunks(14).map(|f| f[1] as u64).collect();
+    assert_eq!(r.width, 15);
+    let owners: std::collections::BTreeSet<u64> = r.features.chunks(15).map(|f| f[1] as u64).collect();
     assert_eq!(owners.into_iter().collect::<Vec<_>>(), vec![0, 1]);
 }
 
@@ -365,7 +365,8 @@ fn scan_or_random_model(dir: &std::path::Path) -> std::path::PathBuf {
         c.db_mb = 1024;
         c.cache_mb = 384;
         c.file_features = true;
-        for row in run(&c).unwrap().features.chunks(14) {
+        let r = run(&c).unwrap();
+        for row in r.features.chunks(r.width) {
             x.extend(row[2..7].iter().map(|&v| v as f32)); // KML's five
             y.push(if row[1] == 0.0 { 1.0 } else { 0.0 });
         }
@@ -426,9 +427,33 @@ fn per_description_decisions_serve_a_scanner_and_a_random_reader_on_one_database
     c.shared_db = true;
     c.file_features = true;
     let r = run(&c).unwrap();
-    let procs: std::collections::BTreeSet<u64> = r.features.chunks(14).map(|f| f[1] as u64).collect();
+    let procs: std::collections::BTreeSet<u64> = r.features.chunks(r.width).map(|f| f[1] as u64).collect();
     assert_eq!(procs, [0, 1].into());
     c.back_to_back = true;
     assert!(run(&c).unwrap_err().to_string().contains("shared_db"));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_marker_share_tells_a_scan_from_random_reads_at_any_file_size() {
+    // The last scale-free input: marker hits over marker hits, misses and faults. A scan runs
+    // on past what was read ahead for it and reaches the markers; random reads do not, on a
+    // database of 256 MiB or of 1 GiB alike (density, by contrast, falls as the file grows).
+    let share = |w, db_mb| {
+        let mut c = short(vec![w], "vanilla");
+        c.db_mb = db_mb;
+        c.seconds = 2.0;
+        let r = run(&c).unwrap();
+        let rows: Vec<f64> = r.features.chunks(r.width).map(|f| f[r.width - 1]).collect();
+        assert!(rows.iter().all(|v| (0.0..=1.0).contains(v)), "{rows:?}");
+        rows.iter().sum::<f64>() / rows.len() as f64
+    };
+    for db_mb in [256, 1024] {
+        let (scan, random) = (share(ReadSeq, db_mb), share(ReadRandom, db_mb));
+        assert!(
+            scan > 0.2 && scan > 10.0 * random,
+            "{db_mb} MiB: a scan's marker share {scan}"
+        );
+        assert!(random < 0.05, "{db_mb} MiB: random reads' marker share {random}");
+    }
 }

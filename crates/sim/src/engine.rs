@@ -114,6 +114,11 @@ pub struct ThreadStats {
     pub last_op_ns: u64,
     /// Page-cache misses (reads and faults that found no page).
     pub misses: u64,
+    /// Accesses the kernel saw reach a readahead marker (Linux's asynchronous readahead; not
+    /// under LEAP, which keeps Linux's readahead off).
+    pub marker_hits: u64,
+    /// Mapped accesses the kernel saw (to pages not yet mapped: faults), misses among them.
+    pub faults: u64,
     /// Time spent waiting for the device: on misses, and on cached pages still being read.
     pub io_wait_ns: u64,
     /// Time spent in the application's own code (user mode): its operations' CPU time and
@@ -650,6 +655,10 @@ impl Sim {
                         } else {
                             clock += self.cfg.hit_ns;
                             self.record(clock, file, index, PageEventKind::Accessed);
+                            let stats = &mut self.threads[id].stats;
+                            stats.faults += u64::from(mmap);
+                            let leap_file = self.files[file as usize].leap.is_some();
+                            stats.marker_hits += u64::from(c.marker && !leap_file);
                             let remaining = (a.pages - self.threads[id].page + 1) as u64;
                             let leap = self.files[file as usize].leap.as_mut();
                             let w = if let Some(l) = leap {
@@ -727,6 +736,7 @@ impl Sim {
                         }
                         let t = &mut self.threads[id];
                         t.stats.misses += 1;
+                        t.stats.faults += u64::from(mmap);
                         t.stats.io_wait_ns += ready - clock;
                         t.clock_ns = ready;
                         return Some(ready);

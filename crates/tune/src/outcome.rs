@@ -505,6 +505,8 @@ pub fn outcome(
             pages_accessed: counted.pages_accessed,
             pages_added: counted.pages_added,
             misses: counted.ra_sync,
+            marker_hits: counted.ra_async,
+            faults: counted.faults,
             pages_used: Some(counted.pages_read),
             read_ahead_kb: Some(read_ahead_kb),
         };
@@ -522,6 +524,8 @@ pub fn outcome(
         pages_accessed: counted.pages_accessed,
         pages_added: counted.pages_added,
         misses: counted.ra_sync,
+        marker_hits: counted.ra_async,
+        faults: counted.faults,
         // Faults and `pages_accessed` (a large read's pages more than once) are no count of use.
         pages_used: None,
         read_ahead_kb: Some(read_ahead_kb),
