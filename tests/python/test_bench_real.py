@@ -115,6 +115,7 @@ def test_quick_real_benchmark_runs_and_cleans_up(tmp_path, capfd):
         "leap": False,
         "kml": False,
         "configs": None,
+        "seconds": bench_real.Settings(True).seconds,
     }
     # The sweep's device, and the device of the runs recorded in --out (family, trainset).
     assert rep["device"] == rep["family_options"]["device"]
