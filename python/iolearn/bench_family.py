@@ -509,6 +509,11 @@ def chosen(s: br.Settings) -> tuple[Workload, ...]:
     return tuple(w for w in FAMILY if w.name in QUICK) if s.quick else FAMILY
 
 
+def run_seconds(s: br.Settings) -> float:
+    """Seconds of each run of the family step, its sweep included (``--family-seconds``)."""
+    return s.seconds if s.quick else (s.family_seconds or SECONDS)
+
+
 def earlier_sweeps(path: Path, sweep_kb, seconds: float = SECONDS) -> dict[str, dict[int, list[float]]]:
     """The sweeps an earlier family step recorded in ``path`` (``family-runs.csv``): each
     member's throughput per value, for the members swept at every value of ``sweep_kb`` in runs
@@ -609,7 +614,7 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     files = Files(s, tb)
     scratch = out / "raw"
     workloads = chosen(s)
-    seconds = s.seconds if s.quick else (s.family_seconds or SECONDS)
+    seconds = run_seconds(s)
     configs = configurations(s, out)
     # Every member once, briefly, before the hour: a wrong option (or a run whose per-second
     # throughput cannot be read) fails here, not at minute 50.

@@ -1259,7 +1259,7 @@ def main(argv=None) -> int:
                 "leap": s.leap,
                 "kml": s.kml,
                 "configs": sorted(s.family_configs) if s.family_configs else None,
-                "seconds": s.seconds if s.quick else (s.family_seconds or bench_family.SECONDS),
+                "seconds": bench_family.run_seconds(s),
             }
         if "online" in steps:
             from . import bench_online

@@ -1588,15 +1588,35 @@ impl Guarded {
         if tuned.iter().chain(&self.vanilla).any(|o| o.progress().is_none()) {
             return false;
         }
+        self.for_each_process(tuned, false, above)
+    }
+
+    /// `test` on the summed progress of `tuned` and vanilla's block, or, with two processes or
+    /// more watched through both sides (as [`Outcome::relative_progress`] compares them), on
+    /// each one's rate: every process, or with `counted` those that count on their own
+    /// ([`Outcome::counts_alone`], at least one). False where the sides pair no process.
+    fn for_each_process(
+        &self,
+        tuned: &[Outcome],
+        counted: bool,
+        test: impl Fn(&dyn Fn(&Outcome) -> Option<f64>) -> bool,
+    ) -> bool {
         let Some((_, (amounts, _))) = Outcome::paired_sums(tuned, &self.vanilla) else {
             return false;
         };
         if amounts.len() < 2 {
-            return above(&Outcome::progress);
+            return test(&Outcome::progress);
         }
-        amounts
-            .keys()
-            .all(|pid| above(&|o: &Outcome| Some(o.by_process.get(pid).copied().unwrap_or(0.0) / o.seconds)))
+        let total: f64 = amounts.values().sum();
+        let pids: Vec<u32> = amounts
+            .into_iter()
+            .filter(|&(_, a)| !counted || Outcome::counts_alone(a, total, &self.vanilla))
+            .map(|(pid, _)| pid)
+            .collect();
+        !pids.is_empty()
+            && pids
+                .iter()
+                .all(|pid| test(&|o: &Outcome| Some(o.by_process.get(pid).copied().unwrap_or(0.0) / o.seconds)))
     }
 
     /// A whole block of the decision in force (`tuned`) passed against vanilla: after a check
@@ -1637,24 +1657,7 @@ impl Guarded {
                 .collect();
             vanilla.is_some_and(|v| !rates.is_empty() && below_every(&v, since, margin, &rates, rising))
         };
-        // Processes compared as `Outcome::relative_progress` compares them: watched through
-        // both sides.
-        let Some((_, (amounts, _))) = Outcome::paired_sums(tuned, &self.vanilla) else {
-            return false;
-        };
-        if amounts.len() < 2 {
-            return below(&Outcome::progress);
-        }
-        let total: f64 = amounts.values().sum();
-        let counted: Vec<u32> = amounts
-            .into_iter()
-            .filter(|&(_, a)| Outcome::counts_alone(a, total, &self.vanilla))
-            .map(|(pid, _)| pid)
-            .collect();
-        !counted.is_empty()
-            && counted
-                .iter()
-                .all(|pid| below(&|o: &Outcome| Some(o.by_process.get(pid).copied().unwrap_or(0.0) / o.seconds)))
+        self.for_each_process(tuned, true, below)
     }
 
     /// The share of vanilla's progress `n` windows of the controller's must reach.

@@ -407,7 +407,6 @@ fn run_checked(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> Lo
             outcome.misses += b.misses - a.misses;
             outcome.marker_hits += b.marker_hits - a.marker_hits;
             outcome.faults += b.faults - a.faults;
-
             // User-mode time, as the tuner measures it on the kernel.
             let user_s = (b.user_ns - a.user_ns) as f64 / 1e9;
             busy += user_s;
