@@ -27,6 +27,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -202,10 +203,20 @@ class Files:
         return ":".join(map(str, self.small[int(lo) : int(hi) + 1]))
 
 
-def fio_args(w: Workload, files: Files, seconds: float, seed: int, out: Path, bw_log: Path | None = None) -> list[str]:
-    """fio's command line for ``w``; with ``bw_log``, each job also logs its bandwidth once a
-    second to ``<bw_log>_bw.<job>.log`` ([`fio_series`])."""
-    args = ["fio", "--output-format=json", f"--output={out}"]
+#: How often a relayed fio run reports its jobs' bytes so far (``--status-interval``): ten
+#: reports a 1-s window, so a window's count is exact to a tenth, for a full JSON report each
+#: time (a few KiB, well under a millisecond of fio's time).
+FIO_STATUS = "100ms"
+
+
+def fio_args(w: Workload, files: Files, seconds: float, seed: int, out: Path | None,
+             bw_log: Path | None = None) -> list[str]:  # fmt: skip
+    """fio's command line for ``w``, its JSON report written to ``out``; with ``out`` None,
+    the report goes to stdout after a status report every [`FIO_STATUS`] (a [`Relay`] reads
+    them as they come). With ``bw_log``, each job also logs its bandwidth once a second to
+    ``<bw_log>_bw.<job>.log`` ([`fio_series`])."""
+    args = ["fio", "--output-format=json"]
+    args += [f"--output={out}"] if out is not None else [f"--status-interval={FIO_STATUS}"]
     for i, job in enumerate(w.jobs):
         opts = dict(o.split("=", 1) for o in job)
         args += [f"--name={w.name}-{i}", f"--filename={files.named(opts.pop('file'))}"]
@@ -298,10 +309,12 @@ def db_series(stderr: str, seconds: float, *, skip_writer: bool = False) -> list
 
 @dataclass(frozen=True)
 class Relay:
-    """db_bench's own count of operations, relayed to the tuner (``--progress ops``): db_bench
-    reports each thread's operations every ``every`` of them (``--stats_interval``, the clock
-    not consulted), and the reading threads' sum so far is written to ``count`` after each
-    report, whole and renamed into place (the tuner's ``--progress ops:COUNT``)."""
+    """A workload's own count of what it did, relayed to the tuner (``--progress ops``):
+    db_bench reports each thread's operations every ``every`` of them (``--stats_interval``,
+    the clock not consulted), fio its jobs' bytes so far every [`FIO_STATUS`] (``every`` 0),
+    and the sum so far (db_bench's reading threads' operations, fio's KiB read) is written to
+    ``count`` after each report, whole and renamed into place (the tuner's ``--progress
+    ops:COUNT``)."""
 
     count: Path
     every: int
@@ -325,26 +338,76 @@ class Relay:
         tmp.write_text(f"{total}\n")
         os.replace(tmp, self.count)
 
+    @staticmethod
+    def _start(cmd: list[str]) -> subprocess.Popen:
+        # Its own process group, so a relay that fails mid-run stops fio's job processes too
+        # (fio forks one per job), not only the one it started.
+        return subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                errors="replace", start_new_session=True)  # fmt: skip
+
+    @staticmethod
+    def _stop(p: subprocess.Popen):
+        """Stop ``p``'s whole process group: SIGTERM first (fio stops its jobs on it), then
+        SIGKILL for what is left after five seconds."""
+        for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                p.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
     def run(self, cmd: list[str], *, skip_writer: bool) -> subprocess.CompletedProcess:
         """``cmd`` (db_bench with this relay's ``--stats_interval``), its reports relayed as
         they come; its output, as ``br.sh`` gives it, once it exits."""
+        total = 0
+
+        def each(line: str):
+            nonlocal total
+            m = DB_INTERVAL.search(line)
+            if m and not (skip_writer and m[1] == "0"):
+                total += int(m[2])
+                self.write(total)
+
+        return self._follow(cmd, each, stderr=True)
+
+    def run_fio(self, cmd: list[str]) -> subprocess.CompletedProcess:
+        """``cmd`` (fio with ``--status-interval`` and its JSON on stdout, [`fio_args`]), the
+        KiB its jobs have read relayed after each status report; its output once it exits."""
+        doc: list[str] = []
+
+        def each(line: str):
+            doc.append(line)
+            # fio prints each report indented, closing it with a "}" alone at the start of a
+            # line; a line that ends none is only gathered.
+            if line.startswith("}") and (reports := fio_reports("".join(doc))):
+                doc.clear()
+                self.write(fio_kib_read(reports[-1]))
+
+        return self._follow(cmd, each, stderr=False)
+
+    def _follow(self, cmd: list[str], each, *, stderr: bool) -> subprocess.CompletedProcess:
+        """Run ``cmd``, passing each line of its stderr (else its stdout) to ``each`` as it
+        comes, the other stream drained beside; its output, as ``br.sh`` gives it, once it
+        exits (CalledProcessError where it failed)."""
         out: list[str] = []
         err: list[str] = []
-        total = 0
-        with subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              errors="replace") as p:  # fmt: skip
-            reader = threading.Thread(target=lambda: out.append(p.stdout.read()), daemon=True)
+        followed, drained = (err, out) if stderr else (out, err)
+        with self._start(cmd) as p:
+            other = p.stdout if stderr else p.stderr
+            reader = threading.Thread(target=lambda: drained.append(other.read()), daemon=True)
             reader.start()
             try:
-                for line in p.stderr:
-                    err.append(line)
-                    m = DB_INTERVAL.search(line)
-                    if m and not (skip_writer and m[1] == "0"):
-                        total += int(m[2])
-                        self.write(total)
+                for line in p.stderr if stderr else p.stdout:
+                    followed.append(line)
+                    each(line)
             except BaseException:
-                # Nobody would drain its pipes: stop it rather than leave it blocked on them.
-                p.kill()
+                # Nobody would drain its pipes: stop it (and fio's job processes) rather than
+                # leave it blocked on them.
+                self._stop(p)
                 raise
             reader.join()
             code = p.wait()
@@ -354,16 +417,26 @@ class Relay:
 
 
 def relays_for(s: br.Settings, workdir: Path, rows: list[dict], members) -> dict[str, Relay]:
-    """With ``--progress ops``, a [`Relay`] per db_bench member of ``members`` (by name), its
-    step set by the rate its sweep ran at vanilla (the ``sweep`` rows of ``rows``, as the
-    family and online steps record them); none otherwise. One count file, in ``workdir``: the
+    """With ``--progress ops``, a [`Relay`] per db_bench member and one-process fio member of
+    ``members`` (by name), a db_bench member's step set by the rate its sweep ran at vanilla
+    (the ``sweep`` rows of ``rows``, as the family and online steps record them); none
+    otherwise. The tools (cp, grep) count nothing of their own, and a fio member of several
+    processes stays judged process by process (``auto``): a relayed count is one sum, in which
+    a scan's bytes would hide its random readers' loss. One count file, in ``workdir``: the
     members run one at a time."""
     if s.progress != "ops":
         return {}
     at_vanilla = {r["workload"]: json.loads(r["ops"]) for r in rows
                   if r["config"] == "sweep" and r["ra_kb"] == br.VANILLA_KB}  # fmt: skip
-    return {w.name: Relay.for_rate(workdir / "ops-count", sum(at_vanilla[w.name]), db_threads(s, w))
-            for w in members if w.kind == "db"}  # fmt: skip
+    count = workdir / "ops-count"
+    relays = {w.name: Relay.for_rate(count, sum(at_vanilla[w.name]), db_threads(s, w))
+              for w in members if w.kind == "db"}  # fmt: skip
+    return relays | {w.name: Relay(count, 0) for w in members if relays_fio(w)}
+
+
+def relays_fio(w: Workload) -> bool:
+    """Whether ``w`` is a fio member whose count [`relays_for`] relays (one process)."""
+    return w.kind == "fio" and len(w.jobs) == 1
 
 
 def db_threads(s: br.Settings, w: Workload) -> int:
@@ -388,12 +461,35 @@ def db_series_or_flat(stderr: str, ops: float, seconds: float, *, skip_writer: b
         return [ops] * max(int(seconds), 1)
 
 
-def fio_throughput(out: Path) -> list[float]:
-    """Each job's read bandwidth (bytes/s) from fio's JSON report."""
-    text = out.read_text()
-    # fio may print notes before and after the JSON document.
-    rep, _ = json.JSONDecoder().raw_decode(text[text.index("{") :])
-    return [float(j["read"]["bw_bytes"]) for j in rep["jobs"]]
+def fio_reports(text: str) -> list[dict]:
+    """The reports fio printed as JSON, in order: its status reports (``--status-interval``),
+    then its report of the whole run. fio may print notes between and around them (a brace in
+    a note is skipped), and a report cut short is no report."""
+    docs, at, decoder = [], text.find("{"), json.JSONDecoder()
+    while at >= 0:
+        try:
+            doc, end = decoder.raw_decode(text, at)
+        except ValueError:
+            at = text.find("{", at + 1)
+            continue
+        if isinstance(doc, dict) and "jobs" in doc:
+            docs.append(doc)
+        at = text.find("{", end)
+    return docs
+
+
+def fio_throughput(text: str) -> list[float]:
+    """Each job's read bandwidth (bytes/s) from fio's JSON report of the whole run (its last
+    document)."""
+    docs = fio_reports(text)
+    if not docs:
+        raise RuntimeError(f"fio printed no JSON report: {text[:200]!r}")
+    return [float(j["read"]["bw_bytes"]) for j in docs[-1]["jobs"]]
+
+
+def fio_kib_read(report: dict) -> int:
+    """The KiB fio's jobs have read so far, summed, from one of its JSON reports."""
+    return sum(int(j["read"]["io_bytes"]) for j in report["jobs"]) // 1024
 
 
 def table_files(db: Path) -> list[Path]:
@@ -448,7 +544,7 @@ def run(s: br.Settings, tb: br.Testbed, db: Path, files: Files, w: Workload, *, 
     """One run of ``w`` after dropping caches, the device at ``kb`` and the helper (the tuner)
     attached. Each member process's throughput; ``series``, when given, receives the
     throughput per second (fio and the tools; the members summed), ``costs`` the helper's CPU
-    seconds and wall seconds; ``relay``: a db_bench member's count relayed as it runs."""
+    seconds and wall seconds; ``relay``: a db_bench or fio member's count relayed as it runs."""
     clone = clone_db(db) if w.writes else None
     if relay is not None:
         relay.reset()
@@ -486,12 +582,20 @@ def execute(s: br.Settings, tb: br.Testbed, db: Path, files: Files, w: Workload,
                 series[:] = db_series_or_flat(p.stderr, ops, seconds, skip_writer=skip, name=w.name)
             return [ops]
         if w.kind == "fio":
-            out = scratch / "fio.json"
             bw_log = scratch / "fio" if series is not None else None
-            br.sh(*tb.in_cgroup(fio_args(w, files, seconds, seed, out, bw_log)))
+            if relay is not None:
+                # Its status reports relayed as they come; its report of the run on stdout.
+                text = relay.run_fio(tb.in_cgroup(fio_args(w, files, seconds, seed, None, bw_log))).stdout
+            else:
+                out = scratch / "fio.json"
+                br.sh(*tb.in_cgroup(fio_args(w, files, seconds, seed, out, bw_log)))
+                text = out.read_text()
             if bw_log is not None:
                 series[:] = fio_series(bw_log, len(w.jobs))
-            return fio_throughput(out)
+            try:
+                return fio_throughput(text)
+            except RuntimeError as e:
+                raise RuntimeError(f"{w.name}: {e}") from None
         return run_tool(tb, w, db, seconds, seed, series)
     except subprocess.CalledProcessError as e:
         raise RuntimeError(f"{w.name}: {e.cmd[3:6]}... exited {e.returncode}: {(e.stderr or '')[-1500:]}") from e
@@ -519,8 +623,8 @@ def earlier_sweeps(path: Path, sweep_kb, seconds: float = SECONDS) -> dict[str, 
     member's throughput per value, for the members swept at every value of ``sweep_kb`` in runs
     of ``seconds`` (column ``seconds``, written since ``--family-seconds``; rows without it are
     taken as ``SECONDS``, the full step's length then: the oracle of a run of another length is
-    another value). Every sweep row is checked, whatever its length. The file is rewritten by
-    the step that reads it, with the rows of the members it runs."""
+    another value). Every sweep row is checked, whatever its length. The step that reads it
+    keeps it aside ([`keep_aside`]) and writes the rows of the members it runs anew."""
     if not path.exists():
         return {}
     got: dict[str, dict[int, list[float]]] = {}
@@ -545,6 +649,38 @@ def earlier_sweeps(path: Path, sweep_kb, seconds: float = SECONDS) -> dict[str, 
             continue
         got.setdefault(r["workload"], {})[int(r["ra_kb"])] = [float(x) for x in ops]
     return {w: by for w, by in got.items() if set(sweep_kb) <= set(by)}
+
+
+def keep_aside(stem: Path) -> Path | None:
+    """Rename ``<stem>.csv`` and its Parquet twin (either where only one is there) to
+    ``<stem>.before-<UTC time>.csv`` / ``.parquet`` before a step writes them anew, so no
+    earlier run is lost; the first new name, or None where there was neither. A name already
+    taken gets a counter rather than being replaced."""
+    there = lambda x: x.exists() or x.is_symlink()  # noqa: E731
+    present = [x for x in (stem.with_suffix(".csv"), stem.with_suffix(".parquet")) if there(x)]
+    if not present:
+        return None
+    when = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    for n in range(1000):
+        name = f"{stem.name}.before-{when}" + (f"-{n}" if n else "")
+        moved = [stem.with_name(name + x.suffix) for x in present]
+        if any(there(x) for x in moved):
+            continue
+        # A link fails where the name exists (a rename would replace it), then the old name
+        # goes; a link (not its target) is what is moved.
+        made: list[Path] = []
+        try:
+            for src, dst in zip(present, moved):
+                os.link(src, dst, follow_symlinks=False)
+                made.append(dst)
+        except FileExistsError:
+            for dst in made:
+                dst.unlink()
+            continue
+        for src in present:
+            src.unlink()
+        return moved[0]
+    raise RuntimeError(f"{present[0]}: no free name to keep it aside")
 
 
 def sweep_oracle(s: br.Settings, tb: br.Testbed, db: Path, files: Files, w: Workload, *, seconds: float,
@@ -618,12 +754,22 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     configs = configurations(s, out)
     # Every member once, briefly, before the hour: a wrong option (or a run whose per-second
     # throughput cannot be read) fails here, not at minute 50.
+    # A fio member whose count is relayed runs its relay too (a db_bench relay's step needs the
+    # sweep's rate, and its reports are db_bench's own).
     for w in workloads:
-        run(s, tb, db, files, w, kb=br.VANILLA_KB, seed=SWEEP_SEED, seconds=2, scratch=scratch, series=[])
+        check = Relay(tb.workdir / "ops-count", 0) if s.progress == "ops" and relays_fio(w) else None
+        run(s, tb, db, files, w, kb=br.VANILLA_KB, seed=SWEEP_SEED, seconds=2, scratch=scratch, series=[],
+            relay=check)  # fmt: skip
     bar = ra._bar(len(workloads) * (len(s.sweep_kb) + len(configs) * s.repeats), "family")
     rows: list[dict] = []
 
     def record(w: Workload, config: str, repeat: int, seed: int, kb: int, ops: list[float], series=()):
+        if not rows:
+            # The earlier file (read above) is kept aside only now, as the first row replaces
+            # it: a run stopped before this leaves it where --reuse finds it.
+            kept = keep_aside(out / "family-runs")
+            if kept is not None:
+                print(f"  the earlier runs of {out / 'family-runs.csv'} kept as {kept}", file=sys.stderr)
         rows.append({"workload": w.name, "config": config, "repeat": repeat, "seed": seed, "ra_kb": kb,
                      "ops": json.dumps(ops), "unit": w.unit, "series": json.dumps(list(series)),
                      "seconds": seconds})  # fmt: skip
@@ -632,7 +778,8 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
             bar.update(1)
 
     oracle = {}
-    # Read before the first run rewrites the file.
+    # Read before the first row replaces the file (`record` keeps it aside then: its other
+    # members' runs, its sweeps of other lengths and its tuner runs are not written again).
     earlier = earlier_sweeps(out / "family-runs.csv", s.sweep_kb, seconds) if s.reuse else {}
     for w in workloads:
         sweep_row = lambda kb, ops, w=w: record(w, "sweep", -1, SWEEP_SEED, kb, ops)  # noqa: E731
@@ -640,9 +787,10 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
                                       earlier=earlier.get(w.name))  # fmt: skip
         if w.name in earlier:
             print(f"  {w.name}: the sweep of {out / 'family-runs.csv'} (oracle {oracle[w.name]} KiB)", file=sys.stderr)
-    # With --progress ops, each db_bench member's count relayed to the tuner, in every
-    # configuration alike (db_bench's reports are the same work with the tuner or without),
-    # reporting about twenty times a second at the rate its sweep ran at vanilla.
+    # With --progress ops, each db_bench and one-process fio member's count relayed to the
+    # tuner, in every configuration alike (the reports are the same work with the tuner or
+    # without): db_bench about twenty times a second at the rate its sweep ran at vanilla,
+    # fio every FIO_STATUS.
     relays = relays_for(s, tb.workdir, rows, workloads)
     for i in range(s.repeats):
         for w in workloads:

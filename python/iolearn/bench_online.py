@@ -133,8 +133,8 @@ def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     for w in members:
         sweep_row = lambda kb, ops, w=w: record(w.name, "sweep", -1, bf.SWEEP_SEED, kb, ops, [], w.unit)  # noqa: E731
         oracle[w.name] = bf.sweep_oracle(s, tb, db, files, w, seconds=sweep_s, scratch=scratch, record=sweep_row)
-    # With --progress ops, each db_bench member's count relayed to the learner (as in the family
-    # step: every configuration alike, about twenty reports a second at its sweep's vanilla rate).
+    # With --progress ops, each db_bench and one-process fio member's count relayed to the
+    # learner (as in the family step: every configuration alike).
     relays = bf.relays_for(s, tb.workdir, rows, members)
     for i in range(s.repeats):
         for w in members:

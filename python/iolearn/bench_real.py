@@ -101,6 +101,9 @@ class Settings:
         # The scale-free inputs the trainset and retrain steps train the v3 model on (None:
         # every one the recorded windows hold).
         self.v3_features = None
+        # How a training workload whose sweep ties several values teaches the v3 model
+        # (``readahead.train_values``' ``tied``: vanilla or every).
+        self.v3_tied = "vanilla"
         # The family step also runs LEAP, KML's baseline, as a prefetcher on the kernel
         # (`iolearn tune readahead --controller leap-prefetch-unmarked`).
         self.leap = False
@@ -910,9 +913,11 @@ STEPS = ("sweep", "train", "evaluate", "b2b", "pairs", "shared", "trainset", "fa
 #: Steps run only when asked for: ``retrain`` trains the scale-free model again from the
 #: trainset step's recorded runs (the trainset step trains it already).
 EXTRA_STEPS = ("retrain",)
-#: The learner's measures of progress (`iolearn tune readahead --progress`); ``ops``: db_bench's
-#: own count of operations, relayed to the tuner (`--progress ops:PATH`) in the family and online
-#: steps, ``auto`` for the workloads with no count (fio, the tools) and the online step's phases.
+#: The learner's measures of progress (`iolearn tune readahead --progress`); ``ops``: the
+#: workload's own count (db_bench's operations, a one-process fio job's KiB read), relayed to
+#: the tuner (`--progress ops:PATH`) in the family and online steps, ``auto`` for the workloads
+#: with no count (the tools, cp and grep), fio's of several processes (judged each on its own)
+#: and the online step's phases.
 PROGRESS = ("cpu", "auto", "ops")
 
 
@@ -962,8 +967,9 @@ def main(argv=None) -> int:
         choices=PROGRESS,
         default="cpu",
         help="what the guardrail and the online learner count as progress in the online and family steps "
-        "(iolearn tune readahead --progress); ops: db_bench's own operations, relayed to the tuner in the "
-        "family and online steps (auto where a workload reports none, and in the online step's phases)",
+        "(iolearn tune readahead --progress); ops: the workload's own count (db_bench's operations, a one-process "
+        "fio job's KiB read), relayed to the tuner in the family and online steps (auto for cp, grep, fio jobs of "
+        "several processes and the online step's phases)",
     )
     ap.add_argument(
         "--fallback-online",
@@ -1017,8 +1023,18 @@ def main(argv=None) -> int:
         f"each once, of {','.join(ra.FEATURES_V3)} (default: every one the windows hold; the model file names "
         "them and the tuner reads those)",
     )
+    ap.add_argument(
+        "--v3-tied",
+        choices=("vanilla", "every"),
+        default="vanilla",
+        help="how a training workload whose sweep cannot rank some values (within 3%% of its best) teaches the "
+        "scale-free model in the trainset and retrain steps: vanilla, its one label (vanilla where vanilla is "
+        "among them); every, its windows once for each such value (default vanilla)",
+    )
     a = ap.parse_args(argv)
     steps = set(a.steps.split(","))
+    if a.v3_tied != "vanilla" and not {"trainset", "retrain"} & steps:
+        ap.error("--v3-tied: applies to the trainset and retrain steps; add one to --steps")
     if a.v3_features is not None:
         if not {"trainset", "retrain"} & steps:
             ap.error("--v3-features: applies to the trainset and retrain steps; add one to --steps")
@@ -1063,7 +1079,9 @@ def main(argv=None) -> int:
     if a.leap and "family" not in steps:
         ap.error("--leap: applies to the family step; add family to --steps")
     if a.progress == "ops" and "overheads" in steps:
-        ap.error("--progress ops: db_bench's count is relayed in the family and online steps only; run overheads apart")
+        ap.error(
+            "--progress ops: the workloads' counts are relayed in the family and online steps only; run overheads apart"
+        )
     if a.family_configs is not None:
         from . import bench_family
 
@@ -1137,7 +1155,7 @@ def main(argv=None) -> int:
     v3_features = tuple(a.v3_features.split(",")) if a.v3_features else None
     if steps == {"retrain"}:
         # Offline: no test bed, no root.
-        return retrain_only(a.out, earlier, a.quick, v3_features)
+        return retrain_only(a.out, earlier, a.quick, v3_features, a.v3_tied)
     if os.geteuid() != 0:
         print("error: the real benchmark needs root (loop devices, cgroups, eBPF)", file=sys.stderr)
         return 2
@@ -1155,6 +1173,7 @@ def main(argv=None) -> int:
             return 2
     s = Settings(a.quick)
     s.v3_features = v3_features
+    s.v3_tied = a.v3_tied
     s.family = tuple(a.family.split(",")) if a.family else None
     s.progress = a.progress
     s.fallback_online = a.fallback_online
@@ -1290,14 +1309,14 @@ def trainset_section(rep: dict) -> dict:
     return {k: v for k, v in rep.items() if k != "features"}
 
 
-def retrain_only(out: Path, earlier: dict, quick: bool, features=None) -> int:
+def retrain_only(out: Path, earlier: dict, quick: bool, features=None, tied: str = "vanilla") -> int:
     """``--steps retrain`` alone: the scale-free model trained again from the runs the trainset
     step recorded in ``out`` (on ``features``), and the report's ``trainset`` section replaced."""
     from . import bench_trainset
 
     report = reused(earlier, datetime.date.today().isoformat())
     try:
-        rep = bench_trainset.retrain(out, quick, features=features)
+        rep = bench_trainset.retrain(out, quick, features=features, tied=tied)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -129,19 +129,20 @@ def trainset(s: br.Settings, tb: br.Testbed, db: Path, out: Path, resume: bool =
     tb.set_readahead(br.VANILLA_KB)
     ra._write(out / "trainset-sweep", rows)
     ra._write(out / "trainset-features", feats)
-    return retrain(out, s.quick, rows, feats, s.v3_features)
+    return retrain(out, s.quick, rows, feats, s.v3_features, s.v3_tied)
 
 
-def retrain(out: Path, quick: bool, rows=None, feats=None, features=None) -> dict:
+def retrain(out: Path, quick: bool, rows=None, feats=None, features=None, tied: str = "vanilla") -> dict:
     """Label and train from the sweep and windows a trainset step recorded in ``out`` (read
     from its CSVs unless given): the ``retrain`` step, for a new labelling rule, model or set
-    of inputs (``features``, of ``FEATURES_V3``; None: every one the windows hold) without the
-    hour of runs. Writes the models under ``out``; returns the training report."""
+    of inputs (``features``, of ``FEATURES_V3``; None: every one the windows hold) or rule for
+    tied values (``tied``, ``readahead.train_values``) without the hour of runs. Writes the
+    models under ``out``; returns the training report."""
     if rows is None:
         rows = ra._read(out / "trainset-sweep.csv", need=("workload", "ra_kb", "ops_s", "seed"))
         feats = ra._read(out / "trainset-features.csv", need=("workload", "ra_kb", *(features or ra.FEATURES_V3_FIRST)))
     if features is None:
         features = tuple(k for k in ra.FEATURES_V3 if feats and k in feats[0])
-    rep = ra.train_values(rows, feats, out, epochs=60 if quick else 100, groups=GROUPS, features=features)
+    rep = ra.train_values(rows, feats, out, epochs=60 if quick else 100, groups=GROUPS, features=features, tied=tied)
     ra.print_held_out(rep)
     return rep

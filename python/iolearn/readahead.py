@@ -372,6 +372,23 @@ def _scan_confusion(rep: dict) -> int:
     return m[s][r] + m[r][s]
 
 
+def _ratios_to_vanilla(rows, vanilla_kb: int = 128) -> dict[str, dict[int, list[float]]]:
+    """Each workload's runs of a sweep (told apart by ``seed``) as ratios to vanilla's run of
+    the same seed, per value."""
+    runs: dict[str, dict[object, dict[int, float]]] = {}
+    for r in rows:
+        runs.setdefault(r["workload"], {}).setdefault(r.get("seed", 0), {})[int(r["ra_kb"])] = float(r["ops_s"])
+    out: dict[str, dict[int, list[float]]] = {}
+    for w, by_seed in runs.items():
+        ratios = out.setdefault(w, {})
+        for ops in by_seed.values():
+            if vanilla_kb not in ops or ops[vanilla_kb] <= 0:
+                raise ValueError(f"the sweep has no run of {w} at {vanilla_kb} KiB to compare with")
+            for kb, v in ops.items():
+                ratios.setdefault(kb, []).append(v / ops[vanilla_kb])
+    return out
+
+
 def label_values(rows, vanilla_kb: int = 128, tie: float = LABEL_TIE) -> dict[str, int]:
     """Each workload's readahead to learn from a sweep's rows (one or more runs of each value,
     told apart by ``seed``): vanilla unless a value beat it by more than ``tie`` in most runs
@@ -381,23 +398,26 @@ def label_values(rows, vanilla_kb: int = 128, tie: float = LABEL_TIE) -> dict[st
     agree; with three, one disturbed run neither makes a label nor vetoes one (on the kernel
     one repeat's 256-4096 KiB runs of fio's sequential reader fell to 0.54-0.83x while the
     other two gained 11-33%, and a rule of every run labelled it 16 KiB)."""
-    runs: dict[str, dict[object, dict[int, float]]] = {}
-    for r in rows:
-        runs.setdefault(r["workload"], {}).setdefault(r.get("seed", 0), {})[int(r["ra_kb"])] = float(r["ops_s"])
     out = {}
-    for w, by_seed in runs.items():
-        ratios: dict[int, list[float]] = {}
-        for ops in by_seed.values():
-            if vanilla_kb not in ops or ops[vanilla_kb] <= 0:
-                raise ValueError(f"the sweep has no run of {w} at {vanilla_kb} KiB to compare with")
-            for kb, v in ops.items():
-                ratios.setdefault(kb, []).append(v / ops[vanilla_kb])
+    for w, ratios in _ratios_to_vanilla(rows, vanilla_kb).items():
         sure = {kb: statistics.median(xs) for kb, xs in ratios.items() if 2 * sum(x > 1 + tie for x in xs) > len(xs)}
         if not sure:
             out[w] = vanilla_kb
             continue
         best = max(sure.values())
         out[w] = min(kb for kb, m in sure.items() if m >= best * (1 - tie))
+    return out
+
+
+def tied_values(rows, values, tie: float = LABEL_TIE) -> dict[str, list[int]]:
+    """Each workload's values among ``values`` whose median run (each against vanilla's run of
+    the same seed) is within ``tie`` of the best of them: every answer the sweep cannot tell
+    from the best, so every one is right for the workload's windows."""
+    out = {}
+    for w, ratios in _ratios_to_vanilla(rows).items():
+        med = {kb: statistics.median(xs) for kb, xs in ratios.items() if kb in values}
+        best = max(med.values(), default=0.0)
+        out[w] = sorted(kb for kb, m in med.items() if m >= best * (1 - tie))
     return out
 
 
@@ -422,6 +442,7 @@ def train_values(
     tie=LABEL_TIE,
     groups: dict | None = None,
     features=None,
+    tied: str = "vanilla",
 ) -> dict:
     """A scale-free model (``features``, of ``FEATURES_V3``, default every one the windows hold;
     schema ``iolearn-readahead-v3``, whose
@@ -435,7 +456,13 @@ def train_values(
     group name; default each its own), so a near twin (readrandom beside
     readrandomwriterandom) does not answer for it, and its windows under vanilla are decided
     by the model trained on the rest; the value chosen most often is scored on the workload's
-    own sweep (throughput over vanilla's, and the share of the best value's gain). Writes
+    own sweep (throughput over vanilla's, and the share of the best value's gain).
+
+    ``tied``: how a workload whose sweep cannot rank some values (within ``tie`` of its best)
+    teaches the model. ``vanilla``: its label alone ([`label_values`]: vanilla where vanilla
+    is among them). ``every``: each of its windows once for every such value ([`tied_values`]),
+    so a workload for which 64 and 128 KiB are as good does not pull the model to 128 where
+    the workloads beside it in the inputs need 64. Writes
     ``readahead{suffix}.iolm`` (network) and ``readahead{suffix}_dt.iolm`` (tree) under ``out``
     unless it is None."""
     if features is None:
@@ -462,10 +489,16 @@ def train_values(
             f"every training workload's best value is {values[0]} KiB: nothing to learn (add workloads that want "
             "another value, or hold that value with --controller static)"
         )
+    if tied not in ("vanilla", "every"):
+        raise ValueError(f"tied: want vanilla or every, got {tied!r}")
+    answers = tied_values(rows, values, tie) if tied == "every" else {w: [labels[w]] for w in workloads}
+    # One row per window and right answer (one answer a window, but with tied="every").
+    pairs = [(f, a) for f in feats for a in answers[f["workload"]]]
+    feats = [f for f, _ in pairs]
     X = np.array([[f[n] for n in features] for f in feats], dtype=np.float32)
     if not np.isfinite(X).all():
         raise ValueError("a feature window holds a value that is not finite")
-    y = np.array([values.index(labels[f["workload"]]) for f in feats])
+    y = np.array([values.index(a) for _, a in pairs])
     group = np.array([f["workload"] for f in feats])
     kb = np.array([int(f["ra_kb"]) for f in feats])
     # A single class: nothing to learn, every window gets that value.
@@ -510,7 +543,10 @@ def train_values(
         "held_out": held_out,
         "groups": {w: groups.get(w, w) for w in workloads},
         "tie": tie,
+        "tied": tied,
     }
+    if tied == "every":
+        report["tied_kb"] = {w: answers[w] for w in workloads}
     for k in make:
         xs = [h["x_vanilla"] for h in held_out[k]]
         report[f"{k}_held_out_worst"] = min(xs)

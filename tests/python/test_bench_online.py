@@ -7,6 +7,8 @@ import csv
 import json
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -175,16 +177,101 @@ def test_a_db_bench_member_runs_with_its_relay_reporting_by_operations(tmp_path,
     four = next(m for m in bench_family.MEMBERS if m.name == "readrandom-4t")
     assert bench_family.db_threads(s, four) == 4 and bench_family.db_threads(s, w) == 1
     assert bench_family.Relay.for_rate(relay.count, 1720.0, 4).every == 22
-    # A relay per db_bench member, stepped by its sweep's vanilla run; none for fio or the tools,
-    # nor without --progress ops.
+    # A relay per db_bench member, stepped by its sweep's vanilla run, and per one-process fio
+    # member; none for the tools or fio's of several processes, nor without --progress ops.
     fio = next(m for m in bench_family.MEMBERS if m.kind == "fio")
     sweeps = [{"workload": four.name, "config": "sweep", "ra_kb": 128, "ops": "[1720.0]"},
               {"workload": four.name, "config": "sweep", "ra_kb": 16, "ops": "[9999.0]"},
               {"workload": four.name, "config": "vanilla", "ra_kb": 128, "ops": "[5.0]"}]  # fmt: skip
-    assert bench_family.relays_for(s, tmp_path, sweeps, [four, fio]) == {}
+    tool = next(m for m in bench_family.MEMBERS if m.kind == "tool")
+    three = next(m for m in bench_family.MEMBERS if m.name == "fio-3proc")
+    assert fio.name != three.name and len(fio.jobs) == 1
+    assert bench_family.relays_for(s, tmp_path, sweeps, [four, fio, tool, three]) == {}
     s.progress = "ops"
-    got = bench_family.relays_for(s, tmp_path, sweeps, [four, fio])
-    assert got == {four.name: bench_family.Relay(tmp_path / "ops-count", 22)}
+    got = bench_family.relays_for(s, tmp_path, sweeps, [four, fio, tool, three])
+    count = tmp_path / "ops-count"
+    assert got == {four.name: bench_family.Relay(count, 22), fio.name: bench_family.Relay(count, 0)}
+
+
+def fio_status(kib: list[int]) -> str:
+    """A fio JSON report as fio prints it (indented, the closing brace alone on its line), its
+    jobs having read ``kib`` KiB each."""
+    jobs = [{"jobname": f"j{i}", "read": {"io_bytes": k * 1024, "bw_bytes": k}} for i, k in enumerate(kib)]
+    return json.dumps({"fio version": "fio-3.33", "jobs": jobs}, indent=2) + "\n"
+
+
+def test_fios_status_reports_are_relayed_to_the_tuner_as_they_come(tmp_path, monkeypatch):
+    # A stand-in for fio: it prints three status reports and its report of the run, and after
+    # each status report waits for the count to show the jobs' KiB summed: the count moves
+    # while fio runs. execute() runs it with a relay and reads the run's report from stdout.
+    reports = [fio_status([3]), fio_status([30]), fio_status([100])]
+    fake = tmp_path / "fio.py"
+    fake.write_text(f"""
+import sys, time
+from pathlib import Path
+open({str(tmp_path / "argv")!r}, "w").write(" ".join(sys.argv[1:]))
+count = Path({str(tmp_path / "ops-count")!r})
+for report, want in zip({reports!r}, (3, 30, 100)):
+    sys.stdout.write(report)
+    sys.stdout.flush()
+    deadline = time.time() + 10
+    while count.read_text() != f"{{want}}\\n":
+        if time.time() > deadline:
+            sys.exit(f"the count shows {{count.read_text()!r}}, not {{want}}, while fio runs")
+        time.sleep(0.01)
+sys.stdout.write("fio: a note {{\\n}} and a line that starts with a brace\\n" + {fio_status([120])!r})
+""")
+
+    class Bed:
+        in_cgroup = staticmethod(lambda args: [sys.executable, str(fake)] + args[1:])
+
+    s = bench_real.Settings(True)
+    w = next(m for m in bench_family.MEMBERS if m.name == "fio-strided")
+    assert bench_family.relays_fio(w)
+    relay = bench_family.Relay(tmp_path / "ops-count", 0)
+    relay.reset()
+    got = bench_family.execute(s, Bed(), tmp_path, FakeFiles(), w, seed=3, seconds=3, scratch=tmp_path,
+                               relay=relay)  # fmt: skip
+    # The run's throughput is its last report's, which the count shows too.
+    assert got == [120.0] and relay.count.read_text() == "120\n"
+    argv = (tmp_path / "argv").read_text().split()
+    assert f"--status-interval={bench_family.FIO_STATUS}" in argv and not any(a.startswith("--output=") for a in argv)
+    # A failed fio fails as br.sh's would, with what it printed.
+    fake.write_text("import sys; sys.stderr.write('fio: no file\\n'); sys.exit(1)")
+    with pytest.raises(RuntimeError, match="fio-strided.*exited 1.*fio: no file"):
+        bench_family.execute(s, Bed(), tmp_path, FakeFiles(), w, seed=3, seconds=3, scratch=tmp_path, relay=relay)
+
+
+def test_a_relay_that_fails_mid_run_stops_fios_job_processes_too(tmp_path):
+    # fio forks a process per job; a relay that cannot write its count (its directory gone)
+    # stops the whole process group at once, not only the process it started.
+    child = tmp_path / "child"
+    fake = f"""
+import os, sys, time
+pid = os.fork()
+if pid == 0:
+    time.sleep(60)
+    os._exit(0)
+open({str(child)!r}, "w").write(str(pid))
+sys.stdout.write({fio_status([1])!r})
+sys.stdout.flush()
+time.sleep(60)
+"""
+    relay = bench_family.Relay(tmp_path / "gone" / "ops-count", 0)
+    started = time.monotonic()
+    with pytest.raises(FileNotFoundError):
+        relay.run_fio([sys.executable, "-c", fake])
+    assert time.monotonic() - started < 20
+    pid = int(child.read_text())
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists(), "fio's job process outlived the relay"
+
+
+class FakeFiles:
+    def named(self, spec):
+        return {"big": "/b", "small:0-3": "/s0:/s1:/s2:/s3", "small:4-7": "/s4:/s5:/s6:/s7"}[spec]
 
 
 def test_progress_ops_is_refused_where_no_count_is_relayed(capsys, tmp_path):
@@ -193,7 +280,7 @@ def test_progress_ops_is_refused_where_no_count_is_relayed(capsys, tmp_path):
             bench_real.main(["--progress", "ops", "--steps", steps, "--workdir", str(tmp_path / "w")])
         assert e.value.code == 2 and not (tmp_path / "w").exists()
         err = capsys.readouterr().err
-        assert "--progress ops: db_bench's count is relayed in the family and online steps only" in err
+        assert "--progress ops: the workloads' counts are relayed in the family and online steps only" in err
 
 
 def test_the_learners_decisions_are_read_from_its_log(tmp_path):

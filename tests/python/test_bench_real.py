@@ -334,7 +334,17 @@ def test_family_fio_jobs_are_separate_processes_with_their_own_options(tmp_path)
     (tmp_path / "o.json").write_text(
         'note: before\n{"jobs": [{"read": {"bw_bytes": 5}}, {"read": {"bw_bytes": 7}}]}\nnote: after {}\n'
     )
-    assert bench_family.fio_throughput(tmp_path / "o.json") == [5.0, 7.0]
+    assert bench_family.fio_throughput((tmp_path / "o.json").read_text()) == [5.0, 7.0]
+    # With status reports (a relayed run), the last report is the run's.
+    status = '{"jobs": [{"read": {"bw_bytes": 1, "io_bytes": 4096}}]}\n'
+    final = '{"jobs": [{"read": {"bw_bytes": 9, "io_bytes": 8192}}]}\n'
+    assert bench_family.fio_throughput(status + "note {\n" + final) == [9.0]
+    with pytest.raises(RuntimeError, match="fio printed no JSON report"):
+        bench_family.fio_throughput("fio: file not found\n")
+    # Without a report file, fio reports its status on stdout for a relay to read.
+    args = bench_family.fio_args(mmap, FakeFiles(), 15, 1, None)
+    assert f"--status-interval={bench_family.FIO_STATUS}" in args
+    assert not any(a.startswith("--output=") for a in args)
 
 
 def test_the_middle_half_is_the_quartiles_and_one_value_its_own():
@@ -430,6 +440,7 @@ def test_v3_features_are_checked_before_anything_is_built(capsys, tmp_path):
         tmp_path,
         [
             (["--v3-features", "randomness", "--steps", "family"], "--v3-features: applies to the trainset"),
+            (["--v3-tied", "every", "--steps", "family"], "--v3-tied: applies to the trainset and retrain steps"),
             (["--v3-features", "randomness,nope", "--steps", "trainset"], "--v3-features: nope: want some of"),
             (["--v3-features", "density,density", "--steps", "trainset"], "a repeat or an empty list"),
             (["--v3-features", "", "--steps", "trainset"], "a repeat or an empty list"),

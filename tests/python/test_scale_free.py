@@ -105,6 +105,39 @@ def test_a_model_on_some_of_the_inputs_names_them_and_the_tuner_reads_those(tmp_
             ra.train_values(rows, feats, None, features=bad)
 
 
+def test_a_workload_that_ties_teaches_every_value_it_ties_when_asked(tmp_path):
+    # Four random readers whose sweeps tie 16 KiB and vanilla (labelled vanilla) beside one
+    # that gains at 16, their windows alike: labelled one value each, the region is vanilla's
+    # (four workloads to one); taught every tied value, it is 16's (five to four), which no
+    # reader there loses by. Two scans want 1 MiB.
+    rng = np.random.default_rng(5)
+    rows, feats = [], []
+    for name, ops in [("sure", (200.0, 100.0, 40.0))] + [(f"tie{k}", (101.0, 100.0, 40.0)) for k in range(4)]:
+        rows += [{"workload": name, "ra_kb": kb, "ops_s": v} for kb, v in zip((16, 128, 1024), ops)]
+        feats += _windows(rng, name, 128, sequential=False, n=20)
+    for name in ("scan0", "scan1"):
+        rows += [{"workload": name, "ra_kb": kb, "ops_s": v} for kb, v in ((16, 50.0), (128, 100.0), (1024, 200.0))]
+        feats += _windows(rng, name, 128, sequential=True, n=20)
+    assert ra.tied_values(rows, (16, 128, 1024)) == {"sure": [16], **{f"tie{k}": [16, 128] for k in range(4)},
+                                                    "scan0": [1024], "scan1": [1024]}  # fmt: skip
+    probe = np.array([[w[n] for n in ra.FEATURES_V3_FIRST] for w in _windows(rng, "new", 128, sequential=False)])
+    answers = {}
+    for tied in ("vanilla", "every"):
+        rep = ra.train_values(rows, feats, tmp_path / tied, epochs=60, tied=tied, features=ra.FEATURES_V3_FIRST)
+        assert rep["tied"] == tied and rep["rows"] == len(feats) + (4 * 20 if tied == "every" else 0)
+        for model in ("readahead_v3.iolm", "readahead_v3_dt.iolm"):
+            m = load_model(tmp_path / tied / model)
+            # The answer to most new windows of the region (a tree splits noise too).
+            answers[tied, model] = rep["classes_kb"][int(np.bincount(m.predict(probe)).argmax())]
+    # The network votes as the windows do; the tree (a leaf of eight windows can hold the one
+    # reader that gains) is only asked to follow them once every tied value is taught.
+    assert answers["vanilla", "readahead_v3.iolm"] == 128 and answers["every", "readahead_v3.iolm"] == 16
+    assert answers["every", "readahead_v3_dt.iolm"] == 16
+    assert rep["tied_kb"]["tie0"] == [16, 128]
+    with pytest.raises(ValueError, match="tied: want vanilla or every"):
+        ra.train_values(rows, feats, None, tied="all")
+
+
 def _odd(rng, name):
     """A workload whose windows lie where no other's do (strided, dense) and whose best value
     is vanilla: only its own windows (or a twin's) say 128 KiB."""
@@ -284,6 +317,34 @@ def test_a_family_step_reused_takes_only_complete_sweeps(tmp_path):
         bf.earlier_sweeps(path, (16, 128), 60)
 
 
+def test_a_family_step_keeps_the_runs_it_will_not_write_again_aside(tmp_path, monkeypatch):
+    # The step rewrites family-runs.csv with its own members' runs: the earlier file (other
+    # members, sweeps of other lengths) is renamed first, its Parquet twin with it, never
+    # onto a name already taken (the clock held still: every call in the same second).
+    from iolearn import bench_family as bf
+
+    epoch = bf.time.gmtime(0.0)
+    monkeypatch.setattr(bf.time, "gmtime", lambda *_: epoch)
+    stem = tmp_path / "family-runs"
+    assert bf.keep_aside(stem) is None
+    rows = [{"workload": "a", "config": "sweep", "ops": "[1.0]"}]
+    kept = []
+    for ops in ("[1.0]", "[2.0]"):
+        ra._write(stem, [dict(rows[0], ops=ops)])
+        kept.append(bf.keep_aside(stem))
+        assert not stem.with_suffix(".csv").exists() and not stem.with_suffix(".parquet").exists()
+    assert [k.name for k in kept] == ["family-runs.before-19700101T000000Z.csv",
+                                      "family-runs.before-19700101T000000Z-1.csv"]  # fmt: skip
+    assert [k.read_text().splitlines()[1] for k in kept] == ["a,sweep,[1.0]", "a,sweep,[2.0]"]
+    assert all(k.with_suffix(".parquet").exists() for k in kept)
+    # A Parquet file alone is kept too, and a name taken by anything is not reused.
+    stem.with_suffix(".parquet").write_bytes(b"alone")
+    tmp_path.joinpath("family-runs.before-19700101T000000Z-2.parquet").symlink_to(tmp_path / "nowhere")
+    alone = bf.keep_aside(stem)
+    assert alone.name == "family-runs.before-19700101T000000Z-3.parquet" and alone.read_bytes() == b"alone"
+    assert not stem.with_suffix(".parquet").exists()
+
+
 def test_a_resumed_trainset_keeps_every_earlier_run_in_its_sweep_even_when_cut_short(tmp_path, monkeypatch):
     """The runs read back are written with each new row, not only the ones before it: a
     member added in the middle of the family, or a step cut short, loses none."""
@@ -322,7 +383,9 @@ def test_a_resumed_trainset_keeps_every_earlier_run_in_its_sweep_even_when_cut_s
     monkeypatch.setattr(bf, "Files", lambda s, tb: None)
     monkeypatch.setattr(bf, "run", run)
     monkeypatch.setattr(br, "probe_helper", lambda tb, path, per_file: path)
-    monkeypatch.setattr(bench_trainset, "retrain", lambda out, quick, rows, feats, features: trained.append(rows) or {})
+    monkeypatch.setattr(
+        bench_trainset, "retrain", lambda out, quick, rows, feats, features, tied: trained.append(rows) or {}
+    )
     # Cut short after the first new run: every earlier run is still in the sweep.
     fail_after = 1
     with pytest.raises(KeyboardInterrupt):

@@ -21,7 +21,7 @@ pub use iolearn_policy::controller::{ControllerSpec, Scope};
 use iolearn_policy::controller::{Fallback, ReadaheadController, ReadaheadKnobs};
 pub use iolearn_policy::guard::GuardConfig;
 use iolearn_policy::guard::{Arm, GuardEventKind, Guarded};
-use iolearn_policy::readahead::{Outcome, WindowFeatures, WindowStats, MIN_RESOLUTION_UNITS};
+use iolearn_policy::readahead::{scale_free, Outcome, WindowFeatures, WindowStats, MIN_RESOLUTION_UNITS};
 use iolearn_policy::steady::Steady;
 use iolearn_probe::{Probe, ProbeConfig, Window};
 use iolearn_safeio::lock::Lock;
@@ -785,7 +785,13 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
             fallbacks = controller.fallbacks() - fallbacks_before,
             decide_ns,
             observed_share = 1.0 / k,
-            lost = w.counters.lost()
+            lost = w.counters.lost(),
+            // What a scale-free model read of the device's stream this window, in the order
+            // of `scale_free` (so a log shows why a v3 model answered what it did).
+            scale_free = %features.device.map_or("-".to_string(), |f| {
+                let x = scale_free(&f, &features.outcome).map(|v| format!("{v:.4}"));
+                format!("[{}]", x.join(","))
+            })
         );
         for a in knobs.take_actions() {
             m.changes += 1;
