@@ -428,15 +428,20 @@ def relays_for(s: br.Settings, workdir: Path, rows: list[dict], members) -> dict
         return {}
     at_vanilla = {r["workload"]: json.loads(r["ops"]) for r in rows
                   if r["config"] == "sweep" and r["ra_kb"] == br.VANILLA_KB}  # fmt: skip
-    count = workdir / "ops-count"
-    relays = {w.name: Relay.for_rate(count, sum(at_vanilla[w.name]), db_threads(s, w))
+    relays = {w.name: Relay.for_rate(relay_count(workdir), sum(at_vanilla[w.name]), db_threads(s, w))
               for w in members if w.kind == "db"}  # fmt: skip
-    return relays | {w.name: Relay(count, 0) for w in members if relays_fio(w)}
+    return relays | {w.name: r for w in members if (r := fio_relay(s, workdir, w)) is not None}
 
 
-def relays_fio(w: Workload) -> bool:
-    """Whether ``w`` is a fio member whose count [`relays_for`] relays (one process)."""
-    return w.kind == "fio" and len(w.jobs) == 1
+def relay_count(workdir: Path) -> Path:
+    """The one count file every relay writes (the members run one at a time)."""
+    return workdir / "ops-count"
+
+
+def fio_relay(s: br.Settings, workdir: Path, w: Workload) -> Relay | None:
+    """The [`Relay`] of ``w`` where it is a one-process fio member and ``--progress ops`` asks
+    for counts (it needs no sweep: fio reports on the clock); None otherwise."""
+    return Relay(relay_count(workdir), 0) if s.progress == "ops" and w.kind == "fio" and len(w.jobs) == 1 else None
 
 
 def db_threads(s: br.Settings, w: Workload) -> int:
@@ -664,8 +669,6 @@ def keep_aside(stem: Path) -> Path | None:
     for n in range(1000):
         name = f"{stem.name}.before-{when}" + (f"-{n}" if n else "")
         moved = [stem.with_name(name + x.suffix) for x in present]
-        if any(there(x) for x in moved):
-            continue
         # A link fails where the name exists (a rename would replace it), then the old name
         # goes; a link (not its target) is what is moved.
         made: list[Path] = []
@@ -757,9 +760,8 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     # A fio member whose count is relayed runs its relay too (a db_bench relay's step needs the
     # sweep's rate, and its reports are db_bench's own).
     for w in workloads:
-        check = Relay(tb.workdir / "ops-count", 0) if s.progress == "ops" and relays_fio(w) else None
         run(s, tb, db, files, w, kb=br.VANILLA_KB, seed=SWEEP_SEED, seconds=2, scratch=scratch, series=[],
-            relay=check)  # fmt: skip
+            relay=fio_relay(s, tb.workdir, w))  # fmt: skip
     bar = ra._bar(len(workloads) * (len(s.sweep_kb) + len(configs) * s.repeats), "family")
     rows: list[dict] = []
 

@@ -227,7 +227,10 @@ sys.stdout.write("fio: a note {{\\n}} and a line that starts with a brace\\n" + 
 
     s = bench_real.Settings(True)
     w = next(m for m in bench_family.MEMBERS if m.name == "fio-strided")
-    assert bench_family.relays_fio(w)
+    assert bench_family.fio_relay(bench_real.Settings(True), tmp_path, w) is None
+    ops = bench_real.Settings(True)
+    ops.progress = "ops"
+    assert bench_family.fio_relay(ops, tmp_path, w) == bench_family.Relay(tmp_path / "ops-count", 0)
     relay = bench_family.Relay(tmp_path / "ops-count", 0)
     relay.reset()
     got = bench_family.execute(s, Bed(), tmp_path, FakeFiles(), w, seed=3, seconds=3, scratch=tmp_path,
