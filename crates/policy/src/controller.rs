@@ -77,6 +77,28 @@ impl Scope {
     }
 }
 
+/// The model's answers a controller overruled on its own, counted once per run of one answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Overruled {
+    /// Answers of the value a decision the guardrail measured better came from.
+    pub held: u64,
+    /// See-saws settled (a model that reads the value in force answered each of two values
+    /// with the other; [`KmlController`]).
+    pub settled: u64,
+    /// Lowerings not made while sequential streams carried the device's pages
+    /// ([`KmlController::spare_scans`]).
+    pub spared_lowerings: u64,
+    /// Raises not made while processes that do not scan shared the device with one that does
+    /// ([`KmlController::spare_raise_beside_scans`]).
+    pub spared_raises: u64,
+    /// Moves not made to a value the model scored alike with the one in force
+    /// ([`KmlController::weigh_alike`]).
+    pub stayed_alike: u64,
+    /// Values tried from vanilla that the model scored alike with it
+    /// ([`KmlController::weigh_alike`]).
+    pub tried_alike: u64,
+}
+
 /// A decision maker called once per window.
 pub trait ReadaheadController {
     /// Name for reports.
@@ -96,12 +118,9 @@ pub trait ReadaheadController {
     fn labels(&self) -> Vec<String> {
         Vec::new()
     }
-    /// The model's answers the controller overruled on its own, `(held, settled, spared)`:
-    /// answers of the value a proven decision came from, see-saws it settled (a model that
-    /// reads the value in force; [`KmlController`]), and lowerings not made while sequential
-    /// streams carried the device's pages ([`KmlController::spare_scans`]).
-    fn overruled(&self) -> (u64, u64, u64) {
-        (0, 0, 0)
+    /// The model's answers the controller overruled on its own ([`Overruled`]).
+    fn overruled(&self) -> Overruled {
+        Overruled::default()
     }
     /// The guardrail ([`crate::guard`]) took back the device value `kb` this controller asked
     /// for: measured worse than vanilla, and `now_kb` (vanilla) is in force again; `sure`:
@@ -278,6 +297,24 @@ pub struct KmlController {
     /// answer, and the answer overruled now.
     pub spared: u64,
     sparing: Option<u64>,
+    /// Per device, scale-free models: raises overruled because processes that do not scan
+    /// shared the device with one that does ([`KmlController::spare_raise_beside_scans`]),
+    /// counted once per run of one answer.
+    pub spared_raises: u64,
+    sparing_raise: Option<u64>,
+    /// Per device, scale-free models: moves not made to a value scored alike with the one in
+    /// force ([`KmlController::weigh_alike`]), counted once per run of one answer.
+    pub stayed_alike: u64,
+    /// Per device, scale-free models: values tried from vanilla that the model scored alike
+    /// with it ([`KmlController::weigh_alike`]), counted once per run of one answer.
+    pub tried_alike: u64,
+    weighing: Option<(u64, u64)>,
+    /// The value asked for from vanilla because the model scored it alike with vanilla,
+    /// until the guardrail's verdict on it.
+    trying: Option<u64>,
+    /// Values so tried that did not pay (kept without a gain, or taken back), and the window
+    /// until which they are not tried again.
+    unpaid: BTreeMap<u64, u64>,
 }
 
 /// A description's stream reads sequentially below this randomness (input 7 of
@@ -292,6 +329,26 @@ pub const MIN_STREAM_EVENTS: f64 = 16.0;
 /// The share of a window's described events in sequential streams from which a per-device
 /// lowering is not made ([`KmlController::spare_scans`]): a third.
 pub const SEQUENTIAL_SHARE: f64 = 1.0 / 3.0;
+
+/// Two readahead values whose class probabilities differ by less than this are scored alike
+/// ([`KmlController::weigh_alike`]). A model taught every value a training workload tied at
+/// (`--v3-tied every`) scores two tied values about half and half: on the kernel, db_bench's
+/// random readers' windows read 0.51-0.55 for 16 KiB and 0.45-0.49 for 64, in either order.
+pub const ALIKE: f32 = 0.15;
+
+/// Windows a value tried from vanilla because the model scored it alike with vanilla is not
+/// tried again once the guardrail kept it without a gain or took it back
+/// ([`KmlController::weigh_alike`]).
+pub const UNPAID_HOLD: u64 = SEESAW_HOLD;
+
+/// The most classes whose probabilities [`KmlController::weigh_alike`] weighs (KML's sweep
+/// has 20 values).
+const MAX_WEIGHED_CLASSES: usize = 32;
+
+/// The share of the processes whose streams a window judges that do not read sequentially,
+/// from which a per-device raise is not made beside a process that scans
+/// ([`KmlController::spare_raise_beside_scans`]): a third.
+pub const UNSEQUENTIAL_PROCESS_SHARE: f64 = 1.0 / 3.0;
 
 /// A value the guardrail measured better than vanilla beyond chance. The model's inputs move
 /// with the value in force, so at the value it chose it may answer the value it came from:
@@ -518,6 +575,13 @@ impl KmlController {
             holds: 0,
             spared: 0,
             sparing: None,
+            spared_raises: 0,
+            sparing_raise: None,
+            stayed_alike: 0,
+            tried_alike: 0,
+            weighing: None,
+            trying: None,
+            unpaid: BTreeMap::new(),
         })
     }
 
@@ -569,6 +633,12 @@ impl KmlController {
     /// Class of one stream's features `raw` in a window whose device did `outcome` (the
     /// model reads what its schema says).
     pub fn classify(&mut self, raw: &RaFeatures, outcome: &Outcome) -> usize {
+        self.score(raw, outcome, None)
+    }
+
+    /// The class of `raw` (as [`Self::classify`]), and each class's probability into `proba`
+    /// where given (as long as the model's classes).
+    fn score(&mut self, raw: &RaFeatures, outcome: &Outcome, proba: Option<&mut [f32]>) -> usize {
         let (inputs, n) = self.inputs(raw, outcome);
         let mut buf = [0f32; MAX_INPUTS];
         let x = &mut buf[..n];
@@ -578,11 +648,120 @@ impl KmlController {
         if let Some(z) = &self.model.normaliser {
             z.transform(x);
         }
-        match (&self.model.kind, self.ws.as_mut()) {
-            (ModelKind::Mlp(n), Some(ws)) => n.predict_class(x, ws),
-            (ModelKind::Tree(t), _) => t.predict_class(x),
+        match (&self.model.kind, self.ws.as_mut(), proba) {
+            (ModelKind::Mlp(n), Some(ws), None) => n.predict_class(x, ws),
+            (ModelKind::Tree(t), _, None) => t.predict_class(x),
+            (ModelKind::Mlp(n), Some(ws), Some(p)) => {
+                // The class as `classify` gives it (the argmax of the logits), bit for bit.
+                n.predict_proba(x, ws, p);
+                n.predict_class(x, ws)
+            }
+            (ModelKind::Tree(t), _, Some(p)) => {
+                t.predict_proba(x, p);
+                t.predict_class(x)
+            }
             _ => 0,
         }
+    }
+
+    /// The model's answer `(class, kb)` for the device, weighed against the value in force
+    /// where the model scores the two alike (their probabilities within [`ALIKE`]; scale-free
+    /// models only). A move from the value in force to one scored alike is not made: it buys
+    /// nothing the model knows of and costs the kernel a settling second, and a decision the
+    /// guardrail kept would be left for one it never measured (on the kernel, the model taught
+    /// every tied value took db_bench's random readers from 16 KiB, kept at 3.4x vanilla, to 64
+    /// at window 12, 20% slower, on a coin's toss of 0.55 against 0.45). And at vanilla, under
+    /// a guardrail, the best other value scored alike with vanilla is tried, for the guardrail
+    /// to judge: which of two tied values the argmax names is noise (fio's random mapped
+    /// reader read 0.50 for 64 KiB against 0.49 for 128, and 64 gains 1.95x). A try must
+    /// pay: kept by the guardrail without a gain (within its tolerance) or taken back, the
+    /// value goes back to vanilla and is not tried again for [`UNPAID_HOLD`] windows, since
+    /// the model gave no reason to prefer it (`unpaid_try`). Returns
+    /// `(class, kb)` unchanged for a fallback, a value in force that is no class's, or a
+    /// model with more than [`MAX_WEIGHED_CLASSES`] classes.
+    fn weigh_alike(
+        &mut self,
+        (class, kb): (usize, u64),
+        in_force: u64,
+        raw: &RaFeatures,
+        outcome: &Outcome,
+    ) -> (usize, u64) {
+        let n = self.model.classes.len();
+        if class == usize::MAX || !self.inputs.scale_free() || n > MAX_WEIGHED_CLASSES {
+            self.weighing = None;
+            return (class, kb);
+        }
+        let Some(here) = (0..n).find(|&c| self.action_kb(c) == in_force) else {
+            self.weighing = None;
+            return (class, kb);
+        };
+        let mut buf = [0f32; MAX_WEIGHED_CLASSES];
+        let p = &mut buf[..n];
+        self.score(raw, outcome, Some(&mut *p));
+        let window = self.seesaw.window;
+        self.unpaid.retain(|_, until| *until > window);
+        let vanilla = (0..n).find(|&c| self.action_kb(c) == self.vanilla_kb);
+        if let (Some(v), true) = (vanilla, self.unpaid.contains_key(&in_force)) {
+            // A value tried for being scored alike with vanilla that did not pay, still in
+            // force (kept within the tolerance): back to vanilla, however the model scores
+            // it now (at the value it tried, its inputs read that value).
+            self.weighing = None;
+            return (v, self.vanilla_kb);
+        }
+        let (to, tried) = if in_force == self.vanilla_kb && self.judged_in > 0 {
+            // At vanilla under a guardrail: the best other value wherever it is scored alike
+            // with vanilla, whichever the argmax names (following the argmax between two
+            // values scored alike, one window's request and the next's differ, and no change
+            // passes the hysteresis).
+            let unpaid = |c: usize| self.unpaid.contains_key(&self.action_kb(c));
+            let other = (0..n)
+                .filter(|&c| c != here && self.action_kb(c) != in_force && !unpaid(c))
+                .max_by(|&a, &b| p[a].total_cmp(&p[b]));
+            match other {
+                Some(o) if p[here] - p[o] < ALIKE => {
+                    // Scored alike both ways: a try, kept only if it pays.
+                    self.trying = (p[o] - p[here] < ALIKE).then(|| self.action_kb(o));
+                    (o, class == here)
+                }
+                // The argmax a try that did not pay, still scored alike with vanilla: vanilla.
+                _ if class != here && unpaid(class) && p[class] - p[here] < ALIKE => (here, false),
+                _ => (class, false),
+            }
+        } else if kb != in_force {
+            // Moving: not to a value scored alike with the one in force.
+            (if p[class] - p[here] < ALIKE { here } else { class }, false)
+        } else {
+            (class, false)
+        };
+        if to == class {
+            self.weighing = None;
+            return (class, kb);
+        }
+        let to_kb = self.action_kb(to);
+        if self.weighing != Some((in_force, self.action_kb(class))) {
+            self.weighing = Some((in_force, self.action_kb(class)));
+            let (event, why) = if tried {
+                self.tried_alike += 1;
+                (
+                    "tried_alike",
+                    "the model scores this value alike with vanilla: tried, for the guardrail to judge",
+                )
+            } else {
+                self.stayed_alike += 1;
+                (
+                    "stayed_alike",
+                    "the model scores its answer alike with the value in force: not moved",
+                )
+            };
+            tracing::info!(
+                event = %event,
+                answer_kb = self.action_kb(class),
+                read_ahead_kb = to_kb,
+                scores = %format!("{:.2} against {:.2}", p[class], p[to]),
+                why = %why
+            );
+        }
+        (to, to_kb)
     }
 
     /// The device's value `kb`, or vanilla where `kb` lowers readahead below vanilla while
@@ -604,7 +783,8 @@ impl KmlController {
     /// steps, not by the model: asked about one file's stream, a model trained on devices'
     /// streams answered vanilla for db_bench's random readers, whose device stream it reads
     /// right. A raise is left to the guardrail: its cost to a random reader is that reader's
-    /// own readahead, which the guardrail's hold of one process at vanilla removes.
+    /// own readahead, which the guardrail's hold of one process at vanilla removes; but beside
+    /// a scan, see [`Self::spare_raise_beside_scans`].
     fn spare_scans(&mut self, kb: u64, window: &WindowFeatures) -> u64 {
         let vanilla = self.vanilla_kb;
         if !self.inputs.scale_free() || kb >= vanilla {
@@ -638,6 +818,77 @@ impl KmlController {
         vanilla
     }
 
+    /// The device's value `kb`, or vanilla where `kb` raises readahead above vanilla while a
+    /// process scans (its streams' randomness, input 7 weighted by their events, under
+    /// [`SEQUENTIAL_RANDOMNESS`]) and processes that do not make [`UNSEQUENTIAL_PROCESS_SHARE`]
+    /// or more of the processes the window's streams judge (scale-free models only). The
+    /// mirror of [`Self::spare_scans`], counted by process rather than by event: a higher
+    /// value only helps a stream that reads sequentially, and costs each process that does
+    /// not the device's time (the scan's larger requests queue before its reads) and its own
+    /// read-around, while the guardrail, as the floor, weighs every process alike against its
+    /// own vanilla. By events such a mix is the scan's: on the kernel fio's three processes (a
+    /// scan, a random reader, a strided one) were answered 256 KiB from the merged stream, in
+    /// which the other two made about 5% of the events; they ran at 0.62-0.66 of vanilla for
+    /// the four windows the guardrail takes to judge a raise (a settling window, then two),
+    /// 0.79-0.81 over a 15-s run, for the scan's 2%. One process is no mix (db_bench's
+    /// threads are one process); beside no scan the answer stands for the guardrail to judge.
+    fn spare_raise_beside_scans(&mut self, kb: u64, window: &WindowFeatures) -> u64 {
+        let vanilla = self.vanilla_kb;
+        if !self.inputs.scale_free() || kb <= vanilla {
+            self.sparing_raise = None;
+            return kb;
+        }
+        // Each process's events, and their randomness summed by event.
+        let mut processes: BTreeMap<u32, (f64, f64)> = BTreeMap::new();
+        for (&(pid, _), raw) in window
+            .descriptions
+            .iter()
+            .filter(|(_, raw)| raw[0] >= MIN_STREAM_EVENTS)
+        {
+            let p = processes.entry(pid).or_default();
+            p.0 += raw[0];
+            p.1 += raw[0] * raw[7];
+        }
+        let scans = processes
+            .values()
+            .filter(|(n, r)| r / n < SEQUENTIAL_RANDOMNESS)
+            .count();
+        let others = processes.len() - scans;
+        if scans == 0 || (others as f64) < UNSEQUENTIAL_PROCESS_SHARE * processes.len() as f64 {
+            self.sparing_raise = None;
+            return kb;
+        }
+        if self.sparing_raise != Some(kb) {
+            self.sparing_raise = Some(kb);
+            self.spared_raises += 1;
+            tracing::info!(
+                event = %"scan_beside_others",
+                answer_kb = kb,
+                read_ahead_kb = vanilla,
+                processes_scanning = scans,
+                processes_not = others,
+                why = %"the device's merged stream, a scan's, answered a higher value, and processes that do not scan, which a higher value only costs, share the device with it"
+            );
+        }
+        vanilla
+    }
+
+    /// The guardrail's verdict on `kb` found no gain: if it was tried for being scored alike
+    /// with vanilla, it is not tried again for [`UNPAID_HOLD`] windows (and, still in force,
+    /// goes back to vanilla).
+    fn unpaid_try(&mut self, kb: u64) {
+        if self.trying == Some(kb) {
+            self.trying = None;
+            self.unpaid.insert(kb, self.seesaw.window + UNPAID_HOLD);
+            tracing::info!(
+                event = %"unpaid_try",
+                read_ahead_kb = kb,
+                windows = UNPAID_HOLD,
+                why = %"tried for being scored alike with vanilla, and the guardrail found no gain: not tried again for a while"
+            );
+        }
+    }
+
     fn action_kb(&self, class: usize) -> u64 {
         self.model.classes.get(class).map_or(128, |c| c.action.max(0) as u64)
     }
@@ -648,11 +899,17 @@ impl ReadaheadController for KmlController {
         if self.proven.is_some_and(|p| p.kb == kb) {
             self.proven = None;
         }
+        self.unpaid_try(kb);
         if let Some(l) = self.learner.as_mut() {
             l.taken_back(kb, now_kb, sure);
         }
     }
     fn kept(&mut self, kb: u64, gain: bool) {
+        if gain && self.trying == Some(kb) {
+            self.trying = None;
+        } else if !gain {
+            self.unpaid_try(kb);
+        }
         match self.last_change {
             Some((from, to))
                 if to == kb
@@ -689,8 +946,15 @@ impl ReadaheadController for KmlController {
     fn labels(&self) -> Vec<String> {
         self.model.classes.iter().map(|c| c.label.clone()).collect()
     }
-    fn overruled(&self) -> (u64, u64, u64) {
-        (self.holds, self.settles, self.spared)
+    fn overruled(&self) -> Overruled {
+        Overruled {
+            held: self.holds,
+            settled: self.settles,
+            spared_lowerings: self.spared,
+            spared_raises: self.spared_raises,
+            stayed_alike: self.stayed_alike,
+            tried_alike: self.tried_alike,
+        }
     }
     fn name(&self) -> String {
         format!("kml-{}-{}", self.model.kind.name(), self.scope.name())
@@ -776,7 +1040,8 @@ impl ReadaheadController for KmlController {
             if let Some(learner) = self.learner.as_mut() {
                 learner.watch(window, knobs);
             }
-            let (class, kb) = self.decide_one(&f, &window.outcome);
+            let answer = self.decide_one(&f, &window.outcome);
+            let (class, kb) = self.weigh_alike(answer, in_force, &f, &window.outcome);
             self.decisions.push((window.start_ns, class));
             let now = knobs.device_read_ahead_kb();
             // A fallback is no answer of the model's: it neither starts nor ends a see-saw.
@@ -815,6 +1080,7 @@ impl ReadaheadController for KmlController {
             // Last, over whatever led here (an answer, a settled see-saw, a hold, a fallback):
             // the see-saw and the hold are fed the model's answers, not this rule's value.
             let kb = self.spare_scans(kb, window);
+            let kb = self.spare_raise_beside_scans(kb, window);
             if kb != now {
                 knobs.set_device_read_ahead_kb(kb);
                 // Only a change the hysteresis let through (and the floor left as asked) is

@@ -1940,7 +1940,7 @@ impl ReadaheadController for Guarded {
     fn fallbacks(&self) -> u64 {
         self.inner.fallbacks()
     }
-    fn overruled(&self) -> (u64, u64, u64) {
+    fn overruled(&self) -> crate::controller::Overruled {
         self.inner.overruled()
     }
     fn labels(&self) -> Vec<String> {

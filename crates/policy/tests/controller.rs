@@ -512,10 +512,240 @@ fn a_scale_free_model_reads_the_inputs_its_file_names_and_no_others() {
     );
 }
 
+/// A per-device raise is not made while processes that do not scan make a third of the
+/// processes beside one that does (`KmlController::spare_raise_beside_scans`): the merged
+/// stream is the scan's, and 1024 KiB would cost the others (fio's three processes on the
+/// kernel: a scan, a random reader and a strided one, the two with 5% of the events).
+#[test]
+fn a_higher_device_value_is_not_set_while_processes_that_do_not_scan_share_the_device_with_a_scan() {
+    use iolearn_policy::controller::{SEQUENTIAL_RANDOMNESS, UNSEQUENTIAL_PROCESS_SHARE};
+    let (v3, _) = scan_or_random_models(1024);
+    // A stream of `n` events: a scan, random reads, or steps between (a strided reader).
+    #[derive(Clone, Copy)]
+    enum Kind {
+        Scan,
+        Random,
+        Strided,
+    }
+    let stream_of = |kind: Kind, n: u64| {
+        let mut f = scan_like(stream(500_000, 200_000, matches!(kind, Kind::Random)).features_v2(256));
+        f[0] = n as f64;
+        if matches!(kind, Kind::Strided) {
+            f[7] = 0.3;
+        }
+        f
+    };
+    assert!(stream_of(Kind::Random, 1)[7] >= 0.5 && stream_of(Kind::Scan, 1)[7] < SEQUENTIAL_RANDOMNESS);
+    use Kind::*;
+    // Each process's streams (kind, events), and the device's value after the window; the
+    // device's merged stream is a scan's, answered 1024 KiB.
+    // Each process its streams.
+    type Processes<'a> = &'a [&'a [(Kind, u64)]];
+    let cases: &[(Processes, u64)] = &[
+        (&[], 1024),                                                       // no description: the answer stands
+        (&[&[(Scan, 180_000)]], 1024),                                     // a scan alone
+        (&[&[(Scan, 90_000), (Scan, 90_000)]], 1024),                      // one process scanning two files
+        (&[&[(Random, 9_000)], &[(Random, 9_000)]], 1024),                 // no scan: the guardrail's to judge
+        (&[&[(Scan, 180_000)], &[(Random, 800)]], 128),                    // a random reader beside a scan
+        (&[&[(Scan, 180_000)], &[(Random, 800)], &[(Strided, 900)]], 128), // fio's three processes
+        (&[&[(Scan, 90_000)], &[(Scan, 90_000)], &[(Random, 800)]], 128),  // a third exactly
+        (
+            &[
+                &[(Scan, 60_000)],
+                &[(Scan, 60_000)],
+                &[(Scan, 60_000)],
+                &[(Random, 800)],
+            ],
+            1024,
+        ), // a quarter
+        (&[&[(Scan, 180_000), (Random, 800)]], 1024),                      // one process is no mix
+        (&[&[(Scan, 180_000)], &[(Random, 15)]], 1024),                    // a stream too short to judge
+        (&[&[(Scan, 180_000)], &[(Scan, 10_000), (Random, 800)]], 1024),   // by its events the second scans
+    ];
+    for (i, &(processes, want)) in cases.iter().enumerate() {
+        let mut descriptions = BTreeMap::new();
+        for (pid, streams) in processes.iter().enumerate() {
+            for (file, &(kind, n)) in streams.iter().enumerate() {
+                descriptions.insert((pid as u32 + 1, 10 * pid as u64 + file as u64), stream_of(kind, n));
+            }
+        }
+        let w = WindowFeatures {
+            device: Some(stream_of(Scan, 200_000)),
+            descriptions,
+            outcome: same_outcome(),
+            ..WindowFeatures::default()
+        };
+        let mut c = KmlController::new(v3.clone(), Scope::Device).unwrap();
+        let mut knobs = Recorder {
+            device_kb: 128,
+            ..Default::default()
+        };
+        c.decide(&w, &mut knobs);
+        let case = format!(
+            "case {i}: {} processes (bar {UNSEQUENTIAL_PROCESS_SHARE:.3})",
+            processes.len()
+        );
+        assert_eq!(knobs.device_kb, want, "{case}");
+        let o = c.overruled();
+        assert_eq!(
+            (o.spared_raises, o.spared_lowerings),
+            (u64::from(want == 128), 0),
+            "{case}"
+        );
+    }
+}
+
+/// Values the model scores alike (`KmlController::weigh_alike`): no move from the value in
+/// force to one scored within `ALIKE` of it, and at vanilla, under a guardrail, the best
+/// other value scored alike is tried. The model reads only the value in force; each row of
+/// its training is taught its own label, so a leaf's class shares are the model's scores.
+#[test]
+fn a_value_scored_alike_with_the_one_in_force_is_not_moved_to_and_one_alike_with_vanilla_is_tried() {
+    use iolearn_ml::kml::READAHEAD_SCHEMA_V3;
+    use iolearn_policy::controller::ALIKE;
+    let classes = [("16KiB", 16), ("64KiB", 64), ("128KiB", 128), ("256KiB", 256)];
+    let class_of = |kb: u64| classes.iter().position(|c| c.1 as u64 == kb).unwrap() as f32;
+    let input = |kb: u64| ((kb as f64).log2() / 13.0) as f32;
+    // Per value in force, how many rows teach each value.
+    let model = |rows: &[(u64, &[(u64, usize)])]| {
+        let (mut x, mut y) = (Vec::new(), Vec::new());
+        // Every class taught somewhere (a tree has as many classes as its labels name).
+        for &(at, taught) in rows.iter().chain([(4096, &[(256, 1)][..])].iter()) {
+            for &(kb, n) in taught {
+                x.extend(std::iter::repeat_n(input(at), n));
+                y.extend(std::iter::repeat_n(class_of(kb), n));
+            }
+        }
+        let tree = DecisionTree::fit(&x, &y, 1, &TreeConfig::default()).unwrap();
+        let mut m = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &classes);
+        m.schema = READAHEAD_SCHEMA_V3.into();
+        m.features = vec!["ra_log2_kb_over_13".into()];
+        m
+    };
+    // The device's value after one window at `at` KiB, with a guardrail or without.
+    let decide = |m: &ModelFile, at: u64, guarded: bool| {
+        let mut c = KmlController::new(m.clone(), Scope::Device).unwrap();
+        if guarded {
+            c.judged(4, 128);
+        }
+        let mut knobs = Recorder {
+            device_kb: at,
+            ..Default::default()
+        };
+        let mut f = scan_like(stream(5_000, 2_000, true).features_v2(256));
+        f[4] = at as f64 / 512.0;
+        let w = WindowFeatures {
+            device: Some(f),
+            outcome: same_outcome(),
+            ..WindowFeatures::default()
+        };
+        c.decide(&w, &mut knobs);
+        (knobs.device_kb, c.overruled())
+    };
+    // db_bench's random readers as the model taught every tied value scores them: at vanilla
+    // 16 KiB (0.55) over 64; at 16, 64 (0.55) over 16 (0.45), alike; at 64, 64 clearly.
+    const { assert!(0.55 - 0.45 < ALIKE && 0.75 - 0.25 > ALIKE) };
+    let readers = model(&[
+        (128, &[(16, 11), (64, 9)]),
+        (16, &[(16, 9), (64, 11)]),
+        (64, &[(16, 5), (64, 15)]),
+        (256, &[(16, 3), (64, 17)]),
+    ]);
+    for guarded in [false, true] {
+        let (kb, o) = decide(&readers, 128, guarded);
+        assert_eq!((kb, o.stayed_alike, o.tried_alike), (16, 0, 0), "guarded {guarded}");
+        let (kb, o) = decide(&readers, 16, guarded);
+        assert_eq!(
+            (kb, o.stayed_alike),
+            (16, 1),
+            "16 KiB in force, 64 scored alike: guarded {guarded}"
+        );
+        assert_eq!(decide(&readers, 64, guarded).0, 64);
+        // A value in force that is no class's: the answer stands.
+        let (kb, o) = decide(&readers, 512, guarded);
+        assert_eq!((kb, o.stayed_alike), (64, 0), "guarded {guarded}");
+        // Scored apart (0.85 against 0.15): the move is made.
+        assert_eq!(decide(&readers, 256, guarded).0, 64);
+    }
+    // A random mapped reader: at vanilla 128 KiB (0.55) over 64 (0.45), alike: 64 is tried
+    // under a guardrail, not without one; scored apart (0.75 against 0.25), vanilla stays.
+    let mapped = model(&[(128, &[(128, 11), (64, 9)]), (64, &[(64, 12), (128, 8)])]);
+    let (kb, o) = decide(&mapped, 128, true);
+    assert_eq!((kb, o.tried_alike, o.stayed_alike), (64, 1, 0));
+    assert_eq!(decide(&mapped, 128, false).0, 128);
+    let apart = model(&[(128, &[(128, 15), (64, 5)]), (64, &[(64, 12), (128, 8)])]);
+    let (kb, o) = decide(&apart, 128, true);
+    assert_eq!((kb, o.tried_alike), (128, 0));
+    // Tried from vanilla, then held there by its own score (0.6 against 0.4).
+    assert_eq!(decide(&mapped, 64, true).0, 64);
+    // At vanilla the value scored alike is taken whichever of the two the argmax names, so
+    // the request is the same from window to window; without a guardrail vanilla stays.
+    let ahead = model(&[(128, &[(64, 11), (128, 9)]), (64, &[(64, 12), (128, 8)])]);
+    let (kb, o) = decide(&ahead, 128, true);
+    assert_eq!((kb, o.tried_alike, o.stayed_alike), (64, 0, 0));
+    let (kb, o) = decide(&ahead, 128, false);
+    assert_eq!((kb, o.stayed_alike), (128, 1));
+
+    // A try must pay: kept without a gain (within the tolerance), the value goes back to
+    // vanilla and is not tried again for `UNPAID_HOLD` windows; kept with a gain, it stays.
+    let window = |at: u64| {
+        let mut f = scan_like(stream(5_000, 2_000, true).features_v2(256));
+        f[4] = at as f64 / 512.0;
+        WindowFeatures {
+            device: Some(f),
+            outcome: same_outcome(),
+            ..WindowFeatures::default()
+        }
+    };
+    // The device's values over `n` windows from vanilla, the guardrail's verdict on 64 KiB
+    // (kept, with a gain or not) given before window `at`.
+    let run = |m: &ModelFile, n: usize, at: usize, gain: bool| {
+        let mut c = KmlController::new(m.clone(), Scope::Device).unwrap();
+        c.judged(4, 128);
+        let mut knobs = Recorder {
+            device_kb: 128,
+            ..Default::default()
+        };
+        let mut seen = Vec::new();
+        for i in 0..n {
+            if i == at {
+                c.kept(64, gain);
+            }
+            let kb = knobs.device_kb;
+            c.decide(&window(kb), &mut knobs);
+            seen.push(knobs.device_kb);
+        }
+        seen
+    };
+    assert_eq!(run(&mapped, 4, 2, false), [64, 64, 128, 128]);
+    assert_eq!(run(&mapped, 4, 2, true), [64, 64, 64, 64]);
+    let mut c = KmlController::new(mapped.clone(), Scope::Device).unwrap();
+    c.judged(4, 128);
+    let mut knobs = Recorder {
+        device_kb: 128,
+        ..Default::default()
+    };
+    c.decide(&window(128), &mut knobs);
+    c.taken_back(64, 128, false);
+    knobs.device_kb = 128;
+    for _ in 0..iolearn_policy::controller::UNPAID_HOLD - 1 {
+        c.decide(&window(128), &mut knobs);
+        assert_eq!(knobs.device_kb, 128, "taken back: not tried again for a while");
+    }
+    c.decide(&window(128), &mut knobs);
+    c.decide(&window(128), &mut knobs);
+    assert_eq!(knobs.device_kb, 64, "tried again once the hold ends");
+    // A try the argmax names (64 at 0.55 against vanilla's 0.45) that did not pay is not
+    // made again from vanilla either (readreverse on the kernel went back to 256 KiB).
+    // (At 64 the model answers 64 first: a stint that only answered back would be a
+    // see-saw, settled at vanilla by its own rule.)
+    assert_eq!(run(&ahead, 5, 2, false), [64, 64, 128, 128, 128]);
+}
+
 /// A per-device lowering is not made while sequential streams carry a third of the device's
 /// events (`KmlController::spare_scans`): a scan beside two random readers merges into a stream
 /// that looks random, but the scan carries most of the pages, and 16 KiB would cost it (fio's
-/// three processes on the kernel). Raises are left to the guardrail.
+/// three processes on the kernel). Raises beside no scan are left to the guardrail.
 #[test]
 fn a_lower_device_value_is_not_set_while_sequential_streams_carry_a_third_of_the_events() {
     use iolearn_policy::controller::SEQUENTIAL_SHARE;
@@ -535,7 +765,7 @@ fn a_lower_device_value_is_not_set_while_sequential_streams_carry_a_third_of_the
         (true, 180_000, 5_000, 128), // the scan carries 95% of the events: vanilla
         (true, 11_000, 12_000, 16),  // the scan carries a little under a third: 16 KiB
         (true, 13_000, 12_000, 128), // just over a third: vanilla
-        (false, 0, 20_000, 1024),    // a raise, random readers or not, is the guardrail's
+        (false, 0, 20_000, 1024),    // a raise beside no scan, random readers or not, is the guardrail's
     ];
     for (random_device, scan_n, random_n, want) in cases {
         let mut descriptions = BTreeMap::new();
@@ -593,7 +823,7 @@ fn a_lower_device_value_is_not_set_while_sequential_streams_carry_a_third_of_the
     assert_eq!(seen, [16, 16, 128, 128, 16]);
     // Counted once per run of one answer, and reported with the other overruled answers
     // (the tuner's stop line and metrics).
-    assert_eq!((c.spared, c.overruled().2), (1, 1));
+    assert_eq!((c.spared, c.overruled().spared_lowerings), (1, 1));
 
     // A value the guardrail proved better is held when the model answers the value it came
     // from (`Proven`); a scan that comes to carry the pages takes it back all the same. Scans

@@ -1795,7 +1795,12 @@ fn a_held_value_whose_windows_leave_the_models_range_is_not_handed_to_the_learne
         // Each overruled answer is counted (the tuner's metrics and stop line report it): the
         // fallbacks to the value it came from; with the learner there is no answer to
         // overrule (it watches those windows).
-        assert_eq!(g.overruled().0 > 0, !learner, "learner {learner}: {:?}", g.overruled());
+        assert_eq!(
+            g.overruled().held > 0,
+            !learner,
+            "learner {learner}: {:?}",
+            g.overruled()
+        );
     }
 }
 
@@ -1833,7 +1838,11 @@ fn a_model_out_of_its_range_everywhere_leaves_the_learner_to_climb_unheld() {
         gain * 100.0,
         &seen[..80]
     );
-    assert_eq!(g.overruled(), (0, 0, 0), "no answer of the model's was overruled");
+    assert_eq!(
+        g.overruled(),
+        Default::default(),
+        "no answer of the model's was overruled"
+    );
 }
 
 /// A device shared by processes, as the kernel's knobs behave: a process given a value of its

@@ -67,6 +67,13 @@ pub struct Metrics {
     pub settled_seesaws: u64,
     /// Lowerings of the device's value not made while sequential streams carried its pages.
     pub spared_lowerings: u64,
+    /// Raises of the device's value not made while processes that do not scan shared the
+    /// device with one that does.
+    pub spared_raises: u64,
+    /// Moves not made to a value the model scored alike with the one in force.
+    pub stayed_alike: u64,
+    /// Values tried from vanilla that the model scored alike with it.
+    pub tried_alike: u64,
     /// Time deciding (features to classes), total and worst, ns.
     pub decide_ns_total: u64,
     /// Worst decision time.
@@ -180,6 +187,24 @@ impl Metrics {
             "spared_lowerings",
             "Device values below vanilla not set: sequential streams carried a third of the pages",
             self.spared_lowerings,
+        );
+        counter(
+            &mut r,
+            "spared_raises",
+            "Device values above vanilla not set: processes that do not scan shared the device with one that does",
+            self.spared_raises,
+        );
+        counter(
+            &mut r,
+            "stayed_alike",
+            "Moves not made: the model scored its answer alike with the value in force",
+            self.stayed_alike,
+        );
+        counter(
+            &mut r,
+            "tried_alike",
+            "Values tried from vanilla that the model scored alike with it",
+            self.tried_alike,
         );
         let seconds = |ns: u64| ConstCounter::new(ns as f64 / 1e9);
         r.register(
@@ -318,6 +343,9 @@ mod tests {
             held_answers: 5,
             settled_seesaws: 2,
             spared_lowerings: 4,
+            spared_raises: 6,
+            stayed_alike: 7,
+            tried_alike: 8,
             ..Metrics::default()
         };
         let page = m.render("loop7");
@@ -326,6 +354,9 @@ mod tests {
             "iolearn_held_answers_total{device=\"loop7\"} 5",
             "iolearn_settled_seesaws_total{device=\"loop7\"} 2",
             "iolearn_spared_lowerings_total{device=\"loop7\"} 4",
+            "iolearn_spared_raises_total{device=\"loop7\"} 6",
+            "iolearn_stayed_alike_total{device=\"loop7\"} 7",
+            "iolearn_tried_alike_total{device=\"loop7\"} 8",
         ] {
             assert!(page.lines().any(|l| l == line), "{line} not in:\n{page}");
         }
