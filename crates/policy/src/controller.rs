@@ -309,9 +309,11 @@ pub struct KmlController {
     /// with it ([`KmlController::weigh_alike`]), counted once per run of one answer.
     pub tried_alike: u64,
     weighing: Option<(u64, u64)>,
-    /// The value asked for from vanilla because the model scored it alike with vanilla,
-    /// until the guardrail's verdict on it.
+    /// The value asked for from vanilla because the model scored it alike with vanilla, once
+    /// applied, until the guardrail's verdict on it or another value applied.
     trying: Option<u64>,
+    /// This window's such request, before the knobs took it.
+    asking: Option<u64>,
     /// Values so tried that did not pay (kept without a gain, or taken back), and the window
     /// until which they are not tried again.
     unpaid: BTreeMap<u64, u64>,
@@ -581,6 +583,7 @@ impl KmlController {
             tried_alike: 0,
             weighing: None,
             trying: None,
+            asking: None,
             unpaid: BTreeMap::new(),
         })
     }
@@ -682,16 +685,24 @@ impl KmlController {
     fn weigh_alike(
         &mut self,
         (class, kb): (usize, u64),
-        in_force: u64,
+        (in_force, now): (u64, u64),
         raw: &RaFeatures,
         outcome: &Outcome,
     ) -> (usize, u64) {
         let n = self.model.classes.len();
-        if class == usize::MAX || !self.inputs.scale_free() || n > MAX_WEIGHED_CLASSES {
+        // A tree scores as many classes as its labels named (the class map may name more).
+        let scored = match &self.model.kind {
+            ModelKind::Tree(t) => t.n_classes() == n,
+            _ => true,
+        };
+        if class == usize::MAX || !self.inputs.scale_free() || n > MAX_WEIGHED_CLASSES || !scored {
             self.weighing = None;
             return (class, kb);
         }
-        let Some(here) = (0..n).find(|&c| self.action_kb(c) == in_force) else {
+        // Weighed against the controller's own value (`now`): while the guardrail measures
+        // vanilla again the model reads vanilla in force (`in_force`) but the value it judges
+        // is the one asked for.
+        let Some(here) = (0..n).find(|&c| self.action_kb(c) == now) else {
             self.weighing = None;
             return (class, kb);
         };
@@ -699,35 +710,36 @@ impl KmlController {
         let p = &mut buf[..n];
         self.score(raw, outcome, Some(&mut *p));
         let window = self.seesaw.window;
-        self.unpaid.retain(|_, until| *until > window);
+        self.unpaid.retain(|_, until| *until >= window);
         let vanilla = (0..n).find(|&c| self.action_kb(c) == self.vanilla_kb);
-        if let (Some(v), true) = (vanilla, self.unpaid.contains_key(&in_force)) {
+        if let (Some(v), true) = (vanilla, self.unpaid.contains_key(&now)) {
             // A value tried for being scored alike with vanilla that did not pay, still in
             // force (kept within the tolerance): back to vanilla, however the model scores
             // it now (at the value it tried, its inputs read that value).
             self.weighing = None;
             return (v, self.vanilla_kb);
         }
-        let (to, tried) = if in_force == self.vanilla_kb && self.judged_in > 0 {
+        let (to, tried) = if now == self.vanilla_kb && in_force == now && self.judged_in > 0 {
             // At vanilla under a guardrail: the best other value wherever it is scored alike
             // with vanilla, whichever the argmax names (following the argmax between two
             // values scored alike, one window's request and the next's differ, and no change
             // passes the hysteresis).
             let unpaid = |c: usize| self.unpaid.contains_key(&self.action_kb(c));
             let other = (0..n)
-                .filter(|&c| c != here && self.action_kb(c) != in_force && !unpaid(c))
+                .filter(|&c| c != here && self.action_kb(c) != now && !unpaid(c))
                 .max_by(|&a, &b| p[a].total_cmp(&p[b]));
             match other {
                 Some(o) if p[here] - p[o] < ALIKE => {
-                    // Scored alike both ways: a try, kept only if it pays.
-                    self.trying = (p[o] - p[here] < ALIKE).then(|| self.action_kb(o));
-                    (o, class == here)
+                    // Scored alike both ways: a try, kept only if it pays (`decide` marks it
+                    // once it is applied).
+                    self.asking = (p[o] - p[here] < ALIKE).then(|| self.action_kb(o));
+                    (o, true)
                 }
-                // The argmax a try that did not pay, still scored alike with vanilla: vanilla.
-                _ if class != here && unpaid(class) && p[class] - p[here] < ALIKE => (here, false),
+                // A try that did not pay is not asked for again during its hold.
+                _ if class != here && unpaid(class) => (here, false),
                 _ => (class, false),
             }
-        } else if kb != in_force {
+        } else if kb != now {
             // Moving: not to a value scored alike with the one in force.
             (if p[class] - p[here] < ALIKE { here } else { class }, false)
         } else {
@@ -738,8 +750,8 @@ impl KmlController {
             return (class, kb);
         }
         let to_kb = self.action_kb(to);
-        if self.weighing != Some((in_force, self.action_kb(class))) {
-            self.weighing = Some((in_force, self.action_kb(class)));
+        if self.weighing != Some((now, self.action_kb(class))) {
+            self.weighing = Some((now, self.action_kb(class)));
             let (event, why) = if tried {
                 self.tried_alike += 1;
                 (
@@ -1041,9 +1053,10 @@ impl ReadaheadController for KmlController {
                 learner.watch(window, knobs);
             }
             let answer = self.decide_one(&f, &window.outcome);
-            let (class, kb) = self.weigh_alike(answer, in_force, &f, &window.outcome);
-            self.decisions.push((window.start_ns, class));
             let now = knobs.device_read_ahead_kb();
+            self.asking = None;
+            let (class, kb) = self.weigh_alike(answer, (in_force, now), &f, &window.outcome);
+            self.decisions.push((window.start_ns, class));
             // A fallback is no answer of the model's: it neither starts nor ends a see-saw.
             let (kb, found) = match class {
                 usize::MAX => (kb, None),
@@ -1088,6 +1101,8 @@ impl ReadaheadController for KmlController {
                 let applied = knobs.device_read_ahead_kb();
                 if applied != now {
                     self.last_change = Some((now, applied));
+                    // A try is one once applied as asked (not spared, floored or held back).
+                    self.trying = self.asking.filter(|&t| t == applied);
                     if self.judged_in > 0 && class != usize::MAX && applied != self.vanilla_kb {
                         // Awaiting the guardrail's verdict (it judges no change to vanilla).
                         self.proven = Some(Proven {

@@ -728,11 +728,10 @@ fn a_value_scored_alike_with_the_one_in_force_is_not_moved_to_and_one_alike_with
     c.decide(&window(128), &mut knobs);
     c.taken_back(64, 128, false);
     knobs.device_kb = 128;
-    for _ in 0..iolearn_policy::controller::UNPAID_HOLD - 1 {
+    for i in 0..iolearn_policy::controller::UNPAID_HOLD {
         c.decide(&window(128), &mut knobs);
-        assert_eq!(knobs.device_kb, 128, "taken back: not tried again for a while");
+        assert_eq!(knobs.device_kb, 128, "taken back: not tried again for a while ({i})");
     }
-    c.decide(&window(128), &mut knobs);
     c.decide(&window(128), &mut knobs);
     assert_eq!(knobs.device_kb, 64, "tried again once the hold ends");
     // A try the argmax names (64 at 0.55 against vanilla's 0.45) that did not pay is not
@@ -740,6 +739,26 @@ fn a_value_scored_alike_with_the_one_in_force_is_not_moved_to_and_one_alike_with
     // (At 64 the model answers 64 first: a stint that only answered back would be a
     // see-saw, settled at vanilla by its own rule.)
     assert_eq!(run(&ahead, 5, 2, false), [64, 64, 128, 128, 128]);
+    // A try that paid, then a check of vanilla: the model reads vanilla in force while the
+    // knobs hold the value asked for (64), and scores 64 alike with vanilla again. That is no
+    // new try: a later verdict without a gain (the check's) does not send 64 back.
+    let mut c = KmlController::new(mapped.clone(), Scope::Device).unwrap();
+    c.judged(4, 128);
+    let mut knobs = Recorder {
+        device_kb: 128,
+        ..Default::default()
+    };
+    c.decide(&window(128), &mut knobs);
+    c.kept(64, true);
+    let mut seen = Vec::new();
+    for i in 0..3 {
+        if i == 2 {
+            c.kept(64, false);
+        }
+        c.decide(&window(128), &mut knobs);
+        seen.push(knobs.device_kb);
+    }
+    assert_eq!(seen, [64, 64, 64]);
 }
 
 /// A per-device lowering is not made while sequential streams carry a third of the device's
