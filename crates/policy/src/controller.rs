@@ -293,27 +293,23 @@ pub struct KmlController {
     /// Answers overruled by a proven value.
     pub holds: u64,
     /// Per device, scale-free models: lowerings overruled because sequential streams carried
-    /// a share of the device's events ([`KmlController::spare_scans`]), counted once per run of one
-    /// answer, and the answer overruled now.
-    pub spared: u64,
-    sparing: Option<u64>,
+    /// a share of the device's events ([`KmlController::spare_scans`]).
+    spared: Tally<u64>,
     /// Per device, scale-free models: raises overruled because processes that do not scan
-    /// shared the device with one that does ([`KmlController::spare_raise_beside_scans`]),
-    /// counted once per run of one answer.
-    pub spared_raises: u64,
-    sparing_raise: Option<u64>,
+    /// shared the device with one that does ([`KmlController::spare_raise_beside_scans`]).
+    spared_raises: Tally<u64>,
     /// Per device, scale-free models: moves not made to a value scored alike with the one in
-    /// force ([`KmlController::weigh_alike`]), counted once per run of one answer.
-    pub stayed_alike: u64,
+    /// force ([`KmlController::weigh_alike`]), by (value in force, answer).
+    stayed_alike: Tally<(u64, u64)>,
     /// Per device, scale-free models: values tried from vanilla that the model scored alike
-    /// with it ([`KmlController::weigh_alike`]), counted once per run of one answer.
-    pub tried_alike: u64,
-    weighing: Option<(u64, u64)>,
+    /// with it ([`KmlController::weigh_alike`]), counted when applied as asked.
+    tried_alike: u64,
     /// The value asked for from vanilla because the model scored it alike with vanilla, once
     /// applied, until the guardrail's verdict on it or another value applied.
     trying: Option<u64>,
-    /// This window's such request, before the knobs took it.
-    asking: Option<u64>,
+    /// This window's such request before the knobs took it: the value, its score and
+    /// vanilla's.
+    asking: Option<(u64, f32, f32)>,
     /// Values so tried that did not pay (kept without a gain, or taken back), and the window
     /// until which they are not tried again.
     unpaid: BTreeMap<u64, u64>,
@@ -351,6 +347,39 @@ const MAX_WEIGHED_CLASSES: usize = 32;
 /// from which a per-device raise is not made beside a process that scans
 /// ([`KmlController::spare_raise_beside_scans`]): a third.
 pub const UNSEQUENTIAL_PROCESS_SHARE: f64 = 1.0 / 3.0;
+
+/// A rule's count of the model's answers it overruled, once per run of one answer: the same
+/// answer overruled window after window is one event, logged once; a window whose answer the
+/// rule leaves alone ends the run.
+#[derive(Debug, Clone, Copy)]
+struct Tally<K> {
+    count: u64,
+    run: Option<K>,
+}
+
+impl<K> Default for Tally<K> {
+    fn default() -> Self {
+        Tally { count: 0, run: None }
+    }
+}
+
+impl<K: PartialEq + Copy> Tally<K> {
+    /// The rule overrules the answer `key` this window: true, and counted, where that starts
+    /// a run (the caller logs it).
+    fn overrules(&mut self, key: K) -> bool {
+        let starts = self.run != Some(key);
+        if starts {
+            self.run = Some(key);
+            self.count += 1;
+        }
+        starts
+    }
+
+    /// The rule left this window's answer alone.
+    fn passes(&mut self) {
+        self.run = None;
+    }
+}
 
 /// A value the guardrail measured better than vanilla beyond chance. The model's inputs move
 /// with the value in force, so at the value it chose it may answer the value it came from:
@@ -575,13 +604,10 @@ impl KmlController {
             judged_in: 0,
             vanilla_kb: 128,
             holds: 0,
-            spared: 0,
-            sparing: None,
-            spared_raises: 0,
-            sparing_raise: None,
-            stayed_alike: 0,
+            spared: Tally::default(),
+            spared_raises: Tally::default(),
+            stayed_alike: Tally::default(),
             tried_alike: 0,
-            weighing: None,
             trying: None,
             asking: None,
             unpaid: BTreeMap::new(),
@@ -625,12 +651,30 @@ impl KmlController {
     /// The readahead for one stream: the class's action, or the fallback when the input is
     /// out of the training range. Returns (class or `usize::MAX`, KiB).
     fn decide_one(&mut self, raw: &RaFeatures, outcome: &Outcome) -> (usize, u64) {
+        self.decide_scored(raw, outcome, None)
+    }
+
+    /// As [`Self::decide_one`], and each class's probability into `proba` where given and
+    /// the input is in range.
+    fn decide_scored(&mut self, raw: &RaFeatures, outcome: &Outcome, proba: Option<&mut [f32]>) -> (usize, u64) {
         if !self.in_training_range(raw, outcome) {
             self.fallbacks += 1;
             return (usize::MAX, self.fallback_kb);
         }
-        let class = self.classify(raw, outcome);
+        let class = self.score(raw, outcome, proba);
         (class, self.action_kb(class))
+    }
+
+    /// Whether [`Self::weigh_alike`] weighs this model's scores: scale-free inputs, at most
+    /// [`MAX_WEIGHED_CLASSES`] classes, and a tree that scores every class of the map (a
+    /// tree scores as many classes as its labels named).
+    fn weighs(&self) -> bool {
+        let n = self.model.classes.len();
+        let scored = match &self.model.kind {
+            ModelKind::Tree(t) => t.n_classes() == n,
+            _ => true,
+        };
+        self.inputs.scale_free() && n <= MAX_WEIGHED_CLASSES && scored
     }
 
     /// Class of one stream's features `raw` in a window whose device did `outcome` (the
@@ -679,36 +723,19 @@ impl KmlController {
     /// reader read 0.50 for 64 KiB against 0.49 for 128, and 64 gains 1.95x). A try must
     /// pay: kept by the guardrail without a gain (within its tolerance) or taken back, the
     /// value goes back to vanilla and is not tried again for [`UNPAID_HOLD`] windows, since
-    /// the model gave no reason to prefer it (`unpaid_try`). Returns
-    /// `(class, kb)` unchanged for a fallback, a value in force that is no class's, or a
-    /// model with more than [`MAX_WEIGHED_CLASSES`] classes.
-    fn weigh_alike(
-        &mut self,
-        (class, kb): (usize, u64),
-        (in_force, now): (u64, u64),
-        raw: &RaFeatures,
-        outcome: &Outcome,
-    ) -> (usize, u64) {
+    /// the model gave no reason to prefer it (`unpaid_try`). `p` holds the model's score of
+    /// each class for this window. Returns `(class, kb)` unchanged for a fallback, a value in
+    /// force that is no class's, or scores not weighed (`p` empty, [`Self::weighs`]).
+    fn weigh_alike(&mut self, (class, kb): (usize, u64), (in_force, now): (u64, u64), p: &[f32]) -> (usize, u64) {
         let n = self.model.classes.len();
-        // A tree scores as many classes as its labels named (the class map may name more).
-        let scored = match &self.model.kind {
-            ModelKind::Tree(t) => t.n_classes() == n,
-            _ => true,
-        };
-        if class == usize::MAX || !self.inputs.scale_free() || n > MAX_WEIGHED_CLASSES || !scored {
-            self.weighing = None;
-            return (class, kb);
-        }
         // Weighed against the controller's own value (`now`): while the guardrail measures
         // vanilla again the model reads vanilla in force (`in_force`) but the value it judges
         // is the one asked for.
-        let Some(here) = (0..n).find(|&c| self.action_kb(c) == now) else {
-            self.weighing = None;
+        let here = (0..n).find(|&c| self.action_kb(c) == now);
+        let (Some(here), false) = (here, class == usize::MAX || p.len() != n) else {
+            self.stayed_alike.passes();
             return (class, kb);
         };
-        let mut buf = [0f32; MAX_WEIGHED_CLASSES];
-        let p = &mut buf[..n];
-        self.score(raw, outcome, Some(&mut *p));
         let window = self.seesaw.window;
         self.unpaid.retain(|_, until| *until >= window);
         let vanilla = (0..n).find(|&c| self.action_kb(c) == self.vanilla_kb);
@@ -716,10 +743,10 @@ impl KmlController {
             // A value tried for being scored alike with vanilla that did not pay, still in
             // force (kept within the tolerance): back to vanilla, however the model scores
             // it now (at the value it tried, its inputs read that value).
-            self.weighing = None;
+            self.stayed_alike.passes();
             return (v, self.vanilla_kb);
         }
-        let (to, tried) = if now == self.vanilla_kb && in_force == now && self.judged_in > 0 {
+        let to = if now == self.vanilla_kb && in_force == now && self.judged_in > 0 {
             // At vanilla under a guardrail: the best other value wherever it is scored alike
             // with vanilla, whichever the argmax names (following the argmax between two
             // values scored alike, one window's request and the next's differ, and no change
@@ -730,50 +757,34 @@ impl KmlController {
                 .max_by(|&a, &b| p[a].total_cmp(&p[b]));
             match other {
                 Some(o) if p[here] - p[o] < ALIKE => {
-                    // Scored alike both ways: a try, kept only if it pays (`decide` marks it
-                    // once it is applied).
-                    self.asking = (p[o] - p[here] < ALIKE).then(|| self.action_kb(o));
-                    (o, true)
+                    // Scored alike both ways: a try, kept only if it pays (`decide` counts
+                    // and marks it once it is applied as asked).
+                    if p[o] - p[here] < ALIKE {
+                        self.asking = Some((self.action_kb(o), p[o], p[here]));
+                    }
+                    o
                 }
                 // A try that did not pay is not asked for again during its hold.
-                _ if class != here && unpaid(class) => (here, false),
-                _ => (class, false),
+                _ if class != here && unpaid(class) => here,
+                _ => class,
             }
-        } else if kb != now {
+        } else if kb != now && p[class] - p[here] < ALIKE {
             // Moving: not to a value scored alike with the one in force.
-            (if p[class] - p[here] < ALIKE { here } else { class }, false)
+            if self.stayed_alike.overrules((now, kb)) {
+                tracing::info!(
+                    event = %"stayed_alike",
+                    answer_kb = kb,
+                    read_ahead_kb = now,
+                    scores = %format!("{:.2} against {:.2}", p[class], p[here]),
+                    why = %"the model scores its answer alike with the value in force: not moved"
+                );
+            }
+            return (here, now);
         } else {
-            (class, false)
+            class
         };
-        if to == class {
-            self.weighing = None;
-            return (class, kb);
-        }
-        let to_kb = self.action_kb(to);
-        if self.weighing != Some((now, self.action_kb(class))) {
-            self.weighing = Some((now, self.action_kb(class)));
-            let (event, why) = if tried {
-                self.tried_alike += 1;
-                (
-                    "tried_alike",
-                    "the model scores this value alike with vanilla: tried, for the guardrail to judge",
-                )
-            } else {
-                self.stayed_alike += 1;
-                (
-                    "stayed_alike",
-                    "the model scores its answer alike with the value in force: not moved",
-                )
-            };
-            tracing::info!(
-                event = %event,
-                answer_kb = self.action_kb(class),
-                read_ahead_kb = to_kb,
-                scores = %format!("{:.2} against {:.2}", p[class], p[to]),
-                why = %why
-            );
-        }
-        (to, to_kb)
+        self.stayed_alike.passes();
+        (to, self.action_kb(to))
     }
 
     /// The device's value `kb`, or vanilla where `kb` lowers readahead below vanilla while
@@ -800,7 +811,7 @@ impl KmlController {
     fn spare_scans(&mut self, kb: u64, window: &WindowFeatures) -> u64 {
         let vanilla = self.vanilla_kb;
         if !self.inputs.scale_free() || kb >= vanilla {
-            self.sparing = None;
+            self.spared.passes();
             return kb;
         }
         let (mut sequential, mut all) = (0.0, 0.0);
@@ -813,12 +824,10 @@ impl KmlController {
             }
         }
         if all <= 0.0 || sequential < SEQUENTIAL_SHARE * all {
-            self.sparing = None;
+            self.spared.passes();
             return kb;
         }
-        if self.sparing != Some(kb) {
-            self.sparing = Some(kb);
-            self.spared += 1;
+        if self.spared.overrules(kb) {
             tracing::info!(
                 event = %"sequential_streams",
                 answer_kb = kb,
@@ -847,7 +856,7 @@ impl KmlController {
     fn spare_raise_beside_scans(&mut self, kb: u64, window: &WindowFeatures) -> u64 {
         let vanilla = self.vanilla_kb;
         if !self.inputs.scale_free() || kb <= vanilla {
-            self.sparing_raise = None;
+            self.spared_raises.passes();
             return kb;
         }
         // Each process's events, and their randomness summed by event.
@@ -867,12 +876,10 @@ impl KmlController {
             .count();
         let others = processes.len() - scans;
         if scans == 0 || (others as f64) < UNSEQUENTIAL_PROCESS_SHARE * processes.len() as f64 {
-            self.sparing_raise = None;
+            self.spared_raises.passes();
             return kb;
         }
-        if self.sparing_raise != Some(kb) {
-            self.sparing_raise = Some(kb);
-            self.spared_raises += 1;
+        if self.spared_raises.overrules(kb) {
             tracing::info!(
                 event = %"scan_beside_others",
                 answer_kb = kb,
@@ -962,9 +969,9 @@ impl ReadaheadController for KmlController {
         Overruled {
             held: self.holds,
             settled: self.settles,
-            spared_lowerings: self.spared,
-            spared_raises: self.spared_raises,
-            stayed_alike: self.stayed_alike,
+            spared_lowerings: self.spared.count,
+            spared_raises: self.spared_raises.count,
+            stayed_alike: self.stayed_alike.count,
             tried_alike: self.tried_alike,
         }
     }
@@ -1052,10 +1059,13 @@ impl ReadaheadController for KmlController {
             if let Some(learner) = self.learner.as_mut() {
                 learner.watch(window, knobs);
             }
-            let answer = self.decide_one(&f, &window.outcome);
+            // One forward pass gives the answer and the scores it is weighed by.
+            let mut scores = [0f32; MAX_WEIGHED_CLASSES];
+            let n = if self.weighs() { self.model.classes.len() } else { 0 };
+            let answer = self.decide_scored(&f, &window.outcome, (n > 0).then_some(&mut scores[..n]));
             let now = knobs.device_read_ahead_kb();
             self.asking = None;
-            let (class, kb) = self.weigh_alike(answer, (in_force, now), &f, &window.outcome);
+            let (class, kb) = self.weigh_alike(answer, (in_force, now), &scores[..n]);
             self.decisions.push((window.start_ns, class));
             // A fallback is no answer of the model's: it neither starts nor ends a see-saw.
             let (kb, found) = match class {
@@ -1102,7 +1112,19 @@ impl ReadaheadController for KmlController {
                 if applied != now {
                     self.last_change = Some((now, applied));
                     // A try is one once applied as asked (not spared, floored or held back).
-                    self.trying = self.asking.filter(|&t| t == applied);
+                    self.trying = match self.asking {
+                        Some((t, score, vanilla)) if t == applied => {
+                            self.tried_alike += 1;
+                            tracing::info!(
+                                event = %"tried_alike",
+                                read_ahead_kb = t,
+                                scores = %format!("{score:.2} against vanilla's {vanilla:.2}"),
+                                why = %"the model scores this value alike with vanilla: tried, for the guardrail to judge"
+                            );
+                            Some(t)
+                        }
+                        _ => None,
+                    };
                     if self.judged_in > 0 && class != usize::MAX && applied != self.vanilla_kb {
                         // Awaiting the guardrail's verdict (it judges no change to vanilla).
                         self.proven = Some(Proven {

@@ -4,7 +4,7 @@ mod common;
 use common::stream;
 use iolearn_ml::{DecisionTree, ModelFile, ModelKind, TreeConfig};
 use iolearn_policy::controller::{KmlController, ReadaheadController, ReadaheadKnobs, Scope};
-use iolearn_policy::readahead::WindowFeatures;
+use iolearn_policy::readahead::{RaFeatures, WindowFeatures};
 use std::collections::BTreeMap;
 
 /// Knobs that remember what was set.
@@ -43,6 +43,16 @@ impl ReadaheadKnobs for Recorder {
     }
 }
 
+impl Recorder {
+    /// Knobs with the device at `kb` and nothing else set.
+    fn at(kb: u64) -> Self {
+        Recorder {
+            device_kb: kb,
+            ..Default::default()
+        }
+    }
+}
+
 /// A tree that reads the mean page distance: small = sequential (512 KiB), large = random
 /// (16 KiB).
 fn model() -> ModelFile {
@@ -74,10 +84,7 @@ fn window(files: &[(u64, u32, f64, f64)]) -> WindowFeatures {
 #[test]
 fn per_file_mode_sets_each_file_and_each_process_new_files_from_its_busiest_file() {
     let mut c = KmlController::new(model(), Scope::File).unwrap();
-    let mut k = Recorder {
-        device_kb: 128,
-        ..Default::default()
-    };
+    let mut k = Recorder::at(128);
     // Process 7: a long sequential file and a barely touched random-looking one; process 8:
     // random reads.
     c.decide(
@@ -105,10 +112,7 @@ fn shared_file_window() -> WindowFeatures {
 fn per_description_mode_gives_each_process_its_own_value_for_a_shared_file() {
     let mut c = KmlController::new(model(), Scope::Description).unwrap();
     assert_eq!(c.name(), "kml-tree-per-description");
-    let mut k = Recorder {
-        device_kb: 128,
-        ..Default::default()
-    };
+    let mut k = Recorder::at(128);
     c.decide(&shared_file_window(), &mut k);
     assert_eq!(k.descriptions, BTreeMap::from([((7, 1), 512), ((8, 1), 16)]));
     assert!(k.files.is_empty(), "the file's own value is left alone");
@@ -116,10 +120,7 @@ fn per_description_mode_gives_each_process_its_own_value_for_a_shared_file() {
     assert_eq!(k.device_kb, 128);
     // Per file, the same window gives the shared file one value: the merged stream's.
     let mut per_file = KmlController::new(model(), Scope::File).unwrap();
-    let mut k = Recorder {
-        device_kb: 128,
-        ..Default::default()
-    };
+    let mut k = Recorder::at(128);
     per_file.decide(&shared_file_window(), &mut k);
     assert_eq!(k.files, BTreeMap::from([(1, 16)]));
 }
@@ -135,10 +136,7 @@ fn per_description_values_go_through_hysteresis_and_the_guardrail() {
         None,
         128,
     );
-    let mut k = Recorder {
-        device_kb: 128,
-        ..Default::default()
-    };
+    let mut k = Recorder::at(128);
     g.decide(&shared_file_window(), &mut k);
     assert!(k.descriptions.is_empty(), "held back one window");
     g.decide(&shared_file_window(), &mut k);
@@ -151,10 +149,7 @@ fn per_description_values_go_through_hysteresis_and_the_guardrail() {
         Some(GuardConfig::default()),
         128,
     );
-    let mut k = Recorder {
-        device_kb: 128,
-        ..Default::default()
-    };
+    let mut k = Recorder::at(128);
     let mut w = shared_file_window();
     w.outcome = iolearn_policy::readahead::Outcome {
         seconds: 1.0,
@@ -177,10 +172,7 @@ fn per_description_values_go_through_hysteresis_and_the_guardrail() {
 #[test]
 fn per_device_mode_sets_the_device_only() {
     let mut c = KmlController::new(model(), Scope::Device).unwrap();
-    let mut k = Recorder {
-        device_kb: 128,
-        ..Default::default()
-    };
+    let mut k = Recorder::at(128);
     c.decide(&window(&[(1, 7, 5000.0, 1.0)]), &mut k);
     assert_eq!(k.device_kb, 16, "device mean distance 500 reads as random");
     assert!(k.files.is_empty() && k.new_files.is_empty());
@@ -199,10 +191,7 @@ fn a_model_without_the_readahead_schema_is_refused() {
 #[test]
 fn steady_knobs_hold_changes_until_repeated_and_space_them() {
     use iolearn_policy::steady::Steady;
-    let mut k = Recorder {
-        device_kb: 128,
-        ..Default::default()
-    };
+    let mut k = Recorder::at(128);
     let mut s = Steady::new(2, 3);
     let ask = |s: &mut Steady, k: &mut Recorder, kb: u64| {
         s.next_window();
@@ -260,10 +249,7 @@ fn steady_knobs_hold_changes_until_repeated_and_space_them() {
 fn a_flapping_per_file_model_changes_nothing_through_steady_knobs() {
     use iolearn_policy::steady::Steady;
     let mut c = KmlController::new(model(), Scope::File).unwrap();
-    let mut k = Recorder {
-        device_kb: 128,
-        ..Default::default()
-    };
+    let mut k = Recorder::at(128);
     let mut s = Steady::new(2, 3);
     for w in 0..12 {
         // One file of process 3 that looks sequential in even windows, random in odd ones.
@@ -282,10 +268,7 @@ fn inputs_outside_the_training_range_fall_back_to_the_default() {
     m.meta.push(("feature_max".into(), "10000,20,20,1000,1.0".into()));
     let mut c = KmlController::new(m, Scope::Device).unwrap();
     c.fallback_kb = 128;
-    let mut k = Recorder {
-        device_kb: 512,
-        ..Default::default()
-    };
+    let mut k = Recorder::at(512);
     // In range (random): 16 KiB.
     c.decide(&window(&[(1, 7, 5000.0, 1.0)]), &mut k);
     assert_eq!((k.device_kb, c.fallbacks), (16, 0));
@@ -339,9 +322,34 @@ fn same_outcome() -> iolearn_policy::readahead::Outcome {
     }
 }
 
+/// A stream of `n` events (input 0) of the scale-free tests' file: a scan's or random reads'.
+fn counted_stream(random: bool, n: u64) -> RaFeatures {
+    let mut f = scan_like(stream(500_000, 200_000, random).features_v2(256));
+    f[0] = n as f64;
+    f
+}
+
+/// A window of the scale-free tests: the device's merged stream and each process's streams.
+fn device_window(device: RaFeatures, descriptions: BTreeMap<(u32, u64), RaFeatures>) -> WindowFeatures {
+    WindowFeatures {
+        device: Some(device),
+        descriptions,
+        outcome: same_outcome(),
+        ..WindowFeatures::default()
+    }
+}
+
+/// A per-device controller for `m` behind a guardrail that judges a decision in 4 windows,
+/// vanilla 128 KiB.
+fn guarded(m: &ModelFile) -> KmlController {
+    let mut c = KmlController::new(m.clone(), Scope::Device).unwrap();
+    c.judged(4, 128);
+    c
+}
+
 /// Direction 0, as the scale-free tests' streams have: only randomness and density tell a
 /// scan from random reads.
-fn scan_like(mut f: iolearn_policy::readahead::RaFeatures) -> iolearn_policy::readahead::RaFeatures {
+fn scan_like(mut f: RaFeatures) -> RaFeatures {
     f[5] = 0.0;
     f
 }
@@ -396,10 +404,7 @@ fn a_scale_free_model_decides_on_a_file_and_a_load_a_hundred_times_its_training(
     assert!(KmlController::new(v3.clone(), Scope::File).is_err());
     let mut c = KmlController::new(v3, Scope::Device).unwrap();
     let mut k = KmlController::new(kml, Scope::Device).unwrap();
-    let mut knobs = Recorder {
-        device_kb: 128,
-        ..Default::default()
-    };
+    let mut knobs = Recorder::at(128);
     // A 2 GiB file at 200,000 events a window, under 128 KiB: KML's counts and distances are
     // far outside the training's (its model falls back), the bounded inputs are not.
     for (i, (random, kb)) in [(true, 16), (false, 1024), (true, 16)].into_iter().enumerate() {
@@ -451,10 +456,7 @@ fn a_scale_free_model_reads_the_inputs_its_file_names_and_no_others() {
     let after = named(&["misses_per_access", "read_in_per_access"], 2, &second);
     let decide = |m: &ModelFile, random: bool, pages: u64, added: u64| {
         let mut c = KmlController::new(m.clone(), Scope::Device).unwrap();
-        let mut knobs = Recorder {
-            device_kb: 128,
-            ..Default::default()
-        };
+        let mut knobs = Recorder::at(128);
         let w = WindowFeatures {
             device: Some(scan_like(stream(pages, 2_000, random).features_v2(256))),
             outcome: Outcome {
@@ -528,8 +530,7 @@ fn a_higher_device_value_is_not_set_while_processes_that_do_not_scan_share_the_d
         Strided,
     }
     let stream_of = |kind: Kind, n: u64| {
-        let mut f = scan_like(stream(500_000, 200_000, matches!(kind, Kind::Random)).features_v2(256));
-        f[0] = n as f64;
+        let mut f = counted_stream(matches!(kind, Kind::Random), n);
         if matches!(kind, Kind::Strided) {
             f[7] = 0.3;
         }
@@ -569,17 +570,9 @@ fn a_higher_device_value_is_not_set_while_processes_that_do_not_scan_share_the_d
                 descriptions.insert((pid as u32 + 1, 10 * pid as u64 + file as u64), stream_of(kind, n));
             }
         }
-        let w = WindowFeatures {
-            device: Some(stream_of(Scan, 200_000)),
-            descriptions,
-            outcome: same_outcome(),
-            ..WindowFeatures::default()
-        };
+        let w = device_window(stream_of(Scan, 200_000), descriptions);
         let mut c = KmlController::new(v3.clone(), Scope::Device).unwrap();
-        let mut knobs = Recorder {
-            device_kb: 128,
-            ..Default::default()
-        };
+        let mut knobs = Recorder::at(128);
         c.decide(&w, &mut knobs);
         let case = format!(
             "case {i}: {} processes (bar {UNSEQUENTIAL_PROCESS_SHARE:.3})",
@@ -622,24 +615,20 @@ fn a_value_scored_alike_with_the_one_in_force_is_not_moved_to_and_one_alike_with
         m.features = vec!["ra_log2_kb_over_13".into()];
         m
     };
-    // The device's value after one window at `at` KiB, with a guardrail or without.
-    let decide = |m: &ModelFile, at: u64, guarded: bool| {
-        let mut c = KmlController::new(m.clone(), Scope::Device).unwrap();
-        if guarded {
-            c.judged(4, 128);
-        }
-        let mut knobs = Recorder {
-            device_kb: at,
-            ..Default::default()
-        };
+    // A window of random reads at `at` KiB (the model's one input).
+    let window = |at: u64| {
         let mut f = scan_like(stream(5_000, 2_000, true).features_v2(256));
         f[4] = at as f64 / 512.0;
-        let w = WindowFeatures {
-            device: Some(f),
-            outcome: same_outcome(),
-            ..WindowFeatures::default()
+        device_window(f, BTreeMap::new())
+    };
+    // The device's value after one window at `at` KiB, with a guardrail or without.
+    let decide = |m: &ModelFile, at: u64, with_guard: bool| {
+        let mut c = match with_guard {
+            true => guarded(m),
+            false => KmlController::new(m.clone(), Scope::Device).unwrap(),
         };
-        c.decide(&w, &mut knobs);
+        let mut knobs = Recorder::at(at);
+        c.decide(&window(at), &mut knobs);
         (knobs.device_kb, c.overruled())
     };
     // db_bench's random readers as the model taught every tied value scores them: at vanilla
@@ -682,30 +671,17 @@ fn a_value_scored_alike_with_the_one_in_force_is_not_moved_to_and_one_alike_with
     // the request is the same from window to window; without a guardrail vanilla stays.
     let ahead = model(&[(128, &[(64, 11), (128, 9)]), (64, &[(64, 12), (128, 8)])]);
     let (kb, o) = decide(&ahead, 128, true);
-    assert_eq!((kb, o.tried_alike, o.stayed_alike), (64, 0, 0));
+    assert_eq!((kb, o.tried_alike, o.stayed_alike), (64, 1, 0));
     let (kb, o) = decide(&ahead, 128, false);
     assert_eq!((kb, o.stayed_alike), (128, 1));
 
     // A try must pay: kept without a gain (within the tolerance), the value goes back to
     // vanilla and is not tried again for `UNPAID_HOLD` windows; kept with a gain, it stays.
-    let window = |at: u64| {
-        let mut f = scan_like(stream(5_000, 2_000, true).features_v2(256));
-        f[4] = at as f64 / 512.0;
-        WindowFeatures {
-            device: Some(f),
-            outcome: same_outcome(),
-            ..WindowFeatures::default()
-        }
-    };
     // The device's values over `n` windows from vanilla, the guardrail's verdict on 64 KiB
     // (kept, with a gain or not) given before window `at`.
     let run = |m: &ModelFile, n: usize, at: usize, gain: bool| {
-        let mut c = KmlController::new(m.clone(), Scope::Device).unwrap();
-        c.judged(4, 128);
-        let mut knobs = Recorder {
-            device_kb: 128,
-            ..Default::default()
-        };
+        let mut c = guarded(m);
+        let mut knobs = Recorder::at(128);
         let mut seen = Vec::new();
         for i in 0..n {
             if i == at {
@@ -719,12 +695,8 @@ fn a_value_scored_alike_with_the_one_in_force_is_not_moved_to_and_one_alike_with
     };
     assert_eq!(run(&mapped, 4, 2, false), [64, 64, 128, 128]);
     assert_eq!(run(&mapped, 4, 2, true), [64, 64, 64, 64]);
-    let mut c = KmlController::new(mapped.clone(), Scope::Device).unwrap();
-    c.judged(4, 128);
-    let mut knobs = Recorder {
-        device_kb: 128,
-        ..Default::default()
-    };
+    let mut c = guarded(&mapped);
+    let mut knobs = Recorder::at(128);
     c.decide(&window(128), &mut knobs);
     c.taken_back(64, 128, false);
     knobs.device_kb = 128;
@@ -742,12 +714,8 @@ fn a_value_scored_alike_with_the_one_in_force_is_not_moved_to_and_one_alike_with
     // A try that paid, then a check of vanilla: the model reads vanilla in force while the
     // knobs hold the value asked for (64), and scores 64 alike with vanilla again. That is no
     // new try: a later verdict without a gain (the check's) does not send 64 back.
-    let mut c = KmlController::new(mapped.clone(), Scope::Device).unwrap();
-    c.judged(4, 128);
-    let mut knobs = Recorder {
-        device_kb: 128,
-        ..Default::default()
-    };
+    let mut c = guarded(&mapped);
+    let mut knobs = Recorder::at(128);
     c.decide(&window(128), &mut knobs);
     c.kept(64, true);
     let mut seen = Vec::new();
@@ -759,6 +727,27 @@ fn a_value_scored_alike_with_the_one_in_force_is_not_moved_to_and_one_alike_with
         seen.push(knobs.device_kb);
     }
     assert_eq!(seen, [64, 64, 64]);
+
+    // A try is one once applied as asked: knobs that hold vanilla (a hysteresis not yet
+    // passed, a floor) leave nothing tried, counted or banned.
+    struct Held(u64);
+    impl ReadaheadKnobs for Held {
+        fn device_read_ahead_kb(&self) -> u64 {
+            self.0
+        }
+        fn set_device_read_ahead_kb(&mut self, _: u64) {}
+        fn file_read_ahead_kb(&self, _: u64) -> u64 {
+            self.0
+        }
+        fn set_file_read_ahead_kb(&mut self, _: u64, _: u64) {}
+    }
+    let mut c = guarded(&mapped);
+    c.decide(&window(128), &mut Held(128));
+    c.kept(64, false);
+    assert_eq!(c.overruled().tried_alike, 0, "asked for, not applied");
+    let mut knobs = Recorder::at(128);
+    c.decide(&window(128), &mut knobs);
+    assert_eq!((knobs.device_kb, c.overruled().tried_alike), (64, 1), "not banned");
 }
 
 /// A per-device lowering is not made while sequential streams carry a third of the device's
@@ -769,12 +758,8 @@ fn a_value_scored_alike_with_the_one_in_force_is_not_moved_to_and_one_alike_with
 fn a_lower_device_value_is_not_set_while_sequential_streams_carry_a_third_of_the_events() {
     use iolearn_policy::controller::SEQUENTIAL_SHARE;
     let (v3, _) = scan_or_random_models(1024);
-    // Each stream as in the test above; a description's weight is its event count (input 0).
-    let stream_of = |random: bool, n: u64| {
-        let mut f = scan_like(stream(500_000, 200_000, random).features_v2(256));
-        f[0] = n as f64;
-        f
-    };
+    // A description's weight is its event count (input 0).
+    let stream_of = counted_stream;
     // (the device's merged stream random, scan events, random readers' events each, the
     // device's value after the window).
     let cases = [
@@ -796,23 +781,15 @@ fn a_lower_device_value_is_not_set_while_sequential_streams_carry_a_third_of_the
                 descriptions.insert((pid, 20 + pid as u64), stream_of(true, random_n));
             }
         }
-        let w = WindowFeatures {
-            device: Some(stream_of(random_device, 200_000)),
-            descriptions,
-            outcome: same_outcome(),
-            ..WindowFeatures::default()
-        };
+        let w = device_window(stream_of(random_device, 200_000), descriptions);
         let mut c = KmlController::new(v3.clone(), Scope::Device).unwrap();
-        let mut knobs = Recorder {
-            device_kb: 128,
-            ..Default::default()
-        };
+        let mut knobs = Recorder::at(128);
         c.decide(&w, &mut knobs);
         let share = scan_n as f64 / (scan_n + 2 * random_n).max(1) as f64;
         let case =
             format!("scan {scan_n}, random {random_n} each: sequential share {share:.3} (bar {SEQUENTIAL_SHARE:.3})");
         assert_eq!(knobs.device_kb, want, "{case}");
-        assert_eq!(c.spared, u64::from(want == 128), "{case}");
+        assert_eq!(c.overruled().spared_lowerings, u64::from(want == 128), "{case}");
     }
     // A value in force, behind a guardrail that judges it, goes back to vanilla when a scan
     // comes to carry the pages: the rule acts on the value set, not only on a fresh answer.
@@ -821,19 +798,10 @@ fn a_lower_device_value_is_not_set_while_sequential_streams_carry_a_third_of_the
         if scan_n > 0 {
             descriptions.insert((1, 10), stream_of(false, scan_n));
         }
-        WindowFeatures {
-            device: Some(stream_of(true, 200_000)),
-            descriptions,
-            outcome: same_outcome(),
-            ..WindowFeatures::default()
-        }
+        device_window(stream_of(true, 200_000), descriptions)
     };
-    let mut c = KmlController::new(v3, Scope::Device).unwrap();
-    c.judged(4, 128);
-    let mut knobs = Recorder {
-        device_kb: 128,
-        ..Default::default()
-    };
+    let mut c = guarded(&v3);
+    let mut knobs = Recorder::at(128);
     let mut seen = Vec::new();
     for scan_n in [0, 0, 180_000, 180_000, 0] {
         c.decide(&window(scan_n), &mut knobs);
@@ -842,22 +810,18 @@ fn a_lower_device_value_is_not_set_while_sequential_streams_carry_a_third_of_the
     assert_eq!(seen, [16, 16, 128, 128, 16]);
     // Counted once per run of one answer, and reported with the other overruled answers
     // (the tuner's stop line and metrics).
-    assert_eq!((c.spared, c.overruled().spared_lowerings), (1, 1));
+    assert_eq!(c.overruled().spared_lowerings, 1);
 
     // A value the guardrail proved better is held when the model answers the value it came
     // from (`Proven`); a scan that comes to carry the pages takes it back all the same. Scans
     // want vanilla here, and the model reads the value in force (16 KiB) from input 4.
     let (v3, _) = scan_or_random_models(128);
-    let mut c = KmlController::new(v3, Scope::Device).unwrap();
-    c.judged(4, 128);
-    let mut knobs = Recorder {
-        device_kb: 128,
-        ..Default::default()
-    };
+    let mut c = guarded(&v3);
+    let mut knobs = Recorder::at(128);
     c.decide(&window(0), &mut knobs);
     assert_eq!(knobs.device_kb, 16);
     c.kept(16, true);
-    let at_16 = |mut f: iolearn_policy::readahead::RaFeatures| {
+    let at_16 = |mut f: RaFeatures| {
         f[4] = 16.0 * 2.0 / 1024.0;
         f
     };
@@ -887,10 +851,7 @@ fn a_model_that_answers_each_value_with_the_other_settles_and_phases_are_still_f
     let tree = DecisionTree::fit(&x, &y, 5, &TreeConfig::default()).unwrap();
     let m = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &[("small", 16), ("vanilla", 128)]);
     let mut c = KmlController::new(m, Scope::Device).unwrap();
-    let mut k = Recorder {
-        device_kb: 128,
-        ..Default::default()
-    };
+    let mut k = Recorder::at(128);
     // The other inputs move window to window, as a random reader's do on the kernel.
     let mut seen = Vec::new();
     for i in 0..(SEESAW_HOLD + 8) {
@@ -933,10 +894,7 @@ fn a_model_that_answers_each_value_with_the_other_settles_and_phases_are_still_f
     };
     for (length, settles) in [(3, 0), (1, 1)] {
         let mut c = KmlController::new(m.clone(), Scope::Device).unwrap();
-        let mut k = Recorder {
-            device_kb: 128,
-            ..Default::default()
-        };
+        let mut k = Recorder::at(128);
         let mut seen = Vec::new();
         for i in 0..4 * length {
             c.decide(&phase((i / length) % 2 == 0, k.device_kb), &mut k);
