@@ -47,13 +47,16 @@ GAIN_FLOOR = 0.10
 #: cannot run from user space), KML's baseline beside the tuner with ``--leap``.
 LEAP = "leap-prefetch-unmarked"
 #: Configurations scored against vanilla, in the table's order.
-SCORED = ("nn", "nn_file", "oracle", "leap", "kml", "v3", "v3_dry", "vanilla_again")
+SCORED = ("nn", "nn_file", "oracle", "leap", "kml", "v3", "v3_dry", "v3_refine", "vanilla_again")
 #: Configurations run only when ``--family-configs`` names them, for the floor's measurement:
 #: ``vanilla_again``, a second vanilla run in each repeat (the measurement's own spread: what
 #: the ratio of two runs of the same thing shows), and ``v3_dry``, the v3 tuner attached with
 #: ``--dry-run`` (its probes, guardrail and model running, nothing set: what watching costs,
-#: apart from what deciding does).
-ON_REQUEST = ("vanilla_again", "v3_dry")
+#: apart from what deciding does); and ``v3_refine``, the v3 tuner whose values the guardrail
+#: kept with a gain the online learner refines (``--refine-online``).
+ON_REQUEST = ("vanilla_again", "v3_dry", "v3_refine")
+#: The configurations that run the v3 model.
+V3_CONFIGS = ("v3", "v3_dry", "v3_refine")
 #: The scale-free model the trainset step writes (``bench_trainset``), run per device as
 #: configuration ``v3`` where it exists.
 V3_MODEL = "readahead_v3.iolm"
@@ -723,7 +726,7 @@ def configurations(s: br.Settings, out: Path) -> tuple[str, ...]:
     configs += ("v3",) if has_v3 else ()
     if not s.family_configs:
         return configs
-    configs += tuple(c for c in ON_REQUEST if c in s.family_configs and (has_v3 or c != "v3_dry"))
+    configs += tuple(c for c in ON_REQUEST if c in s.family_configs and (has_v3 or c not in V3_CONFIGS))
     return tuple(c for c in configs if c in s.family_configs)
 
 
@@ -738,9 +741,10 @@ def configuration_helper(s: br.Settings, tb: br.Testbed, out: Path, config: str,
         return br.nn_tuner(tb, out, config == "nn_file", log, options)
     if config == "leap":
         return br.tuner_helper(tb, None, "device", log, state, controller=LEAP)
-    if config in ("v3", "v3_dry"):
+    if config in V3_CONFIGS:
+        refine = ["--refine-online"] if config == "v3_refine" else []
         return br.tuner_helper(tb, out / V3_MODEL, "device", log, state, dry_run=config == "v3_dry",
-                               extra=tuner_options(s, per_file=False, count=count))  # fmt: skip
+                               extra=tuner_options(s, per_file=False, count=count) + refine)  # fmt: skip
     if config == "kml":
         # KML's recipe as KML ran it: per device, no guardrail.
         return br.tuner_helper(tb, out / "readahead_kml.iolm", "device", log, state, extra=["--no-guard"])
@@ -875,7 +879,7 @@ def summarize(rows: list[dict]) -> list[dict]:
                 entry[c + "_after_range"] = [after[0], after[-1]]
         entry["oracle_kb"] = next((int(r["ra_kb"]) for r in mine if r["config"] == "oracle"), None)
         gain = entry.get("oracle", 1.0) - 1.0
-        for c in ("nn", "nn_file", "v3"):
+        for c in ("nn", "nn_file", "v3", "v3_refine"):
             if c in entry:
                 entry[c + "_share"] = (entry[c] - 1.0) / gain if gain > GAIN_FLOOR else None
                 share = entry[c + "_share"]
@@ -890,7 +894,14 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 def print_table(table: list[dict]):
     # The baselines' columns only when they ran.
-    baselines = (("v3", "v3"), ("v3_dry", "v3 dry"), ("leap", "LEAP"), ("kml", "KML"), ("vanilla_again", "A/A"))
+    baselines = (
+        ("v3", "v3"),
+        ("v3_refine", "v3 ref"),
+        ("v3_dry", "v3 dry"),
+        ("leap", "LEAP"),
+        ("kml", "KML"),
+        ("vanilla_again", "A/A"),
+    )
     extra = [(c, title) for c, title in baselines if any(c in r for r in table)]
     print(
         f"{'family workload':<20}{'vanilla':>14}{'per device':>12}{'per file':>10}{'oracle':>8}{'KiB':>6}"

@@ -995,7 +995,8 @@ def main(argv=None) -> int:
         help="comma-separated configurations of the family step to run (vanilla, nn, nn_file, oracle, "
         "v3 where readahead_v3.iolm is in --out, and leap, kml with their options; default: all; vanilla is "
         "always run, the sweep too); only when named: vanilla_again (vanilla twice a repeat: the "
-        "measurement's own spread) and v3_dry (the v3 tuner with --dry-run: what watching costs)",
+        "measurement's own spread), v3_dry (the v3 tuner with --dry-run: what watching costs) and "
+        "v3_refine (the v3 tuner with --refine-online: the learner refines what the guardrail kept)",
     )
     ap.add_argument(
         "--no-phases",
@@ -1099,7 +1100,7 @@ def main(argv=None) -> int:
         for c, flag in (("leap", a.leap), ("kml", a.kml)):
             if c in wanted and not flag:
                 ap.error(f"--family-configs: {c} needs --{c}")
-    if a.family_configs is not None and {"v3", "v3_dry"} & set(a.family_configs.split(",")):
+    if a.family_configs is not None and set(bench_family.V3_CONFIGS) & set(a.family_configs.split(",")):
         has_model = a.out is not None and (a.out / "readahead_v3.iolm").is_file()
         if not {"trainset", "retrain"} & steps and not has_model:
             ap.error("--family-configs: v3 needs readahead_v3.iolm in --out (the trainset step makes it)")

@@ -488,8 +488,8 @@ def test_the_floors_measurements_run_only_when_named_and_watch_without_acting(tm
     (tmp_path / bench_family.V3_MODEL).write_bytes(b"")
     # By default: neither the second vanilla run nor the dry tuner (each costs a run a repeat).
     assert bench_family.configurations(s, tmp_path) == ("vanilla", "nn", "nn_file", "oracle", "v3")
-    s.family_configs = ("vanilla", "v3", "vanilla_again", "v3_dry")
-    assert bench_family.configurations(s, tmp_path) == ("vanilla", "v3", "vanilla_again", "v3_dry")
+    s.family_configs = ("vanilla", "v3", "vanilla_again", "v3_dry", "v3_refine")
+    assert bench_family.configurations(s, tmp_path) == ("vanilla", "v3", "vanilla_again", "v3_dry", "v3_refine")
     # Without the model neither v3 configuration runs (as v3 alone, before).
     assert bench_family.configurations(s, tmp_path / "none") == ("vanilla", "vanilla_again")
     # A name of the command line, refused when unknown, needs the v3 model like v3 does.
@@ -505,6 +505,8 @@ def test_the_floors_measurements_run_only_when_named_and_watch_without_acting(tm
     acting, _ = bench_family.configuration_helper(s, Bed(), tmp_path, "v3", tmp_path / "t.log")
     assert "--dry-run" in dry and "--dry-run" not in acting
     assert [a for a in dry if a != "--dry-run"] == acting
+    refined, _ = bench_family.configuration_helper(s, Bed(), tmp_path, "v3_refine", tmp_path / "t.log")
+    assert refined == acting + ["--refine-online"]
     assert bench_family.configuration_helper(s, Bed(), tmp_path, "vanilla_again", tmp_path / "t.log") is None
 
     def row(config, repeat, ops):

@@ -73,6 +73,12 @@ pub struct ReadaheadArgs {
     /// --fallback-kb (needs --pid or --cgroup, or --progress ops:PATH; per device).
     #[arg(long)]
     fallback_online: bool,
+    /// Let the online learner refine a value of the model's that the guardrail kept with a
+    /// gain: it measures the neighbouring values on this workload and holds the best, until it
+    /// measures the workload change and the model answers again; it also decides out of the
+    /// training range, as --fallback-online (per device, with the guardrail).
+    #[arg(long)]
+    refine_online: bool,
     /// What the guardrail and the online learner count as the watched processes' progress:
     /// `cpu`, their threads' user-mode CPU time, process by process; `auto`, the pages their
     /// reads returned, counted in the kernel, in windows where they read at least twice as
@@ -183,6 +189,7 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
     cfg.min_gap = a.min_gap;
     cfg.fallback_kb = a.fallback_kb;
     cfg.fallback_online = a.fallback_online;
+    cfg.refine_online = a.refine_online;
     cfg.progress = a.progress;
     if a.no_guard {
         cfg.guard = None;

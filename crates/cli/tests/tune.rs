@@ -684,6 +684,17 @@ fn the_online_learner_runs_on_the_kernel_and_restores() {
         &["--fallback-online", "--controller", "static:64", "--pid", "1"],
         "applies to a model",
     );
+    refused(&b, &["--refine-online", "--model", model], "--pid or --cgroup");
+    refused(
+        &b,
+        &["--refine-online", "--model", model, "--pid", "1", "--no-guard"],
+        "drop --no-guard",
+    );
+    refused(
+        &b,
+        &["--refine-online", "--controller", "online", "--pid", "1"],
+        "applies to a model",
+    );
     assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original);
     let reader = sequential_reader(&b.data);
     let pid = reader.0.id().to_string();

@@ -77,7 +77,8 @@ impl Scope {
     }
 }
 
-/// The model's answers a controller overruled on its own, counted once per run of one answer.
+/// The model's answers a controller overruled on its own, counted once per run of one answer
+/// (tries, once per try applied).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Overruled {
     /// Answers of the value a decision the guardrail measured better came from.
@@ -91,8 +92,8 @@ pub struct Overruled {
     /// Raises not made while processes that do not scan shared the device with one that does
     /// ([`KmlController::spare_raise_beside_scans`]).
     pub spared_raises: u64,
-    /// Moves not made to a value the model scored alike with the one in force
-    /// ([`KmlController::weigh_alike`]).
+    /// Moves not made to a value the model scored alike with the one in force, or to a value
+    /// so tried from vanilla that did not pay, during its hold ([`KmlController::weigh_alike`]).
     pub stayed_alike: u64,
     /// Values tried from vanilla that the model scored alike with it
     /// ([`KmlController::weigh_alike`]).
@@ -279,6 +280,18 @@ pub struct KmlController {
     /// Per device: out of the training range, this learner decides instead of `fallback_kb`
     /// (and it watches the model's windows, to start from what they did).
     pub learner: Option<crate::online::Online>,
+    /// Per device, with a learner and a guardrail: a value of the model's that the guardrail
+    /// kept with a gain is refined by the learner, which climbs from it until it measures the
+    /// workload change (`start_refining`).
+    pub refine: bool,
+    /// The model's value the learner refines from, while it does, and the learner's climb
+    /// that refines it ([`crate::online::Online::climbs`]).
+    refining: Option<(u64, u64)>,
+    /// Whether the model scored its two best values alike ([`ALIKE`]) in the window its last
+    /// change was made: only such a change is refined.
+    unsure: bool,
+    /// Refinements started.
+    pub refinements: u64,
     /// Per device: the see-saws found and settled ([`SeeSaw`]).
     pub settles: u64,
     seesaw: SeeSaw,
@@ -525,6 +538,9 @@ pub enum Fallback {
     Kb(u64),
     /// Let the online learner decide ([`crate::online`]); per device only.
     Online,
+    /// As `Online`, and the learner also refines a value of the model's that the guardrail
+    /// kept with a gain ([`KmlController::refine`]).
+    OnlineRefining,
 }
 
 /// Share of a feature's training span tolerated beyond either end before falling back.
@@ -597,6 +613,10 @@ impl KmlController {
             decisions: Vec::new(),
             fallbacks: 0,
             learner: None,
+            refine: false,
+            refining: None,
+            unsure: false,
+            refinements: 0,
             settles: 0,
             seesaw: SeeSaw::default(),
             last_change: None,
@@ -765,7 +785,17 @@ impl KmlController {
                     o
                 }
                 // A try that did not pay is not asked for again during its hold.
-                _ if class != here && unpaid(class) => here,
+                _ if class != here && unpaid(class) => {
+                    if self.stayed_alike.overrules((now, kb)) {
+                        tracing::info!(
+                            event = %"stayed_alike",
+                            answer_kb = kb,
+                            read_ahead_kb = now,
+                            why = %"tried before for being scored alike with vanilla, it did not pay: not asked for again during its hold"
+                        );
+                    }
+                    return (here, now);
+                }
                 _ => class,
             }
         } else if kb != now && p[class] - p[here] < ALIKE {
@@ -908,6 +938,48 @@ impl KmlController {
         }
     }
 
+    /// The guardrail kept the device value `kb`: where it is the model's last change, kept
+    /// with a gain, the learner (with `refine` on, behind a guardrail) climbs from it,
+    /// looking first the way the model moved. The model names a value among a few its
+    /// training sweeps measured, on other devices and over runs of another length: on the
+    /// kernel, a random mapped reader's best was 64 KiB over 15-s runs and 16 over 60-s ones,
+    /// and a model scores two such values about alike. The learner measures the neighbours
+    /// of the model's value on this workload, inside the guardrail, and holds the best; when
+    /// it measures the workload change (a phase change) or the guardrail takes its value
+    /// back, the model answers again.
+    ///
+    /// Only a change the model made while it scored its two best values alike is refined:
+    /// where it is sure, its value is taken as it is (a learner looking around a range scan's
+    /// 64 KiB would spend windows at 32 and 128, each a quarter slower, for nothing).
+    fn start_refining(&mut self, kb: u64, gain: bool) {
+        let Some(learner) = self.learner.as_mut() else { return };
+        let ours = matches!(self.last_change, Some((_, to)) if to == kb) && self.unsure;
+        if !self.refine || !gain || !ours || self.refining.is_some() || self.judged_in == 0 {
+            return;
+        }
+        if !learner.start_from(kb, self.vanilla_kb) {
+            return;
+        }
+        self.refining = Some((kb, learner.climbs));
+        self.refinements += 1;
+        tracing::info!(
+            event = %"refining",
+            read_ahead_kb = kb,
+            vanilla_kb = self.vanilla_kb,
+            why = %"the guardrail kept the model's value, scored alike with another, with a gain: the learner measures its neighbours on this workload"
+        );
+    }
+
+    /// The device goes back to the model: nothing the learner did proves anything for the
+    /// model's answers, and a verdict on the learner's value is no verdict on the model's.
+    fn end_refining(&mut self, why: &str) {
+        if let Some((from, _)) = self.refining.take() {
+            self.last_change = None;
+            self.proven = None;
+            tracing::info!(event = %"refined", from_kb = from, why = %why);
+        }
+    }
+
     fn action_kb(&self, class: usize) -> u64 {
         self.model.classes.get(class).map_or(128, |c| c.action.max(0) as u64)
     }
@@ -918,6 +990,9 @@ impl ReadaheadController for KmlController {
         if self.proven.is_some_and(|p| p.kb == kb) {
             self.proven = None;
         }
+        // Worse than vanilla where the learner stood: the model answers again (the learner
+        // keeps the value taken back marked worse).
+        self.end_refining("the guardrail took back the learner's value: the model answers again");
         self.unpaid_try(kb);
         if let Some(l) = self.learner.as_mut() {
             l.taken_back(kb, now_kb, sure);
@@ -948,6 +1023,7 @@ impl ReadaheadController for KmlController {
             _ if !gain => self.proven = self.proven.filter(|p| p.kb != kb),
             _ => {}
         }
+        self.start_refining(kb, gain);
     }
     fn judged(&mut self, windows: u32, vanilla_kb: u64) {
         self.judged_in = windows as u64;
@@ -1029,6 +1105,16 @@ impl ReadaheadController for KmlController {
             // guardrail's knobs answer with the controller's wish while it measures vanilla.
             let in_force = (f[4] * 512.0).round().max(0.0) as u64;
             self.seesaw.observe(in_force);
+            if let (Some((_, climb)), Some(learner)) = (self.refining, self.learner.as_mut()) {
+                // Refining the model's value: the learner decides, in range or not, until its
+                // climb ends (it measured the workload change, could judge nothing, or its
+                // measure changed).
+                learner.decide(window, knobs);
+                if learner.climbs != climb {
+                    self.end_refining("the learner's climb ended (the workload changed): the model answers again");
+                }
+                return;
+            }
             let in_range = self.in_training_range(&f, &window.outcome);
             if self.proven.is_some_and(|p| self.seesaw.window > p.until) {
                 self.proven = None;
@@ -1059,7 +1145,7 @@ impl ReadaheadController for KmlController {
             if let Some(learner) = self.learner.as_mut() {
                 learner.watch(window, knobs);
             }
-            // One forward pass gives the answer and the scores it is weighed by.
+            // One scoring of the window gives the answer and the scores it is weighed by.
             let mut scores = [0f32; MAX_WEIGHED_CLASSES];
             let n = if self.weighs() { self.model.classes.len() } else { 0 };
             let answer = self.decide_scored(&f, &window.outcome, (n > 0).then_some(&mut scores[..n]));
@@ -1111,6 +1197,16 @@ impl ReadaheadController for KmlController {
                 let applied = knobs.device_read_ahead_kb();
                 if applied != now {
                     self.last_change = Some((now, applied));
+                    // The two best scores (none where the model's are not weighed).
+                    let (mut first, mut second) = (f32::MIN, f32::MIN);
+                    for &x in &scores[..n] {
+                        if x > first {
+                            (first, second) = (x, first);
+                        } else if x > second {
+                            second = x;
+                        }
+                    }
+                    self.unsure = class != usize::MAX && n >= 2 && first - second < ALIKE;
                     // A try is one once applied as asked (not spared, floored or held back).
                     self.trying = match self.asking {
                         Some((t, score, vanilla)) if t == applied => {
@@ -1334,8 +1430,9 @@ impl ControllerSpec {
                 let mut c = KmlController::new(file, scope).map_err(|e| e.in_file(path))?;
                 match fallback {
                     Some(Fallback::Kb(kb)) => c.fallback_kb = kb,
-                    Some(Fallback::Online) if scope == Scope::Device => {
-                        c.learner = Some(crate::online::Online::default())
+                    Some(f @ (Fallback::Online | Fallback::OnlineRefining)) if scope == Scope::Device => {
+                        c.learner = Some(crate::online::Online::default());
+                        c.refine = f == Fallback::OnlineRefining;
                     }
                     _ => {}
                 }

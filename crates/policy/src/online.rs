@@ -201,6 +201,11 @@ pub struct Online {
     pub trace: Vec<(u64, u64)>,
     /// Phase changes detected.
     pub phase_changes: u64,
+    /// Climbs started: every time the estimates are forgotten (a phase change, a change of
+    /// measure, a value taken back, a climb that can judge nothing going back to the start),
+    /// so a controller that handed the device to the learner can tell the climb it started
+    /// has ended.
+    pub climbs: u64,
 }
 
 impl Default for Online {
@@ -241,6 +246,7 @@ impl Online {
             start: None,
             trace: Vec::new(),
             phase_changes: 0,
+            climbs: 0,
         }
     }
 
@@ -501,6 +507,7 @@ impl Online {
 
     /// Forget every estimate and climb again from `home`.
     fn forget(&mut self, home: usize) {
+        self.climbs += 1;
         self.est.iter_mut().for_each(|e| *e = None);
         self.scale.iter_mut().for_each(|k| *k = f64::INFINITY);
         self.spread.iter_mut().for_each(|v| *v = 0.0);
@@ -553,6 +560,28 @@ impl Online {
         if keep_home {
             self.climb(home);
         }
+    }
+
+    /// Climb from `kb`, in force, a value another controller chose and the guardrail kept
+    /// with a gain over `vanilla_kb` (a model's answer, refined:
+    /// [`crate::controller::KmlController::refine`]): every estimate forgotten but the values
+    /// taken back, and the neighbour away from vanilla looked at first (as after a move of its
+    /// own: towards vanilla lies what the guardrail just found worse). False, and nothing
+    /// started, where `kb` is none of the learner's values.
+    pub fn start_from(&mut self, kb: u64, vanilla_kb: u64) -> bool {
+        let Some(home) = self.cfg.arms.iter().position(|&a| a == kb) else {
+            return false;
+        };
+        self.forget_but_taken_back(home);
+        self.dir = match kb.cmp(&vanilla_kb) {
+            std::cmp::Ordering::Less => -1,
+            std::cmp::Ordering::Greater => 1,
+            std::cmp::Ordering::Equal => 0,
+        };
+        // Asked for and in force already: the window that ends next is home's first sample.
+        self.trace.push((self.window, kb));
+        self.applied = true;
+        true
     }
 
     /// Credit the window that ended to the value in force during it. `watching`: another

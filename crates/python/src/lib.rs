@@ -730,9 +730,10 @@ type ClosedLoop<'py> = (Vec<f64>, Vec<(f64, u64)>, Bound<'py, PyArray2<f64>>);
 /// the bounded inputs those are not, `iolearn_readahead::LoopResult::features`). With `guard` the controller runs behind the
 /// guardrail; with `app_signal` it sees the workloads' ops per window (else only what the
 /// kernel tuner sees); with `fallback_online` a model out of its training range lets the
-/// online learner decide.
+/// online learner decide; with `refine_online` (and `guard`) the learner also refines a value
+/// of the model's that the guardrail kept with a gain.
 #[pyfunction]
-#[pyo3(signature = (workloads, controller="vanilla", device="nvme", read_ahead_kb=128, seconds=10.0, per_file=false, db_mb=2355, cache_mb=850, window_s=1.0, seed=1, back_to_back=false, file_features=false, guard=false, app_signal=false, fallback_online=false, scope=None, shared_db=false))]
+#[pyo3(signature = (workloads, controller="vanilla", device="nvme", read_ahead_kb=128, seconds=10.0, per_file=false, db_mb=2355, cache_mb=850, window_s=1.0, seed=1, back_to_back=false, file_features=false, guard=false, app_signal=false, fallback_online=false, scope=None, shared_db=false, refine_online=false))]
 #[allow(clippy::too_many_arguments)] // mirrors the Python keyword arguments one to one
 fn sim_closed_loop<'py>(
     py: Python<'py>,
@@ -753,6 +754,7 @@ fn sim_closed_loop<'py>(
     fallback_online: bool,
     scope: Option<&str>,
     shared_db: bool,
+    refine_online: bool,
 ) -> PyResult<ClosedLoop<'py>> {
     use iolearn_readahead::{ControllerSpec, LoopConfig, RunError, Scope};
     let scope = match (scope, per_file) {
@@ -793,6 +795,7 @@ fn sim_closed_loop<'py>(
         guard: guard.then(iolearn_readahead::GuardConfig::default),
         app_signal,
         fallback_online,
+        refine_online,
         ..LoopConfig::new(workloads, controller)
     };
     let r = py.detach(move || iolearn_readahead::run(&cfg)).map_err(|e| match e {

@@ -124,6 +124,9 @@ pub struct LoopConfig {
     /// A model out of its training range lets the online learner decide (per device) instead
     /// of holding the default.
     pub fallback_online: bool,
+    /// The online learner also refines a value of the model's that the guardrail kept with a
+    /// gain ([`iolearn_policy::controller::KmlController::refine`]; per device, with `guard`).
+    pub refine_online: bool,
     /// Let the controller see the application's operations per window. Off by default: the
     /// controller then judges by what the kernel tuner can see too (time not spent waiting for
     /// the device, pages read and used).
@@ -150,6 +153,7 @@ impl LoopConfig {
             file_features: false,
             guard: None,
             fallback_online: false,
+            refine_online: false,
             app_signal: false,
         }
     }
@@ -166,6 +170,13 @@ impl LoopConfig {
         if self.fallback_online && (self.scope != Scope::Device || !matches!(self.controller, ControllerSpec::Model(_)))
         {
             return Err("fallback_online: applies to a model deciding per device".into());
+        }
+        if self.refine_online
+            && (self.scope != Scope::Device
+                || !matches!(self.controller, ControllerSpec::Model(_))
+                || self.guard.is_none())
+        {
+            return Err("refine_online: applies to a model deciding per device behind the guardrail".into());
         }
         if self.shared_db && self.back_to_back {
             return Err("shared_db: the workloads run concurrently; drop back_to_back".into());
@@ -266,9 +277,12 @@ pub struct LoopResult {
 /// controller that cannot be built (a model file that cannot be read names the file).
 pub fn run(cfg: &LoopConfig) -> Result<LoopResult, RunError> {
     cfg.check().map_err(RunError::Config)?;
-    let fallback = cfg
-        .fallback_online
-        .then_some(iolearn_policy::controller::Fallback::Online);
+    use iolearn_policy::controller::Fallback;
+    let fallback = match (cfg.refine_online, cfg.fallback_online) {
+        (true, _) => Some(Fallback::OnlineRefining),
+        (false, true) => Some(Fallback::Online),
+        _ => None,
+    };
     let ctl = cfg
         .controller
         .build(cfg.scope, fallback)

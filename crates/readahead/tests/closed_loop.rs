@@ -351,6 +351,12 @@ fn a_model_out_of_its_range_hands_over_to_the_online_learner() {
     let mut bad = LoopConfig::new(vec![ReadRandom], ControllerSpec::Static(64));
     bad.fallback_online = true;
     assert!(run(&bad).unwrap_err().to_string().contains("fallback_online"));
+    // Refining needs a model per device behind the guardrail.
+    let mut bad = LoopConfig::new(vec![ReadRandom], ControllerSpec::Model(model.clone()));
+    bad.refine_online = true;
+    assert!(run(&bad).unwrap_err().to_string().contains("refine_online"));
+    bad.guard = Some(iolearn_readahead::GuardConfig::default());
+    assert!(run(&bad).is_ok());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

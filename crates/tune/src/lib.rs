@@ -65,6 +65,11 @@ pub struct TuneConfig {
     /// Out of the model's training range, let the online learner decide instead of setting
     /// `fallback_kb` (per device, with processes to watch).
     pub fallback_online: bool,
+    /// Let the online learner refine a value of the model's that the guardrail kept with a
+    /// gain ([`iolearn_policy::controller::KmlController::refine`]); the learner then also
+    /// decides out of the training range, as with `fallback_online`. Per device, with the
+    /// guardrail and processes to watch.
+    pub refine_online: bool,
     /// The guardrail ([`iolearn_policy::guard`]): the controller's decisions are kept only
     /// while the watched processes progress at least as well as on vanilla. `None`: off. It
     /// needs processes to watch (`pids` or `cgroup`); without them it is off, and says so.
@@ -102,6 +107,7 @@ impl TuneConfig {
             min_gap: 3,
             fallback_kb: 128,
             fallback_online: false,
+            refine_online: false,
             guard: Some(GuardConfig::default()),
             progress: outcome::Progress::Cpu,
             dry_run: false,
@@ -424,31 +430,38 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         g.check()?;
     }
     cfg.sampling.check()?;
-    if cfg.fallback_online {
+    for (on, flag) in [
+        (cfg.fallback_online, "--fallback-online"),
+        (cfg.refine_online, "--refine-online"),
+    ] {
+        if !on {
+            continue;
+        }
         if !matches!(cfg.controller, ControllerSpec::Model(_)) {
-            return Err(format!(
-                "--fallback-online: applies to a model, not to {}",
-                cfg.controller
-            ));
+            return Err(format!("{flag}: applies to a model, not to {}", cfg.controller));
         }
         if cfg.scope != Scope::Device {
             return Err(format!(
-                "--fallback-online: the learner sets the device's value; drop --{}",
+                "{flag}: the learner sets the device's value; drop --{}",
                 cfg.scope.name()
             ));
         }
         if !measured {
-            return Err(
-                "--fallback-online: the learner needs the processes' progress: --pid or --cgroup, or --progress ops:PATH"
-                    .into(),
-            );
+            return Err(format!(
+                "{flag}: the learner needs the processes' progress: --pid or --cgroup, or --progress ops:PATH"
+            ));
         }
+    }
+    if cfg.refine_online && cfg.guard.is_none() {
+        return Err("--refine-online: the learner refines what the guardrail kept; drop --no-guard".into());
     }
     let inner = cfg
         .controller
         .build(
             cfg.scope,
-            Some(if cfg.fallback_online {
+            Some(if cfg.refine_online {
+                Fallback::OnlineRefining
+            } else if cfg.fallback_online {
                 Fallback::Online
             } else {
                 Fallback::Kb(cfg.fallback_kb)
@@ -490,6 +503,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         pids = ?pids,
         progress = %cfg.progress.name(),
         fallback_online = cfg.fallback_online,
+        refine_online = cfg.refine_online,
         dry_run = cfg.dry_run
     );
     // With no process watched and no count of the application's the guardrail has nothing to
