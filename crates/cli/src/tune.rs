@@ -226,18 +226,11 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
         m.decide_ns_max as f64 / 1e3,
         s.restored_kb
     );
-    let overruled = [
-        m.held_answers,
-        m.settled_seesaws,
-        m.spared_lowerings,
-        m.spared_raises,
-        m.stayed_alike,
-        m.tried_alike,
-    ];
-    if overruled.iter().sum::<u64>() > 0 {
+    let o = &m.overruled;
+    if *o != Default::default() {
         println!(
             "model answers overruled: {} of the value a decision the guardrail measured better came from, {} see-saws settled, {} lowerings not made beside sequential streams, {} raises not made beside processes that do not scan, {} moves not made to a value scored alike, {} values scored alike with vanilla tried",
-            m.held_answers, m.settled_seesaws, m.spared_lowerings, m.spared_raises, m.stayed_alike, m.tried_alike
+            o.held, o.settled, o.spared_lowerings, o.spared_raises, o.stayed_alike, o.tried_alike
         );
     }
     if m.guard_kept + m.guard_reverted > 0 {

@@ -731,10 +731,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         m.decide_ns_max = m.decide_ns_max.max(decide_ns);
         m.act_ns_total = knobs.act_ns;
         m.fallbacks = controller.fallbacks();
-        let o = controller.overruled();
-        (m.held_answers, m.settled_seesaws) = (o.held, o.settled);
-        (m.spared_lowerings, m.spared_raises) = (o.spared_lowerings, o.spared_raises);
-        (m.stayed_alike, m.tried_alike) = (o.stayed_alike, o.tried_alike);
+        m.overruled = controller.overruled();
         m.held_back = controller.steady.held_back;
         // Windows on vanilla, shown to the guardrail or rested through (a backoff).
         rested_vanilla += u64::from(!whole && guarded && controller.arm() == Arm::Vanilla);
@@ -883,12 +880,12 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         windows = m.windows,
         changes = m.changes,
         fallbacks = m.fallbacks,
-        held_answers = m.held_answers,
-        settled_seesaws = m.settled_seesaws,
-        spared_lowerings = m.spared_lowerings,
-        spared_raises = m.spared_raises,
-        stayed_alike = m.stayed_alike,
-        tried_alike = m.tried_alike,
+        held_answers = m.overruled.held,
+        settled_seesaws = m.overruled.settled,
+        spared_lowerings = m.overruled.spared_lowerings,
+        spared_raises = m.overruled.spared_raises,
+        stayed_alike = m.overruled.stayed_alike,
+        tried_alike = m.overruled.tried_alike,
         lost_events = m.lost_events,
         read_ahead_kb = summary.restored_kb,
         wall_s = wall,

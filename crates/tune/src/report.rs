@@ -1,5 +1,6 @@
 //! What the tuner tells the world: structured logs on stderr and Prometheus metrics over HTTP.
 
+use iolearn_policy::controller::Overruled;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
@@ -60,20 +61,8 @@ pub struct Metrics {
     pub held_back: u64,
     /// Decisions that fell back to the default (input out of the training range).
     pub fallbacks: u64,
-    /// Model answers overruled by a value the guardrail measured better (the value a decision
-    /// came from).
-    pub held_answers: u64,
-    /// See-saws settled (the model answered each of two values with the other).
-    pub settled_seesaws: u64,
-    /// Lowerings of the device's value not made while sequential streams carried its pages.
-    pub spared_lowerings: u64,
-    /// Raises of the device's value not made while processes that do not scan shared the
-    /// device with one that does.
-    pub spared_raises: u64,
-    /// Moves not made to a value the model scored alike with the one in force.
-    pub stayed_alike: u64,
-    /// Values tried from vanilla that the model scored alike with it.
-    pub tried_alike: u64,
+    /// The model's answers the controller overruled on its own, as it counts them.
+    pub overruled: Overruled,
     /// Time deciding (features to classes), total and worst, ns.
     pub decide_ns_total: u64,
     /// Worst decision time.
@@ -174,37 +163,37 @@ impl Metrics {
             &mut r,
             "held_answers",
             "Model answers of the value a decision came from, overruled: the guardrail measured the decision better",
-            self.held_answers,
+            self.overruled.held,
         );
         counter(
             &mut r,
             "settled_seesaws",
             "See-saws settled: the model answered each of two values with the other",
-            self.settled_seesaws,
+            self.overruled.settled,
         );
         counter(
             &mut r,
             "spared_lowerings",
             "Device values below vanilla not set: sequential streams carried a third of the pages",
-            self.spared_lowerings,
+            self.overruled.spared_lowerings,
         );
         counter(
             &mut r,
             "spared_raises",
             "Device values above vanilla not set: processes that do not scan shared the device with one that does",
-            self.spared_raises,
+            self.overruled.spared_raises,
         );
         counter(
             &mut r,
             "stayed_alike",
             "Moves not made: the model scored its answer alike with the value in force",
-            self.stayed_alike,
+            self.overruled.stayed_alike,
         );
         counter(
             &mut r,
             "tried_alike",
             "Values tried from vanilla that the model scored alike with it",
-            self.tried_alike,
+            self.overruled.tried_alike,
         );
         let seconds = |ns: u64| ConstCounter::new(ns as f64 / 1e9);
         r.register(
@@ -334,18 +323,20 @@ pub fn serve_metrics(addr: &str, page: Arc<Mutex<String>>) -> std::io::Result<So
 
 #[cfg(test)]
 mod tests {
-    use super::Metrics;
+    use super::{Metrics, Overruled};
 
     #[test]
     fn every_count_of_the_stop_line_is_a_metric_of_the_device() {
         let m = Metrics {
             fallbacks: 3,
-            held_answers: 5,
-            settled_seesaws: 2,
-            spared_lowerings: 4,
-            spared_raises: 6,
-            stayed_alike: 7,
-            tried_alike: 8,
+            overruled: Overruled {
+                held: 5,
+                settled: 2,
+                spared_lowerings: 4,
+                spared_raises: 6,
+                stayed_alike: 7,
+                tried_alike: 8,
+            },
             ..Metrics::default()
         };
         let page = m.render("loop7");
