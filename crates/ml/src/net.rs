@@ -150,15 +150,20 @@ impl Sequential {
     }
 
     /// Class probabilities into `proba`: softmax of the logits, or `[1-p, p]` for one output.
-    pub fn predict_proba(&self, x: &[f32], ws: &mut Workspace, proba: &mut [f32]) {
+    /// Returns the class, as [`Self::predict_class`] gives it bit for bit (from the same pass).
+    pub fn predict_proba(&self, x: &[f32], ws: &mut Workspace, proba: &mut [f32]) -> usize {
         let out = self.forward(x, ws);
         if out.len() == 1 {
             proba[0] = 1.0 - out[0];
             proba[1] = out[0];
-        } else if matches!(self.layers.last(), Some(Layer::Softmax)) {
-            proba.copy_from_slice(out);
+            (out[0] >= 0.5) as usize
         } else {
-            math::softmax(out, proba);
+            if matches!(self.layers.last(), Some(Layer::Softmax)) {
+                proba.copy_from_slice(out);
+            } else {
+                math::softmax(out, proba);
+            }
+            math::argmax(out)
         }
     }
 

@@ -394,8 +394,8 @@ impl DecisionTree {
     }
 
     /// Class probabilities of one row into `proba` (leaf class fractions; one-hot for imported
-    /// trees).
-    pub fn predict_proba(&self, x: &[f32], proba: &mut [f32]) {
+    /// trees). Returns the row's class, the one [`Self::predict_class`] gives (the same leaf).
+    pub fn predict_proba(&self, x: &[f32], proba: &mut [f32]) -> usize {
         let (i, c) = self.leaf(x);
         if self.proba.is_empty() {
             proba
@@ -405,6 +405,7 @@ impl DecisionTree {
         } else {
             proba.copy_from_slice(&self.proba[i * self.n_classes..(i + 1) * self.n_classes]);
         }
+        c
     }
 
     /// CART induction on `n` rows of `n_features` values with integer class labels in `y`.

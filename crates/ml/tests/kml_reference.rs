@@ -19,8 +19,14 @@ fn imported_network_matches_kml_code_on_every_row() {
     assert_eq!(reference.len(), 422);
     let mut ws = net.workspace();
     let (mut same, mut agree_labels, mut max_logit_err) = (0, 0, 0.0f32);
+    let mut proba = [0f32; 4];
     for ((x, y), r) in inputs.iter().zip(&labels).zip(&reference) {
         let class = net.predict_class(x, &mut ws);
+        assert_eq!(
+            net.predict_proba(x, &mut ws, &mut proba),
+            class,
+            "scored with probabilities"
+        );
         let logits = net.forward(x, &mut ws);
         for (a, b) in logits.iter().zip(&r.3) {
             max_logit_err = max_logit_err.max((a - b).abs() / b.abs().max(1.0));
@@ -50,8 +56,10 @@ fn imported_tree_matches_kml_code_on_every_row() {
     let inputs = rows(&kml.join("nn_arch_data/input.csv"));
     let labels = rows(&kml.join("nn_arch_data/output.csv"));
     let (mut same, mut agree) = (0, 0);
+    let mut proba = [0f32; 4];
     for ((x, y), r) in inputs.iter().zip(&labels).zip(kml_inference()) {
         let c = tree.predict_class(x);
+        assert_eq!(tree.predict_proba(x, &mut proba), c, "scored with probabilities");
         same += (c == r.2) as usize;
         agree += (c == y[0] as usize) as usize;
     }

@@ -98,6 +98,9 @@ pub struct Overruled {
     /// Values tried from vanilla that the model scored alike with it
     /// ([`KmlController::weigh_alike`]).
     pub tried_alike: u64,
+    /// Values of the model's handed to the online learner to refine
+    /// ([`KmlController::refine`]).
+    pub refined: u64,
 }
 
 /// A decision maker called once per window.
@@ -543,6 +546,18 @@ pub enum Fallback {
     OnlineRefining,
 }
 
+impl Fallback {
+    /// The learner a tuner's or a simulated loop's two flags ask for (refining implies it),
+    /// or `None` for neither.
+    pub fn learner(refine: bool, online: bool) -> Option<Fallback> {
+        match (refine, online) {
+            (true, _) => Some(Fallback::OnlineRefining),
+            (false, true) => Some(Fallback::Online),
+            (false, false) => None,
+        }
+    }
+}
+
 /// Share of a feature's training span tolerated beyond either end before falling back.
 pub const RANGE_MARGIN: f64 = 0.25;
 
@@ -718,15 +733,9 @@ impl KmlController {
         match (&self.model.kind, self.ws.as_mut(), proba) {
             (ModelKind::Mlp(n), Some(ws), None) => n.predict_class(x, ws),
             (ModelKind::Tree(t), _, None) => t.predict_class(x),
-            (ModelKind::Mlp(n), Some(ws), Some(p)) => {
-                // The class as `classify` gives it (the argmax of the logits), bit for bit.
-                n.predict_proba(x, ws, p);
-                n.predict_class(x, ws)
-            }
-            (ModelKind::Tree(t), _, Some(p)) => {
-                t.predict_proba(x, p);
-                t.predict_class(x)
-            }
+            // The class as `classify` gives it, bit for bit, from the same pass.
+            (ModelKind::Mlp(n), Some(ws), Some(p)) => n.predict_proba(x, ws, p),
+            (ModelKind::Tree(t), _, Some(p)) => t.predict_proba(x, p),
             _ => 0,
         }
     }
@@ -786,35 +795,35 @@ impl KmlController {
                 }
                 // A try that did not pay is not asked for again during its hold.
                 _ if class != here && unpaid(class) => {
-                    if self.stayed_alike.overrules((now, kb)) {
-                        tracing::info!(
-                            event = %"stayed_alike",
-                            answer_kb = kb,
-                            read_ahead_kb = now,
-                            why = %"tried before for being scored alike with vanilla, it did not pay: not asked for again during its hold"
-                        );
-                    }
-                    return (here, now);
+                    let why = "tried before for being scored alike with vanilla, it did not pay: not asked for again during its hold";
+                    return self.stay((here, now), (class, kb), p, why);
                 }
                 _ => class,
             }
         } else if kb != now && p[class] - p[here] < ALIKE {
             // Moving: not to a value scored alike with the one in force.
-            if self.stayed_alike.overrules((now, kb)) {
-                tracing::info!(
-                    event = %"stayed_alike",
-                    answer_kb = kb,
-                    read_ahead_kb = now,
-                    scores = %format!("{:.2} against {:.2}", p[class], p[here]),
-                    why = %"the model scores its answer alike with the value in force: not moved"
-                );
-            }
-            return (here, now);
+            let why = "the model scores its answer alike with the value in force: not moved";
+            return self.stay((here, now), (class, kb), p, why);
         } else {
             class
         };
         self.stayed_alike.passes();
         (to, self.action_kb(to))
+    }
+
+    /// The value in force `(here, now)` kept against the model's answer `(class, kb)`,
+    /// counted and logged once per run of that answer ([`Overruled::stayed_alike`]).
+    fn stay(&mut self, (here, now): (usize, u64), (class, kb): (usize, u64), p: &[f32], why: &str) -> (usize, u64) {
+        if self.stayed_alike.overrules((now, kb)) {
+            tracing::info!(
+                event = %"stayed_alike",
+                answer_kb = kb,
+                read_ahead_kb = now,
+                scores = %format!("{:.2} against {:.2}", p[class], p[here]),
+                why = %why
+            );
+        }
+        (here, now)
     }
 
     /// The device's value `kb`, or vanilla where `kb` lowers readahead below vanilla while
@@ -1049,6 +1058,7 @@ impl ReadaheadController for KmlController {
             spared_raises: self.spared_raises.count,
             stayed_alike: self.stayed_alike.count,
             tried_alike: self.tried_alike,
+            refined: self.refinements,
         }
     }
     fn name(&self) -> String {

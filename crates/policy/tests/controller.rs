@@ -972,7 +972,7 @@ fn a_value_the_guardrail_kept_is_refined_by_the_learner_until_the_workload_chang
     let (seen, c) = run_with(&sure, true, &[(40, 16.0)]);
     assert!(seen.iter().all(|&kb| kb == 64) && c.refinements == 0, "sure: {seen:?}");
     let (seen, c) = run(true, &[(40, 16.0)]);
-    assert_eq!(c.refinements, 1);
+    assert_eq!((c.refinements, c.overruled().refined), (1, 1));
     // Down first, the way the model moved (128 -> 64): vanilla is never asked for.
     assert!(!seen.contains(&128), "{seen:?}");
     // 32 KiB, then 16 from window 6, held but for a look at 32 again as the hold ends.

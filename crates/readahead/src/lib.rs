@@ -278,11 +278,7 @@ pub struct LoopResult {
 pub fn run(cfg: &LoopConfig) -> Result<LoopResult, RunError> {
     cfg.check().map_err(RunError::Config)?;
     use iolearn_policy::controller::Fallback;
-    let fallback = match (cfg.refine_online, cfg.fallback_online) {
-        (true, _) => Some(Fallback::OnlineRefining),
-        (false, true) => Some(Fallback::Online),
-        _ => None,
-    };
+    let fallback = Fallback::learner(cfg.refine_online, cfg.fallback_online);
     let ctl = cfg
         .controller
         .build(cfg.scope, fallback)

@@ -463,3 +463,72 @@ fn the_marker_share_tells_a_scan_from_random_reads_at_any_file_size() {
         assert!(random < 0.05, "{db_mb} MiB: random reads' marker share {random}");
     }
 }
+
+/// A scale-free tree that reads only the value in force: at vanilla (128 KiB) it answers 64,
+/// scoring 256 about alike (five rows teach 64 and four 256: unsure), and at 64 or below it
+/// is sure of 64. Each row its own label, so a leaf's class shares are the model's scores.
+fn unsure_model(dir: &std::path::Path) -> std::path::PathBuf {
+    use iolearn_ml::{DecisionTree, ModelKind, TreeConfig};
+    let classes = [("16KiB", 16), ("64KiB", 64), ("128KiB", 128), ("256KiB", 256)];
+    let class_of = |kb: u64| classes.iter().position(|c| c.1 as u64 == kb).unwrap() as f32;
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    // Every class taught somewhere (a tree scores as many classes as its labels name).
+    let rows: [(u64, &[(u64, usize)]); 4] = [
+        (128, &[(64, 5), (256, 4)]),
+        (64, &[(64, 9), (256, 1)]),
+        (1024, &[(128, 1)]),
+        (4096, &[(16, 1)]),
+    ];
+    for (at, taught) in rows {
+        for &(kb, n) in taught {
+            x.extend(std::iter::repeat_n(((at as f64).log2() / 13.0) as f32, n));
+            y.extend(std::iter::repeat_n(class_of(kb), n));
+        }
+    }
+    let tree = DecisionTree::fit(&x, &y, 1, &TreeConfig::default()).unwrap();
+    let mut m = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &classes);
+    m.schema = iolearn_ml::kml::READAHEAD_SCHEMA_V3.into();
+    m.features = vec!["ra_log2_kb_over_13".into()];
+    let p = dir.join("unsure.iolm");
+    m.save(&p).unwrap();
+    p
+}
+
+#[test]
+fn a_value_the_model_was_unsure_of_is_refined_in_the_simulator_as_on_the_kernel() {
+    // The same policy code as `iolearn tune readahead --refine-online`: the model moves random
+    // reads from vanilla to 64 KiB, unsure of it, the guardrail keeps 64 with a gain, and the
+    // learner climbs from there to the oracle's 16 KiB, which the model never names for them.
+    let dir = std::env::temp_dir().join(format!("iolearn-refine-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = ControllerSpec::Model(unsure_model(&dir));
+    let seed = 11;
+    let refined = |refine: bool| {
+        let mut c = LoopConfig::new(vec![ReadRandom], model.clone());
+        c.seconds = 120.0;
+        c.seed = seed;
+        c.app_signal = true;
+        c.guard = Some(iolearn_readahead::GuardConfig::default());
+        c.refine_online = refine;
+        run(&c).unwrap()
+    };
+    let van = ops(ReadRandom, ControllerSpec::Vanilla, false, 120.0, seed);
+    let oracle = ops(ReadRandom, ControllerSpec::Static(16), false, 120.0, seed);
+    let (model_only, with_learner) = (refined(false), refined(true));
+    let kept = |r: &iolearn_readahead::LoopResult| (r.ops_per_s[0] - van) / (oracle - van);
+    // Unrefined, the model holds 64 KiB from its first change on.
+    let last = |r: &iolearn_readahead::LoopResult| r.device_kb.last().map(|&(_, kb)| kb);
+    assert_eq!(last(&model_only), Some(64), "{:?}", model_only.device_kb);
+    assert!(
+        kept(&with_learner) >= kept(&model_only) + 0.1 && kept(&with_learner) >= 0.8,
+        "refined kept {:.0}% of the oracle's gain, the model alone {:.0}%",
+        kept(&with_learner) * 100.0,
+        kept(&model_only) * 100.0
+    );
+    assert!(
+        last(&with_learner).is_some_and(|kb| kb <= 32),
+        "{:?}",
+        with_learner.device_kb
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -459,13 +459,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         .controller
         .build(
             cfg.scope,
-            Some(if cfg.refine_online {
-                Fallback::OnlineRefining
-            } else if cfg.fallback_online {
-                Fallback::Online
-            } else {
-                Fallback::Kb(cfg.fallback_kb)
-            }),
+            Some(Fallback::learner(cfg.refine_online, cfg.fallback_online).unwrap_or(Fallback::Kb(cfg.fallback_kb))),
         )
         .map_err(|e| e.to_string())?;
     let labels = inner.labels();
@@ -886,6 +880,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         spared_raises = m.overruled.spared_raises,
         stayed_alike = m.overruled.stayed_alike,
         tried_alike = m.overruled.tried_alike,
+        refined = m.overruled.refined,
         lost_events = m.lost_events,
         read_ahead_kb = summary.restored_kb,
         wall_s = wall,

@@ -195,6 +195,12 @@ impl Metrics {
             "Values tried from vanilla that the model scored alike with it",
             self.overruled.tried_alike,
         );
+        counter(
+            &mut r,
+            "refined",
+            "Values of the model's the guardrail kept with a gain, handed to the online learner to refine",
+            self.overruled.refined,
+        );
         let seconds = |ns: u64| ConstCounter::new(ns as f64 / 1e9);
         r.register(
             "decide_seconds",
@@ -336,6 +342,7 @@ mod tests {
                 spared_raises: 6,
                 stayed_alike: 7,
                 tried_alike: 8,
+                refined: 9,
             },
             ..Metrics::default()
         };
@@ -348,6 +355,7 @@ mod tests {
             "iolearn_spared_raises_total{device=\"loop7\"} 6",
             "iolearn_stayed_alike_total{device=\"loop7\"} 7",
             "iolearn_tried_alike_total{device=\"loop7\"} 8",
+            "iolearn_refined_total{device=\"loop7\"} 9",
         ] {
             assert!(page.lines().any(|l| l == line), "{line} not in:\n{page}");
         }
