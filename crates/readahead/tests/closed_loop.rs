@@ -232,14 +232,26 @@ fn leap_prefetch_wins_readreverse_and_loses_readseq() {
     );
 }
 
-/// Ops/s of `spec` on `w` for `seconds`, with or without the guardrail.
-fn ops(w: iolearn_sim::workload::WorkloadKind, spec: ControllerSpec, guard: bool, seconds: f64, seed: u64) -> f64 {
+/// A run of `spec` on `w` for `seconds`, judged by the application's count, with or without
+/// the guardrail.
+fn config(
+    w: iolearn_sim::workload::WorkloadKind,
+    spec: ControllerSpec,
+    guard: bool,
+    seconds: f64,
+    seed: u64,
+) -> LoopConfig {
     let mut c = LoopConfig::new(vec![w], spec);
     c.seconds = seconds;
     c.seed = seed;
     c.app_signal = true;
     c.guard = guard.then(iolearn_readahead::GuardConfig::default);
-    run(&c).unwrap().ops_per_s[0]
+    c
+}
+
+/// Ops/s of `spec` on `w` for `seconds`, with or without the guardrail.
+fn ops(w: iolearn_sim::workload::WorkloadKind, spec: ControllerSpec, guard: bool, seconds: f64, seed: u64) -> f64 {
+    run(&config(w, spec, guard, seconds, seed)).unwrap().ops_per_s[0]
 }
 
 #[test]
@@ -332,11 +344,7 @@ fn a_model_out_of_its_range_hands_over_to_the_online_learner() {
     std::fs::create_dir_all(&dir).unwrap();
     let model = model_of_other_workloads(&dir);
     let ops = |spec: ControllerSpec, online: bool| {
-        let mut c = LoopConfig::new(vec![ReadRandom], spec);
-        c.seconds = 90.0;
-        c.seed = 5;
-        c.app_signal = true;
-        c.guard = Some(iolearn_readahead::GuardConfig::default());
+        let mut c = config(ReadRandom, spec, true, 90.0, 5);
         c.fallback_online = online;
         run(&c).unwrap().ops_per_s[0]
     };
@@ -504,11 +512,7 @@ fn a_value_the_model_was_unsure_of_is_refined_in_the_simulator_as_on_the_kernel(
     let model = ControllerSpec::Model(unsure_model(&dir));
     let seed = 11;
     let refined = |refine: bool| {
-        let mut c = LoopConfig::new(vec![ReadRandom], model.clone());
-        c.seconds = 120.0;
-        c.seed = seed;
-        c.app_signal = true;
-        c.guard = Some(iolearn_readahead::GuardConfig::default());
+        let mut c = config(ReadRandom, model.clone(), true, 120.0, seed);
         c.refine_online = refine;
         run(&c).unwrap()
     };
