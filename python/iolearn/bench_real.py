@@ -503,6 +503,10 @@ def tuner_helper(
         argv.append(f"--per-{scope}")
     if dry_run:
         argv.append("--dry-run")
+    if model is not None and not {"--refine-online", "--no-refine"} & set(extra):
+        # A model's values as it gives them (the learner refines them by default): the
+        # configurations measured before that default keep their meaning.
+        argv.append("--no-refine")
     return argv + list(extra), log
 
 

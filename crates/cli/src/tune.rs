@@ -66,7 +66,9 @@ pub struct ReadaheadArgs {
     /// Windows between two changes of one target (0 to 100000).
     #[arg(long, allow_negative_numbers = true, default_value_t = 3, value_parser = clap::value_parser!(u64).range(0..=100_000))]
     min_gap: u64,
-    /// read_ahead_kb used when the model's input is outside its training range (0 to 1048576).
+    /// read_ahead_kb used when the model's input is outside its training range, unless the
+    /// online learner decides there (--fallback-online, or refining, the default per device
+    /// with the guardrail; --no-refine) (0 to 1048576).
     #[arg(long, allow_negative_numbers = true, default_value_t = 128, value_parser = clap::value_parser!(u64).range(0..=MAX_READ_AHEAD_KB as u64))]
     fallback_kb: u64,
     /// Out of the model's training range, learn the device's value online instead of setting
@@ -76,9 +78,15 @@ pub struct ReadaheadArgs {
     /// Let the online learner refine a value of the model's that the guardrail kept with a
     /// gain: it measures the neighbouring values on this workload and holds the best, until it
     /// measures the workload change and the model answers again; it also decides out of the
-    /// training range, as --fallback-online (per device, with the guardrail).
-    #[arg(long)]
+    /// training range, as --fallback-online. The default wherever it applies (a model per
+    /// device, the guardrail on, progress measured, not --dry-run); this flag asks for it and
+    /// says why where it cannot apply.
+    #[arg(long, conflicts_with = "no_refine")]
     refine_online: bool,
+    /// Leave the model's values as it gives them (out of its training range, --fallback-kb or
+    /// --fallback-online decide).
+    #[arg(long)]
+    no_refine: bool,
     /// What the guardrail and the online learner count as the watched processes' progress:
     /// `cpu`, their threads' user-mode CPU time, process by process; `auto`, the pages their
     /// reads returned, counted in the kernel, in windows where they read at least twice as
@@ -189,7 +197,11 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
     cfg.min_gap = a.min_gap;
     cfg.fallback_kb = a.fallback_kb;
     cfg.fallback_online = a.fallback_online;
-    cfg.refine_online = a.refine_online;
+    cfg.refine_online = if a.no_refine {
+        Some(false)
+    } else {
+        a.refine_online.then_some(true)
+    };
     cfg.progress = a.progress;
     if a.no_guard {
         cfg.guard = None;

@@ -695,9 +695,32 @@ fn the_online_learner_runs_on_the_kernel_and_restores() {
         &["--refine-online", "--controller", "online", "--pid", "1"],
         "applies to a model",
     );
+    refused(
+        &b,
+        &["--refine-online", "--model", model, "--pid", "1", "--dry-run"],
+        "drop --dry-run",
+    );
+    refused(
+        &b,
+        &["--refine-online", "--no-refine", "--model", model, "--pid", "1"],
+        "cannot be used with",
+    );
     assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original);
     let reader = sequential_reader(&b.data);
     let pid = reader.0.id().to_string();
+    // A model per device with the process watched and the guardrail on: the learner refines
+    // its values unless told not to (the start line says which).
+    let refining = |extra: &[&str]| {
+        let mut args = vec!["--pid", pid.as_str(), "--model", model, "--progress", "auto"];
+        args.extend_from_slice(extra);
+        let (_, logs) = tune_for(&b, "1", "0.3", &args);
+        let start = logs.iter().find(|v| v["event"] == "start").expect("a start line");
+        start["refine_online"].as_bool().unwrap()
+    };
+    assert!(refining(&[]), "by default");
+    assert!(!refining(&["--no-refine"]));
+    assert!(!refining(&["--no-guard"]), "nothing kept by a guardrail to refine");
+    assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original);
     // Judged by the pages its reads return (thousands a window), so blocks of two windows
     // tell values apart; by CPU time a block runs until it has counted 200 clock ticks, longer
     // than this run leaves it.

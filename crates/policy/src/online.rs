@@ -130,6 +130,10 @@ fn apart(a: f64, ka: f64, va: f64, b: f64, kb: f64, vb: f64) -> bool {
     (a - b).abs() > 3.0 * counted.max((va + vb).sqrt())
 }
 
+/// The pooled spread ([`Online::block_spread`]) rests on the last this many degrees of
+/// freedom, so it follows a workload whose noise changes within a few dozen windows.
+const POOLED_DF: f64 = 40.0;
+
 /// A tie goes up where at least this share of the pages read into the cache were used.
 const USED_UP: f64 = 0.8;
 /// A tie goes down where less than this share were.
@@ -148,6 +152,9 @@ pub struct Online {
     /// The variance of each estimate as its block's windows showed it (0: not known, or
     /// counted by the application), the other half of [`apart`]'s spread.
     spread: Vec<f64>,
+    /// Windows in the block behind each estimate, to scale the pooled spread to it
+    /// ([`Online::var`]).
+    windows: Vec<f64>,
     /// The share of the pages read into the cache that the workload used, measured with each
     /// estimate (`None`: nothing was read into the cache, or pages used are not counted).
     used: Vec<Option<f64>>,
@@ -178,6 +185,11 @@ pub struct Online {
     /// Whether the last measured window's progress was the application's count
     /// ([`Outcome::ops`]) rather than CPU time: a change is a change of measure.
     by_ops: Option<bool>,
+    /// The windows' spread about their block's mean, relative to it, pooled over the blocks
+    /// measured by the application's count since the measure last changed: (sum of squared
+    /// relative deviations, degrees of freedom), the latter held to [`POOLED_DF`]
+    /// ([`Online::block_spread`]).
+    pooled: (f64, f64),
     /// Per arm, the window until which it is not asked for (the guardrail took it back on a
     /// loss beyond chance, or overruled it for long without saying), and how often: the ban
     /// is `max_hold` windows, doubling each time up to eight times that. Forgetting the
@@ -222,6 +234,7 @@ impl Online {
             est: vec![None; cfg.arms.len()],
             scale: vec![f64::INFINITY; cfg.arms.len()],
             spread: vec![0.0; cfg.arms.len()],
+            windows: vec![0.0; cfg.arms.len()],
             used: vec![None; cfg.arms.len()],
             banned_until: vec![0; cfg.arms.len()],
             bans: vec![0; cfg.arms.len()],
@@ -243,6 +256,7 @@ impl Online {
             applied: false,
             window: 0,
             by_ops: None,
+            pooled: (0.0, 0.0),
             start: None,
             trace: Vec::new(),
             phase_changes: 0,
@@ -293,19 +307,21 @@ impl Online {
     /// A block at the target is complete with mean `m`, resting on `scale` seconds per unit
     /// of resolution, its windows showing variance `var` of the mean: update and choose what to
     /// measure next.
-    fn measured(&mut self, m: f64, used: Option<f64>, scale: f64, var: f64) {
+    fn measured(&mut self, m: f64, used: Option<f64>, scale: f64, var: f64, windows: f64) {
         let Some(home) = self.home else { return };
         if let Some(p) = self.probe.take() {
             self.est[p] = Some(m);
             self.scale[p] = scale;
             self.spread[p] = var;
+            self.windows[p] = windows;
             self.used[p] = used;
         } else {
             self.used[home] = used;
-            let (old, old_scale, old_var) = (self.est[home], self.scale[home], self.spread[home]);
+            let (old, old_scale, old_var) = (self.est[home], self.scale[home], self.var(home));
             self.est[home] = Some(m);
             self.scale[home] = scale;
             self.spread[home] = var;
+            self.windows[home] = windows;
             let moved =
                 |o: f64, by: f64| o > 0.0 && (m / o - 1.0).abs() > by && apart(m, scale, var, o, old_scale, old_var);
             if self.hold_until.is_some() {
@@ -321,6 +337,7 @@ impl Online {
                     self.est[home] = Some(m);
                     self.scale[home] = scale;
                     self.spread[home] = var;
+                    self.windows[home] = windows;
                     self.used[home] = used;
                 } else if self.hold_until.is_some_and(|u| self.window >= u) {
                     // Time to look around again.
@@ -348,6 +365,7 @@ impl Online {
         self.est[arm] = Some(0.0);
         self.scale[arm] = f64::INFINITY;
         self.spread[arm] = 0.0;
+        self.windows[arm] = 0.0;
     }
 
     /// The guardrail took `arm` back on a loss within chance: not asked for again for a
@@ -385,7 +403,7 @@ impl Online {
             // side need not be tried (trying it can cost much: a scan starved of readahead).
             Some((n, e))
                 if e > h * (1.0 + self.cfg.tolerance)
-                    && apart(e, self.scale[n], self.spread[n], h, self.scale[home], self.spread[home]) =>
+                    && apart(e, self.scale[n], self.var(n), h, self.scale[home], self.var(home)) =>
             {
                 self.move_home(home, n)
             }
@@ -501,6 +519,8 @@ impl Online {
     /// A phase change: forget every estimate and climb again from `home`.
     fn restart(&mut self, home: usize) {
         self.phase_changes += 1;
+        // Another workload, with a noise of its own.
+        self.pooled = (0.0, 0.0);
         self.forget(home);
         self.lift_suspensions();
     }
@@ -511,6 +531,7 @@ impl Online {
         self.est.iter_mut().for_each(|e| *e = None);
         self.scale.iter_mut().for_each(|k| *k = f64::INFINITY);
         self.spread.iter_mut().for_each(|v| *v = 0.0);
+        self.windows.iter_mut().for_each(|w| *w = 0.0);
         self.used.iter_mut().for_each(|u| *u = None);
         self.home = Some(home);
         self.probe = None;
@@ -606,6 +627,7 @@ impl Online {
             let home = self.start.unwrap_or_else(|| self.nearest(kb_in_force));
             self.forget_but_taken_back(home);
             self.lift_suspensions();
+            self.pooled = (0.0, 0.0);
             self.age = 0;
             return;
         }
@@ -678,17 +700,17 @@ impl Online {
         // Pages (the application's count on the kernel, one page the unit) come a read at a
         // time: their spread is what the windows show ([`apart`]). Clock ticks come one at a
         // time, and the count's square root is theirs.
-        let var = if self.by_ops == Some(true) {
-            mean_and_spread(&self.samples.iter().map(|&(p, _)| p).collect::<Vec<_>>()).1
+        let (var, block_rel) = if self.by_ops == Some(true) {
+            self.block_spread()
         } else {
-            0.0
+            (0.0, (0.0, 0.0))
         };
         // A probe worse than home beyond chance (and the tolerance) has shown what it would:
         // the rest of a long block would only cost windows at it.
         let home_est = self
             .probe
             .and(self.home)
-            .and_then(|h| self.est[h].map(|e| (e, self.scale[h], self.spread[h])));
+            .and_then(|h| self.est[h].map(|e| (e, self.scale[h], self.var(h))));
         let worse =
             home_est.is_some_and(|(h, kh, vh)| m < h * (1.0 - self.cfg.tolerance) && apart(m, scale, var, h, kh, vh));
         // A probe that looks better than home beyond the tolerance but not yet beyond chance
@@ -711,7 +733,51 @@ impl Online {
                 .filter(|&(_, added)| added > 0)
                 .map(|(used, added)| (used as f64 / added as f64).min(1.0));
             self.drop_samples();
-            self.measured(m, used, scale, var);
+            self.pool(block_rel);
+            self.measured(m, used, scale, var, n as f64);
+        }
+    }
+
+    /// The variance of the mean of the windows at the current target, and their squared
+    /// relative deviations from that mean with its degrees of freedom. The variance is the
+    /// larger of what these windows show and what the blocks before them showed, pooled
+    /// ([`Online::pooled`]) and scaled to this block's mean and length: two windows can agree
+    /// by luck. On the kernel db_bench's four random readers at 16 KiB ran 3818 and 3770
+    /// reads/s in one block of two windows and 4000-4500 in later ones; 32 KiB's block, 4169
+    /// and 4086, was +9% and beyond the two blocks' own spreads, and the learner moved.
+    fn block_spread(&self) -> (f64, (f64, f64)) {
+        let rates: Vec<f64> = self.samples.iter().map(|&(p, _)| p).collect();
+        let (mean, own) = mean_and_spread(&rates);
+        if rates.len() < 2 || mean <= 0.0 {
+            return (own, (0.0, 0.0));
+        }
+        let ss: f64 = rates.iter().map(|r| (r / mean - 1.0).powi(2)).sum();
+        let df = (rates.len() - 1) as f64;
+        let (pooled_ss, pooled_df) = (self.pooled.0 + ss, self.pooled.1 + df);
+        let pooled = pooled_ss / pooled_df * mean * mean / rates.len() as f64;
+        (own.max(pooled), (ss, df))
+    }
+
+    /// Add a measured block's relative spread ([`Online::block_spread`]) to the pool, its
+    /// degrees of freedom held to [`POOLED_DF`] by scaling the older ones down.
+    fn pool(&mut self, (ss, df): (f64, f64)) {
+        let (mut pooled_ss, mut pooled_df) = (self.pooled.0 + ss, self.pooled.1 + df);
+        if pooled_df > POOLED_DF {
+            pooled_ss *= POOLED_DF / pooled_df;
+            pooled_df = POOLED_DF;
+        }
+        self.pooled = (pooled_ss, pooled_df);
+    }
+
+    /// The variance of `arm`'s estimate: what its block's windows showed, or what the pool
+    /// now says of a block of its mean and length, whichever is larger (a block measured
+    /// before the pool knew the noise keeps no luck of its own).
+    fn var(&self, arm: usize) -> f64 {
+        match self.est[arm] {
+            Some(e) if self.windows[arm] > 0.0 && self.pooled.1 > 0.0 => {
+                self.spread[arm].max(self.pooled.0 / self.pooled.1 * e * e / self.windows[arm])
+            }
+            _ => self.spread[arm],
         }
     }
 
@@ -1531,6 +1597,50 @@ mod tests {
             asked <= until + 8,
             "asked for at {asked}, {} windows after its suspension ended",
             asked - until
+        );
+    }
+
+    /// Windows away from the best value (128 KiB; its neighbours run 8% slower), of `windows`
+    /// on a device whose every window is off its value's mean by up to 16% either way
+    /// (seeded).
+    fn windows_at_worse(seed: u64, windows: usize) -> usize {
+        let mut o = Online::default();
+        let mut dev = Peak { kb: 128, peak: 128.0 };
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut worse = 0;
+        for _ in 0..windows {
+            // xorshift64: a test's own noise, seeded.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let u = (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+            // Operations a second as db_bench's four random readers run on the kernel.
+            let mean = match dev.kb {
+                128 => 4000.0,
+                64 | 256 => 3680.0,
+                _ => 2800.0,
+            };
+            worse += usize::from(dev.kb != 128);
+            let mut w = window(dev.kb, Some(mean * (1.0 + 0.16 * u)), None);
+            // Counted one operation at a time, as the kernel's application counts are.
+            w.outcome.resolution = 1.0;
+            o.decide(&w, &mut dev);
+        }
+        worse
+    }
+
+    #[test]
+    fn two_windows_that_agree_by_luck_do_not_move_home_to_a_worse_value() {
+        // Each block of two windows shows a spread of its own; two that happen to agree made
+        // a neighbour 8% worse look better beyond chance, and home moved there. Judged also by
+        // the spread the blocks before them showed, the learner looks at the neighbours (3
+        // windows a look, 42 in 600 windows) and mostly stays: 1,581 windows away in twenty
+        // seeds' runs, against 2,270 judged by each block's own spread.
+        let away: Vec<usize> = (1..=20).map(|seed| windows_at_worse(seed, 600)).collect();
+        let total: usize = away.iter().sum();
+        assert!(
+            total < 1900,
+            "{total} of 12000 windows away from the best value: {away:?}"
         );
     }
 }
