@@ -506,7 +506,9 @@ def test_the_floors_measurements_run_only_when_named_and_watch_without_acting(tm
     assert "--dry-run" in dry and "--dry-run" not in acting
     assert [a for a in dry if a != "--dry-run"] == acting
     refined, _ = bench_family.configuration_helper(s, Bed(), tmp_path, "v3_refine", tmp_path / "t.log")
-    assert refined == acting + ["--refine-online"]
+    # The tuner refines by default: v3 keeps the model's values as given, v3_refine asks.
+    assert "--no-refine" in acting and "--no-refine" not in refined
+    assert refined == [a for a in acting if a != "--no-refine"] + ["--refine-online"]
     assert bench_family.configuration_helper(s, Bed(), tmp_path, "vanilla_again", tmp_path / "t.log") is None
 
     def row(config, repeat, ops):
