@@ -134,6 +134,17 @@ fn apart(a: f64, ka: f64, va: f64, b: f64, kb: f64, vb: f64) -> bool {
 /// freedom, so it follows a workload whose noise changes within a few dozen windows.
 const POOLED_DF: f64 = 40.0;
 
+/// The variance of the mean of a block of `n` windows with mean `mean`, as a pool of the
+/// windows' squared deviations relative to their blocks' means (`ss`, over `df` degrees of
+/// freedom) says (0 with no degree of freedom): [`Online::block_spread`], [`Online::var`].
+fn pooled_variance((ss, df): (f64, f64), mean: f64, n: f64) -> f64 {
+    if df > 0.0 && n > 0.0 {
+        ss / df * mean * mean / n
+    } else {
+        0.0
+    }
+}
+
 /// A tie goes up where at least this share of the pages read into the cache were used.
 const USED_UP: f64 = 0.8;
 /// A tie goes down where less than this share were.
@@ -763,8 +774,7 @@ impl Online {
         }
         let ss: f64 = rates.iter().map(|r| (r / mean - 1.0).powi(2)).sum();
         let df = (rates.len() - 1) as f64;
-        let (pooled_ss, pooled_df) = (self.pooled.0 + ss, self.pooled.1 + df);
-        let pooled = pooled_ss / pooled_df * mean * mean / rates.len() as f64;
+        let pooled = pooled_variance((self.pooled.0 + ss, self.pooled.1 + df), mean, rates.len() as f64);
         (own.max(pooled), (ss, df))
     }
 
@@ -783,12 +793,8 @@ impl Online {
     /// now says of a block of its mean and length, whichever is larger (a block measured
     /// before the pool knew the noise keeps no luck of its own).
     fn var(&self, arm: usize) -> f64 {
-        match self.est[arm] {
-            Some(e) if self.windows[arm] > 0.0 && self.pooled.1 > 0.0 => {
-                self.spread[arm].max(self.pooled.0 / self.pooled.1 * e * e / self.windows[arm])
-            }
-            _ => self.spread[arm],
-        }
+        let e = self.est[arm].unwrap_or(0.0);
+        self.spread[arm].max(pooled_variance(self.pooled, e, self.windows[arm]))
     }
 
     /// Whether a block is being measured outside a hold (home's, to look around from, or a
