@@ -22,6 +22,7 @@ tools); a workload of several processes scores each against its own vanilla and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -441,6 +442,18 @@ def relay_count(workdir: Path) -> Path:
     return workdir / "ops-count"
 
 
+@contextlib.contextmanager
+def scratch_removed(scratch: Path, relays: dict[str, Relay]):
+    """Runs whose scratch files (fio's JSON in ``scratch``, the relays' count files in the
+    work directory) are removed when they end, also when one fails or is interrupted."""
+    try:
+        yield
+    finally:
+        (scratch / "fio.json").unlink(missing_ok=True)
+        for relay in relays.values():
+            relay.count.unlink(missing_ok=True)
+
+
 def fio_relay(s: br.Settings, workdir: Path, w: Workload) -> Relay | None:
     """The [`Relay`] of ``w`` where it is a one-process fio member and ``--progress ops`` asks
     for counts (it needs no sweep: fio reports on the clock); None otherwise."""
@@ -798,26 +811,24 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     # without): db_bench about twenty times a second at the rate its sweep ran at vanilla,
     # fio every FIO_STATUS.
     relays = relays_for(s, tb.workdir, rows, workloads)
-    for i in range(s.repeats):
-        for w in workloads:
-            relay = relays.get(w.name)
-            # The order turns with each repeat, so no configuration always runs first or last.
-            for c in configs[i % len(configs) :] + configs[: i % len(configs)]:
-                helper = configuration_helper(s, tb, out, c, scratch / f"tuner-family-{w.name}-{c}-{i}.log",
-                                              relay.count if relay else None)  # fmt: skip
-                kb = oracle[w.name] if c == "oracle" else br.VANILLA_KB
-                # Throughput per second too (every configuration alike), for the ratios after
-                # the start.
-                series: list[float] = []
-                ops = run(s, tb, db, files, w, kb=kb, seed=i + 1, seconds=seconds, helper=helper, scratch=scratch,
-                          series=series, relay=relay)  # fmt: skip
-                record(w, c, i, i + 1, kb, ops, series)
+    with scratch_removed(scratch, relays):
+        for i in range(s.repeats):
+            for w in workloads:
+                relay = relays.get(w.name)
+                # The order turns with each repeat, so no configuration always runs first or last.
+                for c in configs[i % len(configs) :] + configs[: i % len(configs)]:
+                    helper = configuration_helper(s, tb, out, c, scratch / f"tuner-family-{w.name}-{c}-{i}.log",
+                                                  relay.count if relay else None)  # fmt: skip
+                    kb = oracle[w.name] if c == "oracle" else br.VANILLA_KB
+                    # Throughput per second too (every configuration alike), for the ratios after
+                    # the start.
+                    series: list[float] = []
+                    ops = run(s, tb, db, files, w, kb=kb, seed=i + 1, seconds=seconds, helper=helper, scratch=scratch,
+                              series=series, relay=relay)  # fmt: skip
+                    record(w, c, i, i + 1, kb, ops, series)
     if bar is not None:
         bar.close()
     tb.set_readahead(br.VANILLA_KB)
-    (scratch / "fio.json").unlink(missing_ok=True)
-    for relay in relays.values():
-        relay.count.unlink(missing_ok=True)
     return rows
 
 

@@ -136,48 +136,46 @@ def online(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     # With --progress ops, each db_bench and one-process fio member's count relayed to the
     # learner (as in the family step: every configuration alike).
     relays = bf.relays_for(s, tb.workdir, rows, members)
-    for i in range(s.repeats):
-        for w in members:
-            relay = relays.get(w.name)
-            for c in configs[i % len(configs) :] + configs[: i % len(configs)]:
-                kb = oracle[w.name] if c == "oracle" else br.VANILLA_KB
-                log = scratch / f"online-{w.name}-{c}-{i}.log"
-                count = relay.count if relay else None
-                helper = learner(tb, log, scratch / "state", s.progress, count) if c == "online" else None
-                series: list[float] = []
-                ops = bf.run(s, tb, db, files, w, kb=kb, seed=i + 1, seconds=seconds, helper=helper,
-                             scratch=scratch, series=series, relay=relay)  # fmt: skip
-                trace = decisions(log, br.VANILLA_KB) if c == "online" else None
-                record(w.name, c, i, i + 1, kb, ops, series, w.unit, trace, measure="ops" if relay else None)
-        # The phase runs, the learner's and vanilla's in turn: each through the phases, each
-        # member's series one after the other.
-        for config in ("phases", "phases-vanilla")[:: 1 if i % 2 == 0 else -1] if s.phases else ():
-            log = scratch / f"online-{config}-{i}.log"
-            helper = learner(tb, log, scratch / "state", s.progress) if config == "phases" else None
-            bg = br.prepare(tb, br.VANILLA_KB, helper)
-            series, ops, starts, t0 = [], [], [], time.time()
-            try:
-                for w in phases:
-                    # Seconds since the tuner started: its windows count from there.
-                    starts.append(round(time.time() - (bg.started if bg else t0), 2))
-                    part: list[float] = []
-                    ops.append(sum(bf.execute(s, tb, db, files, w, seed=i + 1, seconds=phase_s, scratch=scratch,
-                                              series=part)))  # fmt: skip
-                    # Each phase exactly phase_s long in the series (fio may log one second fewer).
-                    series += (part + [part[-1] if part else 0.0] * phase_s)[:phase_s]
-                starts.append(round(time.time() - (bg.started if bg else t0), 2))  # the end
-            finally:
-                if bg:
-                    bg.stop()
-            print(f"{config} run {i}: {time.time() - t0:.0f} s", file=sys.stderr)
-            trace = decisions(log, br.VANILLA_KB) if bg else None
-            record(">".join(PHASES), config, i, i + 1, br.VANILLA_KB, ops, series, "MB/s", trace, starts)
+    with bf.scratch_removed(scratch, relays):
+        for i in range(s.repeats):
+            for w in members:
+                relay = relays.get(w.name)
+                for c in configs[i % len(configs) :] + configs[: i % len(configs)]:
+                    kb = oracle[w.name] if c == "oracle" else br.VANILLA_KB
+                    log = scratch / f"online-{w.name}-{c}-{i}.log"
+                    count = relay.count if relay else None
+                    helper = learner(tb, log, scratch / "state", s.progress, count) if c == "online" else None
+                    series: list[float] = []
+                    ops = bf.run(s, tb, db, files, w, kb=kb, seed=i + 1, seconds=seconds, helper=helper,
+                                 scratch=scratch, series=series, relay=relay)  # fmt: skip
+                    trace = decisions(log, br.VANILLA_KB) if c == "online" else None
+                    record(w.name, c, i, i + 1, kb, ops, series, w.unit, trace, measure="ops" if relay else None)
+            # The phase runs, the learner's and vanilla's in turn: each through the phases, each
+            # member's series one after the other.
+            for config in ("phases", "phases-vanilla")[:: 1 if i % 2 == 0 else -1] if s.phases else ():
+                log = scratch / f"online-{config}-{i}.log"
+                helper = learner(tb, log, scratch / "state", s.progress) if config == "phases" else None
+                bg = br.prepare(tb, br.VANILLA_KB, helper)
+                series, ops, starts, t0 = [], [], [], time.time()
+                try:
+                    for w in phases:
+                        # Seconds since the tuner started: its windows count from there.
+                        starts.append(round(time.time() - (bg.started if bg else t0), 2))
+                        part: list[float] = []
+                        ops.append(sum(bf.execute(s, tb, db, files, w, seed=i + 1, seconds=phase_s, scratch=scratch,
+                                                  series=part)))  # fmt: skip
+                        # Each phase exactly phase_s long in the series (fio may log one second fewer).
+                        series += (part + [part[-1] if part else 0.0] * phase_s)[:phase_s]
+                    starts.append(round(time.time() - (bg.started if bg else t0), 2))  # the end
+                finally:
+                    if bg:
+                        bg.stop()
+                print(f"{config} run {i}: {time.time() - t0:.0f} s", file=sys.stderr)
+                trace = decisions(log, br.VANILLA_KB) if bg else None
+                record(">".join(PHASES), config, i, i + 1, br.VANILLA_KB, ops, series, "MB/s", trace, starts)
     if bar is not None:
         bar.close()
     tb.set_readahead(br.VANILLA_KB)
-    (scratch / "fio.json").unlink(missing_ok=True)
-    for relay in relays.values():
-        relay.count.unlink(missing_ok=True)
     return rows
 
 

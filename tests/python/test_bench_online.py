@@ -272,6 +272,26 @@ time.sleep(60)
     assert not Path(f"/proc/{pid}").exists(), "fio's job process outlived the relay"
 
 
+def test_a_run_that_fails_leaves_no_count_file_nor_fios_report_behind(tmp_path):
+    # The family and online steps run their members inside `scratch_removed`: a member that
+    # fails (or ^C) still takes the relays' count file out of the work directory and fio's
+    # report out of the results (on the kernel a tuner that refused its model left
+    # `ops-count` in /dev/shm/iolearn-bench).
+    scratch, workdir = tmp_path / "raw", tmp_path / "work"
+    scratch.mkdir()
+    workdir.mkdir()
+    relays = {"readrandom": bench_family.Relay.for_rate(bench_family.relay_count(workdir), 2000.0, 4)}
+    kept = scratch / "tuner-family-readrandom-v3-0.log"
+    with pytest.raises(subprocess.CalledProcessError):
+        with bench_family.scratch_removed(scratch, relays):
+            relays["readrandom"].reset()
+            (scratch / "fio.json").write_text("{}")
+            kept.write_text("the tuner's log stays\n")
+            raise subprocess.CalledProcessError(1, ["iolearn", "tune", "readahead"])
+    assert sorted(p.name for p in workdir.iterdir()) == []
+    assert sorted(p.name for p in scratch.iterdir()) == [kept.name]
+
+
 class FakeFiles:
     def named(self, spec):
         return {"big": "/b", "small:0-3": "/s0:/s1:/s2:/s3", "small:4-7": "/s4:/s5:/s6:/s7"}[spec]
