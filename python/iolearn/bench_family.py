@@ -764,6 +764,26 @@ def configuration_helper(s: br.Settings, tb: br.Testbed, out: Path, config: str,
     return None
 
 
+def check_tuners(s: br.Settings, tb: br.Testbed, out: Path, configs: tuple[str, ...], scratch: Path):
+    """Start each configuration's tuner once, for a second, before any run: a model it
+    refuses (one that decides per device only, asked per file) or an option it rejects stops
+    the bench here with the tuner's own words, not as a run that fails an hour in."""
+    for c in configs:
+        log = scratch / f"tuner-check-{c}.log"
+        helper = configuration_helper(s, tb, out, c, log)
+        if helper is None:
+            continue
+        bg = br.Background(*helper)
+        time.sleep(1.0)
+        try:
+            bg.stop()
+        except RuntimeError:
+            said = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+            raise SystemExit(f"error: configuration {c}: the tuner did not start: {said[-1] if said else '(no output)'}"
+                             f" ({log})") from None  # fmt: skip
+        log.unlink(missing_ok=True)
+
+
 def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     """The sweep (oracle), then vanilla, the tuner per device and per file and the oracle,
     interleaved within each repeat. Rows of ``family-runs.csv``."""
@@ -779,6 +799,7 @@ def family(s: br.Settings, tb: br.Testbed, db: Path, out: Path) -> list[dict]:
     for w in workloads:
         run(s, tb, db, files, w, kb=br.VANILLA_KB, seed=SWEEP_SEED, seconds=2, scratch=scratch, series=[],
             relay=fio_relay(s, tb.workdir, w))  # fmt: skip
+    check_tuners(s, tb, out, configs, scratch)
     bar = ra._bar(len(workloads) * (len(s.sweep_kb) + len(configs) * s.repeats), "family")
     rows: list[dict] = []
 

@@ -292,6 +292,26 @@ def test_a_run_that_fails_leaves_no_count_file_nor_fios_report_behind(tmp_path):
     assert sorted(p.name for p in scratch.iterdir()) == [kept.name]
 
 
+def test_a_tuner_that_refuses_its_configuration_stops_the_bench_before_any_run(tmp_path, monkeypatch):
+    # Each configuration's tuner starts once, for a second, before the hour: one that exits
+    # at once (a per-device model asked per file) stops the bench with its own words, where
+    # the first run it helped failed as an "internal error" two minutes in.
+    said = "iolearn: error: tune readahead: readahead_v3.iolm: decides per device only"
+    refuses = [sys.executable, "-c", f"import sys; print({said!r}, file=sys.stderr); sys.exit(1)"]
+    starts = [sys.executable, "-c", "import time; time.sleep(30)"]
+
+    def helper(s, tb, out, config, log, count=None):
+        return {"vanilla": None, "v3": (starts, log), "v3_file": (refuses, log)}[config]
+
+    monkeypatch.setattr(bench_family, "configuration_helper", helper)
+    bench_family.check_tuners(None, None, tmp_path, ("vanilla", "v3"), tmp_path)
+    assert list(tmp_path.iterdir()) == [], "a tuner that started leaves no log"
+    with pytest.raises(SystemExit) as e:
+        bench_family.check_tuners(None, None, tmp_path, ("vanilla", "v3", "v3_file"), tmp_path)
+    assert "configuration v3_file: the tuner did not start" in str(e.value)
+    assert said in str(e.value)
+
+
 class FakeFiles:
     def named(self, spec):
         return {"big": "/b", "small:0-3": "/s0:/s1:/s2:/s3", "small:4-7": "/s4:/s5:/s6:/s7"}[spec]
