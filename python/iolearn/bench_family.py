@@ -48,14 +48,16 @@ GAIN_FLOOR = 0.10
 #: cannot run from user space), KML's baseline beside the tuner with ``--leap``.
 LEAP = "leap-prefetch-unmarked"
 #: Configurations scored against vanilla, in the table's order.
-SCORED = ("nn", "nn_file", "oracle", "leap", "kml", "v3", "v3_dry", "v3_refine", "vanilla_again")
+SCORED = ("nn", "nn_file", "oracle", "leap", "kml", "v3", "v3_dry", "v3_refine", "nn_file_refine", "vanilla_again")
 #: Configurations run only when ``--family-configs`` names them, for the floor's measurement:
 #: ``vanilla_again``, a second vanilla run in each repeat (the measurement's own spread: what
 #: the ratio of two runs of the same thing shows), and ``v3_dry``, the v3 tuner attached with
 #: ``--dry-run`` (its probes, guardrail and model running, nothing set: what watching costs,
-#: apart from what deciding does); and ``v3_refine``, the v3 tuner whose values the guardrail
-#: kept with a gain the online learner refines (``--refine-online``).
-ON_REQUEST = ("vanilla_again", "v3_dry", "v3_refine")
+#: apart from what deciding does); ``v3_refine``, the v3 tuner whose values the guardrail
+#: kept with a gain the online learner refines (``--refine-online``); and ``nn_file_refine``,
+#: KML's per-file network with the online learner deciding the device's value beside it
+#: (``--per-file --refine-online``).
+ON_REQUEST = ("vanilla_again", "v3_dry", "v3_refine", "nn_file_refine")
 #: The configurations that run the v3 model.
 V3_CONFIGS = ("v3", "v3_dry", "v3_refine")
 #: The scale-free model the trainset step writes (``bench_trainset``), run per device as
@@ -750,8 +752,10 @@ def configuration_helper(s: br.Settings, tb: br.Testbed, out: Path, config: str,
     of operations, relayed (``Relay``)."""
     state = out / "raw" / "state"
     if config.startswith("nn"):
-        options = tuner_options(s, per_file=config == "nn_file", count=count)
-        return br.nn_tuner(tb, out, config == "nn_file", log, options)
+        per_file = config.startswith("nn_file")
+        options = tuner_options(s, per_file=per_file, count=count)
+        options += ["--refine-online"] if config == "nn_file_refine" else []
+        return br.nn_tuner(tb, out, per_file, log, options)
     if config == "leap":
         return br.tuner_helper(tb, None, "device", log, state, controller=LEAP)
     if config in V3_CONFIGS:
@@ -911,7 +915,7 @@ def summarize(rows: list[dict]) -> list[dict]:
                 entry[c + "_after_range"] = [after[0], after[-1]]
         entry["oracle_kb"] = next((int(r["ra_kb"]) for r in mine if r["config"] == "oracle"), None)
         gain = entry.get("oracle", 1.0) - 1.0
-        for c in ("nn", "nn_file", "v3", "v3_refine"):
+        for c in ("nn", "nn_file", "v3", "v3_refine", "nn_file_refine"):
             if c in entry:
                 entry[c + "_share"] = (entry[c] - 1.0) / gain if gain > GAIN_FLOOR else None
                 share = entry[c + "_share"]
@@ -929,6 +933,7 @@ def print_table(table: list[dict]):
     baselines = (
         ("v3", "v3"),
         ("v3_refine", "v3 ref"),
+        ("nn_file_refine", "f ref"),
         ("v3_dry", "v3 dry"),
         ("leap", "LEAP"),
         ("kml", "KML"),

@@ -510,6 +510,14 @@ def test_the_floors_measurements_run_only_when_named_and_watch_without_acting(tm
     assert "--no-refine" in acting and "--no-refine" not in refined
     assert refined == [a for a in acting if a != "--no-refine"] + ["--refine-online"]
     assert bench_family.configuration_helper(s, Bed(), tmp_path, "vanilla_again", tmp_path / "t.log") is None
+    # KML's per-file network as given, and with the learner beside it (asked for: per file it
+    # is not the default), both per file.
+    per_file, _ = bench_family.configuration_helper(s, Bed(), tmp_path, "nn_file", tmp_path / "t.log")
+    beside, _ = bench_family.configuration_helper(s, Bed(), tmp_path, "nn_file_refine", tmp_path / "t.log")
+    assert str(tmp_path / "readahead_nn_file.iolm") in beside and "--per-file" in beside
+    assert "--no-refine" in per_file and beside == [a for a in per_file if a != "--no-refine"] + ["--refine-online"]
+    s.family_configs = ("vanilla", "nn_file", "nn_file_refine")
+    assert bench_family.configurations(s, tmp_path / "none") == ("vanilla", "nn_file", "nn_file_refine")
 
     def row(config, repeat, ops):
         return {"workload": "w", "config": config, "repeat": repeat, "seed": repeat + 1, "ra_kb": 128,

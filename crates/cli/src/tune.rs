@@ -80,7 +80,8 @@ pub struct ReadaheadArgs {
     /// measures the workload change and the model answers again; it also decides out of the
     /// training range, as --fallback-online. The default wherever it applies (a model per
     /// device, the guardrail on, progress measured, not --dry-run); this flag asks for it and
-    /// says why where it cannot apply.
+    /// says why where it cannot apply. With --per-file the learner decides the device's value
+    /// beside the model, whose values are in force while that is vanilla's.
     #[arg(long, conflicts_with = "no_refine")]
     refine_online: bool,
     /// Leave the model's values as it gives them (out of its training range, --fallback-kb or

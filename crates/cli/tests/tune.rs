@@ -705,6 +705,17 @@ fn the_online_learner_runs_on_the_kernel_and_restores() {
         &["--refine-online", "--no-refine", "--model", model, "--pid", "1"],
         "cannot be used with",
     );
+    refused(
+        &b,
+        &["--refine-online", "--model", model, "--pid", "1", "--per-description"],
+        "drop --per-description",
+    );
+    // Per file the learner runs beside the model with --refine-online, not as its fallback.
+    refused(
+        &b,
+        &["--fallback-online", "--model", model, "--pid", "1", "--per-file"],
+        "--refine-online runs the learner beside the model",
+    );
     assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original);
     let reader = sequential_reader(&b.data);
     let pid = reader.0.id().to_string();
@@ -720,6 +731,9 @@ fn the_online_learner_runs_on_the_kernel_and_restores() {
     assert!(refining(&[]), "by default");
     assert!(!refining(&["--no-refine"]));
     assert!(!refining(&["--no-guard"]), "nothing kept by a guardrail to refine");
+    // Per file the learner beside the model is asked for, not the default.
+    assert!(!refining(&["--per-file"]));
+    assert!(refining(&["--per-file", "--refine-online"]));
     assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original);
     // Judged by the pages its reads return (thousands a window), so blocks of two windows
     // tell values apart; by CPU time a block runs until it has counted 200 clock ticks, longer

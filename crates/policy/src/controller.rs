@@ -127,13 +127,14 @@ pub trait ReadaheadController {
         Overruled::default()
     }
     /// The guardrail ([`crate::guard`]) took back the device value `kb` this controller asked
-    /// for: measured worse than vanilla, and `now_kb` (vanilla) is in force again; `sure`:
+    /// for (vanilla's, where it set none: its values for files or descriptions as a whole):
+    /// measured worse than vanilla, and `now_kb` (vanilla) is in force again; `sure`:
     /// by more than the counts it was measured with could by chance. A controller that learns
     /// from its values' outcomes should not climb on from `kb`, nor, if `sure`, ask for it
     /// again soon.
     fn taken_back(&mut self, _kb: u64, _now_kb: u64, _sure: bool) {}
-    /// The guardrail kept the device value `kb` this controller asked for, measured against
-    /// vanilla; `gain`: better than vanilla beyond the tolerance and by more than chance. A
+    /// The guardrail kept the device value `kb` this controller asked for (vanilla's, where it
+    /// set none), measured against vanilla; `gain`: better than vanilla beyond the tolerance and by more than chance. A
     /// controller whose inputs move with the value in force may hold such a value rather than
     /// answer it with the value it came from.
     fn kept(&mut self, _kb: u64, _gain: bool) {}
@@ -542,7 +543,9 @@ pub enum Fallback {
     /// Let the online learner decide ([`crate::online`]); per device only.
     Online,
     /// As `Online`, and the learner also refines a value of the model's that the guardrail
-    /// kept with a gain ([`KmlController::refine`]).
+    /// kept with a gain ([`KmlController::refine`]); for a model deciding per file, the
+    /// learner sets the device's value beside it, the model's values in force while that is
+    /// vanilla's ([`crate::per_file_learner::PerFileLearner`]).
     OnlineRefining,
 }
 
@@ -1415,7 +1418,8 @@ impl ControllerSpec {
     /// Build the controller (`scope` applies to LEAP and models; LEAP has no per-description
     /// trends and decides per file for [`Scope::Description`]; `fallback`, when given, is
     /// what a model does with inputs outside its training range; `Fallback::Online` is per
-    /// device only). `Files` builds [`Vanilla`]:
+    /// device only, and `Fallback::OnlineRefining` per file builds [`crate::per_file_learner::PerFileLearner`]).
+    /// `Files` builds [`Vanilla`]:
     /// its values are set on the files before the run, not decided. A model that cannot be
     /// read or used is an error naming its file.
     pub fn build(
@@ -1443,6 +1447,13 @@ impl ControllerSpec {
                     Some(f @ (Fallback::Online | Fallback::OnlineRefining)) if scope == Scope::Device => {
                         c.learner = Some(crate::online::Online::default());
                         c.refine = f == Fallback::OnlineRefining;
+                    }
+                    // Per file, the learner decides the device's value beside the model.
+                    Some(Fallback::OnlineRefining) if scope == Scope::File => {
+                        return Ok(Box::new(crate::per_file_learner::PerFileLearner::new(
+                            c,
+                            crate::online::Online::default(),
+                        )));
                     }
                     _ => {}
                 }

@@ -832,7 +832,9 @@ impl Guarded {
             reason,
         });
         if keep {
-            if let (Some(kb), true) = (self.wants.device, full) {
+            if full {
+                // A decision on files or descriptions alone is told as the device's vanilla.
+                let kb = self.wants.device.unwrap_or(self.vanilla_kb);
                 self.inner.kept(kb, gain && !wasteful);
             }
             // The mean passed: a process that lost on its own is taken back alone (applied by
@@ -1690,9 +1692,8 @@ impl Guarded {
     /// Back to vanilla, this decision's value backed off (four times longer each time after
     /// a `collapse`, twice after a plain loss).
     fn revert(&mut self, cfg: &GuardConfig, knobs: &mut dyn ReadaheadKnobs, collapse: bool) {
-        if let Some(kb) = self.wants.device {
-            self.inner.taken_back(kb, self.vanilla_kb, self.sure);
-        }
+        self.inner
+            .taken_back(self.wants.device.unwrap_or(self.vanilla_kb), self.vanilla_kb, self.sure);
         let growth = if collapse { 4 } else { 2 };
         let b = self.backoffs.entry(self.wants.device).or_insert((0, cfg.first_backoff));
         *b = (self.window + b.1, (b.1 * growth).min(cfg.max_backoff));
@@ -1702,9 +1703,8 @@ impl Guarded {
     /// Back to vanilla, the controller as a whole backed off: its decisions came and went
     /// too fast for one value to be the culprit.
     fn revert_all(&mut self, cfg: &GuardConfig, knobs: &mut dyn ReadaheadKnobs) {
-        if let Some(kb) = self.wants.device {
-            self.inner.taken_back(kb, self.vanilla_kb, self.sure);
-        }
+        self.inner
+            .taken_back(self.wants.device.unwrap_or(self.vanilla_kb), self.vanilla_kb, self.sure);
         self.all_until = self.window + self.all_backoff;
         self.all_backoff = (self.all_backoff * 2).min(cfg.max_backoff);
         self.back_to_vanilla(cfg, knobs);

@@ -12,6 +12,7 @@ pub mod controller;
 pub mod guard;
 pub mod latency;
 pub mod online;
+pub mod per_file_learner;
 pub mod readahead;
 pub mod steady;
 

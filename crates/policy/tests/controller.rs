@@ -997,3 +997,28 @@ fn a_value_the_guardrail_kept_is_refined_by_the_learner_until_the_workload_chang
         "the model's answer once the learner's value is taken back"
     );
 }
+
+#[test]
+fn beside_a_per_file_model_every_file_it_set_follows_the_device_once_its_values_are_taken_back() {
+    use iolearn_policy::online::Online;
+    use iolearn_policy::per_file_learner::PerFileLearner;
+    let mut c = PerFileLearner::new(KmlController::new(model(), Scope::File).unwrap(), Online::default());
+    c.judged(4, 128);
+    let mut k = Recorder::at(128);
+    // The device at vanilla: the model's values are in force.
+    c.decide(&window(&[(1, 7, 5000.0, 1.0), (3, 8, 300.0, 700.0)]), &mut k);
+    assert_eq!(k.files, BTreeMap::from([(1, 512), (3, 16)]));
+    assert_eq!(k.new_files, BTreeMap::from([(7, 512), (8, 16)]));
+    // A verdict on another value than vanilla is the learner's: the model's values stand.
+    c.taken_back(256, 128, true);
+    c.decide(&window(&[(1, 7, 5000.0, 1.0), (3, 8, 300.0, 700.0)]), &mut k);
+    assert_eq!(k.files, BTreeMap::from([(1, 512), (3, 16)]));
+    // Taken back at vanilla, they are out of force: every file the model set follows the
+    // device, file 3 too though this window did not see it, and so do the processes' next files.
+    c.taken_back(128, 128, true);
+    assert_eq!(c.model_taken_back, 1);
+    c.decide(&window(&[(1, 7, 5000.0, 1.0)]), &mut k);
+    assert_eq!(k.files, BTreeMap::from([(1, 128), (3, 128)]));
+    assert_eq!(k.new_files, BTreeMap::from([(7, 128), (8, 128)]));
+    assert_eq!(k.device_kb, 128);
+}

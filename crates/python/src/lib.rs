@@ -731,8 +731,9 @@ type ClosedLoop<'py> = (Vec<f64>, Vec<(f64, u64)>, Bound<'py, PyArray2<f64>>);
 /// guardrail; with `app_signal` it sees the workloads' ops per window (else only what the
 /// kernel tuner sees); with `fallback_online` a model out of its training range lets the
 /// online learner decide; with `refine_online` (and `guard`) the learner also refines a value
-/// of the model's that the guardrail kept with a gain (asked for here, as `guard` is: the
-/// kernel's tuner refines by default where it applies).
+/// of the model's that the guardrail kept with a gain, or per file decides the device's value
+/// beside the model (asked for here, as `guard` is: the kernel's tuner refines by default where
+/// it applies).
 #[pyfunction]
 #[pyo3(signature = (workloads, controller="vanilla", device="nvme", read_ahead_kb=128, seconds=10.0, per_file=false, db_mb=2355, cache_mb=850, window_s=1.0, seed=1, back_to_back=false, file_features=false, guard=false, app_signal=false, fallback_online=false, scope=None, shared_db=false, refine_online=false))]
 #[allow(clippy::too_many_arguments)] // mirrors the Python keyword arguments one to one

@@ -125,7 +125,9 @@ pub struct LoopConfig {
     /// of holding the default.
     pub fallback_online: bool,
     /// The online learner also refines a value of the model's that the guardrail kept with a
-    /// gain ([`iolearn_policy::controller::KmlController::refine`]; per device, with `guard`).
+    /// gain ([`iolearn_policy::controller::KmlController::refine`]; per device, with `guard`);
+    /// per file, it decides the device's value beside the model
+    /// ([`iolearn_policy::per_file_learner`]).
     pub refine_online: bool,
     /// Let the controller see the application's operations per window. Off by default: the
     /// controller then judges by what the kernel tuner can see too (time not spent waiting for
@@ -172,11 +174,13 @@ impl LoopConfig {
             return Err("fallback_online: applies to a model deciding per device".into());
         }
         if self.refine_online
-            && (self.scope != Scope::Device
+            && (self.scope == Scope::Description
                 || !matches!(self.controller, ControllerSpec::Model(_))
                 || self.guard.is_none())
         {
-            return Err("refine_online: applies to a model deciding per device behind the guardrail".into());
+            return Err(
+                "refine_online: applies to a model deciding per device or per file behind the guardrail".into(),
+            );
         }
         if self.shared_db && self.back_to_back {
             return Err("shared_db: the workloads run concurrently; drop back_to_back".into());

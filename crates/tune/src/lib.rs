@@ -68,7 +68,9 @@ pub struct TuneConfig {
     /// Let the online learner refine a value of the model's that the guardrail kept with a
     /// gain ([`iolearn_policy::controller::KmlController::refine`]); the learner then also
     /// decides out of the training range, as with `fallback_online`. Per device, with the
-    /// guardrail and processes to watch. `None` (the default): wherever that holds and the
+    /// guardrail and processes to watch; per file, asked for, the learner decides the
+    /// device's value beside the model ([`iolearn_policy::per_file_learner`]). `None` (the
+    /// default): per device, wherever that holds and the
     /// run changes settings (a model per device, the guardrail on, progress measured, not a
     /// dry run; [`refines`]); `Some(true)` asks for it and is refused where it cannot apply.
     pub refine_online: Option<bool>,
@@ -458,9 +460,16 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         if !matches!(cfg.controller, ControllerSpec::Model(_)) {
             return Err(format!("{flag}: applies to a model, not to {}", cfg.controller));
         }
-        if cfg.scope != Scope::Device {
+        // Per file the learner decides the device's value beside the model (refining only).
+        let beside = cfg.scope == Scope::File && cfg.refine_online == Some(true) && !cfg.fallback_online;
+        if cfg.scope != Scope::Device && !beside {
+            let hint = if cfg.scope == Scope::File {
+                " (with --per-file, --refine-online runs the learner beside the model)"
+            } else {
+                ""
+            };
             return Err(format!(
-                "{flag}: the learner sets the device's value; drop --{}",
+                "{flag}: the learner sets the device's value; drop --{}{hint}",
                 cfg.scope.name()
             ));
         }
