@@ -48,7 +48,19 @@ GAIN_FLOOR = 0.10
 #: cannot run from user space), KML's baseline beside the tuner with ``--leap``.
 LEAP = "leap-prefetch-unmarked"
 #: Configurations scored against vanilla, in the table's order.
-SCORED = ("nn", "nn_file", "oracle", "leap", "kml", "v3", "v3_dry", "v3_refine", "nn_file_refine", "vanilla_again")
+SCORED = (
+    "nn",
+    "nn_file",
+    "oracle",
+    "leap",
+    "kml",
+    "v3",
+    "v3_dry",
+    "v3_refine",
+    "nn_file_refine",
+    "nn_file_v3",
+    "vanilla_again",
+)
 #: Configurations run only when ``--family-configs`` names them, for the floor's measurement:
 #: ``vanilla_again``, a second vanilla run in each repeat (the measurement's own spread: what
 #: the ratio of two runs of the same thing shows), and ``v3_dry``, the v3 tuner attached with
@@ -56,10 +68,11 @@ SCORED = ("nn", "nn_file", "oracle", "leap", "kml", "v3", "v3_dry", "v3_refine",
 #: apart from what deciding does); ``v3_refine``, the v3 tuner whose values the guardrail
 #: kept with a gain the online learner refines (``--refine-online``); and ``nn_file_refine``,
 #: KML's per-file network with the online learner deciding the device's value beside it
-#: (``--per-file --refine-online``).
-ON_REQUEST = ("vanilla_again", "v3_dry", "v3_refine", "nn_file_refine")
+#: (``--per-file --refine-online``); and ``nn_file_v3``, the same network with the v3 model
+#: deciding the device's value beside it, refined (``--device-model``).
+ON_REQUEST = ("vanilla_again", "v3_dry", "v3_refine", "nn_file_refine", "nn_file_v3")
 #: The configurations that run the v3 model.
-V3_CONFIGS = ("v3", "v3_dry", "v3_refine")
+V3_CONFIGS = ("v3", "v3_dry", "v3_refine", "nn_file_v3")
 #: The scale-free model the trainset step writes (``bench_trainset``), run per device as
 #: configuration ``v3`` where it exists.
 V3_MODEL = "readahead_v3.iolm"
@@ -751,6 +764,9 @@ def configuration_helper(s: br.Settings, tb: br.Testbed, out: Path, config: str,
     None (vanilla, the oracle: the device's value alone); ``count``: the workload's own count
     of operations, relayed (``Relay``)."""
     state = out / "raw" / "state"
+    if config == "nn_file_v3":
+        beside = ["--device-model", str(out / V3_MODEL), "--refine-online"]
+        return br.nn_tuner(tb, out, True, log, tuner_options(s, per_file=True, count=count) + beside)
     if config.startswith("nn"):
         per_file = config.startswith("nn_file")
         options = tuner_options(s, per_file=per_file, count=count)
@@ -915,7 +931,7 @@ def summarize(rows: list[dict]) -> list[dict]:
                 entry[c + "_after_range"] = [after[0], after[-1]]
         entry["oracle_kb"] = next((int(r["ra_kb"]) for r in mine if r["config"] == "oracle"), None)
         gain = entry.get("oracle", 1.0) - 1.0
-        for c in ("nn", "nn_file", "v3", "v3_refine", "nn_file_refine"):
+        for c in ("nn", "nn_file", "v3", "v3_refine", "nn_file_refine", "nn_file_v3"):
             if c in entry:
                 entry[c + "_share"] = (entry[c] - 1.0) / gain if gain > GAIN_FLOOR else None
                 share = entry[c + "_share"]
@@ -934,6 +950,7 @@ def print_table(table: list[dict]):
         ("v3", "v3"),
         ("v3_refine", "v3 ref"),
         ("nn_file_refine", "f ref"),
+        ("nn_file_v3", "f+v3"),
         ("v3_dry", "v3 dry"),
         ("leap", "LEAP"),
         ("kml", "KML"),

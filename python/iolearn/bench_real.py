@@ -1000,9 +1000,10 @@ def main(argv=None) -> int:
         "v3 where readahead_v3.iolm is in --out, and leap, kml with their options; default: all; vanilla is "
         "always run, the sweep too); only when named: vanilla_again (vanilla twice a repeat: the "
         "measurement's own spread), v3_dry (the v3 tuner with --dry-run: what watching costs), "
-        "v3_refine (the v3 tuner with --refine-online: the learner refines what the guardrail kept) and "
+        "v3_refine (the v3 tuner with --refine-online: the learner refines what the guardrail kept), "
         "nn_file_refine (the per-file network with --refine-online: the learner decides the device's value "
-        "beside it)",
+        "beside it) and nn_file_v3 (the per-file network with --device-model readahead_v3.iolm: the v3 model, "
+        "refined, decides the device's value beside it)",
     )
     ap.add_argument(
         "--no-phases",

@@ -516,8 +516,12 @@ def test_the_floors_measurements_run_only_when_named_and_watch_without_acting(tm
     beside, _ = bench_family.configuration_helper(s, Bed(), tmp_path, "nn_file_refine", tmp_path / "t.log")
     assert str(tmp_path / "readahead_nn_file.iolm") in beside and "--per-file" in beside
     assert "--no-refine" in per_file and beside == [a for a in per_file if a != "--no-refine"] + ["--refine-online"]
-    s.family_configs = ("vanilla", "nn_file", "nn_file_refine")
+    v3, _ = bench_family.configuration_helper(s, Bed(), tmp_path, "nn_file_v3", tmp_path / "t.log")
+    assert v3 == beside[:-1] + ["--device-model", str(tmp_path / bench_family.V3_MODEL), "--refine-online"]
+    s.family_configs = ("vanilla", "nn_file", "nn_file_refine", "nn_file_v3")
+    # The v3 model beside the per-file one needs the v3 model, as v3 does.
     assert bench_family.configurations(s, tmp_path / "none") == ("vanilla", "nn_file", "nn_file_refine")
+    assert bench_family.configurations(s, tmp_path)[-1] == "nn_file_v3"
 
     def row(config, repeat, ops):
         return {"workload": "w", "config": config, "repeat": repeat, "seed": repeat + 1, "ra_kb": 128,

@@ -84,6 +84,12 @@ pub struct ReadaheadArgs {
     /// beside the model, whose values are in force while that is vanilla's.
     #[arg(long, conflicts_with = "no_refine")]
     refine_online: bool,
+    /// With --per-file: a model per device (such as the scale-free v3 one) that decides the
+    /// device's value beside the per-file model, its values refined by the online learner as
+    /// per device (--no-refine turns that off); the per-file model's values are in force
+    /// while the device is at vanilla. Needs the guardrail and the processes' progress.
+    #[arg(long, value_name = "PATH", requires = "per_file")]
+    device_model: Option<PathBuf>,
     /// Leave the model's values as it gives them (out of its training range, --fallback-kb or
     /// --fallback-online decide).
     #[arg(long)]
@@ -203,6 +209,7 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
     } else {
         a.refine_online.then_some(true)
     };
+    cfg.device_model = a.device_model;
     cfg.progress = a.progress;
     if a.no_guard {
         cfg.guard = None;

@@ -710,6 +710,40 @@ fn the_online_learner_runs_on_the_kernel_and_restores() {
         &["--refine-online", "--model", model, "--pid", "1", "--per-description"],
         "drop --per-description",
     );
+    // A model per device beside the per-file one: per file only, behind the guardrail, and a
+    // file that cannot be read is named.
+    refused(
+        &b,
+        &["--device-model", model, "--model", model, "--pid", "1"],
+        "--per-file",
+    );
+    refused(
+        &b,
+        &[
+            "--per-file",
+            "--device-model",
+            model,
+            "--model",
+            model,
+            "--pid",
+            "1",
+            "--no-guard",
+        ],
+        "--device-model: the guardrail",
+    );
+    refused(
+        &b,
+        &[
+            "--per-file",
+            "--device-model",
+            "/nonexistent-device.iolm",
+            "--model",
+            model,
+            "--pid",
+            "1",
+        ],
+        "nonexistent-device.iolm",
+    );
     // Per file the learner runs beside the model with --refine-online, not as its fallback.
     refused(
         &b,
@@ -734,6 +768,9 @@ fn the_online_learner_runs_on_the_kernel_and_restores() {
     // Per file the learner beside the model is asked for, not the default.
     assert!(!refining(&["--per-file"]));
     assert!(refining(&["--per-file", "--refine-online"]));
+    // Beside a model per device, that model's values are refined by default, as per device.
+    assert!(refining(&["--per-file", "--device-model", model]));
+    assert!(!refining(&["--per-file", "--device-model", model, "--no-refine"]));
     assert_eq!(read_device_kb(&b.sysfs).unwrap(), b.original);
     // Judged by the pages its reads return (thousands a window), so blocks of two windows
     // tell values apart; by CPU time a block runs until it has counted 200 clock ticks, longer

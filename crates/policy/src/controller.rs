@@ -141,6 +141,11 @@ pub trait ReadaheadController {
     /// The controller runs behind a guardrail that judges each new decision other than
     /// `vanilla_kb` after `windows` windows at it ([`Self::kept`], [`Self::taken_back`]).
     fn judged(&mut self, _windows: u32, _vanilla_kb: u64) {}
+    /// The windows measured since the controller's last change ran beside another
+    /// controller's change (the per-file model's values beside the device's,
+    /// [`crate::per_file_learner::PerFileLearner`]): a controller that learns from them
+    /// measures them again.
+    fn disturbed(&mut self) {}
     /// Whether the controller is measuring the outcome of a value it is judging and needs
     /// every window shown to it: the tuner then does not rest (`iolearn_tune::sampling`),
     /// where it would show it one window in eight.
@@ -1044,6 +1049,11 @@ impl ReadaheadController for KmlController {
     fn measuring(&self) -> bool {
         self.learner.as_ref().is_some_and(|l| l.measuring())
     }
+    fn disturbed(&mut self) {
+        if let Some(l) = self.learner.as_mut() {
+            l.forget_block();
+        }
+    }
     fn decisions(&self) -> &[(u64, usize)] {
         &self.decisions
     }
@@ -1451,8 +1461,8 @@ impl ControllerSpec {
                     // Per file, the learner decides the device's value beside the model.
                     Some(Fallback::OnlineRefining) if scope == Scope::File => {
                         return Ok(Box::new(crate::per_file_learner::PerFileLearner::new(
-                            c,
-                            crate::online::Online::default(),
+                            Box::new(c),
+                            Box::new(crate::online::Online::default()),
                         )));
                     }
                     _ => {}
@@ -1460,6 +1470,24 @@ impl ControllerSpec {
                 Box::new(c)
             }
         })
+    }
+}
+
+impl ControllerSpec {
+    /// Per file, with the model per device `device_model` deciding the device's value beside
+    /// this one (`device_fallback`: its learner, as [`ControllerSpec::build`] per device), whose
+    /// values are in force while the device is at vanilla
+    /// ([`crate::per_file_learner::PerFileLearner`]). A model that cannot be read or used is an
+    /// error naming its file.
+    pub fn build_beside(
+        &self,
+        device_model: &std::path::Path,
+        fallback_kb: u64,
+        device_fallback: Option<Fallback>,
+    ) -> iolearn_ml::Result<Box<dyn ReadaheadController + Send>> {
+        let files = self.build(Scope::File, Some(Fallback::Kb(fallback_kb)))?;
+        let device = ControllerSpec::Model(device_model.into()).build(Scope::Device, device_fallback)?;
+        Ok(Box::new(crate::per_file_learner::PerFileLearner::new(files, device)))
     }
 }
 

@@ -461,6 +461,8 @@ pub struct Guarded {
     /// controller's loss is not one value's).
     all_until: u64,
     all_backoff: u64,
+    /// Whether that was for values of files or descriptions at the device's vanilla.
+    all_files: bool,
     /// When the vanilla block was completed.
     vanilla_at: u64,
     /// The decision last judged (and kept), so that it is not judged again every block.
@@ -551,6 +553,7 @@ impl Guarded {
             unjudged: Vec::new(),
             pending: None,
             all_until: 0,
+            all_files: false,
             all_backoff: first_backoff,
             vanilla_at: 0,
             judged: None,
@@ -1137,8 +1140,9 @@ impl Guarded {
                         // controller's next decision (a file or two changed) keeps most of what
                         // lost. Resumed, KML's per-file model put its 16 KiB back at once and
                         // lost again (rangescan on the kernel): the controller as a whole is
-                        // held back.
-                        self.revert_all(cfg, knobs);
+                        // held back (its values on files: a device value it asks for next is
+                        // another decision, `Guarded::backed_off`).
+                        self.revert_all(cfg, knobs, wanted.device);
                     }
                 } else if wanted != self.wants || noise {
                     // The controller moved on during the check: its new decision is measured
@@ -1150,7 +1154,7 @@ impl Guarded {
                     self.resume(knobs);
                 } else if !self.verdict(cfg, &t, full) {
                     if !full && t.len() >= block {
-                        self.revert_all(cfg, knobs);
+                        self.revert_all(cfg, knobs, self.wants.device);
                     } else {
                         // Fewer than a block: a collapse, or a clear loss (a plain one).
                         let collapse = self.compare(cfg, &t).is_some_and(|c| c.relative < cfg.abort);
@@ -1253,7 +1257,11 @@ impl Guarded {
     /// Whether the controller is held on vanilla at window `w`: as a whole, or the device
     /// value it asks for.
     fn backed_off(&self, w: u64) -> bool {
-        w < self.all_until
+        // Values of files taken back as a whole hold those, not a device value asked for next
+        // (beside a per-file model the device's controller held back for 16 windows: on the
+        // kernel a range scan's 64 KiB came at window 28 instead of 12).
+        let files_only = self.all_files && self.wants.device.is_some_and(|kb| kb != self.vanilla_kb);
+        (w < self.all_until && !files_only)
             || self
                 .backoffs
                 .get(&self.wants.device)
@@ -1358,7 +1366,7 @@ impl Guarded {
                 if full {
                     self.revert(cfg, knobs, false);
                 } else {
-                    self.revert_all(cfg, knobs);
+                    self.revert_all(cfg, knobs, self.wants.device);
                 }
                 return;
             }
@@ -1372,7 +1380,7 @@ impl Guarded {
             if full {
                 self.revert(cfg, knobs, false);
             } else {
-                self.revert_all(cfg, knobs);
+                self.revert_all(cfg, knobs, self.wants.device);
             }
         } else {
             self.check(t, full, "judged against a vanilla block measured long ago", knobs);
@@ -1702,10 +1710,13 @@ impl Guarded {
 
     /// Back to vanilla, the controller as a whole backed off: its decisions came and went
     /// too fast for one value to be the culprit.
-    fn revert_all(&mut self, cfg: &GuardConfig, knobs: &mut dyn ReadaheadKnobs) {
+    /// `device`: the device value of the decision reverted (none: values of files or
+    /// descriptions alone).
+    fn revert_all(&mut self, cfg: &GuardConfig, knobs: &mut dyn ReadaheadKnobs, device: Option<u64>) {
         self.inner
-            .taken_back(self.wants.device.unwrap_or(self.vanilla_kb), self.vanilla_kb, self.sure);
+            .taken_back(device.unwrap_or(self.vanilla_kb), self.vanilla_kb, self.sure);
         self.all_until = self.window + self.all_backoff;
+        self.all_files = device.is_none_or(|kb| kb == self.vanilla_kb);
         self.all_backoff = (self.all_backoff * 2).min(cfg.max_backoff);
         self.back_to_vanilla(cfg, knobs);
     }

@@ -860,6 +860,10 @@ impl ReadaheadController for Online {
         Online::measuring(self)
     }
 
+    fn disturbed(&mut self) {
+        self.forget_block();
+    }
+
     fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
         let in_force = self.in_force(window, knobs);
         self.observe(&window.outcome, in_force, false);

@@ -1,4 +1,5 @@
-//! A per-file model with the online learner beside it, deciding the device's value.
+//! A per-file model with a controller of the device's value beside it: the online learner,
+//! or a model per device whose values the learner refines.
 //!
 //! A per-file model decides each file's readahead from that file's features, naming one of the
 //! few values its training sweeps measured. On the kernel KML's per-file model held vanilla's
@@ -8,22 +9,23 @@
 //! reader of a large mapped file it answered vanilla (64 KiB gains 1.95x). Neither is a matter
 //! of one file against another, which is what the model is for; both are the device's value.
 //!
-//! So the online learner ([`Online`]) decides the device's value, as it does beside a model per
-//! device, and the model's values are in force while that value is vanilla's: every file the
-//! model answered gets its answer, the others follow the device. Where the learner holds
-//! another value every file follows the device (the model's values are rewritten to it). The
-//! learner's home at vanilla is thus measured with the model's values in force, and each of
-//! its neighbours with one value on every file: where telling files apart pays (a scanner's
-//! files and a random reader's), home stays; where one value serves all, the learner finds it.
+//! So another controller decides the device's value: the online learner
+//! ([`crate::online::Online`]), or a model per device ([`crate::controller::KmlController`],
+//! its values refined by the learner), and the per-file model's values are in force while
+//! that value is vanilla's: every file the model answered gets its answer, the others follow
+//! the device. Where the device's controller holds another value every file follows the
+//! device (the model's values are rewritten to it). The learner's home at vanilla is thus
+//! measured with the model's values in force, and each of its neighbours with one value on
+//! every file: where telling files apart pays (a scanner's files and a random reader's), home
+//! stays; where one value serves all, the learner finds it.
 //!
 //! A verdict of the guardrail's on the device at vanilla is on the model's values; on any
-//! other value, on the learner's. The model's values taken back are out of force for a backoff
-//! that doubles each time (every file at the device's value). A change of the model's values
-//! waits for its verdict before the learner moves again, and the learner measures no window
-//! in which the model's values changed.
+//! other value, on the device's controller's. The model's values taken back are out of force
+//! for a backoff that doubles each time (every file at the device's value). The device's
+//! controller measures no window in which the model's values changed
+//! ([`ReadaheadController::disturbed`]).
 
-use crate::controller::{KmlController, Overruled, ReadaheadController, ReadaheadKnobs};
-use crate::online::Online;
+use crate::controller::{Overruled, ReadaheadController, ReadaheadKnobs};
 use crate::readahead::WindowFeatures;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,14 +36,12 @@ pub const MODEL_FIRST_BACKOFF: u64 = 16;
 /// The longest time the model's values are out of force.
 pub const MODEL_MAX_BACKOFF: u64 = 256;
 
-/// A per-file [`KmlController`] and the [`Online`] learner of the device's value beside it
-/// (see the module documentation).
+/// A per-file model and the controller of the device's value beside it (see the module
+/// documentation).
 pub struct PerFileLearner {
-    model: KmlController,
-    learner: Online,
+    model: Box<dyn ReadaheadController + Send>,
+    device: Box<dyn ReadaheadController + Send>,
     vanilla_kb: u64,
-    /// Windows the guardrail takes to judge a change.
-    judged_in: u64,
     /// The model's own answer per file and per process's next files: what it reads back (its
     /// inputs include the file's readahead).
     answers: BTreeMap<u64, u64>,
@@ -50,9 +50,6 @@ pub struct PerFileLearner {
     /// (one set keeps its value while the device's changes; on the kernel as in the
     /// simulator, a file that closes and opens again keeps it too).
     set: BTreeSet<u64>,
-    /// A change of the model's values awaiting the guardrail's verdict, until this window (a
-    /// change back to vanilla is not judged at all).
-    awaiting_until: Option<u64>,
     /// The model's values are out of force until this window; the next backoff.
     off_until: u64,
     backoff: u64,
@@ -67,17 +64,20 @@ pub struct PerFileLearner {
 }
 
 impl PerFileLearner {
-    /// The model (deciding per file) and the learner of the device's value.
-    pub fn new(model: KmlController, learner: Online) -> PerFileLearner {
+    /// The model (deciding per file: a [`crate::controller::KmlController`] with
+    /// [`crate::controller::Scope::File`]) and the controller of the device's value (the
+    /// online learner, or a model per device).
+    pub fn new(
+        model: Box<dyn ReadaheadController + Send>,
+        device: Box<dyn ReadaheadController + Send>,
+    ) -> PerFileLearner {
         PerFileLearner {
             model,
-            learner,
+            device,
             vanilla_kb: 128,
-            judged_in: 0,
             answers: BTreeMap::new(),
             next: BTreeMap::new(),
             set: BTreeSet::new(),
-            awaiting_until: None,
             off_until: 0,
             backoff: MODEL_FIRST_BACKOFF,
             was_on: false,
@@ -85,15 +85,6 @@ impl PerFileLearner {
             window: 0,
             model_taken_back: 0,
         }
-    }
-
-    /// The learner, for its trace of values.
-    pub fn learner(&self) -> &Online {
-        &self.learner
-    }
-
-    fn awaiting(&self) -> bool {
-        self.awaiting_until.is_some_and(|until| self.window <= until)
     }
 }
 
@@ -126,7 +117,7 @@ impl ReadaheadKnobs for ModelFrame<'_> {
 
 impl ReadaheadController for PerFileLearner {
     fn name(&self) -> String {
-        format!("{}+online", self.model.name())
+        format!("{}+{}", self.model.name(), self.device.name())
     }
 
     fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
@@ -142,30 +133,14 @@ impl ReadaheadController for PerFileLearner {
         self.model.decide(window, &mut frame);
         let changed = frame.changed;
         let before = knobs.device_read_ahead_kb();
-        if self.awaiting() {
-            // The learner waits for the verdict on the model's change.
-        } else if settling {
-            self.learner.forget_block();
+        if settling {
+            self.device.disturbed();
         } else {
-            if self.awaiting_until.take().is_some() {
-                // No verdict came (a change back to vanilla is not judged): the learner's
-                // block is measured afresh.
-                self.learner.forget_block();
-            }
-            self.learner.decide(window, knobs);
+            self.device.decide(window, knobs);
         }
         let device_kb = knobs.device_read_ahead_kb();
         let on = self.window >= self.off_until && device_kb == self.vanilla_kb;
-        let answers_vanilla = self
-            .answers
-            .values()
-            .chain(self.next.values())
-            .all(|&kb| kb == self.vanilla_kb);
-        if on && (changed || !self.was_on) && !answers_vanilla {
-            // Twice the guardrail's settle and block, and a check of vanilla as long before it.
-            self.awaiting_until = Some(self.window + 4 * self.judged_in.max(4));
-        }
-        // The learner's own move needs no such care: it lets its new value settle.
+        // The device's own move needs no such care: its controller lets a new value settle.
         self.moved = (on != self.was_on && device_kb == before) || (on && changed);
         self.was_on = on;
         // Every file the window saw, and every file set before, at what it should hold now,
@@ -198,31 +173,31 @@ impl ReadaheadController for PerFileLearner {
             tracing::info!(
                 event = %"model_off",
                 windows = self.backoff,
-                why = %"the guardrail took back the model's per-file values: every file at the learner's value"
+                why = %"the guardrail took back the model's per-file values: every file at the device's value"
             );
             self.backoff = (self.backoff * 2).min(MODEL_MAX_BACKOFF);
-            self.learner.forget_block();
+            self.device.disturbed();
         } else {
-            self.learner.taken_back(kb, now_kb, sure);
+            self.device.taken_back(kb, now_kb, sure);
         }
-        self.awaiting_until = None;
     }
 
     fn kept(&mut self, kb: u64, gain: bool) {
         if kb != self.vanilla_kb {
-            self.learner.kept(kb, gain);
+            self.device.kept(kb, gain);
         }
-        self.awaiting_until = None;
     }
 
     fn judged(&mut self, windows: u32, vanilla_kb: u64) {
-        self.judged_in = windows as u64;
         self.vanilla_kb = vanilla_kb;
         self.model.judged(windows, vanilla_kb);
+        // The device's model waits for verdicts and refines what was kept only when told
+        // (on the kernel, untold, v3 never tried the value it scored alike with vanilla).
+        self.device.judged(windows, vanilla_kb);
     }
 
     fn measuring(&self) -> bool {
-        !self.awaiting() && self.learner.measuring()
+        self.device.measuring()
     }
 
     fn decisions(&self) -> &[(u64, usize)] {
@@ -230,7 +205,7 @@ impl ReadaheadController for PerFileLearner {
     }
 
     fn fallbacks(&self) -> u64 {
-        self.model.fallbacks()
+        self.model.fallbacks() + self.device.fallbacks()
     }
 
     fn labels(&self) -> Vec<String> {
@@ -238,6 +213,15 @@ impl ReadaheadController for PerFileLearner {
     }
 
     fn overruled(&self) -> Overruled {
-        self.model.overruled()
+        let (a, b) = (self.model.overruled(), self.device.overruled());
+        Overruled {
+            held: a.held + b.held,
+            settled: a.settled + b.settled,
+            spared_lowerings: a.spared_lowerings + b.spared_lowerings,
+            spared_raises: a.spared_raises + b.spared_raises,
+            stayed_alike: a.stayed_alike + b.stayed_alike,
+            tried_alike: a.tried_alike + b.tried_alike,
+            refined: a.refined + b.refined,
+        }
     }
 }

@@ -1002,7 +1002,10 @@ fn a_value_the_guardrail_kept_is_refined_by_the_learner_until_the_workload_chang
 fn beside_a_per_file_model_every_file_it_set_follows_the_device_once_its_values_are_taken_back() {
     use iolearn_policy::online::Online;
     use iolearn_policy::per_file_learner::PerFileLearner;
-    let mut c = PerFileLearner::new(KmlController::new(model(), Scope::File).unwrap(), Online::default());
+    let mut c = PerFileLearner::new(
+        Box::new(KmlController::new(model(), Scope::File).unwrap()),
+        Box::new(Online::default()),
+    );
     c.judged(4, 128);
     let mut k = Recorder::at(128);
     // The device at vanilla: the model's values are in force.

@@ -2150,3 +2150,110 @@ fn a_per_file_decision_that_moved_on_during_a_check_and_lost_is_backed_off() {
     assert_eq!(ev.len(), 1, "{ev:?}");
     assert_eq!((ev[0].kind, ev[0].window), (GuardEventKind::Reverted, 10), "{ev:?}");
 }
+
+/// A device with one file whose own value, where it has one, is what its reads get.
+#[derive(Default)]
+struct OneFile {
+    kb: u64,
+    file: Option<u64>,
+}
+
+impl ReadaheadKnobs for OneFile {
+    fn device_read_ahead_kb(&self) -> u64 {
+        self.kb
+    }
+    fn set_device_read_ahead_kb(&mut self, kb: u64) {
+        self.kb = kb;
+    }
+    fn file_read_ahead_kb(&self, _: u64) -> u64 {
+        self.file.unwrap_or(self.kb)
+    }
+    fn set_file_read_ahead_kb(&mut self, _: u64, kb: u64) {
+        self.file = Some(kb);
+    }
+}
+
+/// Sets the file to 16 or 24 KiB until that is taken back, then asks for 1024 KiB on the device and
+/// the file (as a per-file model with the device's controller beside it does).
+#[derive(Default)]
+struct FileThenDevice {
+    taken_back: Vec<u64>,
+    window: u64,
+}
+
+impl ReadaheadController for FileThenDevice {
+    fn name(&self) -> String {
+        "file-then-device".into()
+    }
+    fn decide(&mut self, _: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
+        // Before: 16 or 24 KiB in turn (a per-file model answering each new file anew, as on
+        // the kernel's range scan: the guardrail judges such values as a whole).
+        self.window += 1;
+        let kb = if !self.taken_back.is_empty() {
+            1024
+        } else {
+            [16, 24, 32, 48][self.window as usize % 4]
+        };
+        if self.taken_back.len() == 1 && knobs.device_read_ahead_kb() != kb {
+            knobs.set_device_read_ahead_kb(kb);
+        }
+        if knobs.file_read_ahead_kb(1) != kb {
+            knobs.set_file_read_ahead_kb(1, kb);
+        }
+    }
+    fn taken_back(&mut self, kb: u64, _: u64, _: bool) {
+        self.taken_back.push(kb);
+    }
+}
+
+#[test]
+fn a_device_value_asked_for_after_a_files_values_were_taken_back_is_not_held_with_them() {
+    // The file's values change every window and lose 15%: judged as a whole and taken back
+    // (told as the device's vanilla), the controller held back as a whole. A device value it
+    // asks for next is another decision: in force after vanilla's block, not after the
+    // backoff that holds the files' values (window 38 then).
+    let mut g = Guarded::new(
+        Box::new(FileThenDevice::default()),
+        Steady::new(1, 0),
+        Some(GuardConfig::default()),
+        128,
+    );
+    let mut dev = OneFile { kb: 128, file: None };
+    let mut at_1024 = None;
+    for w in 0..60 {
+        let f = dev.file_read_ahead_kb(1);
+        // Windows that spread by a tenth either way, so a loss of 15% is not clear in one.
+        let base = if w % 2 == 0 { 110.0 } else { 90.0 };
+        let ops = base
+            * match f {
+                1024 => 1.5,
+                128 => 1.0,
+                _ => 0.85,
+            };
+        let win = WindowFeatures {
+            outcome: Outcome {
+                seconds: 1.0,
+                ops: Some(ops),
+                read_ahead_kb: Some(dev.kb),
+                pages_accessed: 100,
+                pages_added: f,
+                ..Outcome::default()
+            },
+            ..WindowFeatures::default()
+        };
+        g.decide(&win, &mut dev);
+        if dev.kb == 1024 && at_1024.is_none() {
+            at_1024 = Some(w);
+        }
+    }
+    let evs = g.take_events();
+    let reverted = evs
+        .iter()
+        .find(|e| e.kind == GuardEventKind::Reverted)
+        .map(|e| e.window);
+    let (r, a) = (
+        reverted.expect("the file's value taken back"),
+        at_1024.expect("1024 KiB in force"),
+    );
+    assert!(a <= r + 6, "taken back at window {r}, 1024 KiB in force at {a}");
+}

@@ -129,6 +129,9 @@ pub struct LoopConfig {
     /// per file, it decides the device's value beside the model
     /// ([`iolearn_policy::per_file_learner`]).
     pub refine_online: bool,
+    /// Per file: a model per device that decides the device's value beside the per-file model,
+    /// its values refined by the learner where `refine_online` ([`ControllerSpec::build_beside`]).
+    pub device_model: Option<std::path::PathBuf>,
     /// Let the controller see the application's operations per window. Off by default: the
     /// controller then judges by what the kernel tuner can see too (time not spent waiting for
     /// the device, pages read and used).
@@ -156,6 +159,7 @@ impl LoopConfig {
             guard: None,
             fallback_online: false,
             refine_online: false,
+            device_model: None,
             app_signal: false,
         }
     }
@@ -181,6 +185,13 @@ impl LoopConfig {
             return Err(
                 "refine_online: applies to a model deciding per device or per file behind the guardrail".into(),
             );
+        }
+        if self.device_model.is_some()
+            && (self.scope != Scope::File
+                || !matches!(self.controller, ControllerSpec::Model(_))
+                || self.guard.is_none())
+        {
+            return Err("device_model: decides the device's value beside a model per file behind the guardrail".into());
         }
         if self.shared_db && self.back_to_back {
             return Err("shared_db: the workloads run concurrently; drop back_to_back".into());
@@ -283,10 +294,11 @@ pub fn run(cfg: &LoopConfig) -> Result<LoopResult, RunError> {
     cfg.check().map_err(RunError::Config)?;
     use iolearn_policy::controller::Fallback;
     let fallback = Fallback::learner(cfg.refine_online, cfg.fallback_online);
-    let ctl = cfg
-        .controller
-        .build(cfg.scope, fallback)
-        .map_err(RunError::Controller)?;
+    let ctl = match &cfg.device_model {
+        Some(dm) => cfg.controller.build_beside(dm, cfg.read_ahead_kb, fallback),
+        None => cfg.controller.build(cfg.scope, fallback),
+    }
+    .map_err(RunError::Controller)?;
     Ok(run_checked(cfg, ctl))
 }
 

@@ -653,3 +653,68 @@ fn beside_a_per_file_model_that_tells_files_apart_the_learner_keeps_its_values()
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A scale-free model per device (schema v3) that reads only the value in force and answers
+/// 16 KiB, sure of it, wherever that is (rows at 128 KiB and at 16 teach 16; one at 4 MiB
+/// teaches 128, so the tree has both classes).
+fn device_answers_16(dir: &std::path::Path) -> std::path::PathBuf {
+    use iolearn_ml::{DecisionTree, ModelKind, TreeConfig};
+    let at = |kb: f64| (kb.log2() / 13.0) as f32;
+    let x = [at(128.0), at(128.0), at(16.0), at(16.0), at(4096.0)];
+    let tree = DecisionTree::fit(&x, &[0.0, 0.0, 0.0, 0.0, 1.0], 1, &TreeConfig::default()).unwrap();
+    let mut m = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &[("16KiB", 16), ("128KiB", 128)]);
+    m.schema = iolearn_ml::kml::READAHEAD_SCHEMA_V3.into();
+    m.features = vec!["ra_log2_kb_over_13".into()];
+    let p = dir.join("device-16.iolm");
+    m.save(&p).unwrap();
+    p
+}
+
+#[test]
+fn beside_a_per_file_model_a_model_per_device_gives_the_devices_value_at_once() {
+    // `iolearn tune readahead --per-file --device-model`: a model per device decides the
+    // device's value beside the per-file one (which answers vanilla here, as KML's did on the
+    // kernel's mapped random reader), and its answer comes at once where the learner alone
+    // climbs to it one step at a time.
+    let dir = std::env::temp_dir().join(format!("iolearn-beside-device-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let files = ControllerSpec::Model(one_answer_model(&dir, 128));
+    let seed = 45;
+    let beside = |device_model: Option<std::path::PathBuf>| {
+        let mut c = config(ReadRandom, files.clone(), true, 120.0, seed);
+        c.scope = Scope::File;
+        c.refine_online = true;
+        c.device_model = device_model;
+        run(&c).unwrap()
+    };
+    let (with_model, learner) = (beside(Some(device_answers_16(&dir))), beside(None));
+    let first_16 = |r: &iolearn_readahead::LoopResult| r.device_kb.iter().find(|&&(_, kb)| kb == 16).map(|&(s, _)| s);
+    let (a, b) = (
+        first_16(&with_model).unwrap(),
+        first_16(&learner).unwrap_or(f64::INFINITY),
+    );
+    assert!(
+        a <= 8.0 && a < b,
+        "16 KiB at {a} s with the model per device, {b} s with the learner"
+    );
+    let van = ops(ReadRandom, ControllerSpec::Vanilla, false, 120.0, seed);
+    let oracle = ops(ReadRandom, ControllerSpec::Static(16), false, 120.0, seed);
+    let kept = (with_model.ops_per_s[0] - van) / (oracle - van);
+    assert!(kept >= 0.85, "kept {:.0}% of the oracle's gain", kept * 100.0);
+    // Its values are refined as per device: a model unsure of 64 KiB for random reads is
+    // refined to the oracle's 16 (32 at most) by the learner.
+    let refined = beside(Some(unsure_model(&dir)));
+    assert!(
+        refined.device_kb.last().is_some_and(|&(_, kb)| kb <= 32),
+        "{:?}",
+        refined.device_kb
+    );
+    // Per device, or without the guardrail that tells the two models' values apart: refused.
+    let mut bad = config(ReadRandom, files.clone(), true, 1.0, seed);
+    bad.device_model = Some(dir.join("device-16.iolm"));
+    assert!(run(&bad).unwrap_err().to_string().contains("device_model"));
+    bad.scope = Scope::File;
+    bad.guard = None;
+    assert!(run(&bad).unwrap_err().to_string().contains("device_model"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -74,6 +74,10 @@ pub struct TuneConfig {
     /// run changes settings (a model per device, the guardrail on, progress measured, not a
     /// dry run; [`refines`]); `Some(true)` asks for it and is refused where it cannot apply.
     pub refine_online: Option<bool>,
+    /// Per file: a model per device that decides the device's value beside the per-file model
+    /// (its values refined as per device unless `refine_online` is `Some(false)`), whose values
+    /// are in force while the device is at vanilla ([`iolearn_policy::per_file_learner`]).
+    pub device_model: Option<PathBuf>,
     /// The guardrail ([`iolearn_policy::guard`]): the controller's decisions are kept only
     /// while the watched processes progress at least as well as on vanilla. `None`: off. It
     /// needs processes to watch (`pids` or `cgroup`); without them it is off, and says so.
@@ -112,6 +116,7 @@ impl TuneConfig {
             fallback_kb: 128,
             fallback_online: false,
             refine_online: None,
+            device_model: None,
             guard: Some(GuardConfig::default()),
             progress: outcome::Progress::Cpu,
             dry_run: false,
@@ -460,8 +465,11 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         if !matches!(cfg.controller, ControllerSpec::Model(_)) {
             return Err(format!("{flag}: applies to a model, not to {}", cfg.controller));
         }
-        // Per file the learner decides the device's value beside the model (refining only).
-        let beside = cfg.scope == Scope::File && cfg.refine_online == Some(true) && !cfg.fallback_online;
+        // Per file the learner decides the device's value beside the model (refining only),
+        // or refines the values of the model per device that does (--device-model).
+        let beside = cfg.scope == Scope::File
+            && (cfg.refine_online == Some(true) || cfg.device_model.is_some())
+            && (!cfg.fallback_online || cfg.device_model.is_some());
         if cfg.scope != Scope::Device && !beside {
             let hint = if cfg.scope == Scope::File {
                 " (with --per-file, --refine-online runs the learner beside the model)"
@@ -485,14 +493,37 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     if cfg.refine_online == Some(true) && cfg.dry_run {
         return Err("--refine-online: a dry run applies no value, so the learner measures none; drop --dry-run".into());
     }
-    let refine = refines(cfg, measured);
-    let inner = cfg
-        .controller
-        .build(
+    if let Some(dm) = &cfg.device_model {
+        if cfg.scope != Scope::File || !matches!(cfg.controller, ControllerSpec::Model(_)) {
+            return Err(format!(
+                "--device-model: decides the device's value beside a model per file; add --per-file and --model ({} is not)",
+                dm.display()
+            ));
+        }
+        if cfg.guard.is_none() || !measured {
+            return Err(
+                "--device-model: the guardrail tells the two models' values apart; it needs the processes' \
+                        progress (--pid or --cgroup, or --progress ops:PATH) and no --no-guard"
+                    .into(),
+            );
+        }
+    }
+    // Beside a model per file, the device model's values are refined as they would be per
+    // device (checked above: the guardrail on, progress measured).
+    let refine = match &cfg.device_model {
+        Some(_) => cfg.refine_online.unwrap_or(!cfg.dry_run),
+        None => refines(cfg, measured),
+    };
+    let inner = match &cfg.device_model {
+        Some(dm) => cfg
+            .controller
+            .build_beside(dm, cfg.fallback_kb, Fallback::learner(refine, cfg.fallback_online)),
+        None => cfg.controller.build(
             cfg.scope,
             Some(Fallback::learner(refine, cfg.fallback_online).unwrap_or(Fallback::Kb(cfg.fallback_kb))),
-        )
-        .map_err(|e| e.to_string())?;
+        ),
+    }
+    .map_err(|e| e.to_string())?;
     let labels = inner.labels();
     if cfg.scope != Scope::Device && !watched {
         return Err(format!(
@@ -529,6 +560,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         progress = %cfg.progress.name(),
         fallback_online = cfg.fallback_online,
         refine_online = refine,
+        device_model = %cfg.device_model.as_deref().map_or(String::new(), |p| p.display().to_string()),
         dry_run = cfg.dry_run
     );
     // With no process watched and no count of the application's the guardrail has nothing to
