@@ -476,10 +476,7 @@ fn the_marker_share_tells_a_scan_from_random_reads_at_any_file_size() {
 /// scoring 256 about alike (five rows teach 64 and four 256: unsure), and at 64 or below it
 /// is sure of 64. Each row its own label, so a leaf's class shares are the model's scores.
 fn unsure_model(dir: &std::path::Path) -> std::path::PathBuf {
-    use iolearn_ml::{DecisionTree, ModelKind, TreeConfig};
     let classes = [("16KiB", 16), ("64KiB", 64), ("128KiB", 128), ("256KiB", 256)];
-    let class_of = |kb: u64| classes.iter().position(|c| c.1 as u64 == kb).unwrap() as f32;
-    let (mut x, mut y) = (Vec::new(), Vec::new());
     // Every class taught somewhere (a tree scores as many classes as its labels name).
     let rows: [(u64, &[(u64, usize)]); 4] = [
         (128, &[(64, 5), (256, 4)]),
@@ -487,17 +484,32 @@ fn unsure_model(dir: &std::path::Path) -> std::path::PathBuf {
         (1024, &[(128, 1)]),
         (4096, &[(16, 1)]),
     ];
-    for (at, taught) in rows {
+    value_in_force_model(dir, "unsure.iolm", &classes, &rows)
+}
+
+/// A scale-free tree (schema v3) that reads only the value in force, taught by `rows`: at
+/// each value in force, the readahead values it answers and how many rows teach each (one
+/// row, one label, so a leaf's class shares are the model's scores).
+fn value_in_force_model(
+    dir: &std::path::Path,
+    name: &str,
+    classes: &[(&str, i64)],
+    rows: &[(u64, &[(u64, usize)])],
+) -> std::path::PathBuf {
+    use iolearn_ml::{DecisionTree, ModelKind, TreeConfig};
+    let class_of = |kb: u64| classes.iter().position(|c| c.1 as u64 == kb).unwrap() as f32;
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for &(at, taught) in rows {
         for &(kb, n) in taught {
             x.extend(std::iter::repeat_n(((at as f64).log2() / 13.0) as f32, n));
             y.extend(std::iter::repeat_n(class_of(kb), n));
         }
     }
     let tree = DecisionTree::fit(&x, &y, 1, &TreeConfig::default()).unwrap();
-    let mut m = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &classes);
+    let mut m = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), classes);
     m.schema = iolearn_ml::kml::READAHEAD_SCHEMA_V3.into();
     m.features = vec!["ra_log2_kb_over_13".into()];
-    let p = dir.join("unsure.iolm");
+    let p = dir.join(name);
     m.save(&p).unwrap();
     p
 }
@@ -658,16 +670,8 @@ fn beside_a_per_file_model_that_tells_files_apart_the_learner_keeps_its_values()
 /// 16 KiB, sure of it, wherever that is (rows at 128 KiB and at 16 teach 16; one at 4 MiB
 /// teaches 128, so the tree has both classes).
 fn device_answers_16(dir: &std::path::Path) -> std::path::PathBuf {
-    use iolearn_ml::{DecisionTree, ModelKind, TreeConfig};
-    let at = |kb: f64| (kb.log2() / 13.0) as f32;
-    let x = [at(128.0), at(128.0), at(16.0), at(16.0), at(4096.0)];
-    let tree = DecisionTree::fit(&x, &[0.0, 0.0, 0.0, 0.0, 1.0], 1, &TreeConfig::default()).unwrap();
-    let mut m = iolearn_ml::kml::readahead_model(ModelKind::Tree(tree), &[("16KiB", 16), ("128KiB", 128)]);
-    m.schema = iolearn_ml::kml::READAHEAD_SCHEMA_V3.into();
-    m.features = vec!["ra_log2_kb_over_13".into()];
-    let p = dir.join("device-16.iolm");
-    m.save(&p).unwrap();
-    p
+    let rows: [(u64, &[(u64, usize)]); 3] = [(128, &[(16, 2)]), (16, &[(16, 2)]), (4096, &[(128, 1)])];
+    value_in_force_model(dir, "device-16.iolm", &[("16KiB", 16), ("128KiB", 128)], &rows)
 }
 
 #[test]
