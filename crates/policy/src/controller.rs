@@ -1051,7 +1051,7 @@ impl ReadaheadController for KmlController {
     }
     fn disturbed(&mut self) {
         if let Some(l) = self.learner.as_mut() {
-            l.forget_block();
+            ReadaheadController::disturbed(l);
         }
     }
     fn decisions(&self) -> &[(u64, usize)] {
@@ -1471,9 +1471,7 @@ impl ControllerSpec {
             }
         })
     }
-}
 
-impl ControllerSpec {
     /// Per file, with the model per device `device_model` deciding the device's value beside
     /// this one (`device_fallback`: its learner, as [`ControllerSpec::build`] per device), whose
     /// values are in force while the device is at vanilla

@@ -818,12 +818,6 @@ impl Online {
         self.target_kb().is_some_and(|kb| self.last_kb == Some(kb)) && self.hold_until.is_none_or(|u| self.window >= u)
     }
 
-    /// Forget the windows measured so far at the value asked for: another controller's change
-    /// ran beside them ([`crate::per_file_learner::PerFileLearner`]), so they are measured again.
-    pub fn forget_block(&mut self) {
-        self.drop_samples();
-    }
-
     /// Follow a window another controller decided (the learner's value was not asked for):
     /// its outcome counts where the value in force is the learner's target; nothing is set,
     /// and the learner's climb goes on where it stood when it decides again.
@@ -861,7 +855,8 @@ impl ReadaheadController for Online {
     }
 
     fn disturbed(&mut self) {
-        self.forget_block();
+        // The windows at the value asked for are measured again.
+        self.drop_samples();
     }
 
     fn decide(&mut self, window: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {

@@ -510,20 +510,19 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
     }
     // Beside a model per file, the device model's values are refined as they would be per
     // device (checked above: the guardrail on, progress measured).
-    let refine = match &cfg.device_model {
-        Some(_) => cfg.refine_online.unwrap_or(!cfg.dry_run),
-        None => refines(cfg, measured),
+    let (refine, inner) = match &cfg.device_model {
+        Some(dm) => {
+            let refine = cfg.refine_online.unwrap_or(!cfg.dry_run);
+            let fallback = Fallback::learner(refine, cfg.fallback_online);
+            (refine, cfg.controller.build_beside(dm, cfg.fallback_kb, fallback))
+        }
+        None => {
+            let refine = refines(cfg, measured);
+            let fallback = Fallback::learner(refine, cfg.fallback_online).unwrap_or(Fallback::Kb(cfg.fallback_kb));
+            (refine, cfg.controller.build(cfg.scope, Some(fallback)))
+        }
     };
-    let inner = match &cfg.device_model {
-        Some(dm) => cfg
-            .controller
-            .build_beside(dm, cfg.fallback_kb, Fallback::learner(refine, cfg.fallback_online)),
-        None => cfg.controller.build(
-            cfg.scope,
-            Some(Fallback::learner(refine, cfg.fallback_online).unwrap_or(Fallback::Kb(cfg.fallback_kb))),
-        ),
-    }
-    .map_err(|e| e.to_string())?;
+    let inner = inner.map_err(|e| e.to_string())?;
     let labels = inner.labels();
     if cfg.scope != Scope::Device && !watched {
         return Err(format!(
