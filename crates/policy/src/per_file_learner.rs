@@ -115,6 +115,39 @@ impl ReadaheadKnobs for ModelFrame<'_> {
     }
 }
 
+/// The knobs as the device's controller turns them, its ask for the device's value recorded:
+/// behind the hysteresis the knobs read back the value in force until the ask has been
+/// repeated, and the files must follow the value coming, not the one going.
+struct DeviceFrame<'a> {
+    knobs: &'a mut dyn ReadaheadKnobs,
+    asked: Option<u64>,
+}
+
+impl ReadaheadKnobs for DeviceFrame<'_> {
+    fn device_read_ahead_kb(&self) -> u64 {
+        self.knobs.device_read_ahead_kb()
+    }
+    fn set_device_read_ahead_kb(&mut self, kb: u64) {
+        self.asked = Some(kb);
+        self.knobs.set_device_read_ahead_kb(kb);
+    }
+    fn file_read_ahead_kb(&self, inode: u64) -> u64 {
+        self.knobs.file_read_ahead_kb(inode)
+    }
+    fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {
+        self.knobs.set_file_read_ahead_kb(inode, kb);
+    }
+    fn description_read_ahead_kb(&self, pid: u32, inode: u64) -> u64 {
+        self.knobs.description_read_ahead_kb(pid, inode)
+    }
+    fn set_description_read_ahead_kb(&mut self, pid: u32, inode: u64, kb: u64) {
+        self.knobs.set_description_read_ahead_kb(pid, inode, kb);
+    }
+    fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
+        self.knobs.set_new_file_read_ahead_kb(pid, kb);
+    }
+}
+
 impl ReadaheadController for PerFileLearner {
     fn name(&self) -> String {
         format!("{}+{}", self.model.name(), self.device.name())
@@ -133,12 +166,20 @@ impl ReadaheadController for PerFileLearner {
         self.model.decide(window, &mut frame);
         let changed = frame.changed;
         let before = knobs.device_read_ahead_kb();
+        let mut frame = DeviceFrame { knobs, asked: None };
         if settling {
             self.device.disturbed();
         } else {
-            self.device.decide(window, knobs);
+            self.device.decide(window, &mut frame);
         }
-        let device_kb = knobs.device_read_ahead_kb();
+        let (knobs, asked) = (frame.knobs, frame.asked);
+        // The value coming, asked for and held back by the hysteresis (`iolearn tune`'s
+        // `--hold 2`), not the one going: the files are set for it now. Set for the value in
+        // force, the model's values came in for the window between, and the device's
+        // controller, shown no window after their change, asked nothing then, so the
+        // hysteresis forgot its ask: on the kernel a range scan's 64 KiB from the device's
+        // model came at the sixteenth window, not the fourth.
+        let device_kb = asked.unwrap_or_else(|| knobs.device_read_ahead_kb());
         let on = self.window >= self.off_until && device_kb == self.vanilla_kb;
         // The device's own move needs no such care: its controller lets a new value settle.
         self.moved = (on != self.was_on && device_kb == before) || (on && changed);

@@ -293,6 +293,10 @@ pub struct Outcome {
     /// against its own vanilla: summed, a CPU-heavy scanner's time drowns a random reader's
     /// doubling ([`Outcome::relative_progress`]).
     pub by_process: BTreeMap<u32, f64>,
+    /// Whether each process's progress in `by_process` is in a unit of its own (operations
+    /// the application counts: the simulator's with the application's signal), where a share
+    /// of the total means nothing; else all in one (pages read, CPU time; the kernel's).
+    pub own_units: bool,
     /// The amount of progress one sample stands for: a progress of `p` has the sampling
     /// error of a count of `p / resolution` samples (kernel, user time: seconds per effective
     /// tick sample of the window's split, `iolearn_tune::outcome::CpuMeter`; pages read: one
@@ -393,10 +397,15 @@ impl Outcome {
 
     /// Whether a process whose progress over `vanilla` summed to `amount`, of `total` for all
     /// the processes compared, is judged on its own: by [`MIN_RESOLUTION_UNITS`] of the
-    /// outcomes' resolution and [`MIN_SHARE`] of the total at least.
+    /// outcomes' resolution and, where every process's progress is in one unit (pages read,
+    /// CPU time), [`MIN_SHARE`] of the total at least. In units of their own
+    /// ([`Outcome::own_units`]) a share is no measure of weight: in the simulator a scan's 4.8
+    /// million operations a second beside a random reader's 9,000 left the reader out, and the
+    /// learner's one value for every file beside a per-file model halved it unseen.
     pub(crate) fn counts_alone(amount: f64, total: f64, vanilla: &[Outcome]) -> bool {
         let least = MIN_RESOLUTION_UNITS * vanilla.iter().map(|o| o.resolution).fold(0.0, f64::max);
-        amount > 0.0 && amount >= least && amount >= MIN_SHARE * total && amount.is_finite()
+        let one_unit = !vanilla.iter().any(|o| o.own_units);
+        amount > 0.0 && amount >= least && (!one_unit || amount >= MIN_SHARE * total) && amount.is_finite()
     }
 
     /// Pages read per page used (readahead waste when well above 1).

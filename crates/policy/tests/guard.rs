@@ -867,6 +867,40 @@ fn a_helper_with_a_sliver_of_the_pages_is_not_judged_on_its_own() {
 }
 
 #[test]
+fn a_light_process_counted_in_its_own_operations_is_judged_on_its_own() {
+    // The same sliver, but operations each process counts in its own unit (the simulator's
+    // application signal): a random reader's 10 lookups a second beside a scan's 30,000 rows
+    // are no helper's noise, and halving them at 512 KiB while the scan gains 10% is a loss.
+    let mut g = guarded(Static::new(512));
+    let mut dev = Device { kb: 128, sets: 0 };
+    for _ in 0..20 {
+        let (scan, reader) = if dev.kb == 512 {
+            (33_000.0, 5.0)
+        } else {
+            (30_000.0, 10.0)
+        };
+        let w = WindowFeatures {
+            outcome: Outcome {
+                seconds: 1.0,
+                ops: Some(scan + reader),
+                by_process: std::collections::BTreeMap::from([(100, scan), (101, reader)]),
+                own_units: true,
+                read_ahead_kb: Some(dev.kb),
+                pages_accessed: 30_000,
+                pages_added: 30_000,
+                pages_used: Some(30_000),
+                ..Outcome::default()
+            },
+            ..WindowFeatures::default()
+        };
+        g.decide(&w, &mut dev);
+    }
+    let ev = g.take_events();
+    assert_eq!(ev.first().map(|e| e.kind), Some(GuardEventKind::Reverted), "{ev:?}");
+    assert!(ev[0].reason.contains("pid 101 -50.0%"), "{}", ev[0].reason);
+}
+
+#[test]
 fn a_request_the_floor_raised_to_the_value_in_force_is_not_rewritten() {
     // static:8 under the guardrail gets 16 KiB; asking for 8 again every window must not set
     // 16 again every window.

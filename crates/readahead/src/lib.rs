@@ -136,6 +136,13 @@ pub struct LoopConfig {
     /// controller then judges by what the kernel tuner can see too (time not spent waiting for
     /// the device, pages read and used).
     pub app_signal: bool,
+    /// Windows a new value must be asked for in a row before it is applied: 1 by default (the
+    /// simulator's windows are exact); `iolearn tune readahead` holds 2 (`--hold`), which a
+    /// controller's asks must survive.
+    pub hold: u32,
+    /// Windows between two changes of one target: 0 by default; 3 in `iolearn tune readahead`
+    /// (`--min-gap`).
+    pub min_gap: u64,
 }
 
 impl LoopConfig {
@@ -161,6 +168,8 @@ impl LoopConfig {
             refine_online: false,
             device_model: None,
             app_signal: false,
+            hold: 1,
+            min_gap: 0,
         }
     }
 
@@ -192,6 +201,12 @@ impl LoopConfig {
                 || self.guard.is_none())
         {
             return Err("device_model: decides the device's value beside a model per file behind the guardrail".into());
+        }
+        if !(1..=1000).contains(&self.hold) {
+            return Err(format!("hold must be 1 to 1000 windows, got {}", self.hold));
+        }
+        if self.min_gap > 100_000 {
+            return Err(format!("min_gap must be 0 to 100000 windows, got {}", self.min_gap));
         }
         if self.shared_db && self.back_to_back {
             return Err("shared_db: the workloads run concurrently; drop back_to_back".into());
@@ -330,8 +345,12 @@ pub fn run_with(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> R
 }
 
 fn run_checked(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> LoopResult {
-    // Changes go through at once in the simulator (hold 1, no gap): its windows are exact.
-    let mut ctl = Guarded::new(ctl, Steady::new(1, 0), cfg.guard.clone(), cfg.read_ahead_kb);
+    let mut ctl = Guarded::new(
+        ctl,
+        Steady::new(cfg.hold, cfg.min_gap),
+        cfg.guard.clone(),
+        cfg.read_ahead_kb,
+    );
     let kinds = &cfg.workloads;
     // Concurrent: one thread and database per workload. Back to back: one thread, one
     // database, each workload for `seconds`, in order.
@@ -468,6 +487,7 @@ fn run_checked(cfg: &LoopConfig, ctl: Box<dyn ReadaheadController + Send>) -> Lo
         win.outcome = Outcome {
             ops: cfg.app_signal.then_some(ops as f64),
             by_process,
+            own_units: cfg.app_signal,
             ..outcome
         };
         // A stream's features, then the scale-free inputs that are not among them.

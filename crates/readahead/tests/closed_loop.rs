@@ -634,34 +634,39 @@ fn beside_a_per_file_model_that_tells_files_apart_the_learner_keeps_its_values()
     // A scan and a random reader, each on its own database: the model gives the scan's files
     // 512 KiB and the random reader's 16. No one device value serves both, so the learner's
     // home at vanilla, where the model's values are in force, measures best and holds; its
-    // looks at the neighbours cost a little.
+    // looks at the neighbours cost a little (a tenth of the reader's, at worst, on seeds 44
+    // and 50 to 52). Each process is judged on its own operations: judged by its share of the
+    // sum, the reader (9,000 a second beside the scan's 4.8 million) went unseen and lost half
+    // on three seeds in four.
     let dir = std::env::temp_dir().join(format!("iolearn-beside-mix-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let model = ControllerSpec::Model(scan_or_random_model(&dir));
-    let ops = |spec: ControllerSpec, scope: Scope, refine: bool, guard: bool| {
-        let mut c = LoopConfig::new(vec![ReadSeq, ReadRandom], spec);
-        c.seconds = 120.0;
-        c.db_mb = 1024;
-        c.cache_mb = 384;
-        c.seed = 44;
-        c.app_signal = true;
-        c.scope = scope;
-        c.refine_online = refine;
-        c.guard = guard.then(iolearn_readahead::GuardConfig::default);
-        run(&c).unwrap().ops_per_s
-    };
-    let van = ops(ControllerSpec::Vanilla, Scope::Device, false, false);
-    let alone = ops(model.clone(), Scope::File, false, true);
-    let beside = ops(model.clone(), Scope::File, true, true);
-    for p in 0..2 {
-        assert!(
-            alone[p] > 1.1 * van[p],
-            "process {p}: the model alone {alone:?} vs vanilla {van:?}"
-        );
-        assert!(
-            beside[p] >= 0.92 * alone[p],
-            "process {p}: beside the learner {beside:?} vs the model alone {alone:?}"
-        );
+    for seed in [44, 50] {
+        let ops = |spec: ControllerSpec, scope: Scope, refine: bool, guard: bool| {
+            let mut c = LoopConfig::new(vec![ReadSeq, ReadRandom], spec);
+            c.seconds = 120.0;
+            c.db_mb = 1024;
+            c.cache_mb = 384;
+            c.seed = seed;
+            c.app_signal = true;
+            c.scope = scope;
+            c.refine_online = refine;
+            c.guard = guard.then(iolearn_readahead::GuardConfig::default);
+            run(&c).unwrap().ops_per_s
+        };
+        let van = ops(ControllerSpec::Vanilla, Scope::Device, false, false);
+        let alone = ops(model.clone(), Scope::File, false, true);
+        let beside = ops(model.clone(), Scope::File, true, true);
+        for p in 0..2 {
+            assert!(
+                alone[p] > 1.1 * van[p],
+                "seed {seed}, process {p}: the model alone {alone:?} vs vanilla {van:?}"
+            );
+            assert!(
+                beside[p] >= 0.85 * alone[p] && beside[p] > van[p],
+                "seed {seed}, process {p}: beside the learner {beside:?} vs the model alone {alone:?}, vanilla {van:?}"
+            );
+        }
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -720,5 +725,38 @@ fn beside_a_per_file_model_a_model_per_device_gives_the_devices_value_at_once() 
     bad.scope = Scope::File;
     bad.guard = None;
     assert!(run(&bad).unwrap_err().to_string().contains("device_model"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn beside_a_per_file_model_the_device_models_value_survives_the_tuners_hysteresis() {
+    // The kernel's range scan: KML's per-file model answered 16 KiB for the database's files
+    // and the device's model 64 KiB, which per device came at the fourth window and beside the
+    // per-file model at the sixteenth. `iolearn tune readahead` lets a change through when it
+    // was asked for in two windows in a row (`--hold 2`, `--min-gap 3`): the device's ask,
+    // held back, let the per-file values in for a window, and the window after their change
+    // (not measured by the device's controller) dropped the ask. Here a backward scan, 16 KiB
+    // per file and 1 MiB from the device's model.
+    let dir = std::env::temp_dir().join(format!("iolearn-beside-hold-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let files = ControllerSpec::Model(one_answer_model(&dir, 16));
+    let rows: [(u64, &[(u64, usize)]); 3] = [(128, &[(1024, 2)]), (1024, &[(1024, 2)]), (16, &[(128, 1)])];
+    let device = value_in_force_model(&dir, "device-1024.iolm", &[("1024KiB", 1024), ("128KiB", 128)], &rows);
+    let seed = 46;
+    let mut c = config(ReadReverse, files, true, 120.0, seed);
+    c.scope = Scope::File;
+    c.refine_online = true;
+    c.device_model = Some(device);
+    (c.hold, c.min_gap) = (2, 3);
+    let r = run(&c).unwrap();
+    let first = r.device_kb.iter().find(|&&(_, kb)| kb == 1024).map(|&(s, _)| s);
+    assert!(first.is_some_and(|s| s <= 5.0), "1 MiB first at {first:?} s");
+    let van = ops(ReadReverse, ControllerSpec::Vanilla, false, 120.0, seed);
+    let oracle = ops(ReadReverse, ControllerSpec::Static(1024), false, 120.0, seed);
+    let kept = (r.ops_per_s[0] - van) / (oracle - van);
+    assert!(kept >= 0.85, "kept {:.0}% of the oracle's gain", kept * 100.0);
+    // Out of range, refused like the tuner's flags.
+    c.hold = 0;
+    assert!(run(&c).unwrap_err().to_string().contains("hold"));
     std::fs::remove_dir_all(&dir).unwrap();
 }

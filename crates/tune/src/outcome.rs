@@ -497,6 +497,7 @@ pub fn outcome(
             .collect();
         return Outcome {
             by_process,
+            own_units: false,
             resolution: 1.0,
             population: Some(READS_POPULATION),
             seconds,
@@ -516,6 +517,7 @@ pub fn outcome(
     let resolution = cpu.as_ref().map_or(0.01, |c| c.resolution);
     Outcome {
         by_process: cpu.map(|c| c.by_process).unwrap_or_default(),
+        own_units: false,
         resolution,
         population,
         seconds,
