@@ -53,7 +53,8 @@ pub struct PerFileLearner {
     /// The model's values are out of force until this window; the next backoff.
     off_until: u64,
     backoff: u64,
-    /// Whether the model's values were in force after the last decision.
+    /// Whether the model's values were due after the last decision, by the device's value in
+    /// force then (not one asked for and held back).
     was_on: bool,
     /// Whether the last decision changed the files' values (the model's, or their coming into
     /// or going out of force).
@@ -180,10 +181,16 @@ impl ReadaheadController for PerFileLearner {
         // hysteresis forgot its ask: on the kernel a range scan's 64 KiB from the device's
         // model came at the sixteenth window, not the fourth.
         let device_kb = asked.unwrap_or_else(|| knobs.device_read_ahead_kb());
-        let on = self.window >= self.off_until && device_kb == self.vanilla_kb;
-        // The device's own move needs no such care: its controller lets a new value settle.
-        self.moved = (on != self.was_on && device_kb == before) || (on && changed);
-        self.was_on = on;
+        let off = self.window < self.off_until;
+        let on = !off && device_kb == self.vanilla_kb;
+        let in_force_on = !off && knobs.device_read_ahead_kb() == self.vanilla_kb;
+        // The device's own move, asked for or in force, needs no such care: its controller
+        // lets a new value settle. A window that follows one in which the device was asked to
+        // move is not withheld from it, or its ask, not repeated, is forgotten (a return to
+        // vanilla beside a model whose answers change every window would never come); nor is
+        // an ask made once and dropped a change of the files' values.
+        self.moved = device_kb == before && (in_force_on != self.was_on || (on && changed));
+        self.was_on = in_force_on;
         // Every file the window saw, and every file set before, at what it should hold now,
         // asked for every window until in force (the hysteresis lets a change through only
         // when asked again). Only the window's files would leave the ones a scan reaches next

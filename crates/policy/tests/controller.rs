@@ -1025,3 +1025,75 @@ fn beside_a_per_file_model_every_file_it_set_follows_the_device_once_its_values_
     assert_eq!(k.new_files, BTreeMap::from([(7, 128), (8, 128)]));
     assert_eq!(k.device_kb, 128);
 }
+
+/// A controller of the device's value that asks, in its n-th decision, for `asks[n]` (nothing
+/// where `None` or past the end), and counts the windows withheld from it.
+struct Scripted {
+    asks: Vec<Option<u64>>,
+    decided: usize,
+    withheld: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl ReadaheadController for Scripted {
+    fn name(&self) -> String {
+        "scripted".into()
+    }
+    fn decide(&mut self, _: &WindowFeatures, knobs: &mut dyn ReadaheadKnobs) {
+        if let Some(&Some(kb)) = self.asks.get(self.decided) {
+            knobs.set_device_read_ahead_kb(kb);
+        }
+        self.decided += 1;
+    }
+    fn disturbed(&mut self) {
+        self.withheld.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A per-file model beside `asks`, behind hysteresis as `iolearn tune` runs it (`--hold 2`),
+/// the device at `start_kb`: `windows` windows, a new sequentially read file in each (the
+/// model answers 512 KiB for it: its values change every window) where `new_files`, else the
+/// same file. The device's value after each window, and the windows withheld from `asks`.
+fn beside_hysteresis(asks: Vec<Option<u64>>, start_kb: u64, windows: u64, new_files: bool) -> (Vec<u64>, usize) {
+    use iolearn_policy::per_file_learner::PerFileLearner;
+    use iolearn_policy::steady::Steady;
+    let withheld = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let device = Scripted {
+        asks,
+        decided: 0,
+        withheld: withheld.clone(),
+    };
+    let mut c = PerFileLearner::new(
+        Box::new(KmlController::new(model(), Scope::File).unwrap()),
+        Box::new(device),
+    );
+    c.judged(4, 128);
+    let (mut k, mut steady) = (Recorder::at(start_kb), Steady::new(2, 0));
+    let mut device_kb = Vec::new();
+    for w in 0..windows {
+        steady.next_window();
+        let ino = if new_files { 100 + w } else { 100 };
+        c.decide(&window(&[(ino, 7, 5000.0, 1.0)]), &mut steady.wrap(&mut k));
+        device_kb.push(k.device_kb);
+    }
+    (device_kb, withheld.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+#[test]
+fn beside_a_per_file_model_the_device_asked_back_to_vanilla_gets_there_though_the_models_values_change() {
+    // The device at 256 (the learner's value, say) asks for vanilla every window; the model's
+    // answers change every window (a scan reaching new files). Held back one window by the
+    // hysteresis, the ask must not be withheld from the window after: it was, and the device
+    // never got back.
+    let (device_kb, _) = beside_hysteresis(vec![Some(128); 12], 256, 12, true);
+    assert_eq!(device_kb[1..], [128; 11], "{device_kb:?}");
+}
+
+#[test]
+fn beside_a_per_file_model_an_ask_made_once_and_dropped_withholds_no_window() {
+    // At vanilla, the model's values in force and steady: an ask for 64 made once, held back
+    // and then dropped, changed no file's value, so no window is withheld from the device's
+    // controller (its learner would drop what it measured).
+    let (device_kb, withheld) = beside_hysteresis(vec![None, None, Some(64)], 128, 6, false);
+    assert_eq!(device_kb, [128; 6]);
+    assert_eq!(withheld, 1, "only the window after the model's values first went in");
+}
