@@ -4,6 +4,7 @@ use crate::args;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use iolearn_ml::format::MAX_READ_AHEAD_KB;
+use iolearn_policy::steady::{MAX_HOLD, MAX_MIN_GAP};
 use iolearn_tune::journal::Journal;
 use iolearn_tune::linux::read_ahead_path;
 use iolearn_tune::report::Logger;
@@ -61,10 +62,10 @@ pub struct ReadaheadArgs {
     #[arg(long, allow_negative_numbers = true, default_value_t = 1.0, value_parser = args::window)]
     interval: f64,
     /// Windows a new value must be predicted in a row before it is applied (1 to 1000).
-    #[arg(long, allow_negative_numbers = true, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=MAX_HOLD as i64))]
     hold: u32,
     /// Windows between two changes of one target (0 to 100000).
-    #[arg(long, allow_negative_numbers = true, default_value_t = 3, value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 3, value_parser = clap::value_parser!(u64).range(0..=MAX_MIN_GAP))]
     min_gap: u64,
     /// read_ahead_kb used when the model's input is outside its training range, unless the
     /// online learner decides there (--fallback-online, or refining, the default per device

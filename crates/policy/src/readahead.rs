@@ -404,8 +404,8 @@ impl Outcome {
     /// learner's one value for every file beside a per-file model halved it unseen.
     pub(crate) fn counts_alone(amount: f64, total: f64, vanilla: &[Outcome]) -> bool {
         let least = MIN_RESOLUTION_UNITS * vanilla.iter().map(|o| o.resolution).fold(0.0, f64::max);
-        let one_unit = !vanilla.iter().any(|o| o.own_units);
-        amount > 0.0 && amount >= least && (!one_unit || amount >= MIN_SHARE * total) && amount.is_finite()
+        let own_units = vanilla.iter().any(|o| o.own_units);
+        amount > 0.0 && amount >= least && (own_units || amount >= MIN_SHARE * total) && amount.is_finite()
     }
 
     /// Pages read per page used (readahead waste when well above 1).

@@ -8,6 +8,13 @@
 use crate::controller::ReadaheadKnobs;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// The most windows [`Steady::hold`] may ask for (the tuner's `--hold`, the simulator's
+/// `hold`): one bound for both.
+pub const MAX_HOLD: u32 = 1000;
+
+/// The most windows [`Steady::min_gap`] may ask for (`--min-gap`, the simulator's `min_gap`).
+pub const MAX_MIN_GAP: u64 = 100_000;
+
 /// What a change is aimed at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Target {

@@ -16,7 +16,7 @@ use iolearn_policy::controller::{ReadaheadController, ReadaheadKnobs};
 use iolearn_policy::guard::Guarded;
 pub use iolearn_policy::guard::{GuardConfig, GuardEvent};
 use iolearn_policy::readahead::{scale_free, KmlFeatures, Outcome, RaFeatures, SCALE_FREE_WIDTH};
-use iolearn_policy::steady::Steady;
+use iolearn_policy::steady::{Steady, MAX_HOLD, MAX_MIN_GAP};
 use iolearn_policy::PageObservation;
 use iolearn_sim::device::DevicePreset;
 use iolearn_sim::engine::{PageEventKind, Sim, SimConfig, ThreadSpec};
@@ -202,11 +202,14 @@ impl LoopConfig {
         {
             return Err("device_model: decides the device's value beside a model per file behind the guardrail".into());
         }
-        if !(1..=1000).contains(&self.hold) {
-            return Err(format!("hold must be 1 to 1000 windows, got {}", self.hold));
+        if !(1..=MAX_HOLD).contains(&self.hold) {
+            return Err(format!("hold must be 1 to {MAX_HOLD} windows, got {}", self.hold));
         }
-        if self.min_gap > 100_000 {
-            return Err(format!("min_gap must be 0 to 100000 windows, got {}", self.min_gap));
+        if self.min_gap > MAX_MIN_GAP {
+            return Err(format!(
+                "min_gap must be 0 to {MAX_MIN_GAP} windows, got {}",
+                self.min_gap
+            ));
         }
         if self.shared_db && self.back_to_back {
             return Err("shared_db: the workloads run concurrently; drop back_to_back".into());

@@ -758,5 +758,7 @@ fn beside_a_per_file_model_the_device_models_value_survives_the_tuners_hysteresi
     // Out of range, refused like the tuner's flags.
     c.hold = 0;
     assert!(run(&c).unwrap_err().to_string().contains("hold"));
+    (c.hold, c.min_gap) = (2, 100_001);
+    assert!(run(&c).unwrap_err().to_string().contains("min_gap"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
