@@ -181,10 +181,54 @@ class Testbed:
         j.unlink()
         return True
 
+    @staticmethod
+    def clean_orphans() -> list[str]:
+        """Remove what crashed runs left in *other* work directories: the journal of a run killed
+        with its work directory elsewhere (or on a tmpfs lost with the machine's restart) is
+        never read by ``clean_leftovers`` again, yet its loop device, mount and cgroups stay and
+        count against the next runs. Only a test bed whose run is gone is touched: a loop device
+        backed by a ``bench.img`` whose journal names a cgroup of a dead process, and an empty
+        ``iolearn-bench-<pid>`` cgroup of a dead process. Returns what was removed."""
+        removed = []
+        for backing in sorted(Path("/sys/block").glob("loop*/loop/backing_file")):
+            try:
+                image = Path(backing.read_text().strip())
+            except OSError:
+                continue
+            journal = image.parent / "testbed.json"
+            if image.name != "bench.img" or not journal.exists():
+                continue
+            try:
+                cgroup = json.loads(read_text(journal, 16 << 20)).get("cgroup", "")
+            except (OSError, ValueError, AttributeError):
+                continue
+            named = cgroup if isinstance(cgroup, str) else ""
+            owner = re.fullmatch(r"/sys/fs/cgroup/memory/iolearn-bench-(\d+)", named)
+            if owner is None or _alive(int(owner.group(1))):
+                continue
+            try:
+                if Testbed.clean_leftovers(image.parent):
+                    removed.append(str(image.parent))
+            except SystemExit as e:  # a journal we may not act on: say so and leave it
+                print(f"test bed: left a crashed run's test bed alone: {e}", file=sys.stderr)
+        for controller in ("memory", "blkio"):
+            for group in sorted(Path(f"/sys/fs/cgroup/{controller}").glob("iolearn-bench-*")):
+                owner = re.fullmatch(r"iolearn-bench-(\d+)", group.name)
+                if owner is None or _alive(int(owner.group(1))):
+                    continue
+                try:
+                    group.rmdir()  # fails while a process is still in it: that one stays
+                    removed.append(str(group))
+                except OSError:
+                    pass
+        return removed
+
     def __enter__(self) -> Testbed:
         private_dir(self.workdir)
         if Testbed.clean_leftovers(self.workdir):
             print("test bed: removed what a previous (crashed) run left", file=sys.stderr)
+        for what in Testbed.clean_orphans():
+            print(f"test bed: removed what a crashed run left: {what}", file=sys.stderr)
         # The journal names the cgroups before they exist: a crash at any point below leaves
         # nothing the next start cannot find.
         self._save()
@@ -247,6 +291,19 @@ class Testbed:
         runs ``argv``."""
         join = " && ".join(f"echo $$ > {g}/cgroup.procs" for g in (self.cgroup, self.blkio) if g)
         return ["sh", "-c", f'{join} && exec "$0" "$@"', *argv]
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (this process counts as alive)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # overflow: no pid that large
+        return False
+    except PermissionError:  # someone else's
+        return True
+    return True
 
 
 def _backing_file(device: str) -> str:

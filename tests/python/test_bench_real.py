@@ -225,6 +225,45 @@ def test_a_crashed_runs_leftovers_are_removed(tmp_path):
     assert victim.read_text() == "precious"
 
 
+@needs_real
+def test_a_crashed_run_in_another_work_directory_is_cleaned_at_the_next_start(tmp_path):
+    # A run killed outright (no __exit__, no signal handler) in one work directory; the next run
+    # uses another, so it never reads that journal: the loop device, its mount and the cgroups
+    # would stay and count against every later run (a CI run once failed on exactly that).
+    crashed, work = tmp_path / "crashed", tmp_path / "work"
+    script = (
+        "import os, sys; from pathlib import Path; from iolearn import bench_real; "
+        "tb = bench_real.Testbed(Path(sys.argv[1]), 64, 64, (1000, 100)).__enter__(); "
+        "print(tb.device, tb.cgroup, tb.blkio, flush=True); os._exit(0)"
+    )
+    out = subprocess.run([sys.executable, "-c", script, str(crashed)], capture_output=True, text=True, check=True)
+    device, cgroup, blkio = out.stdout.split()
+    assert os.path.ismount(crashed / "mnt") and Path(cgroup).exists() and Path(blkio).exists()
+    # An empty group of a process that is gone, and one of a process still running (its run is
+    # live: it stays).
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead_group = Path(f"/sys/fs/cgroup/memory/iolearn-bench-{gone.pid}")
+    live = subprocess.Popen(["sleep", "60"])
+    live_group = Path(f"/sys/fs/cgroup/memory/iolearn-bench-{live.pid}")
+    try:
+        dead_group.mkdir()
+        live_group.mkdir()
+        with bench_real.Testbed(work, 64, 64):
+            assert not os.path.ismount(crashed / "mnt")
+            assert bench_real._backing_file(device) != str(crashed / "bench.img")
+            assert not (crashed / "testbed.json").exists() and not (crashed / "bench.img").exists()
+            assert not Path(cgroup).exists() and not Path(blkio).exists() and not dead_group.exists()
+            assert live_group.exists()
+    finally:
+        live.kill()
+        live.wait()
+        live_group.rmdir()
+        if dead_group.exists():
+            dead_group.rmdir()
+    assert _leftovers(work) == [] and _leftovers(crashed) == []
+
+
 def test_a_helper_whose_reads_were_charged_to_the_tuner_fails_the_run(tmp_path):
     # No root needed: a stand-in helper logging as the tuner does.
     line = '{"level":"WARN","event":"charged_to_tuner","error":"no memory cgroup"}'
