@@ -250,14 +250,15 @@ pub fn run_command(cmd: TuneCommand) -> Result<()> {
     let o = &m.overruled;
     if *o != Default::default() {
         println!(
-            "model answers overruled: {} of the value a decision the guardrail measured better came from, {} see-saws settled, {} lowerings not made beside sequential streams, {} raises not made beside processes that do not scan, {} moves not made to a value scored alike, {} values scored alike with vanilla tried, {} values refined by the learner",
+            "model answers overruled: {} of the value a decision the guardrail measured better came from, {} see-saws settled, {} lowerings not made beside sequential streams, {} raises not made beside processes that do not scan, {} moves not made to a value scored alike, {} values scored alike with vanilla tried, {} values refined by the learner, {} per-file lowerings not made on too few events",
             o.held,
             o.settled,
             o.spared_lowerings,
             o.spared_raises,
             o.stayed_alike,
             o.tried_alike,
-            o.refined
+            o.refined,
+            o.few_event_lowerings
         );
     }
     if m.guard_kept + m.guard_reverted > 0 {

@@ -101,6 +101,10 @@ pub struct Overruled {
     /// Values of the model's handed to the online learner to refine
     /// ([`KmlController::refine`]).
     pub refined: u64,
+    /// Per-file values below a file's own not set because the window saw the file in fewer
+    /// than [`MIN_STREAM_EVENTS`] events (once per file and window;
+    /// [`crate::per_file_learner::PerFileLearner`]).
+    pub few_event_lowerings: u64,
 }
 
 /// A decision maker called once per window.
@@ -1072,6 +1076,7 @@ impl ReadaheadController for KmlController {
             stayed_alike: self.stayed_alike.count,
             tried_alike: self.tried_alike,
             refined: self.refinements,
+            few_event_lowerings: 0,
         }
     }
     fn name(&self) -> String {

@@ -182,9 +182,16 @@ impl LoopConfig {
         if let Some(g) = &self.guard {
             g.check()?;
         }
-        if self.fallback_online && (self.scope != Scope::Device || !matches!(self.controller, ControllerSpec::Model(_)))
+        // As `iolearn tune readahead --fallback-online`: per device, or for the model per device
+        // beside one per file.
+        let beside = self.scope == Scope::File && self.device_model.is_some();
+        if self.fallback_online
+            && ((self.scope != Scope::Device && !beside) || !matches!(self.controller, ControllerSpec::Model(_)))
         {
-            return Err("fallback_online: applies to a model deciding per device".into());
+            return Err(
+                "fallback_online: applies to a model deciding per device, or to the model per device beside one per file (device_model)"
+                    .into(),
+            );
         }
         if self.refine_online
             && (self.scope == Scope::Description

@@ -365,6 +365,13 @@ fn a_model_out_of_its_range_hands_over_to_the_online_learner() {
     assert!(run(&bad).unwrap_err().to_string().contains("refine_online"));
     bad.guard = Some(iolearn_readahead::GuardConfig::default());
     assert!(run(&bad).is_ok());
+    // Per file the fallback is the model per device's beside it (`--device-model`), as the
+    // tuner takes it; without one, refused.
+    let mut per_file = config(ReadRandom, ControllerSpec::Model(model.clone()), true, 2.0, 5);
+    (per_file.scope, per_file.fallback_online) = (Scope::File, true);
+    assert!(run(&per_file).unwrap_err().to_string().contains("fallback_online"));
+    per_file.device_model = Some(model.clone());
+    assert!(run(&per_file).is_ok());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

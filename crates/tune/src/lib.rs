@@ -943,6 +943,7 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         stayed_alike = m.overruled.stayed_alike,
         tried_alike = m.overruled.tried_alike,
         refined = m.overruled.refined,
+        few_event_lowerings = m.overruled.few_event_lowerings,
         lost_events = m.lost_events,
         read_ahead_kb = summary.restored_kb,
         wall_s = wall,

@@ -201,6 +201,12 @@ impl Metrics {
             "Values of the model's the guardrail kept with a gain, handed to the online learner to refine",
             self.overruled.refined,
         );
+        counter(
+            &mut r,
+            "few_event_lowerings",
+            "Per-file values below a file's own not set: the window saw the file in too few events to judge",
+            self.overruled.few_event_lowerings,
+        );
         let seconds = |ns: u64| ConstCounter::new(ns as f64 / 1e9);
         r.register(
             "decide_seconds",
@@ -343,6 +349,7 @@ mod tests {
                 stayed_alike: 7,
                 tried_alike: 8,
                 refined: 9,
+                few_event_lowerings: 10,
             },
             ..Metrics::default()
         };
@@ -356,6 +363,7 @@ mod tests {
             "iolearn_stayed_alike_total{device=\"loop7\"} 7",
             "iolearn_tried_alike_total{device=\"loop7\"} 8",
             "iolearn_refined_total{device=\"loop7\"} 9",
+            "iolearn_few_event_lowerings_total{device=\"loop7\"} 10",
         ] {
             assert!(page.lines().any(|l| l == line), "{line} not in:\n{page}");
         }
