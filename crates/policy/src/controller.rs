@@ -101,9 +101,10 @@ pub struct Overruled {
     /// Values of the model's handed to the online learner to refine
     /// ([`KmlController::refine`]).
     pub refined: u64,
-    /// Per-file values below a file's own not set because the window saw the file in fewer
-    /// than [`MIN_STREAM_EVENTS`] events (once per file and window;
-    /// [`crate::per_file_learner::PerFileLearner`]).
+    /// Per-file answers lowered on a window that saw the file in fewer than
+    /// [`MIN_STREAM_EVENTS`] events, none of its process's files vouching, and processes' next
+    /// files lowered on a window that saw none of theirs in as many: not taken (once per file
+    /// or process and window; [`crate::per_file_learner::PerFileLearner`]).
     pub few_event_lowerings: u64,
 }
 

@@ -95,15 +95,19 @@ impl PerFileLearner {
 /// The model's view of the knobs: its own answers. What it sets is recorded for
 /// [`PerFileLearner`] to apply.
 ///
-/// A lowering of a file's value on a window that saw the file in fewer than
-/// [`MIN_STREAM_EVENTS`] events is not taken (nor of a process's next files, on a window that
-/// saw none of its files in as many): a few events have too few steps to tell a scan
-/// from random reads, and the cost of the two mistakes is not alike (a random reader's file at
-/// a higher value loses a little read-around on the few reads it makes; a file the scan
-/// reaches next at 16 KiB is read at a quarter of vanilla's speed). On the kernel KML's
-/// per-file model answered 16 KiB for the files a backward scan's database had only opened
-/// (one to three events: a footer, an index block), and the scan, reaching them seconds later,
-/// ran at 176,000 operations a second where vanilla ran 637,000 until the next window.
+/// A lowering of the model's answer for a file the window saw in fewer than
+/// [`MIN_STREAM_EVENTS`] events (pages added and pages read: a few pages) is taken only where
+/// the same process's reads of a file seen in as many were answered as low or lower (its
+/// reads, well seen, look random too); a process's next files are lowered only on a window
+/// that saw one of its files in as many. A few pages cannot tell a scan from random reads,
+/// and the two mistakes do not cost alike (a random reader's file left higher loses a little
+/// read-around on its few reads; a file a scan reaches next at 16 KiB is read at a quarter of
+/// vanilla's speed). On the kernel KML's per-file model answered 16 KiB for the files a
+/// backward scan's database had only opened (one to three events: a footer, an index block),
+/// and the scan, reaching them seconds later, ran at 176,000 operations a second where
+/// vanilla ran 637,000 until the next window; its well-seen file, the one it scanned, was
+/// answered 1 MiB. A random reader of many small files, each a few pages a window, is
+/// vouched for by the busiest of them.
 struct ModelFrame<'a> {
     answers: &'a mut BTreeMap<u64, u64>,
     next: &'a mut BTreeMap<u32, u64>,
@@ -113,7 +117,39 @@ struct ModelFrame<'a> {
     changed: bool,
     /// The files whose answer changed, with the new answer (logged with their features).
     moved_files: Vec<(u64, u64)>,
+    /// Lowerings of files seen in a few events, judged once the model has answered every file.
+    light: Vec<(u64, u64)>,
     few_event_lowerings: u64,
+}
+
+impl ModelFrame<'_> {
+    fn answer(&mut self, inode: u64, kb: u64) {
+        let was = self.answers.insert(inode, kb).unwrap_or(self.vanilla_kb);
+        if was != kb {
+            self.changed = true;
+            self.moved_files.push((inode, kb));
+        }
+    }
+
+    /// The lowerings of light files: taken where a file of the same process seen in enough
+    /// events was answered as low or lower in this window.
+    fn judge_light(&mut self) {
+        for (inode, kb) in std::mem::take(&mut self.light) {
+            let pid = self.owners.get(&inode).copied().filter(|&p| p != 0);
+            let vouched = pid.is_some_and(|pid| {
+                self.files.iter().any(|(i, f)| {
+                    self.owners.get(i) == Some(&pid)
+                        && f[0] >= MIN_STREAM_EVENTS
+                        && self.answers.get(i).is_some_and(|&a| a <= kb)
+                })
+            });
+            if vouched {
+                self.answer(inode, kb);
+            } else {
+                self.few_event_lowerings += 1;
+            }
+        }
+    }
 }
 
 impl ReadaheadKnobs for ModelFrame<'_> {
@@ -127,13 +163,9 @@ impl ReadaheadKnobs for ModelFrame<'_> {
     fn set_file_read_ahead_kb(&mut self, inode: u64, kb: u64) {
         let was = self.answers.get(&inode).copied().unwrap_or(self.vanilla_kb);
         if kb < was && self.files.get(&inode).is_none_or(|f| f[0] < MIN_STREAM_EVENTS) {
-            self.few_event_lowerings += 1;
-            return;
-        }
-        self.answers.insert(inode, kb);
-        if was != kb {
-            self.changed = true;
-            self.moved_files.push((inode, kb));
+            self.light.push((inode, kb));
+        } else {
+            self.answer(inode, kb);
         }
     }
     fn set_new_file_read_ahead_kb(&mut self, pid: u32, kb: u64) {
@@ -200,9 +232,11 @@ impl ReadaheadController for PerFileLearner {
             vanilla_kb: self.vanilla_kb,
             changed: false,
             moved_files: Vec::new(),
+            light: Vec::new(),
             few_event_lowerings: 0,
         };
         self.model.decide(window, &mut frame);
+        frame.judge_light();
         let changed = frame.changed;
         if frame.few_event_lowerings > 0 {
             tracing::debug!(

@@ -1103,39 +1103,51 @@ fn beside_a_per_file_model_a_file_seen_in_too_few_events_is_not_lowered() {
     // KML's per-file model on the kernel's backward scan answered 16 KiB for files the
     // database had only opened (one to three events), and the scan reached them seconds later
     // at a quarter of vanilla's speed. The model here answers 16 KiB for random-looking reads:
-    // on a window that saw a file in a few events the lowering is not taken, on one that saw
-    // it in enough it is; a raise needs no such evidence.
+    // a lowering on a window that saw the file in a few events is taken only where a file of
+    // the same process seen in enough events was answered as low; a raise needs no evidence.
     use iolearn_policy::controller::MIN_STREAM_EVENTS;
-    use iolearn_policy::online::Online;
     use iolearn_policy::per_file_learner::PerFileLearner;
+    let withheld = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let device = Scripted {
+        asks: Vec::new(),
+        decided: 0,
+        withheld: withheld.clone(),
+    };
     let mut c = PerFileLearner::new(
         Box::new(KmlController::new(model(), Scope::File).unwrap()),
-        Box::new(Online::default()),
+        Box::new(device),
     );
     c.judged(4, 128);
     let mut k = Recorder::at(128);
     let few = MIN_STREAM_EVENTS - 1.0;
-    // Process 7 reads file 3 sequentially and touches 1 and 2; process 9 only touches file 4.
+    // Process 7 scans file 3 and touches 1 and 2; process 9 only touches file 4; process 10
+    // reads files 5 and 6 at random, 6 in many events.
     let w = window(&[
         (1, 7, few, 700.0),
         (2, 7, few, 1.0),
         (3, 7, 5000.0, 1.0),
         (4, 9, few, 700.0),
+        (5, 10, few, 700.0),
+        (6, 10, 5000.0, 700.0),
     ]);
     c.decide(&w, &mut k);
     assert_eq!(
         k.files,
-        BTreeMap::from([(2, 512), (3, 512)]),
-        "files 1 and 4 stay at the device's"
+        BTreeMap::from([(2, 512), (3, 512), (5, 16), (6, 16)]),
+        "files 1 and 4 stay at the device's; 5 is vouched for by 6"
     );
     // Process 9's next files are not lowered on its few events either.
-    assert_eq!(k.new_files, BTreeMap::from([(7, 512)]));
+    assert_eq!(k.new_files, BTreeMap::from([(7, 512), (10, 16)]));
     assert_eq!(c.overruled().few_event_lowerings, 3);
     // Seen in enough events, the same reads lower the file, and the next files of its process.
     c.decide(&window(&[(1, 7, MIN_STREAM_EVENTS, 700.0)]), &mut k);
     assert_eq!((k.files.get(&1), k.new_files.get(&7)), (Some(&16), Some(&16)));
-    // A file set high is not lowered on a few events either.
+    // A file set high is not lowered on a few events either, and a window whose only
+    // lowerings were not taken changed nothing: the next one is not withheld from the
+    // device's controller (two were, each after a change of the files' values).
+    c.decide(&window(&[(3, 7, few, 700.0)]), &mut k);
     c.decide(&window(&[(3, 7, few, 700.0)]), &mut k);
     assert_eq!(k.files.get(&3), Some(&512));
-    assert_eq!(c.overruled().few_event_lowerings, 4);
+    assert_eq!(c.overruled().few_event_lowerings, 5);
+    assert_eq!(withheld.load(std::sync::atomic::Ordering::Relaxed), 2);
 }

@@ -121,13 +121,14 @@ pub struct LoopConfig {
     pub file_features: bool,
     /// Run the controller behind the guardrail ([`iolearn_policy::guard`]).
     pub guard: Option<GuardConfig>,
-    /// A model out of its training range lets the online learner decide (per device) instead
-    /// of holding the default.
+    /// A model out of its training range lets the online learner decide (per device, or for
+    /// `device_model` beside a model per file) instead of holding the default.
     pub fallback_online: bool,
     /// The online learner also refines a value of the model's that the guardrail kept with a
     /// gain ([`iolearn_policy::controller::KmlController::refine`]; per device, with `guard`);
     /// per file, it decides the device's value beside the model
-    /// ([`iolearn_policy::per_file_learner`]).
+    /// ([`iolearn_policy::per_file_learner`]), or refines the values of `device_model`. Off
+    /// unless set, where `iolearn tune readahead` refines by default wherever it applies.
     pub refine_online: bool,
     /// Per file: a model per device that decides the device's value beside the per-file model,
     /// its values refined by the learner where `refine_online` ([`ControllerSpec::build_beside`]).

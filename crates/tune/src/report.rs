@@ -204,7 +204,7 @@ impl Metrics {
         counter(
             &mut r,
             "few_event_lowerings",
-            "Per-file values below a file's own not set: the window saw the file in too few events to judge",
+            "Per-file lowerings not made: the window saw the file (or the process's files, for its next ones) in too few events to judge",
             self.overruled.few_event_lowerings,
         );
         let seconds = |ns: u64| ConstCounter::new(ns as f64 / 1e9);
