@@ -1049,24 +1049,36 @@ impl ReadaheadController for Scripted {
     }
 }
 
-/// A per-file model beside `asks`, behind hysteresis as `iolearn tune` runs it (`--hold 2`),
-/// the device at `start_kb`: `windows` windows, a new sequentially read file in each (the
-/// model answers 512 KiB for it: its values change every window) where `new_files`, else the
-/// same file. The device's value after each window, and the windows withheld from `asks`.
-fn beside_hysteresis(asks: Vec<Option<u64>>, start_kb: u64, windows: u64, new_files: bool) -> (Vec<u64>, usize) {
-    use iolearn_policy::per_file_learner::PerFileLearner;
-    use iolearn_policy::steady::Steady;
+/// The per-file model of [`model`] beside a [`Scripted`] controller of the device's value that
+/// asks for `asks`, judged in windows of 4 at vanilla 128 KiB, and the count of windows
+/// withheld from it.
+fn beside_scripted(
+    asks: Vec<Option<u64>>,
+) -> (
+    iolearn_policy::per_file_learner::PerFileLearner,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
     let withheld = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let device = Scripted {
         asks,
         decided: 0,
         withheld: withheld.clone(),
     };
-    let mut c = PerFileLearner::new(
+    let mut c = iolearn_policy::per_file_learner::PerFileLearner::new(
         Box::new(KmlController::new(model(), Scope::File).unwrap()),
         Box::new(device),
     );
     c.judged(4, 128);
+    (c, withheld)
+}
+
+/// A per-file model beside `asks`, behind hysteresis as `iolearn tune` runs it (`--hold 2`),
+/// the device at `start_kb`: `windows` windows, a new sequentially read file in each (the
+/// model answers 512 KiB for it: its values change every window) where `new_files`, else the
+/// same file. The device's value after each window, and the windows withheld from `asks`.
+fn beside_hysteresis(asks: Vec<Option<u64>>, start_kb: u64, windows: u64, new_files: bool) -> (Vec<u64>, usize) {
+    use iolearn_policy::steady::Steady;
+    let (mut c, withheld) = beside_scripted(asks);
     let (mut k, mut steady) = (Recorder::at(start_kb), Steady::new(2, 0));
     let mut device_kb = Vec::new();
     for w in 0..windows {
@@ -1106,18 +1118,7 @@ fn beside_a_per_file_model_a_file_seen_in_too_few_events_is_not_lowered() {
     // a lowering on a window that saw the file in a few events is taken only where a file of
     // the same process seen in enough events was answered as low; a raise needs no evidence.
     use iolearn_policy::controller::MIN_STREAM_EVENTS;
-    use iolearn_policy::per_file_learner::PerFileLearner;
-    let withheld = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let device = Scripted {
-        asks: Vec::new(),
-        decided: 0,
-        withheld: withheld.clone(),
-    };
-    let mut c = PerFileLearner::new(
-        Box::new(KmlController::new(model(), Scope::File).unwrap()),
-        Box::new(device),
-    );
-    c.judged(4, 128);
+    let (mut c, withheld) = beside_scripted(Vec::new());
     let mut k = Recorder::at(128);
     let few = MIN_STREAM_EVENTS - 1.0;
     // Process 7 scans file 3 and touches 1 and 2; process 9 only touches file 4; process 10
