@@ -190,11 +190,8 @@ class Testbed:
         backed by a ``bench.img`` whose journal names a cgroup of a dead process, and an empty
         ``iolearn-bench-<pid>`` cgroup of a dead process. Returns what was removed."""
         removed = []
-        for backing in sorted(Path("/sys/block").glob("loop*/loop/backing_file")):
-            try:
-                image = Path(backing.read_text().strip())
-            except OSError:
-                continue
+        for loop in sorted(Path("/sys/block").glob("loop*")):
+            image = Path(_backing_file(loop.name))
             journal = image.parent / "testbed.json"
             if image.name != "bench.img" or not journal.exists():
                 continue

@@ -131,17 +131,22 @@ impl ModelFrame<'_> {
         }
     }
 
+    /// The window's files of process `pid` it saw in enough events to judge.
+    fn well_seen(&self, pid: u32) -> impl Iterator<Item = &u64> + '_ {
+        self.files
+            .iter()
+            .filter(move |(i, f)| self.owners.get(*i) == Some(&pid) && f[0] >= MIN_STREAM_EVENTS)
+            .map(|(i, _)| i)
+    }
+
     /// The lowerings of light files: taken where a file of the same process seen in enough
     /// events was answered as low or lower in this window.
     fn judge_light(&mut self) {
         for (inode, kb) in std::mem::take(&mut self.light) {
             let pid = self.owners.get(&inode).copied().filter(|&p| p != 0);
             let vouched = pid.is_some_and(|pid| {
-                self.files.iter().any(|(i, f)| {
-                    self.owners.get(i) == Some(&pid)
-                        && f[0] >= MIN_STREAM_EVENTS
-                        && self.answers.get(i).is_some_and(|&a| a <= kb)
-                })
+                self.well_seen(pid)
+                    .any(|i| self.answers.get(i).is_some_and(|&a| a <= kb))
             });
             if vouched {
                 self.answer(inode, kb);
@@ -172,8 +177,7 @@ impl ReadaheadKnobs for ModelFrame<'_> {
         // The process's next files, likewise: lowered only on a file of its seen in enough
         // events.
         let was = self.next.get(&pid).copied().unwrap_or(self.vanilla_kb);
-        let seen = |(inode, f): (&u64, &RaFeatures)| self.owners.get(inode) == Some(&pid) && f[0] >= MIN_STREAM_EVENTS;
-        if kb < was && !self.files.iter().any(seen) {
+        if kb < was && self.well_seen(pid).next().is_none() {
             self.few_event_lowerings += 1;
             return;
         }
