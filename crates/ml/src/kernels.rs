@@ -377,29 +377,44 @@ pub(crate) struct SplitBlock {
 #[repr(C, align(64))]
 pub(crate) struct Survivors(pub [[u32; 256]; 4]);
 
-/// A tree laid out for the QuickScorer kernels (built by `tree::Scorer`).
-#[derive(Debug, Clone, Default, PartialEq)]
+/// The most blocks of splits a layout holds: 63 splits (64 leaves), sixteen a block.
+pub(crate) const MAX_BLOCKS: usize = 4;
+
+/// A tree laid out for the QuickScorer kernels (built by `tree::Scorer`), all of it in one
+/// fixed-size value (boxed by its owner): a kernel finds every part at a fixed offset from the
+/// one pointer it is given, where parts on the heap of their own cost a call one dependent load
+/// each (three of the narrow AVX-512 kernel's fourteen loads, 2026-11-29).
+#[derive(Debug, Clone, PartialEq)]
+#[repr(C, align(64))]
 pub(crate) struct TreeLayout {
     /// The row's lanes to load: the first n (n <= 8) bits set.
     pub row_mask: u16,
-    /// The same lanes as an AVX2 load mask (all ones where loaded).
-    pub lanes: [i32; 8],
-    /// The splits, sixteen per block, padded with splits that clear nothing.
-    pub blocks: alloc::vec::Vec<SplitBlock>,
-    /// Leaves in the tree (1 to 64; 0 in the empty layout of a tree too large to lay out).
+    /// Blocks of splits in use (1 to `MAX_BLOCKS`).
+    pub n_blocks: usize,
+    /// Leaves in the tree (1 to 64).
     pub n_leaves: usize,
-    /// For narrow trees (one entry, empty when wide): the byte tables of surviving leaves the
-    /// AVX-512 kernel looks up (4 KiB). On the heap, as the rest, so a tree stays small to move.
-    pub survivors: alloc::vec::Vec<Survivors>,
+    /// The same lanes as `row_mask` as an AVX2 load mask (all ones where loaded).
+    pub lanes: [i32; 8],
+    /// The splits, sixteen per block, padded with splits that clear nothing; blocks past
+    /// `n_blocks` are padding too.
+    pub blocks: [SplitBlock; MAX_BLOCKS],
+    /// For narrow trees: the byte tables of surviving leaves the AVX-512 kernel looks up
+    /// (4 KiB; unused when wide).
+    pub survivors: Survivors,
     /// Each leaf, left to right: its node index in the high 32 bits, its class in the low;
-    /// padded with the last to 33 entries (65 when `wide()`).
-    pub leaves: alloc::vec::Vec<u64>,
+    /// padded with the last, so every index a trailing-zero count can give (0 to 64) has one.
+    pub leaves: [u64; 65],
 }
 
 impl TreeLayout {
     /// More than 32 leaves: the blocks' `left_hi` words are used.
     pub fn wide(&self) -> bool {
         self.n_leaves > 32
+    }
+
+    /// The blocks in use.
+    pub fn used_blocks(&self) -> &[SplitBlock] {
+        &self.blocks[..self.n_blocks]
     }
 }
 
@@ -408,10 +423,8 @@ impl TreeLayout {
 ///
 /// # Safety
 /// The CPU has the kernel's instructions (it came from [`tree_kernels`] for this layout); `x`
-/// points to a value for every lane `row_mask` sets; every block's features are among those lanes;
-/// `leaves` has 33 entries (65 when `wide()`): one per index a trailing-zero count can give;
-/// the block count and leaf count are the ones the kernel was chosen for (a narrow layout's
-/// `survivors` has its one entry).
+/// points to a value for every lane `row_mask` sets; every block's features are among those
+/// lanes; the block count and leaf count are the ones the kernel was chosen for.
 pub(crate) type TreeKernel = unsafe fn(x: *const f32, t: &TreeLayout) -> u64;
 
 /// A tree kernel over many rows: the class (the low half of the packed leaf) of row k, which
@@ -436,21 +449,19 @@ pub(crate) struct TreeKernels {
 }
 
 /// The QuickScorer kernels this CPU runs for `t`, fastest first, with their names; empty
-/// without AVX2 (the tree is then walked) and for a layout no kernel takes (the empty one of a
-/// tree too large to lay out). Chosen once, when the tree is laid out; narrow trees (at most
-/// 32 leaves, so one or two blocks) get copies with the counts fixed, fully unrolled.
+/// without AVX2 (the tree is then walked) and for a layout no kernel takes. Chosen once, when
+/// the tree is laid out; narrow trees (at most 32 leaves, so one or two blocks) get copies with
+/// the counts fixed, fully unrolled.
 pub(crate) fn tree_kernels(t: &TreeLayout) -> alloc::vec::Vec<(&'static str, TreeKernels)> {
     let mut out: alloc::vec::Vec<(&'static str, TreeKernels)> = alloc::vec::Vec::new();
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     {
-        let (wide, blocks, leaves) = (t.wide(), t.blocks.len(), t.n_leaves);
-        let padded = t.leaves.len() == if wide { 65 } else { 33 };
-        let fits = padded
-            && leaves >= 1
+        let (wide, blocks, leaves) = (t.wide(), t.n_blocks, t.n_leaves);
+        let fits = leaves >= 1
             && if wide {
                 (33..=64).contains(&leaves) && blocks == (leaves - 1).div_ceil(16)
             } else {
-                leaves <= 32 && blocks == (leaves - 1).div_ceil(16).max(1) && t.survivors.len() == 1
+                leaves <= 32 && blocks == (leaves - 1).div_ceil(16).max(1)
             };
         if !fits {
             return out;

@@ -3,6 +3,7 @@
 
 use crate::kernels::{SplitBlock, Survivors, TreeLayout};
 use crate::{math, Error, Result};
+use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write;
@@ -93,8 +94,9 @@ pub struct DecisionTree {
 /// in R (a NaN in feature 0 goes right) but clear nothing.
 #[derive(Debug, Clone, Default)]
 struct Scorer {
-    /// The layout (empty `leaves` when the tree does not fit).
-    layout: TreeLayout,
+    /// The layout (`None` when the tree does not fit). Boxed: 5.7 KiB, and a tree stays small to
+    /// move.
+    layout: Option<Box<TreeLayout>>,
     /// The kernels (one row, many rows) for this layout on this CPU (chosen when the layout was
     /// made; without them the tree is walked).
     kernel: Option<crate::kernels::TreeKernels>,
@@ -111,74 +113,74 @@ impl Scorer {
     /// The most leaves the layout takes (two 32-bit mask words).
     const MAX_LEAVES: usize = 64;
 
-    /// The layout of `nodes`, or an empty one when the tree is too large or too wide.
+    /// The layout of `nodes`, or none when the tree is too large or too wide.
     fn new(nodes: &[Node], n_features: usize) -> Scorer {
-        let leaves = nodes.iter().filter(|n| matches!(n, Node::Leaf { .. })).count();
-        if leaves > Self::MAX_LEAVES || n_features > 8 {
+        let n_leaves = nodes.iter().filter(|n| matches!(n, Node::Leaf { .. })).count();
+        if n_leaves > Self::MAX_LEAVES || n_features > 8 {
             return Scorer::default();
         }
-        // Left-to-right leaf numbers, and each split's range of left-subtree leaves.
-        let mut s = TreeLayout::default();
+        // Left-to-right leaves, and each split's range of left-subtree leaves.
+        let mut leaves: Vec<u64> = Vec::new();
         let mut splits: Vec<(u32, f32, usize, usize)> = Vec::new();
-        fn walk(nodes: &[Node], i: usize, s: &mut TreeLayout, splits: &mut Vec<(u32, f32, usize, usize)>) {
+        fn walk(nodes: &[Node], i: usize, leaves: &mut Vec<u64>, splits: &mut Vec<(u32, f32, usize, usize)>) {
             match nodes[i] {
-                Node::Leaf { class } => s.leaves.push((i as u64) << 32 | class as u64),
+                Node::Leaf { class } => leaves.push((i as u64) << 32 | class as u64),
                 Node::Split {
                     feature,
                     threshold,
                     left,
                     right,
                 } => {
-                    let first = s.leaves.len();
-                    walk(nodes, left as usize, s, splits);
-                    splits.push((feature, threshold, first, s.leaves.len()));
-                    walk(nodes, right as usize, s, splits);
+                    let first = leaves.len();
+                    walk(nodes, left as usize, leaves, splits);
+                    splits.push((feature, threshold, first, leaves.len()));
+                    walk(nodes, right as usize, leaves, splits);
                 }
             }
         }
-        walk(nodes, 0, &mut s, &mut splits);
-        s.n_leaves = leaves;
-        s.row_mask = (1u16 << n_features) - 1;
-        s.lanes = core::array::from_fn(|k| if k < n_features { -1 } else { 0 });
-        for k in 0..splits.len().div_ceil(16).max(1) * 16 {
-            if k % 16 == 0 {
-                // Padding splits test +inf on feature 0 and clear nothing whichever way they go.
-                s.blocks.push(SplitBlock {
-                    feature: [0; 16],
-                    threshold: [f32::INFINITY; 16],
-                    left_lo: [0; 16],
-                    left_hi: [0; 16],
-                });
-            }
-            if let Some(&(f, t, lo, hi)) = splits.get(k) {
-                let left: u64 = (lo..hi).fold(0, |m, leaf| m | 1 << leaf);
-                let b = s.blocks.last_mut().expect("pushed above");
-                b.feature[k % 16] = f as i32;
-                b.threshold[k % 16] = t;
-                b.left_lo[k % 16] = left as u32;
-                b.left_hi[k % 16] = (left >> 32) as u32;
-            }
-        }
-        if !s.wide() {
-            // At most 31 splits: split k is bit k % 8 of byte k / 8 of the set R the narrow
-            // kernel builds, and an entry clears the left leaves of every split its byte holds.
-            let mut tables = Survivors([[u32::MAX; 256]; 4]);
-            for (k, &(_, _, lo, hi)) in splits.iter().enumerate() {
-                let left = (lo..hi).fold(0u32, |m, leaf| m | 1 << leaf);
-                for (byte, m) in tables.0[k / 8].iter_mut().enumerate() {
+        walk(nodes, 0, &mut leaves, &mut splits);
+        // Padding splits test +inf on feature 0 and clear nothing whichever way they go.
+        let pad = SplitBlock {
+            feature: [0; 16],
+            threshold: [f32::INFINITY; 16],
+            left_lo: [0; 16],
+            left_hi: [0; 16],
+        };
+        // One entry per index a trailing-zero count can give (it never gives one past the last
+        // leaf, but then no bounds check is needed): the last leaf repeated.
+        let last = *leaves.last().expect("a tree has a leaf");
+        let mut s = Box::new(TreeLayout {
+            row_mask: (1u16 << n_features) - 1,
+            n_blocks: splits.len().div_ceil(16).max(1),
+            n_leaves,
+            lanes: core::array::from_fn(|k| if k < n_features { -1 } else { 0 }),
+            blocks: [pad; crate::kernels::MAX_BLOCKS],
+            survivors: Survivors([[u32::MAX; 256]; 4]),
+            leaves: core::array::from_fn(|k| leaves.get(k).copied().unwrap_or(last)),
+        });
+        for (k, &(f, t, lo, hi)) in splits.iter().enumerate() {
+            let left: u64 = (lo..hi).fold(0, |m, leaf| m | 1 << leaf);
+            let b = &mut s.blocks[k / 16];
+            b.feature[k % 16] = f as i32;
+            b.threshold[k % 16] = t;
+            b.left_lo[k % 16] = left as u32;
+            b.left_hi[k % 16] = (left >> 32) as u32;
+            if !s.wide() {
+                // At most 31 splits: split k is bit k % 8 of byte k / 8 of the set R the narrow
+                // kernel builds, and an entry clears the left leaves of every split its byte
+                // holds.
+                for (byte, m) in s.survivors.0[k / 8].iter_mut().enumerate() {
                     if byte >> (k % 8) & 1 == 1 {
-                        *m &= !left;
+                        *m &= !(left as u32);
                     }
                 }
             }
-            s.survivors.push(tables);
         }
-        // One entry per index the kernel's trailing-zero count can give (it never gives one
-        // past the last leaf, but then no bounds check is needed): the last leaf repeated.
-        let last = *s.leaves.last().expect("a tree has a leaf");
-        s.leaves.resize(if s.wide() { 65 } else { 33 }, last);
         let kernel = crate::kernels::tree_kernels(&s).first().map(|k| k.1);
-        Scorer { layout: s, kernel }
+        Scorer {
+            layout: Some(s),
+            kernel,
+        }
     }
 }
 
@@ -302,9 +304,7 @@ impl DecisionTree {
         core::mem::size_of::<Self>()
             + self.nodes.capacity() * core::mem::size_of::<Node>()
             + self.proba.capacity() * 4
-            + sc.blocks.capacity() * core::mem::size_of::<SplitBlock>()
-            + sc.survivors.capacity() * core::mem::size_of::<Survivors>()
-            + sc.leaves.capacity() * 8
+            + sc.as_ref().map_or(0, |_| core::mem::size_of::<TreeLayout>())
     }
 
     /// Predicted class of one row. No allocation.
@@ -329,10 +329,10 @@ impl DecisionTree {
             });
         }
         let sc = &self.scorer;
-        if let Some(kernel) = sc.kernel {
+        if let (Some(kernel), Some(layout)) = (sc.kernel, sc.layout.as_deref()) {
             // SAFETY: as in `leaf_packed`, for each of the `out.len()` whole rows of `d` values
             // (checked above) at stride `d`, which covers the lanes the layout loads.
-            unsafe { (kernel.rows)(rows, d, &sc.layout, out) };
+            unsafe { (kernel.rows)(rows, d, layout, out) };
         } else {
             for (k, o) in out.iter_mut().enumerate() {
                 *o = self.walk(&rows[k * d..(k + 1) * d]).1 as u32;
@@ -359,11 +359,11 @@ impl DecisionTree {
             self.n_features
         );
         let sc = &self.scorer;
-        if let Some(kernel) = sc.kernel {
+        if let (Some(kernel), Some(layout)) = (sc.kernel, sc.layout.as_deref()) {
             // SAFETY: `Scorer::new` chose the kernel for this CPU and layout, whose lanes are
-            // within `n_features`, features among them, and `leaves` padded as the kernel
-            // needs; `x` holds `n_features` values (checked above).
-            return unsafe { (kernel.one)(x.as_ptr(), &sc.layout) };
+            // within `n_features`, features among them; `x` holds `n_features` values (checked
+            // above).
+            return unsafe { (kernel.one)(x.as_ptr(), layout) };
         }
         let (i, c) = self.walk(x);
         (i as u64) << 32 | c as u64
@@ -871,11 +871,11 @@ mod scorer_tests {
     /// The tree once per kernel this CPU runs (AVX-512 and AVX2 here), so each is tested;
     /// a fit tree gets every kernel the CPU has the instructions for.
     fn with_each_kernel(tree: &DecisionTree) -> Vec<DecisionTree> {
-        let kernels = crate::kernels::tree_kernels(&tree.scorer.layout);
-        if tree.scorer.layout.leaves.is_empty() {
-            assert!(kernels.is_empty(), "a kernel for a tree with no layout");
+        let Some(layout) = tree.scorer.layout.as_deref() else {
+            assert!(tree.scorer.kernel.is_none(), "a kernel for a tree with no layout");
             return alloc::vec![tree.clone()];
-        }
+        };
+        let kernels = crate::kernels::tree_kernels(layout);
         #[cfg(all(feature = "std", target_arch = "x86_64"))]
         {
             let names: Vec<&str> = kernels.iter().map(|k| k.0).collect();
@@ -919,7 +919,7 @@ mod scorer_tests {
                 let tree = DecisionTree::fit(&x, &y, n_features, &cfg).unwrap();
                 let leaves = tree.nodes().iter().filter(|n| matches!(n, Node::Leaf { .. })).count();
                 assert_eq!(
-                    tree.scorer.layout.leaves.is_empty(),
+                    tree.scorer.layout.is_none(),
                     leaves > Scorer::MAX_LEAVES,
                     "{leaves} leaves"
                 );
@@ -981,9 +981,11 @@ mod scorer_tests {
         for leaves in 1..=Scorer::MAX_LEAVES + 1 {
             for n_features in [1, 5, 8] {
                 let tree = random_tree(&mut rng, leaves, n_features);
-                let t = &tree.scorer.layout;
-                assert_eq!(t.leaves.is_empty(), leaves > Scorer::MAX_LEAVES);
-                shapes.insert((t.wide(), t.blocks.len().min(3), t.n_leaves.div_ceil(16).min(3)));
+                let t = tree.scorer.layout.as_deref();
+                assert_eq!(t.is_none(), leaves > Scorer::MAX_LEAVES);
+                shapes.insert(t.map_or((false, 0, 0), |t| {
+                    (t.wide(), t.n_blocks.min(3), t.n_leaves.div_ceil(16).min(3))
+                }));
                 for tree in with_each_kernel(&tree) {
                     let rows = hostile_rows(&tree, &mut rng, 200);
                     for row in &rows {
@@ -1026,7 +1028,7 @@ mod scorer_tests {
         }
         fixed.push(Node::Leaf { class: 2 });
         let comb = DecisionTree::from_nodes(fixed, 8, 3).unwrap();
-        assert!(comb.scorer.layout.wide());
+        assert!(comb.scorer.layout.as_ref().is_some_and(|l| l.wide()));
         let mut rng = Rng::new(3);
         for comb in with_each_kernel(&comb) {
             for _ in 0..2000 {
@@ -1051,7 +1053,7 @@ mod scorer_tests {
             2,
         )
         .unwrap();
-        assert!(nine.scorer.layout.leaves.is_empty());
+        assert!(nine.scorer.layout.is_none());
         let mut row = [0.0f32; 9];
         row[8] = 1.0;
         assert_eq!(nine.predict_class(&row), 1);

@@ -554,6 +554,44 @@ fn a_new_decision_during_or_around_a_check_is_judged_on_its_own_block() {
 }
 
 #[test]
+fn a_narrow_pass_against_a_vanilla_block_from_the_warm_up_is_checked_against_vanilla_now() {
+    // The kernel's range scan (2026-11-29): vanilla's first block fell in the warm-up (336
+    // ops/s against 519 later); a decision with a wide margin stretched the interval; then a
+    // new decision at about 340, a third below vanilla's steady rate, passed against that
+    // block by a hair and was kept. Here: every value runs at 0.65 of its speed until window
+    // 5; 512 KiB doubles vanilla, 64 KiB runs at 0.655 of it (just above the warm-up's vanilla).
+    let warm = |i: usize| if i < 5 { 0.65 } else { 1.0 };
+    let f = |kb: u64, i: usize| {
+        warm(i)
+            * match kb {
+                512 => 2_000.0,
+                64 => 655.0,
+                _ => 1_000.0,
+            }
+    };
+    // Past the first interval (16 windows): 64 is judged fresh only because 512's margin
+    // stretched it.
+    let at = 30;
+    let mut g = guarded(Schedule {
+        kb: move |w| if w < at { 512 } else { 64 },
+        window: 0,
+    });
+    let mut dev = Device { kb: 128, sets: 0 };
+    let seen = run_by_window(&mut g, &mut dev, 60, f);
+    // 512 was kept clearly above vanilla: no check of vanilla before the switch.
+    assert!(seen[5..at as usize].iter().all(|&kb| kb == 512), "{seen:?}");
+    // 64 goes into force, is measured for a block, then vanilla (measured now) takes it back.
+    let first = seen[at as usize..].iter().take_while(|&&kb| kb != 128).count();
+    assert!(first <= 6, "{first} windows at 64 KiB before vanilla: {seen:?}");
+    let ev = g.take_events();
+    assert!(
+        !ev.iter().any(|e| e.kind == GuardEventKind::Kept && e.tuned < 1_000.0),
+        "a loss kept against the warm-up's vanilla: {ev:?}"
+    );
+    assert!(ev.iter().any(|e| e.kind == GuardEventKind::Reverted), "{ev:?}");
+}
+
+#[test]
 fn a_kept_value_that_collapses_later_is_reverted_at_once() {
     let mut g = guarded(Static::new(512));
     let mut dev = Device { kb: 128, sets: 0 };

@@ -305,11 +305,11 @@ pub(super) fn linear_i16_pairs(packed: &[i16], xp: &[i32], acc_out: &mut [i32]) 
 ///
 /// # Safety
 /// As `kernels::TreeKernel` (`x` points to a value for every lane `t.lanes` sets); `WIDE` is
-/// `t.wide()`; `BLOCKS` is 0 or `t.blocks.len()`.
+/// `t.wide()`; `BLOCKS` is 0 or `t.n_blocks`.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 pub(super) unsafe fn tree_leaf<const WIDE: bool, const BLOCKS: usize>(x: *const f32, t: &super::TreeLayout) -> u64 {
-    let (blocks, leaves) = (&t.blocks[..], &t.leaves[..]);
+    let leaves = &t.leaves[..];
     // SAFETY: the masked load reads only the lanes the caller guarantees; blocks are aligned
     // to 64 bytes by their type, and every load is inside one; a trailing-zero count is at
     // most 32 (64 when `WIDE`), an index `leaves` holds.
@@ -318,9 +318,9 @@ pub(super) unsafe fn tree_leaf<const WIDE: bool, const BLOCKS: usize>(x: *const 
         let ones = _mm256_set1_epi32(-1);
         let (mut lo, mut hi) = (ones, ones);
         let blocks = if BLOCKS > 0 {
-            blocks.get_unchecked(..BLOCKS)
+            &t.blocks[..BLOCKS]
         } else {
-            blocks
+            t.used_blocks()
         };
         for b in blocks {
             for h in [0, 8] {
@@ -351,7 +351,7 @@ pub(super) unsafe fn tree_leaf<const WIDE: bool, const BLOCKS: usize>(x: *const 
         };
         // The exit leaf always exists (a leaf's bit is only cleared by a split whose left
         // subtree holds it, and the row went right there, so the leaf it reaches keeps its
-        // bit); and `leaves` has an entry for every index the bits can give (33 or 65).
+        // bit); and `leaves` has an entry for every index the bits can give (65).
         *leaves.as_ptr().add(exit)
     }
 }

@@ -15,32 +15,32 @@ use core::arch::x86_64::*;
 /// KML's tree (docs/benchmarks.md).
 ///
 /// # Safety
-/// As `kernels::TreeKernel`, and `t` is narrow (`survivors` has its entry) with `BLOCKS`
-/// blocks; the CPU has AVX-512F and BW, and BMI1.
+/// As `kernels::TreeKernel`, and `t` is narrow with `BLOCKS` blocks; the CPU has AVX-512F and
+/// BW, and BMI1.
 #[target_feature(enable = "avx512f,avx512bw,bmi1,avx2,fma")]
 #[inline]
 pub(super) unsafe fn tree_leaf_narrow<const BLOCKS: usize>(x: *const f32, t: &super::TreeLayout) -> u64 {
     // SAFETY: the masked load reads only the lanes `row_mask` sets, which the caller
     // guarantees `x` holds; blocks are aligned to 64 bytes by their type and every vector load
-    // is one whole field of one; `BLOCKS` is `blocks.len()` and `survivors` has its entry by
-    // the contract, and each table index is one byte of R (below 256); the exit leaf exists
-    // (a leaf is only cleared by a split whose left subtree holds it, and the row went right
-    // there, so the leaf it reaches survives), so the trailing-zero count is below the leaf
-    // count and `leaves` holds it.
+    // is one whole field of one; `BLOCKS` is at most `MAX_BLOCKS` (it is `n_blocks`, 1 or 2),
+    // and each table index is one byte of R (below 256); a trailing-zero count is at most 32,
+    // an index `leaves` holds.
     unsafe {
         let row = _mm512_maskz_loadu_ps(t.row_mask, x);
         let mut right = 0u32;
-        for (i, b) in t.blocks.get_unchecked(..BLOCKS).iter().enumerate() {
+        for (i, b) in t.blocks[..BLOCKS].iter().enumerate() {
             let v = _mm512_permutexvar_ps(_mm512_load_si512(b.feature.as_ptr().cast()), row);
             let r = _mm512_cmp_ps_mask::<_CMP_NLE_UQ>(v, _mm512_load_ps(b.threshold.as_ptr()));
             right |= (r as u32) << (16 * i);
         }
-        let tables = &(*t.survivors.as_ptr()).0;
+        let tables = &t.survivors.0;
         let survivors = tables[0][(right & 0xff) as usize]
             & tables[1][(right >> 8 & 0xff) as usize]
             & tables[2][(right >> 16 & 0xff) as usize]
             & tables[3][(right >> 24) as usize];
-        *t.leaves.as_ptr().add(survivors.trailing_zeros() as usize)
+        // The exit leaf survives (a leaf is only cleared by a split whose left subtree holds
+        // it, and the row went right there), so the count is below the leaf count.
+        *t.leaves.get_unchecked(survivors.trailing_zeros() as usize)
     }
 }
 
@@ -62,7 +62,7 @@ pub(super) unsafe fn tree_leaf_wide(x: *const f32, t: &super::TreeLayout) -> u64
         let row = _mm512_maskz_loadu_ps(t.row_mask, x);
         let ones = _mm512_set1_epi32(-1);
         let (mut lo, mut hi) = (ones, ones);
-        for b in &t.blocks {
+        for b in t.used_blocks() {
             let v = _mm512_permutexvar_ps(_mm512_load_si512(b.feature.as_ptr().cast()), row);
             let right = _mm512_cmp_ps_mask::<_CMP_NLE_UQ>(v, _mm512_load_ps(b.threshold.as_ptr()));
             // Where the row goes right: lo = !left & lo.
@@ -71,8 +71,7 @@ pub(super) unsafe fn tree_leaf_wide(x: *const f32, t: &super::TreeLayout) -> u64
         }
         let (l, h) = (_mm512_reduce_and_epi32(lo) as u32, _mm512_reduce_and_epi32(hi) as u32);
         *t.leaves
-            .as_ptr()
-            .add((l as u64 | (h as u64) << 32).trailing_zeros() as usize)
+            .get_unchecked((l as u64 | (h as u64) << 32).trailing_zeros() as usize)
     }
 }
 
