@@ -1365,6 +1365,80 @@ pub enum ControllerSpec {
     Online,
 }
 
+/// The learner and a second model joined to a controller: what the tuner's flags
+/// (`--fallback-online`, `--refine-online`, `--device-model`) and the simulator's fields ask
+/// for, checked in one place ([`ControllerSpec::check_companions`]) so the two accept the same
+/// runs (the simulator once refused a learner beside a model per device that the tuner ran).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Companions {
+    /// The learner takes over where the model is out of its range.
+    pub fallback_online: bool,
+    /// The learner refines the model's values.
+    pub refine_online: bool,
+    /// A model per device decides the device's value beside a model per file.
+    pub device_model: bool,
+    /// The guardrail is on.
+    pub guarded: bool,
+}
+
+/// Why [`Companions`] do not fit a controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Misfit {
+    /// The learner (refining, or as the fallback) joins a model, not another controller.
+    LearnerWithoutModel {
+        /// Refining (else the fallback).
+        refine: bool,
+    },
+    /// The learner sets the device's value: per device, or per file beside the model
+    /// (refining its device value, or the values of a model per device; as a fallback only
+    /// for a model per device).
+    LearnerAtScope {
+        /// Refining (else the fallback).
+        refine: bool,
+    },
+    /// Refining measures values the guardrail kept: not without it.
+    RefineUnguarded,
+    /// A model per device joins a model deciding per file only.
+    DeviceModelAlone,
+    /// The two models' values are told apart by the guardrail: not without it.
+    DeviceModelUnguarded,
+}
+
+impl ControllerSpec {
+    /// Whether `with` fits this controller deciding at `scope`, by the rules the tuner and the
+    /// simulator share; the first misfit found (the fallback's, the refining learner's, then a
+    /// model per device's).
+    pub fn check_companions(&self, scope: Scope, with: Companions) -> Result<(), Misfit> {
+        let model = matches!(self, ControllerSpec::Model(_));
+        for (on, refine) in [(with.fallback_online, false), (with.refine_online, true)] {
+            if !on {
+                continue;
+            }
+            if !model {
+                return Err(Misfit::LearnerWithoutModel { refine });
+            }
+            // Per file the learner sets the device's value beside the model: refining it, or
+            // refining a model per device's, or as that model's fallback.
+            let beside = scope == Scope::File && (refine || with.device_model);
+            if scope != Scope::Device && !beside {
+                return Err(Misfit::LearnerAtScope { refine });
+            }
+        }
+        if with.refine_online && !with.guarded {
+            return Err(Misfit::RefineUnguarded);
+        }
+        if with.device_model {
+            if scope != Scope::File || !model {
+                return Err(Misfit::DeviceModelAlone);
+            }
+            if !with.guarded {
+                return Err(Misfit::DeviceModelUnguarded);
+            }
+        }
+        Ok(())
+    }
+}
+
 impl ControllerSpec {
     /// Parse a spec; values are KiB from 0 to [`iolearn_ml::format::MAX_READ_AHEAD_KB`]. Any
     /// text that is not one of the keywords names a model file.

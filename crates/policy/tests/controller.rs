@@ -3,7 +3,9 @@
 mod common;
 use common::stream;
 use iolearn_ml::{DecisionTree, ModelFile, ModelKind, TreeConfig};
-use iolearn_policy::controller::{KmlController, ReadaheadController, ReadaheadKnobs, Scope};
+use iolearn_policy::controller::{
+    Companions, ControllerSpec, KmlController, Misfit, ReadaheadController, ReadaheadKnobs, Scope,
+};
 use iolearn_policy::readahead::{RaFeatures, WindowFeatures};
 use std::collections::BTreeMap;
 
@@ -1151,4 +1153,58 @@ fn beside_a_per_file_model_a_file_seen_in_too_few_events_is_not_lowered() {
     assert_eq!(k.files.get(&3), Some(&512));
     assert_eq!(c.overruled().few_event_lowerings, 5);
     assert_eq!(withheld.load(std::sync::atomic::Ordering::Relaxed), 2);
+}
+
+#[test]
+fn the_learner_and_a_model_per_device_fit_the_runs_tuner_and_simulator_share() {
+    // One table of rules for `iolearn tune readahead`'s flags and the simulator's fields
+    // (`LoopConfig::check`): the simulator once refused a learner as the fallback of a model
+    // per device beside a per-file model, which the tuner ran.
+    let model = ControllerSpec::parse("model.iolm").unwrap();
+    let online = ControllerSpec::parse("online").unwrap();
+    let with = |fallback_online, refine_online, device_model, guarded| Companions {
+        fallback_online,
+        refine_online,
+        device_model,
+        guarded,
+    };
+    let (d, f, p) = (Scope::Device, Scope::File, Scope::Description);
+    let learner = |refine| Misfit::LearnerWithoutModel { refine };
+    let scope = |refine| Misfit::LearnerAtScope { refine };
+    for (spec, at, w, expected) in [
+        (&model, d, with(false, false, false, false), Ok(())),
+        (&online, d, with(false, false, false, true), Ok(())),
+        (&model, d, with(true, false, false, true), Ok(())),
+        (&model, d, with(false, true, false, true), Ok(())),
+        (&model, d, with(true, true, false, true), Ok(())),
+        (&online, d, with(true, false, false, true), Err(learner(false))),
+        (&online, d, with(false, true, false, true), Err(learner(true))),
+        // Per file: refining beside the model, or beside (and as the fallback of) a model per
+        // device; the fallback alone sets no device value beside a per-file model.
+        (&model, f, with(false, true, false, true), Ok(())),
+        (&model, f, with(false, false, true, true), Ok(())),
+        (&model, f, with(true, false, true, true), Ok(())),
+        (&model, f, with(true, true, true, true), Ok(())),
+        (&model, f, with(true, false, false, true), Err(scope(false))),
+        (&model, f, with(true, true, false, true), Err(scope(false))),
+        (&model, p, with(false, true, false, true), Err(scope(true))),
+        (&model, p, with(true, false, false, true), Err(scope(false))),
+        // The guardrail measures what the learner refines and tells two models apart.
+        (&model, d, with(false, true, false, false), Err(Misfit::RefineUnguarded)),
+        (
+            &model,
+            f,
+            with(false, false, true, false),
+            Err(Misfit::DeviceModelUnguarded),
+        ),
+        (&model, d, with(false, false, true, true), Err(Misfit::DeviceModelAlone)),
+        (
+            &online,
+            f,
+            with(false, false, true, true),
+            Err(Misfit::DeviceModelAlone),
+        ),
+    ] {
+        assert_eq!(spec.check_companions(at, w), expected, "{spec} {at:?} {w:?}");
+    }
 }

@@ -11,8 +11,8 @@
 //! Depends on `ml`, `sim` and `policy`; nothing of the real machine (that is `tune`).
 #![deny(missing_docs)]
 
+use iolearn_policy::controller::{Companions, Misfit, ReadaheadController, ReadaheadKnobs};
 pub use iolearn_policy::controller::{ControllerSpec, Scope};
-use iolearn_policy::controller::{ReadaheadController, ReadaheadKnobs};
 use iolearn_policy::guard::Guarded;
 pub use iolearn_policy::guard::{GuardConfig, GuardEvent};
 use iolearn_policy::readahead::{scale_free, KmlFeatures, Outcome, RaFeatures, SCALE_FREE_WIDTH};
@@ -183,33 +183,27 @@ impl LoopConfig {
         if let Some(g) = &self.guard {
             g.check()?;
         }
-        // As `iolearn tune readahead --fallback-online`: per device, or for the model per device
-        // beside one per file.
-        let beside = self.scope == Scope::File && self.device_model.is_some();
-        if self.fallback_online
-            && ((self.scope != Scope::Device && !beside) || !matches!(self.controller, ControllerSpec::Model(_)))
-        {
-            return Err(
-                "fallback_online: applies to a model deciding per device, or to the model per device beside one per file (device_model)"
-                    .into(),
-            );
-        }
-        if self.refine_online
-            && (self.scope == Scope::Description
-                || !matches!(self.controller, ControllerSpec::Model(_))
-                || self.guard.is_none())
-        {
-            return Err(
-                "refine_online: applies to a model deciding per device or per file behind the guardrail".into(),
-            );
-        }
-        if self.device_model.is_some()
-            && (self.scope != Scope::File
-                || !matches!(self.controller, ControllerSpec::Model(_))
-                || self.guard.is_none())
-        {
-            return Err("device_model: decides the device's value beside a model per file behind the guardrail".into());
-        }
+        // The rules `iolearn tune readahead` applies to its flags, named by field.
+        let with = Companions {
+            fallback_online: self.fallback_online,
+            refine_online: self.refine_online,
+            device_model: self.device_model.is_some(),
+            guarded: self.guard.is_some(),
+        };
+        self.controller.check_companions(self.scope, with).map_err(|misfit| {
+            match misfit {
+                Misfit::LearnerWithoutModel { refine: false } | Misfit::LearnerAtScope { refine: false } => {
+                    "fallback_online: applies to a model deciding per device, or to the model per device beside one per file (device_model)"
+                }
+                Misfit::LearnerWithoutModel { refine: true } | Misfit::LearnerAtScope { refine: true } | Misfit::RefineUnguarded => {
+                    "refine_online: applies to a model deciding per device or per file behind the guardrail"
+                }
+                Misfit::DeviceModelAlone | Misfit::DeviceModelUnguarded => {
+                    "device_model: decides the device's value beside a model per file behind the guardrail"
+                }
+            }
+            .to_string()
+        })?;
         if !(1..=MAX_HOLD).contains(&self.hold) {
             return Err(format!("hold must be 1 to {MAX_HOLD} windows, got {}", self.hold));
         }

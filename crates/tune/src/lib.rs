@@ -17,8 +17,8 @@ pub mod report;
 pub mod sampling;
 pub mod testbed;
 
+use iolearn_policy::controller::{Companions, Fallback, Misfit, ReadaheadController, ReadaheadKnobs};
 pub use iolearn_policy::controller::{ControllerSpec, Scope};
-use iolearn_policy::controller::{Fallback, ReadaheadController, ReadaheadKnobs};
 pub use iolearn_policy::guard::GuardConfig;
 use iolearn_policy::guard::{Arm, GuardEventKind, Guarded};
 use iolearn_policy::readahead::{scale_free, Outcome, WindowFeatures, WindowStats, MIN_RESOLUTION_UNITS};
@@ -455,58 +455,54 @@ pub fn run(cfg: &TuneConfig, stop: &AtomicBool) -> Result<Summary, String> {
         g.check()?;
     }
     cfg.sampling.check()?;
-    for (on, flag) in [
-        (cfg.fallback_online, "--fallback-online"),
-        (cfg.refine_online == Some(true), "--refine-online"),
-    ] {
-        if !on {
-            continue;
+    let with = Companions {
+        fallback_online: cfg.fallback_online,
+        refine_online: cfg.refine_online == Some(true),
+        device_model: cfg.device_model.is_some(),
+        guarded: cfg.guard.is_some(),
+    };
+    let flag = |refine: bool| if refine { "--refine-online" } else { "--fallback-online" };
+    let progress_needed = "the processes' progress: --pid or --cgroup, or --progress ops:PATH";
+    let device_model_needs = "--device-model: the guardrail tells the two models' values apart; it needs the \
+        processes' progress (--pid or --cgroup, or --progress ops:PATH) and no --no-guard";
+    // The rules the simulator shares (`ControllerSpec::check_companions`), then this run's own:
+    // the learner and a second model are judged by measured progress, and a dry run applies
+    // no value for the learner to measure.
+    cfg.controller.check_companions(cfg.scope, with).map_err(|misfit| match misfit {
+        Misfit::LearnerWithoutModel { refine } => {
+            format!("{}: applies to a model, not to {}", flag(refine), cfg.controller)
         }
-        if !matches!(cfg.controller, ControllerSpec::Model(_)) {
-            return Err(format!("{flag}: applies to a model, not to {}", cfg.controller));
-        }
-        // Per file the learner decides the device's value beside the model (refining only),
-        // or refines the values of the model per device that does (--device-model).
-        let beside = cfg.scope == Scope::File
-            && (cfg.refine_online == Some(true) || cfg.device_model.is_some())
-            && (!cfg.fallback_online || cfg.device_model.is_some());
-        if cfg.scope != Scope::Device && !beside {
+        Misfit::LearnerAtScope { refine } => {
             let hint = if cfg.scope == Scope::File {
                 " (with --per-file, --refine-online runs the learner beside the model)"
             } else {
                 ""
             };
-            return Err(format!(
-                "{flag}: the learner sets the device's value; drop --{}{hint}",
+            format!(
+                "{}: the learner sets the device's value; drop --{}{hint}",
+                flag(refine),
                 cfg.scope.name()
-            ));
+            )
         }
-        if !measured {
-            return Err(format!(
-                "{flag}: the learner needs the processes' progress: --pid or --cgroup, or --progress ops:PATH"
-            ));
+        Misfit::RefineUnguarded => {
+            "--refine-online: the learner refines what the guardrail kept; drop --no-guard".to_string()
+        }
+        Misfit::DeviceModelAlone => format!(
+            "--device-model: decides the device's value beside a model per file; add --per-file and --model ({} is not)",
+            cfg.device_model.as_deref().unwrap_or(Path::new("")).display()
+        ),
+        Misfit::DeviceModelUnguarded => device_model_needs.to_string(),
+    })?;
+    for (on, refine) in [(with.fallback_online, false), (with.refine_online, true)] {
+        if on && !measured {
+            return Err(format!("{}: the learner needs {progress_needed}", flag(refine)));
         }
     }
-    if cfg.refine_online == Some(true) && cfg.guard.is_none() {
-        return Err("--refine-online: the learner refines what the guardrail kept; drop --no-guard".into());
-    }
-    if cfg.refine_online == Some(true) && cfg.dry_run {
+    if with.refine_online && cfg.dry_run {
         return Err("--refine-online: a dry run applies no value, so the learner measures none; drop --dry-run".into());
     }
-    if let Some(dm) = &cfg.device_model {
-        if cfg.scope != Scope::File || !matches!(cfg.controller, ControllerSpec::Model(_)) {
-            return Err(format!(
-                "--device-model: decides the device's value beside a model per file; add --per-file and --model ({} is not)",
-                dm.display()
-            ));
-        }
-        if cfg.guard.is_none() || !measured {
-            return Err(
-                "--device-model: the guardrail tells the two models' values apart; it needs the processes' \
-                        progress (--pid or --cgroup, or --progress ops:PATH) and no --no-guard"
-                    .into(),
-            );
-        }
+    if with.device_model && !measured {
+        return Err(device_model_needs.into());
     }
     // Beside a model per file, the device model's values are refined as they would be per
     // device (checked above: the guardrail on, progress measured).
