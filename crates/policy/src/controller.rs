@@ -1365,10 +1365,13 @@ pub enum ControllerSpec {
     Online,
 }
 
-/// The learner and a second model joined to a controller: what the tuner's flags
-/// (`--fallback-online`, `--refine-online`, `--device-model`) and the simulator's fields ask
-/// for, checked in one place ([`ControllerSpec::check_companions`]) so the two accept the same
-/// runs (the simulator once refused a learner beside a model per device that the tuner ran).
+/// The learner and a second model joined to a controller, and whether the guardrail is on:
+/// what the tuner's flags (`--fallback-online`, `--refine-online`, `--device-model`,
+/// `--no-guard`) and the simulator's fields ask for, checked in one place
+/// ([`ControllerSpec::check_companions`]) so the two apply the same rules (the tuner adds its
+/// own: progress measured, no dry run). Kept apart, the two had drifted: until 2026-11-29 the
+/// simulator refused the learner as the fallback of a model per device beside a per-file model,
+/// which the tuner ran.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Companions {
     /// The learner takes over where the model is out of its range.
@@ -1389,16 +1392,17 @@ pub enum Misfit {
         /// Refining (else the fallback).
         refine: bool,
     },
-    /// The learner sets the device's value: per device, or per file beside the model
-    /// (refining its device value, or the values of a model per device; as a fallback only
-    /// for a model per device).
+    /// The learner sets the device's value, which this scope does not decide: it runs per
+    /// device, or per file beside the model (refining, or beside a model per device; as a
+    /// fallback only for a model per device), never per description.
     LearnerAtScope {
         /// Refining (else the fallback).
         refine: bool,
     },
     /// Refining measures values the guardrail kept: not without it.
     RefineUnguarded,
-    /// A model per device joins a model deciding per file only.
+    /// A model per device needs a model deciding per file to sit beside (another controller,
+    /// or a model per device or per description, has none).
     DeviceModelAlone,
     /// The two models' values are told apart by the guardrail: not without it.
     DeviceModelUnguarded,

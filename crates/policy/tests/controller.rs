@@ -1158,8 +1158,8 @@ fn beside_a_per_file_model_a_file_seen_in_too_few_events_is_not_lowered() {
 #[test]
 fn the_learner_and_a_model_per_device_fit_the_runs_tuner_and_simulator_share() {
     // One table of rules for `iolearn tune readahead`'s flags and the simulator's fields
-    // (`LoopConfig::check`): the simulator once refused a learner as the fallback of a model
-    // per device beside a per-file model, which the tuner ran.
+    // (`LoopConfig::check`): kept apart, they had drifted (the simulator refused the learner as
+    // the fallback of a model per device beside a per-file model, which the tuner ran).
     let model = ControllerSpec::parse("model.iolm").unwrap();
     let online = ControllerSpec::parse("online").unwrap();
     let with = |fallback_online, refine_online, device_model, guarded| Companions {
