@@ -981,13 +981,11 @@ impl Guarded {
                 // The controller asks again for a value backed off while vanilla was measured
                 // (a controller that flips between two values): vanilla stays until it asks
                 // for another, or the backoff ends.
-                self.vanilla_at = w;
-                self.vanilla_blocks += 1;
+                self.vanilla_measured(w);
                 self.phase = Phase::Backoff;
             }
             Phase::Baseline if measured => {
-                self.vanilla_at = w;
-                self.vanilla_blocks += 1;
+                self.vanilla_measured(w);
                 self.start_tuned(knobs);
             }
             Phase::Tuned => {
@@ -1118,8 +1116,7 @@ impl Guarded {
                 }
             }
             Phase::Check if measured => {
-                self.vanilla_at = w;
-                self.vanilla_blocks += 1;
+                self.vanilla_measured(w);
                 let Some(Pending {
                     windows: t,
                     full,
@@ -1203,6 +1200,13 @@ impl Guarded {
             }
             _ => {}
         }
+    }
+
+    /// A block of vanilla completed in window `w`: the reference from now on, counted (the
+    /// run's first may fall in the warm-up, `decide_on`).
+    fn vanilla_measured(&mut self, w: u64) {
+        self.vanilla_at = w;
+        self.vanilla_blocks += 1;
     }
 
     /// Drop every measurement and what was judged by them (what comes is not comparable: the
