@@ -53,6 +53,19 @@ def read(path, format: str | None = None, skip_bad: bool = False) -> dict[str, n
     return _native.read_trace(str(path), format, skip_bad)
 
 
+def generate(**spec) -> dict[str, np.ndarray]:
+    """A synthetic trace as numpy columns (``COLUMNS``). Settings as ``iolearn trace generate``:
+    ios, iops, read_share, burst (bursts at this many times the mean rate; 1 = Poisson), on_ms,
+    read_kib, write_kib, size_sigma, seq_share, zipf, span_gib, seed. A setting out of range is
+    a ValueError naming it.
+
+    >>> t = generate(ios=1000, iops=500, read_share=0.7, seed=3)
+    >>> len(t["offset"])
+    1000
+    """
+    return _native.generate_trace(**spec)
+
+
 def write_parquet(cols: dict, out) -> None:
     """Write trace columns as Parquet, atomically."""
     import pyarrow as pa

@@ -31,6 +31,7 @@ POLICIES = {
     "ML-MittOS-bias-greedy-skip",
     "ML-MittOS-clf",
     "iolearn",
+    "iolearn-adaptive",
     "iolearn-no-hedge",
     "LinnOS+iolearn-hedge",
     "Oracle",
@@ -147,3 +148,73 @@ def test_a_policy_that_fails_to_train_is_reported_and_the_rest_go_on(traces, tmp
     table = (out / "table.md").read_text()
     assert "| ML-MittOS | failed to train: training diverged" in table
     assert "| iolearn |" in table
+
+
+def test_a_directory_of_traces_is_evaluated_trace_by_trace_with_the_spread(tmp_path):
+    """Issue 13: tune and report across a family of traces, showing the spread, not a mean."""
+    from iolearn import traces
+
+    fam = tmp_path / "family"
+    fam.mkdir()
+    for k, (iops, reads) in enumerate([(800, 0.3), (3000, 0.7)]):
+        t = traces.generate(ios=3000, iops=iops, read_share=reads, seed=10 + k)
+        traces.write_parquet(t, fam / f"g-{k}.parquet")
+    (fam / "notes.txt").write_text("not a trace")
+    out = tmp_path / "adm"
+    rc = admission.main(["--trace", str(fam), "--rate", "1", "--quick", "--no-plots", "--out", str(out)])
+    assert rc in (0, 3)
+    spread = (out / "spread.md").read_text()
+    assert "g-0-enterprise" in spread and "g-1-enterprise" in spread
+    rows = {line.split("|")[1].strip(): line for line in spread.splitlines() if line.startswith("| ")}
+    assert {"**min**", "**median**", "**max**"} <= set(rows)
+    # min <= median <= max, column by column.
+    cells = [[float(c) for c in rows[k].split("|")[3:-1]] for k in ("**min**", "**median**", "**max**")]
+    assert all(a <= b <= c for a, b, c in zip(*cells))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert admission.main(["--trace", str(empty), "--out", str(tmp_path / "x")]) == 2
+
+
+def test_generated_traces_have_what_was_asked_and_bad_settings_name_the_field():
+    from iolearn import traces
+
+    t = traces.generate(ios=5000, iops=2000, read_share=0.25, burst=1, seed=4)
+    assert len(t["offset"]) == 5000
+    assert abs((~t["write"]).mean() - 0.25) < 0.03
+    span_s = (t["arrival_ns"][-1] - t["arrival_ns"][0]) / 1e9
+    assert abs(5000 / span_s / 2000 - 1) < 0.1
+    for bad, field in [({"read_share": 2.0}, "read_share"), ({"iops": -1}, "iops"), ({"zipf": float("nan")}, "zipf")]:
+        with pytest.raises(ValueError, match=field):
+            traces.generate(**bad)
+
+
+def test_a_diverged_fit_is_retried_with_a_smaller_learning_rate(monkeypatch):
+    """Issue 13: the ML-MittOS regressor trained to NaN on an unseen trace and the run stopped."""
+    from iolearn.models import MLP
+
+    seen = []
+    real_fit = MLP.fit
+
+    def fit(self, X, y):
+        seen.append(self.get_params()["lr"])
+        if len(seen) < 3:
+            raise ValueError("training diverged (loss became NaN or infinite with lr=...)")
+        return real_fit(self, X, y)
+
+    monkeypatch.setattr(MLP, "fit", fit)
+    rng = np.random.default_rng(0)
+    X = rng.random((200, 9)).astype(np.float32)
+    net = admission._train_mittos(X, X[:, 0] * 3, seed=1, quick=True)
+    assert seen == pytest.approx([1e-3, 1e-4, 1e-5])
+    assert np.isfinite(net.forward(X)).all()
+    # Past the retries the failure is raised (and the policy reported as failed).
+    seen.clear()
+
+    def always_diverges(self, X, y):
+        seen.append(self.get_params()["lr"])
+        raise ValueError("training diverged")
+
+    monkeypatch.setattr(MLP, "fit", always_diverges)
+    with pytest.raises(ValueError, match="diverged"):
+        admission._train_mittos(X, X[:, 0], seed=1, quick=True)
+    assert len(seen) == 3

@@ -29,6 +29,11 @@ fn within(v: f64, range: RangeInclusive<f64>, what: &str) -> Result<f64, String>
     }
 }
 
+/// Any finite number (the caller checks its range and names the field).
+pub fn finite(s: &str) -> Result<f64, String> {
+    number(s)
+}
+
 /// A positive number of seconds, at most [`MAX_SECONDS`] (intervals, durations, windows).
 pub fn seconds(s: &str) -> Result<f64, String> {
     let v = number(s)?;

@@ -48,7 +48,7 @@ enum Command {
     /// Replay traces on real devices: `iolearn replay block --replicas F1,F2,F3 --policy P TRACE`.
     #[command(subcommand)]
     Replay(replay::ReplayCommand),
-    /// Block I/O traces: stats, cut, busiest, rerate, convert.
+    /// Block I/O traces: stats, cut, busiest, rerate, convert, generate, family.
     #[command(subcommand)]
     Trace(trace::TraceCommand),
     /// Simulations: `iolearn sim ssd --trace T --preset enterprise --replicas 3 --out lat.parquet`

@@ -3,6 +3,7 @@
 use crate::args;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use iolearn_trace::generate::{family, generate, FamilyRanges, Spec};
 use iolearn_trace::stats::TraceStats;
 use iolearn_trace::tools::{busiest, cut_count, cut_time, rerate, Busy};
 use iolearn_trace::{binary, linnos, read_file, BlockIo, Format, ReadOptions};
@@ -62,6 +63,96 @@ pub enum TraceCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// A synthetic trace: load, read share, sizes, sequential share, skew and burstiness as
+    /// asked (the defaults: a mixed trace at 1,000 I/Os per second in bursts).
+    Generate {
+        #[command(flatten)]
+        spec: GenArgs,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// A family of synthetic traces drawn over wide ranges (load light to saturating, read- to
+    /// write-heavy, small to large I/Os, calm to bursty), one file each plus `family.json`
+    /// (every member's settings). Families with different seeds share no trace: tune on one,
+    /// report on another.
+    Family {
+        /// Seed of the family.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Traces in the family.
+        #[arg(long, default_value_t = 12, value_parser = args::count(1..=1000))]
+        count: usize,
+        /// I/Os per trace.
+        #[arg(long, default_value_t = 20_000, value_parser = args::count(100..=10_000_000))]
+        ios: usize,
+        /// Directory for the traces (created; existing traces of the same names are replaced).
+        #[arg(long, short)]
+        out: PathBuf,
+        /// Output format: linnos (text) or binary.
+        #[arg(long, value_enum, default_value_t = OutFmt::Linnos)]
+        to: OutFmt,
+    },
+}
+
+/// The settings of `iolearn trace generate` (`iolearn_trace::generate::Spec`; ranges checked
+/// there, the error naming the option).
+#[derive(Args)]
+pub struct GenArgs {
+    /// I/Os.
+    #[arg(long, default_value_t = 20_000)]
+    ios: usize,
+    /// Mean arrival rate, I/Os per second.
+    #[arg(long, default_value_t = 1000.0, allow_negative_numbers = true, value_parser = args::finite)]
+    iops: f64,
+    /// Share of reads, 0 to 1.
+    #[arg(long, default_value_t = 0.4, allow_negative_numbers = true, value_parser = args::finite)]
+    read_share: f64,
+    /// Bursts at this many times the mean rate with quiet between (1: Poisson arrivals).
+    #[arg(long, default_value_t = 4.0, allow_negative_numbers = true, value_parser = args::finite)]
+    burst: f64,
+    /// Mean burst length, ms.
+    #[arg(long, default_value_t = 20.0, allow_negative_numbers = true, value_parser = args::finite)]
+    on_ms: f64,
+    /// Median read size, KiB.
+    #[arg(long, default_value_t = 4.0, allow_negative_numbers = true, value_parser = args::finite)]
+    read_kib: f64,
+    /// Median write size, KiB.
+    #[arg(long, default_value_t = 4.0, allow_negative_numbers = true, value_parser = args::finite)]
+    write_kib: f64,
+    /// Spread of sizes (sigma of a log-normal law; 0: every I/O its median).
+    #[arg(long, default_value_t = 0.7, allow_negative_numbers = true, value_parser = args::finite)]
+    size_sigma: f64,
+    /// Share of I/Os continuing a sequential stream.
+    #[arg(long, default_value_t = 0.2, allow_negative_numbers = true, value_parser = args::finite)]
+    seq_share: f64,
+    /// Skew of random offsets (Zipf exponent over regions; 0: uniform).
+    #[arg(long, default_value_t = 0.8, allow_negative_numbers = true, value_parser = args::finite)]
+    zipf: f64,
+    /// Address span, GiB.
+    #[arg(long, default_value_t = 16.0, allow_negative_numbers = true, value_parser = args::finite)]
+    span_gib: f64,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+impl GenArgs {
+    fn spec(&self) -> Spec {
+        Spec {
+            ios: self.ios,
+            iops: self.iops,
+            read_share: self.read_share,
+            burst: self.burst,
+            on_ms: self.on_ms,
+            read_kib: self.read_kib,
+            write_kib: self.write_kib,
+            size_sigma: self.size_sigma,
+            seq_share: self.seq_share,
+            zipf: self.zipf,
+            span_gib: self.span_gib,
+            seed: self.seed,
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -162,11 +253,15 @@ pub(crate) fn load(i: &Input) -> Result<Vec<BlockIo>> {
     Ok(t.ios)
 }
 
-fn save(o: &Output, ios: &[BlockIo]) -> Result<()> {
-    let bytes = match o.to {
+fn encode(to: OutFmt, ios: &[BlockIo]) -> Vec<u8> {
+    match to {
         OutFmt::Linnos => linnos::write(ios).into_bytes(),
         OutFmt::Binary => binary::encode(ios),
-    };
+    }
+}
+
+fn save(o: &Output, ios: &[BlockIo]) -> Result<()> {
+    let bytes = encode(o.to, ios);
     if o.out.as_os_str() == "-" {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
@@ -203,6 +298,10 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
         | TraceCommand::Busiest { input, output, .. }
         | TraceCommand::Rerate { input, output, .. }
         | TraceCommand::Convert { input, output } => check_output(input, output)?,
+        TraceCommand::Generate { output, .. } if output.out.as_os_str() != "-" => {
+            iolearn_safeio::check_target(&output.out)?;
+        }
+        TraceCommand::Generate { .. } | TraceCommand::Family { .. } => {}
     }
     match cmd {
         TraceCommand::Stats(i) => {
@@ -264,6 +363,53 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
             let ios = load(&input)?;
             save(&output, &ios)?;
         }
+        TraceCommand::Generate { spec, output } => {
+            let ios = generate(&spec.spec()).map_err(|e| anyhow::anyhow!("--{e}"))?;
+            save(&output, &ios)?;
+        }
+        TraceCommand::Family {
+            seed,
+            count,
+            ios,
+            out,
+            to,
+        } => write_family(seed, count, ios, &out, to)?,
     }
+    Ok(())
+}
+
+/// One file per member (`NAME.trace`, or `.bin`) and `family.json` with every member's
+/// settings, in `dir` (created; a link there is refused rather than followed).
+fn write_family(seed: u64, count: usize, ios: usize, dir: &std::path::Path, to: OutFmt) -> Result<()> {
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        bail!("{}: exists and is not a directory", dir.display());
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+    let members = family(
+        seed,
+        count,
+        &FamilyRanges {
+            ios,
+            ..FamilyRanges::default()
+        },
+    );
+    let ext = if to == OutFmt::Binary { "bin" } else { "trace" };
+    let mut manifest = Vec::with_capacity(members.len());
+    for (name, spec) in &members {
+        let trace = generate(spec).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        iolearn_safeio::write(&dir.join(format!("{name}.{ext}")), &encode(to, &trace))?;
+        manifest.push(serde_json::json!({
+            "name": name, "file": format!("{name}.{ext}"), "ios": spec.ios, "iops": spec.iops,
+            "read_share": spec.read_share, "burst": spec.burst, "on_ms": spec.on_ms,
+            "read_kib": spec.read_kib, "write_kib": spec.write_kib, "size_sigma": spec.size_sigma,
+            "seq_share": spec.seq_share, "zipf": spec.zipf, "span_gib": spec.span_gib, "seed": spec.seed,
+        }));
+    }
+    let json = serde_json::json!({ "family_seed": seed, "members": manifest });
+    iolearn_safeio::write(
+        &dir.join("family.json"),
+        serde_json::to_string_pretty(&json)?.as_bytes(),
+    )?;
+    eprintln!("iolearn: {count} traces of {ios} I/Os in {}", dir.display());
     Ok(())
 }

@@ -107,6 +107,7 @@ fn every_policy_replays_on_three_loop_devices() {
         "heursim=2",
         "heuradv=4,1,300",
         "base+hedge=200",
+        "base+hedge=auto:50/0.05",
         "base+clone",
         "base+timeout=300",
     ]
@@ -164,6 +165,15 @@ fn every_policy_replays_on_three_loop_devices() {
             }
             "base+clone" => assert!(reads.iter().all(|x| x[5] == 1)),
             "base+hedge=200" | "base+timeout=300" => assert_eq!(revoked, 0),
+            "base+hedge=auto:50/0.05" => {
+                // The delay follows the reads' p95 (never under 50 us): some reads hedged,
+                // within the budget and its burst.
+                assert_eq!(revoked, 0);
+                assert!(
+                    dups > 0 && dups as f64 <= 10.0 + 0.05 * reads.len() as f64,
+                    "{dups} hedges"
+                );
+            }
             _ => {}
         }
     }

@@ -171,3 +171,87 @@ fn dash_reads_standard_input_and_writes_standard_output() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("<stdin>: line 2: arrival_ms"), "{err}");
 }
+
+#[test]
+fn generate_writes_the_trace_asked_for_and_refuses_fields_out_of_range() {
+    let out = tmp("gen.trace");
+    let o = iolearn(&[
+        "trace",
+        "generate",
+        "--ios",
+        "5000",
+        "--iops",
+        "2000",
+        "--read-share",
+        "0.75",
+        "--burst",
+        "1",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stats = String::from_utf8(iolearn(&["trace", "stats", out.to_str().unwrap()]).stdout).unwrap();
+    assert!(stats.contains("Total IO    = 5000"), "{stats}");
+    let reads: f64 = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("#read io    = "))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    assert!((reads / 5000.0 - 0.75).abs() < 0.03, "{stats}");
+    for (flag, value) in [
+        ("--read-share", "1.5"),
+        ("--iops", "0"),
+        ("--burst", "nan"),
+        ("--zipf", "-1"),
+    ] {
+        let bad = tmp("bad-gen.trace");
+        let o = iolearn(&["trace", "generate", flag, value, "-o", bad.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(flag), "{flag} {value}: {err}");
+        assert!(!bad.exists(), "{flag}: an output written after an error");
+    }
+}
+
+#[test]
+fn a_family_is_one_trace_per_member_and_a_manifest_and_its_seed_fixes_it() {
+    let dir = tmp("family-a");
+    let run = |d: &std::path::Path, seed: &str| {
+        let o = iolearn(&[
+            "trace",
+            "family",
+            "--seed",
+            seed,
+            "--count",
+            "3",
+            "--ios",
+            "500",
+            "-o",
+            d.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    run(&dir, "5");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("family.json")).unwrap()).unwrap();
+    let members = manifest["members"].as_array().unwrap();
+    assert_eq!(members.len(), 3);
+    for m in members {
+        let file = dir.join(m["file"].as_str().unwrap());
+        let stats = String::from_utf8(iolearn(&["trace", "stats", file.to_str().unwrap()]).stdout).unwrap();
+        assert!(stats.contains("Total IO    = 500 "), "{stats}");
+    }
+    // The same seed gives the same files; another seed other traces.
+    let again = tmp("family-b");
+    run(&again, "5");
+    let other = tmp("family-c");
+    run(&other, "6");
+    let read = |d: &std::path::Path, n: &str| std::fs::read(d.join(format!("gen{n}.trace"))).unwrap();
+    assert_eq!(read(&dir, "5-0"), read(&again, "5-0"));
+    assert_ne!(read(&dir, "5-0"), read(&other, "6-0"));
+    // A file where the directory should be is refused, not replaced.
+    let file = tmp("family-file");
+    std::fs::write(&file, "x").unwrap();
+    let o = iolearn(&["trace", "family", "--count", "1", "-o", file.to_str().unwrap()]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("not a directory"));
+    assert_eq!(std::fs::read(&file).unwrap(), b"x");
+}

@@ -834,8 +834,14 @@ fn read_trace<'py>(
     };
     let t = iolearn_trace::read_file(&path, format, iolearn_trace::ReadOptions { skip_bad })
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let d = trace_columns(py, &t.ios)?;
+    d.set_item("skipped", t.skipped)?;
+    Ok(d)
+}
+
+/// A trace's I/Os as a dict of numpy columns (`read_trace`'s, without "skipped").
+fn trace_columns<'py>(py: Python<'py>, ios: &[iolearn_trace::BlockIo]) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
     let d = pyo3::types::PyDict::new(py);
-    let ios = &t.ios;
     d.set_item(
         "arrival_ns",
         ios.iter().map(|i| i.arrival_ns).collect::<Vec<_>>().into_pyarray(py),
@@ -853,22 +859,53 @@ fn read_trace<'py>(
         "write",
         ios.iter().map(|i| i.write).collect::<Vec<_>>().into_pyarray(py),
     )?;
-    d.set_item(
-        "latency_ns",
-        ios.iter()
-            .map(|i| i.latency_ns.map_or(-1, |v| v as i64))
-            .collect::<Vec<_>>()
-            .into_pyarray(py),
-    )?;
-    d.set_item(
-        "queue_depth",
-        ios.iter()
-            .map(|i| i.queue_depth.map_or(-1, |v| v as i64))
-            .collect::<Vec<_>>()
-            .into_pyarray(py),
-    )?;
-    d.set_item("skipped", t.skipped)?;
+    let opt =
+        |f: &dyn Fn(&iolearn_trace::BlockIo) -> Option<i64>| ios.iter().map(|i| f(i).unwrap_or(-1)).collect::<Vec<_>>();
+    d.set_item("latency_ns", opt(&|i| i.latency_ns.map(|v| v as i64)).into_pyarray(py))?;
+    d.set_item("queue_depth", opt(&|i| i.queue_depth.map(i64::from)).into_pyarray(py))?;
     Ok(d)
+}
+
+/// A synthetic block trace (`iolearn_trace::generate::Spec`; `iolearn trace generate` has the
+/// same settings). Returns `read_trace`'s columns; a field out of range is a ValueError naming it.
+#[pyfunction]
+#[pyo3(signature = (ios=20_000, iops=1000.0, read_share=0.4, burst=4.0, on_ms=20.0, read_kib=4.0, write_kib=4.0, size_sigma=0.7, seq_share=0.2, zipf=0.8, span_gib=16.0, seed=1))]
+#[allow(clippy::too_many_arguments)]
+fn generate_trace<'py>(
+    py: Python<'py>,
+    ios: usize,
+    iops: f64,
+    read_share: f64,
+    burst: f64,
+    on_ms: f64,
+    read_kib: f64,
+    write_kib: f64,
+    size_sigma: f64,
+    seq_share: f64,
+    zipf: f64,
+    span_gib: f64,
+    seed: u64,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    let spec = iolearn_trace::generate::Spec {
+        ios,
+        iops,
+        read_share,
+        burst,
+        on_ms,
+        read_kib,
+        write_kib,
+        size_sigma,
+        seq_share,
+        zipf,
+        span_gib,
+        seed,
+    };
+    let trace = py.detach(|| iolearn_trace::generate::generate(&spec)).map_err(|e| {
+        // Name the field as this function's keyword (read_share, not read-share).
+        let (field, rest) = e.split_once(' ').unwrap_or((&e, ""));
+        PyValueError::new_err(format!("{} {rest}", field.replace('-', "_")))
+    })?;
+    trace_columns(py, &trace)
 }
 
 /// Replay a block trace on replicated simulated SSDs. Returns a dict of equal-length numpy
@@ -903,7 +940,7 @@ fn sim_ssd<'py>(
     tail::check_replicas(replicas, "hop_us", hop_us)?;
     tail::check_precondition(precondition)?;
     let noise = Noise::preset(noise, replicas)
-        .ok_or_else(|| PyValueError::new_err(format!("unknown noise {noise:?} (quiet, ec2, tailatstore, failslow)")))?;
+        .ok_or_else(|| PyValueError::new_err(format!("unknown noise {noise:?} ({}, or io:IOPS,KIB,READ_SHARE with IOPS 0.001 to 1e7, KIB 0.5 to 65536, READ_SHARE 0 to 1)", Noise::NAMES.join(", "))))?;
     let format = match trace_format {
         None => None,
         Some(f) => Some(
@@ -964,6 +1001,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sim_closed_loop, m)?)?;
     m.add_function(wrap_pyfunction!(sim_ssd, m)?)?;
     m.add_function(wrap_pyfunction!(read_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(generate_trace, m)?)?;
     m.add_class::<tail::TailWorld>()?;
     m.add_function(wrap_pyfunction!(tail::inflection_point, m)?)?;
     m.add_function(wrap_pyfunction!(tail::best_threshold, m)?)?;

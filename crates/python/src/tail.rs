@@ -52,9 +52,8 @@ impl TailWorld {
         if cache_mb > 1 << 20 {
             return Err(PyValueError::new_err(format!("cache_mb: {cache_mb} (at most 1048576)")));
         }
-        let noise = Noise::preset(noise, replicas).ok_or_else(|| {
-            PyValueError::new_err(format!("noise: unknown {noise:?} (quiet, ec2, tailatstore, failslow)"))
-        })?;
+        let noise = Noise::preset(noise, replicas)
+            .ok_or_else(|| PyValueError::new_err(format!("noise: unknown {noise:?} ({}, or io:IOPS,KIB,READ_SHARE with IOPS 0.001 to 1e7, KIB 0.5 to 65536, READ_SHARE 0 to 1)", Noise::NAMES.join(", "))))?;
         let cfg = WorldConfig {
             drive,
             mode,

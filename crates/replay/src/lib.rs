@@ -353,6 +353,7 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
     let mut samples: Vec<(usize, Vec<f32>)> = Vec::new();
     let failover_ns = (opts.failover_us * 1e3) as u64;
     let (mut reads_seen, mut hedges_sent) = (0u64, 0u64);
+    let mut hedge_delay = iolearn_tail::HedgeDelay::new(spec.client);
     let mut next = 0usize;
     let mut open = requests.len();
     let start = Instant::now();
@@ -447,9 +448,9 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
                     ring.submit(&replicas[r].file, qi, r, off, len, false, &mut queues[r], t)?;
                     let after = |d: u64| (q.arrival_ns + d).max(t);
                     match spec.client {
-                        Client::Hedge { after_ns, .. } if n > 1 => {
+                        Client::Hedge { .. } if n > 1 => {
                             seq += 1;
-                            timers.push(Reverse((after(after_ns), seq, T_HEDGE, qi as u32, 0)));
+                            timers.push(Reverse((after(hedge_delay.delay_ns()), seq, T_HEDGE, qi as u32, 0)));
                         }
                         Client::Timeout { after_ns } if n > 1 => {
                             seq += 1;
@@ -524,6 +525,9 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
                 st.errno = -c.result;
             } else {
                 st.latency_ns = t.saturating_sub(q.arrival_ns);
+                if !q.write {
+                    hedge_delay.observe(st.latency_ns);
+                }
             }
         }
     }

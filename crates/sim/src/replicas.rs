@@ -21,6 +21,10 @@ pub trait Storage {
     fn state(&mut self, _now_ns: u64, _offset: u64, _len: u64) -> DeviceState {
         DeviceState::default()
     }
+    /// Addressable bytes (where other tenants' I/Os land); 1 GiB when the storage does not say.
+    fn capacity(&self) -> u64 {
+        1 << 30
+    }
 }
 
 /// A device's inside as seen by one request (white-box predictors: MittSSD, MittNOOP).
@@ -51,6 +55,9 @@ impl Storage for Ssd {
     fn peek(&mut self, now_ns: u64, offset: u64, len: u64) -> Option<u64> {
         Some(self.peek_read(now_ns, offset, len))
     }
+    fn capacity(&self) -> u64 {
+        self.capacity_bytes()
+    }
 }
 
 impl Storage for Device {
@@ -67,6 +74,9 @@ impl Storage for Device {
     fn peek(&mut self, now_ns: u64, offset: u64, len: u64) -> Option<u64> {
         // Small state: serve a copy.
         Some(self.clone().submit(now_ns, offset, len, false))
+    }
+    fn capacity(&self) -> u64 {
+        self.preset().capacity_bytes
     }
 }
 
@@ -118,7 +128,47 @@ pub enum Noise {
         /// Share of I/Os affected.
         share: f64,
     },
+    /// Another tenant's I/O on the replica's device (MittOS's noise was other tenants'
+    /// I/O on the same machine): its I/Os occupy the drive's channels and chips and join the
+    /// replica's queue, so queue lengths, recent latencies and chip states show them, unlike
+    /// the kinds above, which add latency from outside anything a predictor can see.
+    Io(Tenant),
 }
+
+/// Another tenant's I/O stream on a replica's device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tenant {
+    /// When it is active.
+    pub schedule: Schedule,
+    /// I/Os per second while active (at full intensity).
+    pub iops: f64,
+    /// Size of its I/Os, KiB.
+    pub kib: f64,
+    /// Share of its I/Os that are reads.
+    pub read_share: f64,
+}
+
+/// When a tenant submits I/O.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Schedule {
+    /// Active a `fraction` of the time in periods of mean `busy_ms` (exponential lengths,
+    /// MittOS's EC2-derived busy nodes), idle between.
+    OnOff {
+        /// Share of time active.
+        fraction: f64,
+        /// Mean active period, ms.
+        busy_ms: f64,
+    },
+    /// Every `period_ms` an intensity from TailAtStore's SSD slowdown distribution: a drawn
+    /// slowdown S gives `(S - 1) / 2` of the full rate, capped at 1 (S = 1: idle; S >= 3: full).
+    TailAtStore {
+        /// How long one draw lasts, ms.
+        period_ms: f64,
+    },
+}
+
+/// One I/O of another tenant: (arrival ns, offset, bytes, write).
+pub type TenantIo = (u64, u64, u64, bool);
 
 impl Noise {
     /// Named noise for `replicas` replicas: `quiet`; `ec2` (MittOS's EC2-derived noise scaled
@@ -141,9 +191,75 @@ impl Noise {
                 for_ms: f64::INFINITY,
                 share: 1.0,
             }],
+            // Other tenants' I/O on the device (`Noise::Io`). `ec2-io`: MittOS's schedule (one
+            // replica busy 25% of the time, one 5%, 50 ms periods) filled with a tenant's 64 KiB
+            // reads and writes at 4,000 per second (its writes wake the drive's GC: at 6,000 the
+            // busy replica's p99 is ten times higher, at 2,000 about the same as quiet, on the
+            // reference trace rw_40_60.1370 at 10x); `io:IOPS,KIB,READ_SHARE`: the same schedule
+            // with another tenant; `tailatstore-io`: every replica's tenant intensity drawn
+            // every 100 ms from TailAtStore's slowdowns (full rate, 8,000 per second, for
+            // S >= 3); `bursty-io`: replica 0 in 5 ms bursts 10% of the time at 20,000 16 KiB
+            // writes per second (a write buffer filling, GC behind it).
+            "ec2-io" => return Noise::preset("io:4000,64,0.5", replicas),
+            custom if custom.starts_with("io:") => {
+                // `io:IOPS,KIB,READ_SHARE`: EC2's schedule with this tenant.
+                let v: Vec<f64> = custom[3..]
+                    .split(',')
+                    .map(|x| x.trim().parse().ok().filter(|v: &f64| v.is_finite()))
+                    .collect::<Option<_>>()?;
+                let [iops, kib, read_share] = v[..] else { return None };
+                if !(1e-3..=1e7).contains(&iops)
+                    || !(0.5..=65536.0).contains(&kib)
+                    || !(0.0..=1.0).contains(&read_share)
+                {
+                    return None;
+                }
+                let t = |fraction| {
+                    Noise::Io(Tenant {
+                        schedule: Schedule::OnOff {
+                            fraction,
+                            busy_ms: 50.0,
+                        },
+                        iops,
+                        kib,
+                        read_share,
+                    })
+                };
+                vec![t(0.25), t(0.05)]
+            }
+            "tailatstore-io" => (0..replicas)
+                .map(|_| {
+                    Noise::Io(Tenant {
+                        schedule: Schedule::TailAtStore { period_ms: 100.0 },
+                        iops: 8_000.0,
+                        kib: 64.0,
+                        read_share: 0.5,
+                    })
+                })
+                .collect(),
+            "bursty-io" => vec![Noise::Io(Tenant {
+                schedule: Schedule::OnOff {
+                    fraction: 0.1,
+                    busy_ms: 5.0,
+                },
+                iops: 20_000.0,
+                kib: 16.0,
+                read_share: 0.0,
+            })],
             _ => return None,
         })
     }
+
+    /// The named kinds [`Noise::preset`] knows.
+    pub const NAMES: [&'static str; 7] = [
+        "quiet",
+        "ec2",
+        "tailatstore",
+        "failslow",
+        "ec2-io",
+        "tailatstore-io",
+        "bursty-io",
+    ];
 }
 
 /// TailAtStore's SSD slowdown percentiles (`tail-latency.md` section 6): (cumulative
@@ -183,24 +299,93 @@ pub struct Replica {
     /// Busy-period state: (busy now, until ns).
     busy: (bool, u64),
     slowdown: (f64, u64),
+    /// Another tenant's stream, if any: its own generator (so the other kinds' draws do not
+    /// move), the active period (intensity, until ns), and its next I/O.
+    tenant: Option<(Rng, (f64, u64), Option<TenantIo>)>,
 }
 
 impl Replica {
     /// A replica of `storage` with `noise`, seeded.
     pub fn new(storage: Box<dyn Storage>, noise: Noise, seed: u64) -> Replica {
-        Replica {
+        let tenant = matches!(noise, Noise::Io(_)).then(|| (Rng::new(seed ^ 0x7e4a_4e70), (0.0, 0), None));
+        let mut r = Replica {
             storage,
             noise,
             rng: Rng::new(seed),
             busy: (false, 0),
             slowdown: (1.0, 0),
+            tenant,
+        };
+        r.advance_tenant(0);
+        r
+    }
+
+    /// The other tenant's next I/O (arrival order), if this replica has one.
+    pub fn next_tenant_io(&self) -> Option<TenantIo> {
+        self.tenant.as_ref().and_then(|t| t.2)
+    }
+
+    /// Submit the other tenant's next I/O to the device and draw the one after; returns it
+    /// with its completion time.
+    pub fn serve_tenant_io(&mut self) -> Option<(TenantIo, u64)> {
+        let io = self.next_tenant_io()?;
+        let done = self.storage.submit(io.0, io.1, io.2, io.3);
+        self.advance_tenant(io.0);
+        Some((io, done))
+    }
+
+    /// Draw the tenant's next I/O after `now_ns`: Poisson arrivals at the period's rate,
+    /// periods skipped while idle.
+    fn advance_tenant(&mut self, now_ns: u64) {
+        let Noise::Io(spec) = &self.noise else { return };
+        let cap = self.storage.capacity();
+        let Some((rng, period, next)) = self.tenant.as_mut() else {
+            return;
+        };
+        let exp = |rng: &mut Rng, mean: f64| -(1.0 - rng.next_f64()).ln() * mean;
+        let mut t = now_ns as f64;
+        loop {
+            // Enter the period containing t (draw its intensity when it starts).
+            while t >= period.1 as f64 {
+                let (level, len_ns) = match spec.schedule {
+                    Schedule::OnOff { fraction, busy_ms } => {
+                        let fraction = fraction.clamp(1e-6, 0.999);
+                        let active = period.0 == 0.0;
+                        let mean_ms = if active {
+                            busy_ms
+                        } else {
+                            busy_ms * (1.0 - fraction) / fraction
+                        };
+                        (if active { 1.0 } else { 0.0 }, exp(rng, mean_ms * 1e6))
+                    }
+                    Schedule::TailAtStore { period_ms } => {
+                        (((draw_slowdown(rng) - 1.0) / 2.0).min(1.0), period_ms * 1e6)
+                    }
+                };
+                *period = (level, period.1 + len_ns.max(1.0) as u64);
+            }
+            let rate = spec.iops * period.0 / 1e9;
+            if rate <= 0.0 {
+                t = period.1 as f64;
+                continue;
+            }
+            let at = t + exp(rng, 1.0 / rate);
+            if at >= period.1 as f64 {
+                t = period.1 as f64; // memoryless: start over in the next period
+                continue;
+            }
+            let len = ((spec.kib * 1024.0) as u64).clamp(512, 64 << 20) / 512 * 512;
+            let offset = (rng.below((cap.saturating_sub(len) / 4096).max(1) as usize) as u64) * 4096;
+            let write = rng.next_f64() >= spec.read_share;
+            *next = Some((at as u64, offset, len, write));
+            return;
         }
     }
 
     /// Latency multiplier and added ns at `now_ns` for one I/O.
     fn noise_at(&mut self, now_ns: u64) -> (f64, u64) {
         match self.noise.clone() {
-            Noise::Quiet => (1.0, 0),
+            Noise::Quiet | Noise::Io(_) => (1.0, 0),
             Noise::Busy {
                 fraction,
                 busy_ms,

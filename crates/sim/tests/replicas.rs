@@ -205,3 +205,82 @@ fn disk_fifo_matches_service_times_and_sstf_seeks_less() {
     nf.correct(1_100, 1_300);
     assert_eq!(nf.wait_ns(600), 700);
 }
+
+#[test]
+fn tenant_noise_is_named_or_spelled_out_and_bad_spellings_are_refused() {
+    use iolearn_sim::replicas::{Noise, Schedule, Tenant};
+    for name in Noise::NAMES {
+        assert!(Noise::preset(name, 3).is_some(), "{name}");
+    }
+    let v = Noise::preset("io:2500,32,0.25", 3).unwrap();
+    assert_eq!(
+        v[0],
+        Noise::Io(Tenant {
+            schedule: Schedule::OnOff {
+                fraction: 0.25,
+                busy_ms: 50.0
+            },
+            iops: 2500.0,
+            kib: 32.0,
+            read_share: 0.25
+        })
+    );
+    assert_eq!(v.len(), 2, "EC2's schedule: two busy replicas");
+    assert_eq!(Noise::preset("ec2-io", 3), Noise::preset("io:4000,64,0.5", 3));
+    for bad in [
+        "io:",
+        "io:1,2",
+        "io:1,2,3,4",
+        "io:nan,64,0.5",
+        "io:0,64,0.5",
+        "io:100,0.1,0.5",
+        "io:100,64,1.5",
+        "loud",
+    ] {
+        assert!(Noise::preset(bad, 3).is_none(), "{bad}");
+    }
+}
+
+#[test]
+fn a_tenant_submits_at_its_rate_while_active_and_nothing_while_idle() {
+    use iolearn_sim::replicas::{Noise, Replica, Schedule, Tenant};
+    let tenant = |schedule| {
+        Noise::Io(Tenant {
+            schedule,
+            iops: 10_000.0,
+            kib: 4.0,
+            read_share: 0.5,
+        })
+    };
+    let count = |noise: Noise| {
+        let mut r = Replica::new(Box::new(Fixed(50_000)), noise, 9);
+        let mut n = 0usize;
+        let mut last = 0;
+        while let Some((io, _)) = r.serve_tenant_io() {
+            assert!(io.0 >= last && io.1 % 4096 == 0 && io.2 == 4096);
+            last = io.0;
+            if io.0 > 10_000_000_000 {
+                break;
+            }
+            n += 1;
+        }
+        n as f64 / 10.0 // per second over 10 s
+    };
+    let always = count(tenant(Schedule::OnOff {
+        fraction: 0.999,
+        busy_ms: 50.0,
+    }));
+    let quarter = count(tenant(Schedule::OnOff {
+        fraction: 0.25,
+        busy_ms: 50.0,
+    }));
+    assert!((always / 10_000.0 - 1.0).abs() < 0.05, "{always}");
+    assert!((quarter / 2_500.0 - 1.0).abs() < 0.25, "{quarter}");
+    // TailAtStore's draws leave a drive at speed 90% of the time: mostly idle.
+    let tail = count(tenant(Schedule::TailAtStore { period_ms: 100.0 }));
+    assert!(tail > 0.0 && tail < 0.1 * always, "{tail}");
+    // Other kinds of noise have no tenant.
+    assert!(Replica::new(Box::new(Fixed(1)), Noise::Quiet, 1)
+        .next_tenant_io()
+        .is_none());
+}

@@ -18,7 +18,7 @@ pub mod spec;
 
 pub use metrics::{percentile, Summary};
 pub use run::{Decision, DriveConfig, ReadResult, RunResult, Sample, World, WorldConfig};
-pub use spec::{AdmissionSpec, Client, DeviceTiming, PolicySpec};
+pub use spec::{AdmissionSpec, Client, DeviceTiming, HedgeDelay, PolicySpec};
 
 /// One request of a replicated replay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

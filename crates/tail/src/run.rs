@@ -1,7 +1,7 @@
 //! The replay itself: a small discrete-event loop over arrivals, failovers, hedges and
 //! timeouts, in time order (each drive is always driven forward in time).
 
-use crate::spec::{Client, DeviceTiming};
+use crate::spec::{Client, DeviceTiming, HedgeDelay};
 use crate::Request;
 use iolearn_ml::Rng;
 use iolearn_policy::admission::{Admission, DeviceQueue, FeatureSet, IoView, WhiteBox};
@@ -301,6 +301,26 @@ fn serve_read(
     done
 }
 
+/// Serve the next I/O of replica `r`'s other tenant: it occupies the drive and joins the
+/// replica's queue (the policy hears of it as of any I/O).
+fn serve_tenant_io(
+    (replica, queue): (&mut Replica, &mut Queue),
+    admission: &mut dyn Admission,
+    r: usize,
+    id: u64,
+    white_box: bool,
+) {
+    let Some((at, offset, len, _)) = replica.next_tenant_io() else {
+        return;
+    };
+    queue.retire(at, r, admission);
+    let svc = service_ns(replica, white_box, at, offset, len as u32);
+    if let Some((_, done)) = replica.serve_tenant_io() {
+        queue.push(id, at, done, len as u32);
+        admission.started(r, id, at, svc);
+    }
+}
+
 /// The device model's service time of an I/O, for policies that keep their own queue view
 /// (0 unless they asked for a white box).
 fn service_ns(replica: &mut Replica, wants: bool, now: u64, offset: u64, size: u32) -> u64 {
@@ -414,6 +434,10 @@ impl World {
             .collect();
         let mut next_id = 0u64;
         let (mut reads_seen, mut hedges_sent) = (0u64, 0u64);
+        // The hedge's delay, and the reads served but not yet complete: the client learns a
+        // latency only when time reaches its completion.
+        let mut hedge_delay = HedgeDelay::new(client);
+        let mut completing: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
         let mut out = RunResult::default();
         // (time, seq, kind, request, arg)
         let mut heap: BinaryHeap<Reverse<Event>> = BinaryHeap::new();
@@ -421,6 +445,29 @@ impl World {
         let mut next = 0usize;
         loop {
             let from_heap = heap.peek().map(|Reverse(e)| e.0);
+            if next < requests.len() || from_heap.is_some() {
+                // Other tenants' I/Os due before the next event of the replay go first: they
+                // occupy the drive and join the replica's queue like any I/O.
+                let due = requests
+                    .get(next)
+                    .map_or(u64::MAX, |q| q.arrival_ns)
+                    .min(from_heap.unwrap_or(u64::MAX));
+                let tenant = (0..n)
+                    .filter_map(|r| replicas[r].next_tenant_io().map(|io| (io.0, r)))
+                    .filter(|&(at, _)| at < due)
+                    .min();
+                if let Some((_, r)) = tenant {
+                    serve_tenant_io(
+                        (&mut replicas[r], &mut queues[r]),
+                        admission,
+                        r,
+                        next_id,
+                        needs.white_box,
+                    );
+                    next_id += 1;
+                    continue;
+                }
+            }
             let (t, kind, qi, arg) = match (next < requests.len(), from_heap) {
                 (false, None) => break,
                 (true, h) if h.is_none_or(|h| requests[next].arrival_ns < h) => {
@@ -554,8 +601,16 @@ impl World {
                     st.served_attempt = attempt as u8;
                     match client {
                         Client::Direct => {}
-                        Client::Hedge { after_ns, .. } if n > 1 => {
-                            let at = (q.arrival_ns + after_ns).max(t);
+                        Client::Hedge { .. } if n > 1 => {
+                            while let Some(&Reverse((at, lat))) = completing.peek() {
+                                if at > t {
+                                    break;
+                                }
+                                completing.pop();
+                                hedge_delay.observe(lat);
+                            }
+                            completing.push(Reverse((done, done - q.arrival_ns)));
+                            let at = (q.arrival_ns + hedge_delay.delay_ns()).max(t);
                             if done > at {
                                 schedule(&mut heap, at, HEDGE, 0);
                             }

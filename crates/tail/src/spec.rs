@@ -7,7 +7,9 @@
 //! `model=PATH` (a trained model
 //! file; its schema and meta say how to use it).
 //! Client (what the application does besides): `hedge=AFTER_US[/BUDGET]` (a duplicate to
-//! another replica if no answer by then; at most a BUDGET share of reads), `clone` (two copies
+//! another replica if no answer by then; at most a BUDGET share of reads),
+//! `hedge=auto:AFTER_US/BUDGET` (never before AFTER_US, later when more than a BUDGET share of
+//! recent reads are slower: at their `1 - BUDGET` quantile), `clone` (two copies
 //! at once), `timeout=AFTER_US` (give up and retry elsewhere). `+rank` sends failovers and
 //! hedges to the replica the policy scores least slow; `+cache` wraps the admission in
 //! MittCache (reads resident in the page cache are always served).
@@ -28,10 +30,16 @@ pub enum Client {
     /// bucket, like the retry budgets of RPC stacks): hedging cannot run away when the tail
     /// grows.
     Hedge {
-        /// Delay, ns.
+        /// Delay, ns (adaptive: the delay until enough reads have completed).
         after_ns: u64,
         /// Largest share of reads hedged (1.0: no limit).
         budget: f64,
+        /// `hedge=auto:US/BUDGET`: the delay follows the client's recent read latencies, at
+        /// their `1 - budget` quantile when that is later than `after_ns` ([`HedgeDelay`]):
+        /// reads slower than `after_ns` are hedged, the slowest first when they outnumber the
+        /// budget, where a fixed delay tuned on one half of a trace spends its budget early
+        /// on a half with more slow reads and then leaves the slowest unhedged.
+        adaptive: bool,
     },
     /// Send to two replicas at once; first answer wins.
     Clone,
@@ -178,6 +186,10 @@ impl PolicySpec {
             None => Client::Direct,
             Some(c) => match c.split_once('=') {
                 Some(("hedge", v)) => {
+                    let (adaptive, v) = match v.strip_prefix("auto:") {
+                        Some(rest) => (true, rest),
+                        None => (false, v),
+                    };
                     let (delay, budget) = match v.split_once('/') {
                         Some((d, b)) => {
                             let b: f64 = num("hedge budget", b)?;
@@ -186,18 +198,30 @@ impl PolicySpec {
                             }
                             (d, b)
                         }
+                        None if adaptive => {
+                            return Err(format!(
+                                "{}: an adaptive hedge needs a budget (hedge=auto:US/BUDGET)",
+                                q(c)
+                            ))
+                        }
                         None => (v, 1.0),
                     };
                     Client::Hedge {
                         after_ns: (us("hedge delay", delay)? * 1e3) as u64,
                         budget,
+                        adaptive,
                     }
                 }
                 Some(("timeout", v)) => Client::Timeout {
                     after_ns: (us("timeout", v)? * 1e3) as u64,
                 },
                 None if c == "clone" => Client::Clone,
-                _ => return Err(format!("unknown client {} (hedge=US, clone, timeout=US)", q(c))),
+                _ => {
+                    return Err(format!(
+                        "unknown client {} (hedge=US[/B], hedge=auto:US/B, clone, timeout=US)",
+                        q(c)
+                    ))
+                }
             },
         };
         Ok(PolicySpec {
@@ -247,5 +271,75 @@ impl PolicySpec {
                 Box::new(l)
             }
         })
+    }
+}
+
+/// A hedge's delay: fixed, or following the client's recent read latencies.
+///
+/// Adaptive, it is the `1 - budget` quantile of the last [`HedgeDelay::WINDOW`] reads the
+/// client saw complete (recomputed every [`HedgeDelay::EVERY`] completions, once
+/// [`HedgeDelay::WARM`] have), but never earlier than the hedge's own delay: reads slower than
+/// that are hedged while they are fewer than the budget, and when they are more, the delay
+/// rises so the budget goes to the slowest (Dean and Barroso's "hedge after the p95", kept
+/// current).
+#[derive(Debug, Clone)]
+pub struct HedgeDelay {
+    start_ns: u64,
+    quantile: Option<f64>,
+    recent: std::collections::VecDeque<u64>,
+    since: usize,
+    current_ns: u64,
+}
+
+impl HedgeDelay {
+    /// Completions the quantile is taken over.
+    pub const WINDOW: usize = 1024;
+    /// Completions before the quantile replaces the starting delay.
+    pub const WARM: usize = 100;
+    /// Completions between recomputations.
+    pub const EVERY: usize = 32;
+
+    /// The delay of `client` (0 when it does not hedge).
+    pub fn new(client: Client) -> HedgeDelay {
+        let (start_ns, quantile) = match client {
+            Client::Hedge {
+                after_ns,
+                budget,
+                adaptive,
+            } => (after_ns, adaptive.then_some(1.0 - budget)),
+            _ => (0, None),
+        };
+        HedgeDelay {
+            start_ns,
+            quantile,
+            recent: std::collections::VecDeque::new(),
+            since: 0,
+            current_ns: start_ns,
+        }
+    }
+
+    /// A read completed after `latency_ns` (as the client saw it).
+    pub fn observe(&mut self, latency_ns: u64) {
+        let Some(q) = self.quantile else { return };
+        if self.recent.len() == Self::WINDOW {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(latency_ns);
+        self.since += 1;
+        if self.recent.len() >= Self::WARM && self.since >= Self::EVERY {
+            self.since = 0;
+            let mut v: Vec<u64> = self.recent.iter().copied().collect();
+            let k = ((q * v.len() as f64) as usize).min(v.len() - 1);
+            self.current_ns = *v.select_nth_unstable(k).1;
+        }
+    }
+
+    /// The delay now, ns.
+    pub fn delay_ns(&self) -> u64 {
+        if self.quantile.is_some() {
+            self.current_ns.max(self.start_ns)
+        } else {
+            self.start_ns
+        }
     }
 }

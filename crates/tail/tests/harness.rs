@@ -127,6 +127,7 @@ fn hedges_clones_and_timeouts_send_the_copies_they_should() {
     let late = Client::Hedge {
         after_ns: u64::MAX / 4,
         budget: 1.0,
+        adaptive: false,
     };
     assert_eq!(run(&w, &reqs, &mut AdmitAll, late).reads, base.reads);
     let to = Client::Timeout { after_ns: u64::MAX / 4 };
@@ -136,7 +137,16 @@ fn hedges_clones_and_timeouts_send_the_copies_they_should() {
     assert!(c.reads.iter().all(|r| r.duplicates == 1));
     // A hedge fires only for reads not answered by then, and at most once.
     let after_ns = 200_000;
-    let h = run(&w, &reqs, &mut AdmitAll, Client::Hedge { after_ns, budget: 1.0 });
+    let h = run(
+        &w,
+        &reqs,
+        &mut AdmitAll,
+        Client::Hedge {
+            after_ns,
+            budget: 1.0,
+            adaptive: false,
+        },
+    );
     assert!(h.reads.iter().all(|r| r.duplicates <= 1));
     for r in h.reads.iter().filter(|r| r.duplicates == 0) {
         assert!(r.latency_ns <= after_ns, "{r:?}");
@@ -157,6 +167,7 @@ fn hedges_clones_and_timeouts_send_the_copies_they_should() {
         Client::Hedge {
             after_ns: 0,
             budget: 0.02,
+            adaptive: false,
         },
     );
     let hedged = tight.reads.iter().filter(|r| r.duplicates > 0).count();
@@ -237,7 +248,8 @@ fn policy_specs_parse_and_errors_name_the_problem() {
         s.client,
         Client::Hedge {
             after_ns: 90_000,
-            budget: 1.0
+            budget: 1.0,
+            adaptive: false
         }
     );
     let b = PolicySpec::parse("base+hedge=50/0.05").unwrap();
@@ -245,9 +257,20 @@ fn policy_specs_parse_and_errors_name_the_problem() {
         b.client,
         Client::Hedge {
             after_ns: 50_000,
-            budget: 0.05
+            budget: 0.05,
+            adaptive: false
         }
     );
+    assert_eq!(
+        PolicySpec::parse("base+hedge=auto:300/0.05").unwrap().client,
+        Client::Hedge {
+            after_ns: 300_000,
+            budget: 0.05,
+            adaptive: true
+        }
+    );
+    let e = PolicySpec::parse("base+hedge=auto:300").unwrap_err();
+    assert!(e.contains("needs a budget"), "{e}");
     for (bad, says) in [
         ("fancy", "unknown admission"),
         ("random", "needs a value"),
@@ -351,4 +374,152 @@ fn mittcache_serves_what_the_page_cache_holds() {
             assert!(r.reads.iter().all(|x| x.revoked == 2), "{spec}");
         }
     }
+}
+
+/// Counts what a block layer would see: every I/O started on the device, and the pending pages
+/// each read arrives to.
+struct Counter {
+    started: usize,
+    pending: Vec<u32>,
+}
+
+impl Admission for Counter {
+    fn name(&self) -> String {
+        "counter".into()
+    }
+    fn admit(&mut self, io: &IoView) -> bool {
+        self.pending.push(io.pending_pages);
+        true
+    }
+    fn started(&mut self, _replica: usize, _id: u64, _at_ns: u64, _service_ns: u64) {
+        self.started += 1;
+    }
+}
+
+#[test]
+fn another_tenants_io_joins_the_queue_a_policy_sees_and_slows_the_reads() {
+    use iolearn_sim::replicas::{Noise, Schedule, Tenant};
+    let tenant = Noise::Io(Tenant {
+        schedule: Schedule::OnOff {
+            fraction: 0.3,
+            busy_ms: 20.0,
+        },
+        iops: 30_000.0,
+        kib: 128.0,
+        read_share: 0.5,
+    });
+    let reads: Vec<_> = workload(4000, 2000.0, 8)
+        .into_iter()
+        .map(|(t, o, s, _)| (t, o, s, false))
+        .collect();
+    let reqs = replicate(&reads, 2, 1.0).unwrap();
+    let span_s = reqs.last().unwrap().arrival_ns as f64 / 1e9;
+    let go = |noise: Vec<Noise>| {
+        let w = World::new(WorldConfig {
+            noise,
+            ..world(2, 15_000).config().clone()
+        });
+        let mut c = Counter {
+            started: 0,
+            pending: Vec::new(),
+        };
+        let r = w.run(&reqs, &mut c, Client::Direct, false);
+        let mut lat: Vec<u64> = r
+            .reads
+            .iter()
+            .filter(|x| x.served_by == 0)
+            .map(|x| x.latency_ns)
+            .collect();
+        lat.sort_unstable();
+        let mean_pending = c.pending.iter().map(|&p| p as f64).sum::<f64>() / c.pending.len() as f64;
+        (c.started, mean_pending, lat[lat.len() * 95 / 100])
+    };
+    let (quiet_started, quiet_pending, quiet_p95) = go(vec![]);
+    let (started, pending, p95) = go(vec![tenant.clone()]);
+    assert_eq!(quiet_started, reqs.len());
+    // About iops x active share x span of the tenant's I/Os went to the device...
+    let extra = (started - quiet_started) as f64;
+    let want = 30_000.0 * 0.3 * span_s;
+    assert!(
+        (0.5..2.0).contains(&(extra / want)),
+        "tenant I/Os {extra}, expected about {want}"
+    );
+    // ...where the replica's queue shows them, and the reads wait behind them.
+    assert!(
+        pending > 2.0 * quiet_pending,
+        "pending pages {pending} vs quiet {quiet_pending}"
+    );
+    assert!(p95 > quiet_p95, "p95 {p95} vs quiet {quiet_p95}");
+    // The same noise seed gives the same run.
+    assert_eq!(go(vec![tenant]), (started, pending, p95));
+}
+
+#[test]
+fn an_adaptive_hedge_spends_its_budget_whatever_the_tail_and_a_fixed_one_does_not() {
+    // Two halves of one story: a light trace, and the same at five times the rate (a longer
+    // tail). A fixed delay chosen for the light one hedges far more reads on the heavy one;
+    // the adaptive delay hedges about its budget on both.
+    let w = world(3, 15_000);
+    let share = |iops: f64, client: Client| {
+        let reqs = replicate(&workload(4000, iops, 11), 3, 1.0).unwrap();
+        let r = run(&w, &reqs, &mut AdmitAll, client);
+        r.reads.iter().filter(|x| x.duplicates > 0).count() as f64 / r.reads.len() as f64
+    };
+    let light = replicate(&workload(4000, 1000.0, 11), 3, 1.0).unwrap();
+    let mut lat: Vec<u64> = run(&w, &light, &mut AdmitAll, Client::Direct)
+        .reads
+        .iter()
+        .map(|r| r.latency_ns)
+        .collect();
+    lat.sort_unstable();
+    let p95 = lat[lat.len() * 95 / 100];
+    let fixed = Client::Hedge {
+        after_ns: p95,
+        budget: 1.0,
+        adaptive: false,
+    };
+    let adaptive = Client::Hedge {
+        after_ns: p95,
+        budget: 0.05,
+        adaptive: true,
+    };
+    let (fixed_light, fixed_heavy) = (share(1000.0, fixed), share(20_000.0, fixed));
+    let (auto_light, auto_heavy) = (share(1000.0, adaptive), share(20_000.0, adaptive));
+    assert!(fixed_heavy > 2.0 * fixed_light, "fixed: {fixed_light} -> {fixed_heavy}");
+    for s in [auto_light, auto_heavy] {
+        assert!((0.02..=0.065).contains(&s), "adaptive hedged {s}");
+    }
+}
+
+#[test]
+fn the_adaptive_delay_is_the_recent_quantile() {
+    use iolearn_tail::HedgeDelay;
+    let mut d = HedgeDelay::new(Client::Hedge {
+        after_ns: 7,
+        budget: 0.1,
+        adaptive: true,
+    });
+    for v in 1..=99 {
+        d.observe(v);
+    }
+    assert_eq!(d.delay_ns(), 7, "the hedge's own delay until enough reads completed");
+    for v in 100..=1024 {
+        d.observe(v);
+    }
+    let q = d.delay_ns() as f64;
+    assert!((q - 0.9 * 1024.0).abs() < 40.0, "{q}");
+    // The window forgets, and the delay never drops below the hedge's own: after 1,024 reads
+    // of 5, the quantile is 5 and the delay 7.
+    for _ in 0..1024 {
+        d.observe(5);
+    }
+    assert_eq!(d.delay_ns(), 7);
+    // A fixed hedge keeps its delay.
+    let mut f = HedgeDelay::new(Client::Hedge {
+        after_ns: 9,
+        budget: 0.1,
+        adaptive: false,
+    });
+    f.observe(1_000_000);
+    assert_eq!(f.delay_ns(), 9);
 }

@@ -5,11 +5,13 @@
 //! text ([`blkparse`]) and our own binary form ([`binary`], fast and checksummed). Bad lines are
 //! an error naming the file, the line and the field, or, with [`ReadOptions::skip_bad`], counted
 //! and skipped. [`stats`] prints the summary Heimdall's tools print (so the two can be
-//! compared); [`tools`] cuts, finds the busiest window, and rerates.
+//! compared); [`tools`] cuts, finds the busiest window, and rerates; [`generate`] makes synthetic
+//! traces and families of them to tune on one set and report on another.
 #![deny(missing_docs)]
 
 pub mod binary;
 pub mod blkparse;
+pub mod generate;
 pub mod linnos;
 pub mod msr;
 pub mod stats;
