@@ -278,6 +278,36 @@ def prepare(world, s: Setting, train: dict, models_dir: Path, quick: bool = Fals
 
     prep.attempt(("LinnOS-Raw", "LinnOS+HL"), linnos)
 
+    # LinnOS as published: a model and an inflection point per device (replica), labels from
+    # that device's own latencies, failed-over tries drawn from the other devices' in the IP
+    # search; the penalty picked for the shared model. `{r}` in the path: one file per replica.
+    def linnos_per_device():
+        penalty = prep.notes.get("linnos_penalty", 2.0)
+        rep = sm["replica"]
+        fss = []
+        for r in range(s.replicas):
+            own, others = lat[rep == r], lat[rep != r]
+            if own.size < 100:
+                raise ValueError(f"replica {r}: {own.size} training reads, need at least 100")
+            _, ip_r = _native.inflection_point(
+                own.astype(np.float64), s.replicas, s.failover_us, trials, s.seed, others_us=others.astype(np.float64)
+            )
+            slow_r = own > ip_r
+            m = _train_linnos(sm["linnos"][rep == r], slow_r, s.seed, quick, penalty)
+            m.save(
+                models_dir / f"linnos-dev-r{r}.iolm",
+                schema="linnos-31",
+                meta={"rule": "class", "quantize": "x1000", "penalty": f"{penalty:g}", "ip_us": f"{ip_r:.1f}"},
+            )
+            fss.append(_rates(m.predict(sm["linnos"][rep == r]) == 1, slow_r)[1])
+            prep.notes[f"linnos_dev_r{r}_ip_us"] = float(ip_r)
+        path = f"{models_dir}/linnos-dev-r{{r}}.iolm"
+        P["LinnOS-dev-Raw"] = f"model={path}"
+        hl_pct = min(95.0, 100.0 * (1.0 - float(np.mean(fss))))
+        P["LinnOS-dev+HL"] = f"model={path}+hedge={np.percentile(lat, hl_pct):.1f}"
+
+    prep.attempt(("LinnOS-dev-Raw", "LinnOS-dev+HL"), linnos_per_device)
+
     def mittos():
         # ML-MittOS: an unbiased regressor + the threshold minimising the expected latency on the
         # training rows (global selection). Targets in units of the IP latency, capped (SGD stays
@@ -916,7 +946,7 @@ def main(argv=None) -> int:
     grid = default_grid(args)
     output_dir(args.out)
     all_rows, all_lats = [], {}
-    bar = _progress(len(grid) * 22, "admission")
+    bar = _progress(len(grid) * 24, "admission")
     try:
         for s in grid:
             if bar is not None:

@@ -25,6 +25,8 @@ POLICIES = {
     "MittSSD",
     "LinnOS-Raw",
     "LinnOS+HL",
+    "LinnOS-dev-Raw",
+    "LinnOS-dev+HL",
     "ML-MittOS",
     "ML-MittOS-thr-oracle",
     "ML-MittOS-bias-greedy",
@@ -218,3 +220,23 @@ def test_a_diverged_fit_is_retried_with_a_smaller_learning_rate(monkeypatch):
     with pytest.raises(ValueError, match="diverged"):
         admission._train_mittos(X, X[:, 0], seed=1, quick=True)
     assert len(seen) == 3
+
+
+def test_linnos_false_submit_penalty_lowers_false_submits(traces):
+    """Issue 13 (LinnOS as published): the categorical hinge's multiplier on false submits (a
+    slow read predicted fast) trades them for false revokes, on rows the model never saw."""
+    train, _ = admission._slices(str(T1370))
+    w = _native.TailWorld(preset="enterprise", replicas=3, noise="ec2", seed=1)
+    sm = w.run("base", **train, rate=10.0, samples=True, seed=1)["samples"]
+    lat = sm["latency_ns"] / 1e3
+    _, ip_us = _native.inflection_point(lat.astype(np.float64), 3, 15.0, 100_000, 1)
+    slow = lat > ip_us
+    cut = int(0.7 * len(lat))
+    rates = {}
+    for penalty in (1.0, 8.0):
+        m = admission._train_linnos(sm["linnos"][:cut], slow[:cut], 1, True, penalty)
+        pred_slow = m.predict(sm["linnos"][cut:]) == 1
+        rates[penalty] = admission._rates(pred_slow, slow[cut:])
+    (_, fs1, fr1), (_, fs8, fr8) = rates[1.0], rates[8.0]
+    assert fs8 < fs1, rates
+    assert fr8 > fr1, rates

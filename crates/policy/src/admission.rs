@@ -300,6 +300,46 @@ impl Admission for MittCache {
     }
 }
 
+/// One policy per replica (LinnOS trains a model per device, on that device's own latencies,
+/// with its own inflection point): each read is decided by the policy of the replica it
+/// arrives at, and each replica's policy hears only of its own I/Os.
+pub struct PerReplica(pub Vec<Box<dyn Admission>>);
+
+impl PerReplica {
+    fn of(&mut self, replica: usize) -> &mut dyn Admission {
+        // The builder makes one per replica; a replica past them (a caller's error) gets the last.
+        let last = self.0.len() - 1;
+        self.0[replica.min(last)].as_mut()
+    }
+}
+
+impl Admission for PerReplica {
+    fn name(&self) -> String {
+        format!("per-replica {}", self.0.first().map_or(String::new(), |a| a.name()))
+    }
+    fn needs(&self) -> Needs {
+        self.0.iter().fold(Needs::default(), |n, a| {
+            let m = a.needs();
+            Needs {
+                white_box: n.white_box || m.white_box,
+                oracle: n.oracle || m.oracle,
+            }
+        })
+    }
+    fn admit(&mut self, io: &IoView) -> bool {
+        self.of(io.replica as usize).admit(io)
+    }
+    fn slowness(&mut self, io: &IoView) -> f32 {
+        self.of(io.replica as usize).slowness(io)
+    }
+    fn started(&mut self, replica: usize, id: u64, now_ns: u64, service_ns: u64) {
+        self.of(replica).started(replica, id, now_ns, service_ns)
+    }
+    fn finished(&mut self, replica: usize, id: u64, done_ns: u64) {
+        self.of(replica).finished(replica, id, done_ns)
+    }
+}
+
 /// MittNOOP (a disk behind a FIFO queue): a read waits until the disk is next free, then takes
 /// its seek, rotation and transfer (the device model's service time, MittOS's profiled seek
 /// cost); refuse it when that misses the deadline. The next-free time is MittNOOP's own: each

@@ -161,8 +161,25 @@ pub fn golden_threshold(pairs: &[(f64, f64)], replicas: u32, failover: f64, lo: 
 /// original and the simulated latency CDFs (the "boost"). Returns (best percentile, its
 /// latency). I/Os above it are labelled slow.
 pub fn inflection_point(latencies_us: &[f64], replicas: u32, failover_us: f64, trials: usize, seed: u64) -> (f64, f64) {
+    inflection_point_per_device(latencies_us, latencies_us, replicas, failover_us, trials, seed)
+}
+
+/// [`inflection_point`] for one device of several, as LinnOS labels each device: the first
+/// try draws from the device's own latencies, a failed-over try from `others` (the other
+/// devices' latencies), since a revoked I/O goes to another device. `others` empty: the
+/// device's own.
+pub fn inflection_point_per_device(
+    latencies_us: &[f64],
+    others_us: &[f64],
+    replicas: u32,
+    failover_us: f64,
+    trials: usize,
+    seed: u64,
+) -> (f64, f64) {
     let mut s: Vec<f64> = latencies_us.iter().copied().filter(|v| v.is_finite()).collect();
     s.sort_by(f64::total_cmp);
+    let o: Vec<f64> = others_us.iter().copied().filter(|v| v.is_finite()).collect();
+    let other = if o.is_empty() { &s[..] } else { &o[..] };
     let n = s.len();
     if n < 2 {
         return (100.0, s.first().copied().unwrap_or(0.0));
@@ -191,7 +208,11 @@ pub fn inflection_point(latencies_us: &[f64], replicas: u32, failover_us: f64, t
             let mut total = 0.0;
             let mut tries = 1;
             loop {
-                let l = s[rng.below(n)];
+                let l = if tries == 1 {
+                    s[rng.below(n)]
+                } else {
+                    other[rng.below(other.len())]
+                };
                 if l <= thr || tries >= replicas {
                     total += l;
                     break;

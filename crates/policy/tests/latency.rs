@@ -107,3 +107,36 @@ fn inflection_point_of_a_distribution_with_a_known_knee() {
     let (p2, _) = inflection_point(&lat, 3, 15.0, 20_000, 1);
     assert!((70.0..=75.5).contains(&p2), "p{p2}");
 }
+
+#[test]
+fn per_device_the_failed_over_tries_draw_from_the_other_devices() {
+    use iolearn_policy::latency::inflection_point_per_device;
+    // This device: 80% at 100 us, 20% at 2 ms. Revoking its slow reads pays when the others
+    // are fast, and does not when a failed-over read lands on a device slower still.
+    let mut rng = Rng::new(8);
+    let own: Vec<f64> = (0..20_000)
+        .map(|_| {
+            if rng.next_f64() < 0.8 {
+                100.0 + 5.0 * rng.normal()
+            } else {
+                2_000.0 + 50.0 * rng.normal()
+            }
+        })
+        .collect();
+    let fast: Vec<f64> = (0..20_000).map(|_| 100.0 + 5.0 * rng.normal()).collect();
+    let slow: Vec<f64> = (0..20_000).map(|_| 5_000.0 + 50.0 * rng.normal()).collect();
+    // The others' latencies the same as its own: the shared-sample IP.
+    assert_eq!(
+        inflection_point_per_device(&own, &own, 3, 15.0, 20_000, 2),
+        inflection_point(&own, 3, 15.0, 20_000, 2)
+    );
+    let (p_fast, t_fast) = inflection_point_per_device(&own, &fast, 3, 15.0, 20_000, 2);
+    let (p_slow, t_slow) = inflection_point_per_device(&own, &slow, 3, 15.0, 20_000, 2);
+    // With fast peers the slow 20% are revoked (the IP below them); with slower peers revoking
+    // costs more than it saves, so the IP moves up into (or past) the slow mode.
+    assert!(t_fast < 1_000.0, "p{p_fast} {t_fast}");
+    assert!(
+        p_slow > p_fast && t_slow > t_fast,
+        "fast peers p{p_fast} {t_fast}, slow peers p{p_slow} {t_slow}"
+    );
+}

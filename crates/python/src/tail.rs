@@ -91,7 +91,7 @@ impl TailWorld {
         let quoted = iolearn_safeio::excerpt(policy, 60);
         let spec = PolicySpec::parse(policy).map_err(|e| PyValueError::new_err(format!("policy {quoted}: {e}")))?;
         let mut admission = spec
-            .build(seed, self.world.timing())
+            .build(seed, self.world.timing(), self.world.config().replicas)
             .map_err(|e| PyValueError::new_err(format!("policy {quoted}: {e}")))?;
         let (a, o, s, w) = (
             arrival_ns.as_array(),
@@ -162,10 +162,11 @@ impl TailWorld {
     }
 }
 
-/// LinnOS's inflection point of a latency sample (us): (percentile, latency us). See
-/// `iolearn_policy::latency::inflection_point`.
+/// LinnOS's inflection point of a latency sample (us): (percentile, latency us). With
+/// `others_us` (the other devices' latencies), failed-over tries draw from them, as LinnOS
+/// labels one device of several. See `iolearn_policy::latency::inflection_point_per_device`.
 #[pyfunction]
-#[pyo3(signature = (latencies_us, replicas=3, failover_us=15.0, trials=1_000_000, seed=0))]
+#[pyo3(signature = (latencies_us, replicas=3, failover_us=15.0, trials=1_000_000, seed=0, others_us=None))]
 pub fn inflection_point(
     py: Python<'_>,
     latencies_us: PyReadonlyArray1<f64>,
@@ -173,18 +174,28 @@ pub fn inflection_point(
     failover_us: f64,
     trials: usize,
     seed: u64,
+    others_us: Option<PyReadonlyArray1<f64>>,
 ) -> PyResult<(f64, f64)> {
+    let finite = |name: &str, v: &[f64], empty_ok: bool| {
+        if (v.is_empty() && !empty_ok) || v.iter().any(|x| !(x.is_finite() && *x >= 0.0)) {
+            Err(PyValueError::new_err(format!(
+                "{name} must be non-empty, finite and non-negative"
+            )))
+        } else {
+            Ok(())
+        }
+    };
     let v: Vec<f64> = latencies_us.as_array().iter().copied().collect();
+    let others: Vec<f64> = others_us.map_or_else(Vec::new, |o| o.as_array().iter().copied().collect());
     check_replicas(replicas as usize, "failover_us", failover_us)?;
-    if v.is_empty() || v.iter().any(|x| !(x.is_finite() && *x >= 0.0)) {
-        return Err(PyValueError::new_err(
-            "latencies_us must be non-empty, finite and non-negative",
-        ));
-    }
+    finite("latencies_us", &v, false)?;
+    finite("others_us", &others, true)?;
     if !(1..=10_000_000).contains(&trials) {
         return Err(PyValueError::new_err(format!("trials must be 1 to 1e7, got {trials}")));
     }
-    Ok(py.detach(move || iolearn_policy::latency::inflection_point(&v, replicas, failover_us, trials, seed)))
+    Ok(py.detach(move || {
+        iolearn_policy::latency::inflection_point_per_device(&v, &others, replicas, failover_us, trials, seed)
+    }))
 }
 
 /// The replica count and failover (or hop) delay every replicated world shares: 1 to 8

@@ -293,7 +293,7 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
     let policy = iolearn_safeio::excerpt(&opts.policy, 60);
     let spec = PolicySpec::parse(&opts.policy).map_err(|e| Error(format!("policy {policy}: {e}")))?;
     let mut admission: Box<dyn Admission> = spec
-        .build(opts.seed, Default::default())
+        .build(opts.seed, Default::default(), opts.replicas.len())
         .map_err(|e| Error(format!("policy {policy}: {e}")))?;
     let needs = admission.needs();
     if needs.oracle || needs.white_box {

@@ -28,7 +28,9 @@ fn main() {
         let reqs = replicate(&ios, 3, rate).unwrap();
         for spec in ["base", "base+hedge=500", "oracle=300", "mittssd=300"] {
             let p = PolicySpec::parse(spec).unwrap();
-            let mut adm = p.build(1, world.timing()).unwrap_or_else(|_| Box::new(AdmitAll));
+            let mut adm = p
+                .build(1, world.timing(), world.config().replicas)
+                .unwrap_or_else(|_| Box::new(AdmitAll));
             let t = std::time::Instant::now();
             let r = world.run(&reqs, adm.as_mut(), p.client, false);
             let lat: Vec<f64> = r.reads.iter().map(|x| x.latency_ns as f64 / 1e3).collect();

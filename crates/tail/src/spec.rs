@@ -5,7 +5,8 @@
 //! `base` (serve all), `random=SHARE`, `heursim=PAGES`, `heuradv=MAX,SHORT,SLOW_US`,
 //! `oracle=SLOW_US` (perfect predictor), `mittssd=DEADLINE_US`, `mittnoop=DEADLINE_US` (disks),
 //! `model=PATH` (a trained model
-//! file; its schema and meta say how to use it).
+//! file; its schema and meta say how to use it; `{r}` in PATH: one model per replica, the
+//! replica's number in place of `{r}`).
 //! Client (what the application does besides): `hedge=AFTER_US[/BUDGET]` (a duplicate to
 //! another replica if no answer by then; at most a BUDGET share of reads),
 //! `hedge=auto:AFTER_US/BUDGET` (never before AFTER_US, later when more than a BUDGET share of
@@ -16,9 +17,13 @@
 
 use iolearn_ml::ModelFile;
 use iolearn_policy::admission::{
-    Admission, AdmitAll, HeurAdv, Learned, MittCache, MittNoop, MittSsd, Oracle, QueueLimit, RandomRevoke, Rule,
+    Admission, AdmitAll, HeurAdv, Learned, MittCache, MittNoop, MittSsd, Oracle, PerReplica, QueueLimit, RandomRevoke,
+    Rule,
 };
 use std::path::PathBuf;
+
+/// In a model path, the replica's number: one model per replica.
+const REPLICA: &str = "{r}";
 
 /// What the client does besides asking the replicas.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -233,10 +238,36 @@ impl PolicySpec {
         })
     }
 
-    /// Build the admission policy (`seed` for the random one, `timing` for MittSSD).
-    pub fn build(&self, seed: u64, timing: DeviceTiming) -> Result<Box<dyn Admission>, String> {
-        let inner = self.build_admission(seed, timing)?;
+    /// Build the admission policy for `replicas` replicas (`seed` for the random one, `timing`
+    /// for MittSSD). A model path with `{r}` in it names one model per replica
+    /// (`model=linnos-r{r}.iolm`: `linnos-r0.iolm` decides at replica 0, ...): every one must
+    /// exist.
+    pub fn build(&self, seed: u64, timing: DeviceTiming, replicas: usize) -> Result<Box<dyn Admission>, String> {
+        let inner = match &self.admission {
+            AdmissionSpec::Model(path) if path.to_string_lossy().contains(REPLICA) => {
+                let per: Vec<Box<dyn Admission>> = (0..replicas.max(1))
+                    .map(|r| {
+                        let one = path.to_string_lossy().replace(REPLICA, &r.to_string());
+                        self.load_model(&PathBuf::from(one))
+                    })
+                    .collect::<Result<_, _>>()?;
+                Box::new(PerReplica(per))
+            }
+            _ => self.build_admission(seed, timing)?,
+        };
         Ok(if self.cache { Box::new(MittCache(inner)) } else { inner })
+    }
+
+    fn load_model(&self, path: &std::path::Path) -> Result<Box<dyn Admission>, String> {
+        let file = ModelFile::load(path).map_err(|e| e.to_string())?;
+        let name = path
+            .file_stem()
+            .map_or("model".into(), |s| s.to_string_lossy().to_string());
+        let mut l = Learned::from_file(&file, &name).map_err(|e| format!("{}: {e}", path.display()))?;
+        if let Some(r) = self.rule {
+            l.set_rule(r).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        Ok(Box::new(l))
     }
 
     fn build_admission(&self, seed: u64, timing: DeviceTiming) -> Result<Box<dyn Admission>, String> {
@@ -259,17 +290,7 @@ impl PolicySpec {
                 controller_ns: timing.controller_ns,
             }),
             AdmissionSpec::MittNoop(u) => Box::new(MittNoop::new((u * 1e3) as u64)),
-            AdmissionSpec::Model(path) => {
-                let file = ModelFile::load(path).map_err(|e| e.to_string())?;
-                let name = path
-                    .file_stem()
-                    .map_or("model".into(), |s| s.to_string_lossy().to_string());
-                let mut l = Learned::from_file(&file, &name).map_err(|e| format!("{}: {e}", path.display()))?;
-                if let Some(r) = self.rule {
-                    l.set_rule(r).map_err(|e| format!("{}: {e}", path.display()))?;
-                }
-                Box::new(l)
-            }
+            AdmissionSpec::Model(path) => self.load_model(path)?,
         })
     }
 }

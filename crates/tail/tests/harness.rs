@@ -290,7 +290,7 @@ fn policy_specs_parse_and_errors_name_the_problem() {
         assert!(e.contains(says), "{bad}: {e}");
     }
     let missing = PolicySpec::parse("model=/nonexistent/m.iolm").unwrap();
-    let e = missing.build(0, Default::default()).err().unwrap();
+    let e = missing.build(0, Default::default(), 3).err().unwrap();
     assert!(e.contains("/nonexistent/m.iolm"), "{e}");
 }
 
@@ -315,7 +315,7 @@ fn on_disks_mittnoop_refuses_reads_that_would_miss_the_deadline() {
     let reqs = replicate(&ios, 3, 1.0).unwrap();
     let deadline_ns = 20_000_000;
     let spec = PolicySpec::parse("mittnoop=20000").unwrap();
-    let mut m = spec.build(0, w.timing()).unwrap();
+    let mut m = spec.build(0, w.timing(), 3).unwrap();
     let r = run(&w, &reqs, m.as_mut(), Client::Direct);
     let refused = r.decisions.iter().filter(|d| !d.admitted).count();
     assert!(refused > 20, "a busy disk refuses ({refused})");
@@ -354,7 +354,7 @@ fn mittcache_serves_what_the_page_cache_holds() {
     let reqs = replicate(&ios, 3, 1.0).unwrap();
     for (spec, cached_served_here) in [("random=1", false), ("random=1+cache", true)] {
         let p = PolicySpec::parse(spec).unwrap();
-        let mut a = p.build(0, w.timing()).unwrap();
+        let mut a = p.build(0, w.timing(), 3).unwrap();
         let r = run(&w, &reqs, a.as_mut(), Client::Direct);
         let fast: Vec<_> = r
             .reads
@@ -522,4 +522,34 @@ fn the_adaptive_delay_is_the_recent_quantile() {
     });
     f.observe(1_000_000);
     assert_eq!(f.delay_ns(), 9);
+}
+
+#[test]
+fn a_model_per_replica_decides_the_reads_that_arrive_there() {
+    use iolearn_ml::{DecisionTree, ModelFile, ModelKind, TreeConfig};
+    // Replica 0's model calls every read slow, the others' none (trees of one leaf).
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("per-replica");
+    std::fs::create_dir_all(&dir).unwrap();
+    let save = |r: usize, slow: f32| {
+        let x = vec![1.0f32; 13 * 50];
+        let tree = DecisionTree::fit(&x, &[slow; 50], 13, &TreeConfig::default()).unwrap();
+        let mut f = ModelFile::new(ModelKind::Tree(tree), "iolearn-tail-v1");
+        f.meta = vec![("rule".into(), "proba=0.5".into())];
+        f.save(dir.join(format!("m-r{r}.iolm"))).unwrap();
+    };
+    let _ = std::fs::remove_file(dir.join("m-r2.iolm"));
+    save(0, 1.0);
+    save(1, 0.0);
+    let spec = PolicySpec::parse(&format!("model={}/m-r{{r}}.iolm", dir.display())).unwrap();
+    let e = spec.build(0, Default::default(), 3).err().unwrap();
+    assert!(e.contains("m-r2.iolm"), "a missing replica's model is named: {e}");
+    save(2, 0.0);
+    let mut per = spec.build(0, Default::default(), 3).unwrap();
+    let w = world(3, 15_000);
+    let reqs = replicate(&workload(1500, 2000.0, 12), 3, 1.0).unwrap();
+    let r = run(&w, &reqs, per.as_mut(), Client::Direct);
+    let at = |k: u32| r.decisions.iter().filter(move |d| d.replica == k);
+    assert!(at(0).count() > 100 && at(0).all(|d| !d.admitted));
+    assert!(at(1).count() > 100 && at(1).all(|d| d.admitted));
+    assert!(at(2).count() > 100 && at(2).all(|d| d.admitted));
 }
