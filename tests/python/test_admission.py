@@ -240,3 +240,25 @@ def test_linnos_false_submit_penalty_lowers_false_submits(traces):
     (_, fs1, fr1), (_, fs8, fr8) = rates[1.0], rates[8.0]
     assert fs8 < fs1, rates
     assert fr8 > fr1, rates
+
+
+def test_deadlines_per_read_through_the_python_api():
+    """Issue 13: MittOS's read(..., slo): a per-call deadline replaces the policy's own."""
+    w = _native.TailWorld(preset="enterprise", replicas=3, seed=2)
+    n = 600
+    arrival = np.arange(n, dtype=np.uint64) * 500_000
+    offset = (np.arange(n, dtype=np.uint64) * 7919 % 100_000) * 4096
+    size = np.full(n, 4096, dtype=np.uint32)
+    write = np.zeros(n, dtype=bool)
+    deadline = np.where(np.arange(n) % 2 == 0, 1.0, np.nan)  # 1 us: always missed
+    r = w.run("oracle=1000000", arrival, offset, size, write, deadline_us=deadline)
+    revoked = r["reads"]["revoked"]
+    # Each I/O is read at each of the three replicas: the half with a deadline is refused at
+    # both replicas that may refuse, the other half served where it arrives.
+    assert revoked.size == 3 * n
+    assert (revoked == 2).sum() == (revoked == 0).sum() == 3 * n // 2
+    assert (w.run("oracle=1000000", arrival, offset, size, write)["reads"]["revoked"] == 0).all()
+    with pytest.raises(ValueError, match="deadline_us"):
+        w.run("base", arrival, offset, size, write, deadline_us=deadline[:10])
+    with pytest.raises(ValueError, match="deadline_us of I/O 0"):
+        w.run("base", arrival, offset, size, write, deadline_us=np.full(n, -1.0))

@@ -54,6 +54,11 @@ pub struct IoView<'a> {
     pub cached: bool,
     /// The replica asked.
     pub replica: u32,
+    /// The read's own deadline (MittOS's SLO passed with the call), ns, when the caller gave
+    /// one: policies that predict a latency (MittSSD, MittNOOP, the oracle, a regressor with
+    /// an `above_us` rule) refuse above it instead of their own threshold; classifiers, which
+    /// predict no latency, ignore it.
+    pub deadline_ns: Option<u64>,
 }
 
 /// Inputs of the `iolearn-tail-v1` feature set, in order.
@@ -227,7 +232,8 @@ impl Admission for Oracle {
         }
     }
     fn admit(&mut self, io: &IoView) -> bool {
-        io.true_latency_ns.is_none_or(|l| l <= self.slow_ns)
+        io.true_latency_ns
+            .is_none_or(|l| l <= io.deadline_ns.unwrap_or(self.slow_ns))
     }
 }
 
@@ -265,7 +271,8 @@ impl Admission for MittSsd {
         }
     }
     fn admit(&mut self, io: &IoView) -> bool {
-        io.white_box.is_none_or(|w| self.predict_ns(&w) <= self.deadline_ns)
+        io.white_box
+            .is_none_or(|w| self.predict_ns(&w) <= io.deadline_ns.unwrap_or(self.deadline_ns))
     }
 }
 
@@ -392,7 +399,7 @@ impl Admission for MittNoop {
     }
     fn admit(&mut self, io: &IoView) -> bool {
         let service = io.white_box.map_or(0, |w| w.service_ns);
-        self.wait_ns(io.replica as usize, io.now_ns) + service <= self.deadline_ns
+        self.wait_ns(io.replica as usize, io.now_ns) + service <= io.deadline_ns.unwrap_or(self.deadline_ns)
     }
     fn started(&mut self, replica: usize, id: u64, now_ns: u64, service_ns: u64) {
         self.grow(replica);
@@ -678,7 +685,7 @@ impl Admission for Learned {
         match self.rule {
             Rule::Class => s <= 0.0,
             Rule::Proba(p) => s <= p,
-            Rule::AboveUs(t) => s <= t,
+            Rule::AboveUs(t) => s <= io.deadline_ns.map_or(t, |d| d as f32 / 1e3),
         }
     }
 }
@@ -768,6 +775,7 @@ impl DeviceQueue {
             true_latency_ns: None,
             cached: false,
             replica: 0,
+            deadline_ns: None,
         }
     }
 }

@@ -20,6 +20,7 @@ fn view(h: &LatencyHistory, pending_pages: u32) -> IoView<'_> {
         true_latency_ns: None,
         cached: false,
         replica: 0,
+        deadline_ns: None,
     }
 }
 

@@ -3,7 +3,7 @@
 use iolearn_policy::admission::FeatureSet;
 use iolearn_sim::replicas::Noise;
 use iolearn_sim::ssd::GcMode;
-use iolearn_tail::{replicate, DriveConfig, PolicySpec, World, WorldConfig};
+use iolearn_tail::{replicate_with_deadlines, DriveConfig, PolicySpec, World, WorldConfig};
 use numpy::{IntoPyArray, PyArray2, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -73,8 +73,10 @@ impl TailWorld {
     /// shifted copy. Returns a dict of arrays: `reads` (arrival_ns, primary, served_by,
     /// latency_ns, revoked, duplicates), `decisions` (at_ns, replica, admitted, latency_ns,
     /// infer_ns), and with `samples=True` the training rows (`linnos`, `mittos`, `tail`
-    /// feature matrices, latency_ns, replica, arrival_ns, white-box columns).
-    #[pyo3(signature = (policy, arrival_ns, offset, size, write, rate=1.0, samples=false, seed=0))]
+    /// feature matrices, latency_ns, replica, arrival_ns, white-box columns). `deadline_us`:
+    /// each I/O's own deadline (MittOS's SLO; NaN: none), which policies that predict a
+    /// latency use instead of their threshold.
+    #[pyo3(signature = (policy, arrival_ns, offset, size, write, rate=1.0, samples=false, seed=0, deadline_us=None))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
         &self,
@@ -87,6 +89,7 @@ impl TailWorld {
         rate: f64,
         samples: bool,
         seed: u64,
+        deadline_us: Option<PyReadonlyArray1<f64>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let quoted = iolearn_safeio::excerpt(policy, 60);
         let spec = PolicySpec::parse(policy).map_err(|e| PyValueError::new_err(format!("policy {quoted}: {e}")))?;
@@ -106,7 +109,27 @@ impl TailWorld {
             ));
         }
         let ios: Vec<(u64, u64, u32, bool)> = (0..n).map(|i| (a[i], o[i], s[i], w[i])).collect();
-        let reqs = replicate(&ios, self.world.config().replicas, rate).map_err(PyValueError::new_err)?;
+        let deadlines: Vec<Option<u64>> = match &deadline_us {
+            None => Vec::new(),
+            Some(d) => {
+                let d = d.as_array();
+                if d.len() != n {
+                    return Err(PyValueError::new_err("deadline_us and arrival_ns differ in length"));
+                }
+                d.iter()
+                    .enumerate()
+                    .map(|(i, &v)| match v {
+                        v if v.is_nan() => Ok(None),
+                        v if (0.0..=3.6e9).contains(&v) => Ok(Some((v * 1e3) as u64)),
+                        v => Err(PyValueError::new_err(format!(
+                            "deadline_us of I/O {i}: {v} (0 to 3.6e9 us, or NaN for none)"
+                        ))),
+                    })
+                    .collect::<PyResult<_>>()?
+            }
+        };
+        let reqs = replicate_with_deadlines(&ios, &deadlines, self.world.config().replicas, rate)
+            .map_err(PyValueError::new_err)?;
         let client = spec.client;
         let world = &self.world;
         // The policy is not Send (a model's workspace): run on this thread.

@@ -46,6 +46,7 @@ fn time(c: &mut Criterion, name: &str, policy: &mut dyn Admission, views: &[(Lat
             true_latency_ns: None,
             cached: false,
             replica: 0,
+            deadline_ns: None,
         }
     };
     let mut i = 0usize;

@@ -33,6 +33,9 @@ pub struct Request {
     pub size: u32,
     /// A write.
     pub write: bool,
+    /// The read's own deadline (SLO) at each replica it tries, ns; `None`: the policy's own
+    /// threshold (MittOS's default, the workload's p95).
+    pub deadline_ns: Option<u64>,
 }
 
 /// The rate factors [`replicate`] accepts: beyond them every I/O lands in one nanosecond, or
@@ -73,6 +76,17 @@ pub fn check_requests(ios: &[(u64, u64, u32, bool)]) -> Result<(), String> {
 /// [`MAX_REQUEST_BYTES`], an offset is past [`MAX_OFFSET`], or the rerated trace would span more than
 /// 2^62 ns (146 years), where the shifted times could overflow.
 pub fn replicate(ios: &[(u64, u64, u32, bool)], replicas: usize, rate: f64) -> Result<Vec<Request>, String> {
+    replicate_with_deadlines(ios, &[], replicas, rate)
+}
+
+/// [`replicate`], each I/O `i` carrying `deadlines_ns[i]` (its SLO, MittOS's `read(..., slo)`;
+/// `None` or a missing entry: no deadline of its own) to every copy.
+pub fn replicate_with_deadlines(
+    ios: &[(u64, u64, u32, bool)],
+    deadlines_ns: &[Option<u64>],
+    replicas: usize,
+    rate: f64,
+) -> Result<Vec<Request>, String> {
     let replicas = replicas.max(1);
     if !RATE_RANGE.contains(&rate) {
         return Err(format!(
@@ -99,7 +113,7 @@ pub fn replicate(ios: &[(u64, u64, u32, bool)], replicas: usize, rate: f64) -> R
     let mut out = Vec::with_capacity(ios.len() * replicas);
     for k in 0..replicas {
         let shift = (span as u128 * k as u128 / replicas as u128) as u64;
-        for &(t, offset, size, write) in ios {
+        for (i, &(t, offset, size, write)) in ios.iter().enumerate() {
             let at = ((t - t0) as f64 / rate) as u64;
             out.push(Request {
                 arrival_ns: (at + shift) % span,
@@ -107,6 +121,7 @@ pub fn replicate(ios: &[(u64, u64, u32, bool)], replicas: usize, rate: f64) -> R
                 offset,
                 size,
                 write,
+                deadline_ns: deadlines_ns.get(i).copied().flatten(),
             });
         }
     }

@@ -201,6 +201,7 @@ impl Sample {
             true_latency_ns: Some(self.latency_ns),
             cached: false,
             replica: self.replica,
+            deadline_ns: None,
         }
     }
 
@@ -529,6 +530,7 @@ impl World {
                         true_latency_ns: truth,
                         cached,
                         replica: r as u32,
+                        deadline_ns: q.deadline_ns,
                         ..qu.view(t, q.size)
                     };
                     let mut decided = None;

@@ -553,3 +553,29 @@ fn a_model_per_replica_decides_the_reads_that_arrive_there() {
     assert!(at(1).count() > 100 && at(1).all(|d| d.admitted));
     assert!(at(2).count() > 100 && at(2).all(|d| d.admitted));
 }
+
+#[test]
+fn a_read_carries_its_own_deadline_and_policies_that_predict_latency_use_it() {
+    use iolearn_tail::replicate_with_deadlines;
+    let w = world(3, 15_000);
+    let ios: Vec<_> = workload(2000, 2000.0, 13)
+        .into_iter()
+        .map(|(t, o, s, _)| (t, o, s, false))
+        .collect();
+    // Every other read asks for 1 us (nothing is that fast); the rest carry no deadline.
+    let deadlines: Vec<Option<u64>> = (0..ios.len()).map(|i| (i % 2 == 0).then_some(1_000)).collect();
+    let reqs = replicate_with_deadlines(&ios, &deadlines, 3, 1.0).unwrap();
+    assert_eq!(reqs.iter().filter(|q| q.deadline_ns.is_some()).count(), 3 * 1000);
+    for policy in ["oracle=1000000", "mittssd=1000000"] {
+        let mut p = PolicySpec::parse(policy).unwrap().build(0, w.timing(), 3).unwrap();
+        let r = run(&w, &reqs, p.as_mut(), Client::Direct);
+        let reads: Vec<_> = reqs.iter().filter(|q| !q.write).zip(&r.reads).collect();
+        for (q, res) in reads {
+            // A 1 us deadline is missed at every replica: refused at the two it may refuse at
+            // (the last always serves). Without one, the policy's own 1 s threshold admits.
+            let want = if q.deadline_ns.is_some() { 2 } else { 0 };
+            assert_eq!(res.revoked, want, "{policy}: {q:?} {res:?}");
+        }
+    }
+    assert!(replicate(&ios, 3, 1.0).unwrap().iter().all(|q| q.deadline_ns.is_none()));
+}
