@@ -38,10 +38,11 @@ enum Command {
         args: Vec<String>,
     },
     /// Evaluations in the simulator: `iolearn eval admission` trains and compares the
-    /// tail-latency policies (runs `python -m iolearn.admission`; `--help` shows its options).
+    /// tail-latency policies (runs `python -m iolearn.admission`); `iolearn eval ml-mittos`
+    /// runs ML-MittOS's own protocol (`python -m iolearn.ml_mittos`); `--help` shows options.
     #[command(disable_help_flag = true)]
     Eval {
-        /// `admission [options]`.
+        /// `admission|ml-mittos [options]`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
@@ -146,10 +147,13 @@ fn main() -> ExitCode {
         },
         Command::Eval { args } => match args.split_first() {
             Some((what, rest)) if what == "admission" => Err(python::run_module("iolearn.admission", rest)),
-            Some((what, _)) if what != "--help" && what != "-h" => {
-                Err(anyhow::anyhow!("unknown evaluation {what:?} (available: admission)"))
-            }
-            _ => Err(anyhow::anyhow!("usage: iolearn eval admission [options] (see --help)")),
+            Some((what, rest)) if what == "ml-mittos" => Err(python::run_module("iolearn.ml_mittos", rest)),
+            Some((what, _)) if what != "--help" && what != "-h" => Err(anyhow::anyhow!(
+                "unknown evaluation {what:?} (available: admission, ml-mittos)"
+            )),
+            _ => Err(anyhow::anyhow!(
+                "usage: iolearn eval admission|ml-mittos [options] (see --help)"
+            )),
         },
         Command::Bench { args } => match bench_args(&args) {
             Ok((module, rest)) => Err(python::run_module(module, &rest)),

@@ -233,3 +233,25 @@ pub fn inflection_point_per_device(
     }
     (best.0, best.1)
 }
+
+/// ML-MittOS's list-based failover simulator (`ml-mittos.md` section 4): the client sends
+/// request `i` to a server; if it is predicted EBUSY (`ebusy[i]`) and replicas are left, the
+/// client pays `failover` and the request lands on another server, where it behaves like a
+/// random request of the list (its latency and prediction drawn together); the last replica
+/// always serves. Returns each request's end-to-end latency (the paper's example: EBUSY, 30 us,
+/// then a 200 us read elsewhere: 230 us).
+pub fn simulate_list(latency: &[f64], ebusy: &[bool], replicas: u32, failover: f64, seed: u64) -> Vec<f64> {
+    let n = latency.len().min(ebusy.len());
+    let mut rng = Rng::new(seed);
+    (0..n)
+        .map(|i| {
+            let (mut at, mut total, mut tries) = (i, 0.0, 1);
+            while ebusy[at] && tries < replicas {
+                total += failover;
+                tries += 1;
+                at = rng.below(n);
+            }
+            total + latency[at]
+        })
+        .collect()
+}

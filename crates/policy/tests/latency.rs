@@ -140,3 +140,41 @@ fn per_device_the_failed_over_tries_draw_from_the_other_devices() {
         "fast peers p{p_fast} {t_fast}, slow peers p{p_slow} {t_slow}"
     );
 }
+
+#[test]
+fn the_list_simulator_follows_ml_mittos_worked_example_and_converges_to_the_closed_form() {
+    use iolearn_policy::latency::{expected_latency_at, simulate_list};
+    // EBUSY at the first server, 30 us, then a 200 us read elsewhere: 230 us (every other
+    // request of the list is a served 200 us read; a jump back to the first has odds 1/1000).
+    let mut lat = vec![200.0; 1000];
+    let mut busy = vec![false; 1000];
+    (lat[0], busy[0]) = (5_000.0, true);
+    let out = simulate_list(&lat, &busy, 3, 30.0, 1);
+    assert_eq!(out[0], 230.0);
+    assert!(out[1..].iter().all(|&l| l == 200.0));
+    // One replica: no failover, whatever the predictions.
+    assert_eq!(
+        simulate_list(&[5_000.0, 200.0], &[true, true], 1, 30.0, 1),
+        vec![5_000.0, 200.0]
+    );
+    // The mean over a long list converges to mu(T) (section 3's closed form).
+    let mut rng = Rng::new(4);
+    let pairs: Vec<(f64, f64)> = (0..200_000)
+        .map(|_| {
+            let actual = if rng.next_f64() < 0.8 { 100.0 } else { 3_000.0 };
+            (actual * (0.5 + rng.next_f64()), actual) // a noisy prediction
+        })
+        .collect();
+    let threshold = 1_000.0;
+    let lat: Vec<f64> = pairs.iter().map(|p| p.1).collect();
+    let ebusy: Vec<bool> = pairs.iter().map(|p| p.0 > threshold).collect();
+    for r in [1, 2, 3, 5] {
+        let sim = simulate_list(&lat, &ebusy, r, 30.0, 7);
+        let mean = sim.iter().sum::<f64>() / sim.len() as f64;
+        let mu = expected_latency_at(&pairs, threshold, r, 30.0);
+        assert!(
+            (mean / mu - 1.0).abs() < 0.01,
+            "r={r}: simulated {mean}, closed form {mu}"
+        );
+    }
+}

@@ -262,6 +262,34 @@ fn pairs(predicted: &PyReadonlyArray1<f64>, actual: &PyReadonlyArray1<f64>) -> P
     Ok(p.iter().copied().zip(a.iter().copied()).collect())
 }
 
+/// ML-MittOS's list-based failover simulator: each request's end-to-end latency (us) when the
+/// requests predicted EBUSY fail over (`failover_us` each) to random requests of the list, at
+/// most `replicas - 1` times. See `iolearn_policy::latency::simulate_list`.
+#[pyfunction]
+#[pyo3(signature = (latency_us, ebusy, replicas=3, failover_us=30.0, seed=0))]
+pub fn simulate_list<'py>(
+    py: Python<'py>,
+    latency_us: PyReadonlyArray1<f64>,
+    ebusy: PyReadonlyArray1<bool>,
+    replicas: u32,
+    failover_us: f64,
+    seed: u64,
+) -> PyResult<Bound<'py, numpy::PyArray1<f64>>> {
+    check_replicas(replicas as usize, "failover_us", failover_us)?;
+    let lat: Vec<f64> = latency_us.as_array().iter().copied().collect();
+    let busy: Vec<bool> = ebusy.as_array().iter().copied().collect();
+    if lat.len() != busy.len() || lat.is_empty() {
+        return Err(PyValueError::new_err(
+            "latency_us and ebusy must be non-empty and of one length",
+        ));
+    }
+    if lat.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
+        return Err(PyValueError::new_err("latency_us must be finite and non-negative"));
+    }
+    let out = py.detach(move || iolearn_policy::latency::simulate_list(&lat, &busy, replicas, failover_us, seed));
+    Ok(numpy::IntoPyArray::into_pyarray(out, py))
+}
+
 /// ML-MittOS's threshold on a regressor's predictions minimising the expected latency with
 /// `replicas` and `failover_us`, exact scan: (threshold, expected latency).
 #[pyfunction]
