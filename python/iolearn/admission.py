@@ -370,13 +370,15 @@ def prepare(world, s: Setting, train: dict, models_dir: Path, quick: bool = Fals
 
     prep.attempt(("ML-MittOS-clf",), mittos_clf)
 
+    tw = _training_worlds(world, s, train, sm, quick)
+
     def ours():
-        P["iolearn"] = _train_ours(world, s, train, sm, slow, lat, models_dir, prep, quick)
+        P["iolearn"] = _train_ours(tw, s, train, lat, models_dir, prep)
 
     prep.attempt(("iolearn",), ours)
 
     def ours_adaptive():
-        P["iolearn-adaptive"] = _train_ours_adaptive(world, s, train, sm, slow, lat, models_dir, prep, quick)
+        P["iolearn-adaptive"] = _train_ours_adaptive(tw, s, train, lat, models_dir, prep)
 
     prep.attempt(("iolearn-adaptive",), ours_adaptive)
     # Ablations: where iolearn's gain comes from. Its tree without the hedge, and LinnOS with
@@ -421,21 +423,10 @@ TREE_THRESHOLDS = (0.05, 0.1, 0.2, 0.35)
 TEST_WORLDS = 3
 
 
-def _train_ours(
-    world, s: Setting, train: dict, sm: dict, slow, lat, models_dir: Path, prep: Prepared, quick: bool
-) -> str:
-    """Our policy: a decision tree on `iolearn-tail-v1` (LinnOS's inputs plus the age of the
-    oldest I/O in flight and the time since the last completion: a stalled replica shows there
-    before any slow completion does), and a hedge for what it misses, capped online at 5% of
-    reads (`HEDGE_BUDGET`).
-
-    The training half is replayed in several simulated worlds (other noise seeds: the same
-    trace, other busy periods), which gives the tree more varied rows and the tuning a less
-    noisy p99. Tuned there: what counts as "slow" for the labels (the IP, or the p95: the IP
-    can sit inside the normal spread of reads), the tree's probability threshold, and the hedge
-    delay (a multiple of the IP, well above normal reads so the budget goes to stuck ones):
-    the lowest mean p99 over the worlds (then mean latency) among choices that hedge at most
-    half the budget (headroom for a test half with more tail)."""
+def _training_worlds(world, s: Setting, train: dict, sm: dict, quick: bool) -> tuple[list, np.ndarray, np.ndarray]:
+    """The training half replayed in several simulated worlds (other noise seeds: the same
+    trace, other busy periods), for iolearn's policies: the worlds, the tree's rows
+    (`iolearn-tail-v1`) and their latencies (us)."""
     worlds = [world] + [
         _native.TailWorld(
             preset=s.preset,
@@ -449,7 +440,23 @@ def _train_ours(
     ]
     rows = [sm] + [w.run("base", **train, rate=s.rate, samples=True, seed=s.seed)["samples"] for w in worlds[1:]]
     X = np.concatenate([r["tail"] for r in rows])
-    lat_all = np.concatenate([r["latency_ns"] for r in rows]) / 1e3
+    return worlds, X, np.concatenate([r["latency_ns"] for r in rows]) / 1e3
+
+
+def _train_ours(tw, s: Setting, train: dict, lat, models_dir: Path, prep: Prepared) -> str:
+    """Our policy: a decision tree on `iolearn-tail-v1` (LinnOS's inputs plus the age of the
+    oldest I/O in flight and the time since the last completion: a stalled replica shows there
+    before any slow completion does), and a hedge for what it misses, capped online at 5% of
+    reads (`HEDGE_BUDGET`).
+
+    The training half is replayed in several simulated worlds (other noise seeds: the same
+    trace, other busy periods), which gives the tree more varied rows and the tuning a less
+    noisy p99. Tuned there: what counts as "slow" for the labels (the IP, or the p95: the IP
+    can sit inside the normal spread of reads), the tree's probability threshold, and the hedge
+    delay (a multiple of the IP, well above normal reads so the budget goes to stuck ones):
+    the lowest mean p99 over the worlds (then mean latency) among choices that hedge at most
+    half the budget (headroom for a test half with more tail)."""
+    worlds, X, lat_all = tw
     best = (np.inf, np.inf, "")
     fallback = (np.inf, np.inf, "")
     for k, cut in enumerate(sorted({round(prep.ip_us, 1), round(float(np.percentile(lat, 95)), 1)})):
@@ -486,9 +493,7 @@ def _train_ours(
     return best[2]
 
 
-def _train_ours_adaptive(
-    world, s: Setting, train: dict, sm: dict, slow, lat, models_dir: Path, prep: Prepared, quick: bool
-) -> str:
+def _train_ours_adaptive(tw, s: Setting, train: dict, lat, models_dir: Path, prep: Prepared) -> str:
     """Our policy: a decision tree on `iolearn-tail-v1` (LinnOS's inputs plus the age of the
     oldest I/O in flight and the time since the last completion: a stalled replica shows there
     before any slow completion does), and a hedge for what it misses: every read unanswered
@@ -500,20 +505,7 @@ def _train_ours_adaptive(
     noisy p99. Tuned there: what counts as "slow" for the labels (the IP, or the p95: the IP
     can sit inside the normal spread of reads) and the tree's probability threshold: the
     lowest mean p99 over the worlds (then mean latency)."""
-    worlds = [world] + [
-        _native.TailWorld(
-            preset=s.preset,
-            mode=s.mode,
-            replicas=s.replicas,
-            failover_us=s.failover_us,
-            noise=s.noise,
-            seed=s.seed + 1000 * k,
-        )
-        for k in range(1, 2 if quick else 4)
-    ]
-    rows = [sm] + [w.run("base", **train, rate=s.rate, samples=True, seed=s.seed)["samples"] for w in worlds[1:]]
-    X = np.concatenate([r["tail"] for r in rows])
-    lat_all = np.concatenate([r["latency_ns"] for r in rows]) / 1e3
+    worlds, X, lat_all = tw
 
     # The hedge: every read still unanswered after the IP (a slow read, by the labels' own
     # measure), at most ADAPTIVE_BUDGET of them; when more are slow, the delay follows the
