@@ -28,6 +28,7 @@ test: setup
 bench: setup
 	cargo bench -p iolearn-ml --bench inference
 	cargo bench -p iolearn-sim --bench speed
+	cargo bench -p iolearn-flash --bench speed
 	cargo bench -p iolearn-tail --bench admission
 
 ## lint: rustfmt, clippy with warnings as errors, ruff

@@ -69,7 +69,7 @@ impl LatencyHistory {
 /// ML-MittOS's expected latency `mu(T)` of a threshold on a regressor's predictions, from
 /// training pairs `(predicted, actual)`: `p` = share predicted above `T` (EBUSY), `tn` = mean
 /// actual latency of the rest, `t` = mean actual latency; closed form of
-/// `iolearn_sim::replicas::expected_latency` (`ml-mittos.md` section 3).
+/// `iolearn_flash::replicas::expected_latency` (`ml-mittos.md` section 3).
 pub fn expected_latency_at(pairs: &[(f64, f64)], threshold: f64, replicas: u32, failover: f64) -> f64 {
     let n = pairs.len().max(1) as f64;
     let t = pairs.iter().map(|p| p.1).sum::<f64>() / n;

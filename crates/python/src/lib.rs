@@ -12,7 +12,9 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use std::path::PathBuf;
 
+mod flash;
 mod tail;
+mod trace;
 
 fn err(e: iolearn_ml::Error) -> PyErr {
     PyValueError::new_err(e.to_string())
@@ -814,179 +816,6 @@ fn sim_closed_loop<'py>(
     ))
 }
 
-/// Read a block trace (linnos, msr, blkparse, binary; guessed when `format` is None). Returns
-/// a dict of numpy arrays: arrival_ns, device, offset, size, write, latency_ns (-1: none),
-/// queue_depth (-1: none); plus "skipped".
-#[pyfunction]
-#[pyo3(signature = (path, format=None, skip_bad=false))]
-fn read_trace<'py>(
-    py: Python<'py>,
-    path: PathBuf,
-    format: Option<&str>,
-    skip_bad: bool,
-) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
-    let format = match format {
-        None => None,
-        Some(f) => Some(
-            iolearn_trace::Format::parse(f)
-                .ok_or_else(|| PyValueError::new_err(format!("unknown trace format {f:?}")))?,
-        ),
-    };
-    let t = iolearn_trace::read_file(&path, format, iolearn_trace::ReadOptions { skip_bad })
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    let d = trace_columns(py, &t.ios)?;
-    d.set_item("skipped", t.skipped)?;
-    Ok(d)
-}
-
-/// A trace's I/Os as a dict of numpy columns (`read_trace`'s, without "skipped").
-fn trace_columns<'py>(py: Python<'py>, ios: &[iolearn_trace::BlockIo]) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
-    let d = pyo3::types::PyDict::new(py);
-    d.set_item(
-        "arrival_ns",
-        ios.iter().map(|i| i.arrival_ns).collect::<Vec<_>>().into_pyarray(py),
-    )?;
-    d.set_item(
-        "device",
-        ios.iter().map(|i| i.device).collect::<Vec<_>>().into_pyarray(py),
-    )?;
-    d.set_item(
-        "offset",
-        ios.iter().map(|i| i.offset).collect::<Vec<_>>().into_pyarray(py),
-    )?;
-    d.set_item("size", ios.iter().map(|i| i.size).collect::<Vec<_>>().into_pyarray(py))?;
-    d.set_item(
-        "write",
-        ios.iter().map(|i| i.write).collect::<Vec<_>>().into_pyarray(py),
-    )?;
-    let opt =
-        |f: &dyn Fn(&iolearn_trace::BlockIo) -> Option<i64>| ios.iter().map(|i| f(i).unwrap_or(-1)).collect::<Vec<_>>();
-    d.set_item("latency_ns", opt(&|i| i.latency_ns.map(|v| v as i64)).into_pyarray(py))?;
-    d.set_item("queue_depth", opt(&|i| i.queue_depth.map(i64::from)).into_pyarray(py))?;
-    Ok(d)
-}
-
-/// A synthetic block trace (`iolearn_trace::generate::Spec`; `iolearn trace generate` has the
-/// same settings). Returns `read_trace`'s columns; a field out of range is a ValueError naming it.
-#[pyfunction]
-#[pyo3(signature = (ios=20_000, iops=1000.0, read_share=0.4, burst=4.0, on_ms=20.0, read_kib=4.0, write_kib=4.0, size_sigma=0.7, seq_share=0.2, zipf=0.8, span_gib=16.0, seed=1))]
-#[allow(clippy::too_many_arguments)]
-fn generate_trace<'py>(
-    py: Python<'py>,
-    ios: usize,
-    iops: f64,
-    read_share: f64,
-    burst: f64,
-    on_ms: f64,
-    read_kib: f64,
-    write_kib: f64,
-    size_sigma: f64,
-    seq_share: f64,
-    zipf: f64,
-    span_gib: f64,
-    seed: u64,
-) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
-    let spec = iolearn_trace::generate::Spec {
-        ios,
-        iops,
-        read_share,
-        burst,
-        on_ms,
-        read_kib,
-        write_kib,
-        size_sigma,
-        seq_share,
-        zipf,
-        span_gib,
-        seed,
-    };
-    let trace = py.detach(|| iolearn_trace::generate::generate(&spec)).map_err(|e| {
-        // Name the field as this function's keyword (read_share, not read-share).
-        let (field, rest) = e.split_once(' ').unwrap_or((&e, ""));
-        PyValueError::new_err(format!("{} {rest}", field.replace('-', "_")))
-    })?;
-    trace_columns(py, &trace)
-}
-
-/// Replay a block trace on replicated simulated SSDs. Returns a dict of equal-length numpy
-/// arrays: arrival_ns, offset, size, write, replica, latency_ns, pending, plane_wait_ns,
-/// channel_wait_ns, gc_active, buffered_pages; plus "skipped" (bad lines skipped).
-#[pyfunction]
-#[pyo3(signature = (trace, preset="enterprise", mode="base", replicas=3, hop_us=15.0, noise="quiet", precondition=1.0, seed=1, skip_bad=false, trace_format=None))]
-#[allow(clippy::too_many_arguments)]
-fn sim_ssd<'py>(
-    py: Python<'py>,
-    trace: PathBuf,
-    preset: &str,
-    mode: &str,
-    replicas: usize,
-    hop_us: f64,
-    noise: &str,
-    precondition: f64,
-    seed: u64,
-    skip_bad: bool,
-    trace_format: Option<&str>,
-) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
-    use iolearn_sim::replay::{replay, ReplayConfig};
-    use iolearn_sim::replicas::Noise;
-    use iolearn_sim::ssd::{GcMode, SsdConfig};
-    let ssd = SsdConfig::by_name(preset)
-        .ok_or_else(|| PyValueError::new_err(format!("unknown SSD preset {preset:?} (consumer, enterprise)")))?;
-    let mode = GcMode::by_name(mode).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "unknown GC mode {mode:?} (base, plane-blocking, tolerant, no-gc)"
-        ))
-    })?;
-    tail::check_replicas(replicas, "hop_us", hop_us)?;
-    tail::check_precondition(precondition)?;
-    let noise = Noise::preset(noise, replicas)
-        .ok_or_else(|| PyValueError::new_err(format!("unknown noise {noise:?} ({}, or io:IOPS,KIB,READ_SHARE with IOPS 0.001 to 1e7, KIB 0.5 to 65536, READ_SHARE 0 to 1)", Noise::NAMES.join(", "))))?;
-    let format = match trace_format {
-        None => None,
-        Some(f) => Some(
-            iolearn_trace::Format::parse(f)
-                .ok_or_else(|| PyValueError::new_err(format!("unknown trace format {f:?}")))?,
-        ),
-    };
-    let t = iolearn_trace::read_file(&trace, format, iolearn_trace::ReadOptions { skip_bad })
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    let cfg = ReplayConfig {
-        ssd,
-        mode,
-        replicas,
-        hop_ns: (hop_us * 1e3) as u64,
-        noise,
-        precondition,
-        seed,
-    };
-    let ios: Vec<(u64, u64, u32, bool)> = t
-        .ios
-        .iter()
-        .map(|io| (io.arrival_ns, io.offset, io.size, io.write))
-        .collect();
-    iolearn_tail::check_requests(&ios).map_err(|e| PyValueError::new_err(format!("{}: {e}", trace.display())))?;
-    let recs = py.detach(move || replay(ios, &cfg));
-    let d = pyo3::types::PyDict::new(py);
-    macro_rules! col {
-        ($name:literal, $f:expr) => {
-            d.set_item($name, recs.iter().map($f).collect::<Vec<_>>().into_pyarray(py))?;
-        };
-    }
-    col!("arrival_ns", |r| r.arrival_ns);
-    col!("offset", |r| r.offset);
-    col!("size", |r| r.size);
-    col!("write", |r| r.write);
-    col!("replica", |r| r.replica);
-    col!("latency_ns", |r| r.latency_ns);
-    col!("pending", |r| r.pending);
-    col!("plane_wait_ns", |r| r.plane_wait_ns);
-    col!("channel_wait_ns", |r| r.channel_wait_ns);
-    col!("gc_active", |r| r.gc_active);
-    col!("buffered_pages", |r| r.buffered_pages);
-    d.set_item("skipped", t.skipped)?;
-    Ok(d)
-}
-
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Model>()?;
@@ -999,9 +828,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sim_page_events, m)?)?;
     m.add_function(wrap_pyfunction!(kml_features, m)?)?;
     m.add_function(wrap_pyfunction!(sim_closed_loop, m)?)?;
-    m.add_function(wrap_pyfunction!(sim_ssd, m)?)?;
-    m.add_function(wrap_pyfunction!(read_trace, m)?)?;
-    m.add_function(wrap_pyfunction!(generate_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(flash::sim_ssd, m)?)?;
+    m.add_function(wrap_pyfunction!(trace::read_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(trace::generate_trace, m)?)?;
     m.add_class::<tail::TailWorld>()?;
     m.add_function(wrap_pyfunction!(tail::inflection_point, m)?)?;
     m.add_function(wrap_pyfunction!(tail::simulate_list, m)?)?;

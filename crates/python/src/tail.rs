@@ -1,8 +1,8 @@
 //! Bindings of the tail-latency harness (`iolearn-tail`): `TailWorld(...).run(policy, ...)`.
 
+use iolearn_flash::replicas::Noise;
+use iolearn_flash::ssd::GcMode;
 use iolearn_policy::admission::FeatureSet;
-use iolearn_sim::replicas::Noise;
-use iolearn_sim::ssd::GcMode;
 use iolearn_tail::{replicate_with_deadlines, DriveConfig, PolicySpec, World, WorldConfig};
 use numpy::{IntoPyArray, PyArray2, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
@@ -52,8 +52,7 @@ impl TailWorld {
         if cache_mb > 1 << 20 {
             return Err(PyValueError::new_err(format!("cache_mb: {cache_mb} (at most 1048576)")));
         }
-        let noise = Noise::preset(noise, replicas)
-            .ok_or_else(|| PyValueError::new_err(format!("noise: unknown {noise:?} ({}, or io:IOPS,KIB,READ_SHARE with IOPS 0.001 to 1e7, KIB 0.5 to 65536, READ_SHARE 0 to 1)", Noise::NAMES.join(", "))))?;
+        let noise = crate::tail::noise_preset(noise, replicas)?;
         let cfg = WorldConfig {
             drive,
             mode,
@@ -219,6 +218,17 @@ pub fn inflection_point(
     Ok(py.detach(move || {
         iolearn_policy::latency::inflection_point_per_device(&v, &others, replicas, failover_us, trials, seed)
     }))
+}
+
+/// Named noise for `replicas` replicas (`Noise::preset`), or an error listing what there is.
+pub(crate) fn noise_preset(name: &str, replicas: usize) -> PyResult<Vec<Noise>> {
+    Noise::preset(name, replicas).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "noise: unknown {name:?} ({}, or io:IOPS,KIB,READ_SHARE with IOPS 0.001 to 1e7, KIB 0.5 to 65536, \
+             READ_SHARE 0 to 1)",
+            Noise::NAMES.join(", ")
+        ))
+    })
 }
 
 /// The replica count and failover (or hop) delay every replicated world shares: 1 to 8

@@ -1,7 +1,7 @@
 //! Simulator speed: page accesses played per second of wall time on one core, per workload,
 //! at the vanilla 128 KiB readahead on the calibration setup (2.3 GiB database, 850 MiB
-//! cache, NVMe preset); and simulated I/Os per second of wall time of the flash SSD, per GC
-//! design. `make bench` runs it; results go to docs/benchmarks.md.
+//! cache, NVMe preset). `make bench` runs it; results go to docs/benchmarks.md. (The flash
+//! SSD's speed: `cargo bench -p iolearn-flash --bench speed`.)
 //!
 //! Method: criterion, with `Throughput::Elements`, so the `thrpt:` line is the speed (page
 //! accesses or I/Os per second; the middle figure is the estimate). Each iteration is one
@@ -9,14 +9,11 @@
 //! the preconditioned drive is not timed (`iter_custom`). The bench takes about a minute.
 //!
 //! Run: `cargo bench -p iolearn-sim --bench speed` (criterion's options after `--`, e.g.
-//! `-- --quick`, or a name filter such as `-- ssd`).
-use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
-use iolearn_ml::Rng;
+//! `-- --quick`, or a name filter).
+use criterion::{Criterion, SamplingMode, Throughput};
 use iolearn_sim::device::DevicePreset;
 use iolearn_sim::engine::{Sim, SimConfig};
-use iolearn_sim::ssd::{GcMode, Ssd, SsdConfig};
 use iolearn_sim::workload::WorkloadKind;
-use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 fn main() {
@@ -29,7 +26,6 @@ fn main() {
         .without_plots()
         .configure_from_args();
     readahead_speed(&mut c);
-    ssd_speed(&mut c);
     c.final_summary();
 }
 
@@ -65,45 +61,6 @@ fn readahead_speed(c: &mut Criterion) {
                 wall
             })
         });
-    }
-    g.finish();
-}
-
-/// The flash SSD (issue 5): simulated I/Os per second of wall time, each GC design, a
-/// write-heavy random workload (70% writes, 4 KiB, 4,000 IOPS) on a preconditioned drive
-/// (preconditioning, done once, and the per-run copy of the drive are not timed).
-fn ssd_speed(c: &mut Criterion) {
-    // I/Os per run: 250,000, down from 1,000,000 before criterion, so that 10 runs fit in the
-    // measurement time (one run takes 0.06-0.13 s on the reference machine). The drive is in
-    // steady state from the first I/O (preconditioned), so the rate does not depend on it.
-    let n = 250_000u64;
-    let mut g = c.benchmark_group("sim_ssd_ios");
-    g.sampling_mode(SamplingMode::Flat);
-    g.throughput(Throughput::Elements(n));
-    for cfg in [SsdConfig::consumer(), SsdConfig::enterprise()] {
-        for mode in [GcMode::Base, GcMode::Tolerant] {
-            let mut drive = Ssd::new(cfg.clone(), mode);
-            drive.precondition(1.0, 7);
-            let pages = cfg.logical_pages();
-            g.bench_function(BenchmarkId::new(cfg.name, format!("{mode:?}")), |b| {
-                b.iter_custom(|iters| {
-                    let mut wall = Duration::ZERO;
-                    for _ in 0..iters {
-                        let mut ssd = drive.clone();
-                        let mut rng = Rng::new(1);
-                        let mut now = 0;
-                        let t = Instant::now();
-                        for _ in 0..n {
-                            now += 1_000_000_000 / 4000;
-                            let off = (rng.next_u64() % pages) * cfg.page_bytes;
-                            black_box(ssd.submit(now, off, 4096, rng.next_f64() < 0.7));
-                        }
-                        wall += t.elapsed();
-                    }
-                    wall
-                })
-            });
-        }
     }
     g.finish();
 }

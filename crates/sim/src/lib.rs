@@ -10,7 +10,8 @@
 //! - [`workload::Generator`]: db_bench-like workloads over an LSM-like file set, fio patterns.
 //! - [`engine::Sim`]: the event loop, with the knobs a controller turns between steps.
 //!
-//! Depends on `iolearn-ml` only for its seeded RNG; does no I/O.
+//! Depends on `iolearn-ml` only for its seeded RNG; does no I/O. The flash world of the
+//! tail-latency work (SSD, disk queue, replicas) is `iolearn-flash`.
 //!
 //! ```
 //! use iolearn_sim::engine::{run, SimConfig};
@@ -27,12 +28,8 @@
 pub mod cache;
 pub mod calibrate;
 pub mod device;
-pub mod disk;
 pub mod engine;
 /// LEAP's prefetcher, shared with the tuner on the kernel.
 pub use iolearn_leap as leap;
 pub mod readahead;
-pub mod replay;
-pub mod replicas;
-pub mod ssd;
 pub mod workload;

@@ -1,7 +1,7 @@
 //! Quick look at a reference trace on replicas: base latency percentiles at several rates.
 //! `cargo run --release -p iolearn-tail --example explore -- TRACE PRESET RATE...`
+use iolearn_flash::ssd::{GcMode, SsdConfig};
 use iolearn_policy::admission::AdmitAll;
-use iolearn_sim::ssd::{GcMode, SsdConfig};
 use iolearn_tail::*;
 
 fn main() {

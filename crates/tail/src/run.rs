@@ -3,13 +3,13 @@
 
 use crate::spec::{Client, DeviceTiming, HedgeDelay};
 use crate::Request;
+use iolearn_flash::replicas::Storage;
+use iolearn_flash::replicas::{Noise, Replica};
+use iolearn_flash::ssd::{GcMode, Ssd, SsdConfig};
 use iolearn_ml::Rng;
 use iolearn_policy::admission::{Admission, DeviceQueue, FeatureSet, IoView, WhiteBox};
 use iolearn_policy::latency::LatencyHistory;
 use iolearn_sim::device::{Device, DevicePreset};
-use iolearn_sim::replicas::Storage;
-use iolearn_sim::replicas::{Noise, Replica};
-use iolearn_sim::ssd::{GcMode, Ssd, SsdConfig};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::time::Instant;

@@ -1,9 +1,9 @@
 //! The tail-latency harness (issue 6): replicated replay, admission with failover, the client
 //! strategies, the decision record and training rows.
 
+use iolearn_flash::ssd::{GcMode, SsdConfig};
 use iolearn_ml::Rng;
 use iolearn_policy::admission::{Admission, AdmitAll, IoView, Oracle, RandomRevoke};
-use iolearn_sim::ssd::{GcMode, SsdConfig};
 use iolearn_tail::{replicate, Client, PolicySpec, Request, RunResult, World, WorldConfig};
 
 /// A write-heavy random workload (GC and flushes make tails): `n` I/Os at `iops`.
@@ -398,7 +398,7 @@ impl Admission for Counter {
 
 #[test]
 fn another_tenants_io_joins_the_queue_a_policy_sees_and_slows_the_reads() {
-    use iolearn_sim::replicas::{Noise, Schedule, Tenant};
+    use iolearn_flash::replicas::{Noise, Schedule, Tenant};
     let tenant = Noise::Io(Tenant {
         schedule: Schedule::OnOff {
             fraction: 0.3,

@@ -1,7 +1,7 @@
 //! Read latency tails of a write-heavy workload under each GC design:
 //! `cargo run --release -p iolearn-sim --example ssd_tails [preset] [iops] [ios]`.
+use iolearn_flash::ssd::{GcMode, Ssd, SsdConfig};
 use iolearn_ml::Rng;
-use iolearn_sim::ssd::{GcMode, Ssd, SsdConfig};
 use std::time::Instant;
 
 fn main() {

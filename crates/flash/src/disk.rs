@@ -2,7 +2,7 @@
 //! rotation on average, transfer at the media rate; the queue served first come first served
 //! (`Fifo`, what MittNOOP predicts) or shortest seek first (`Sstf`, the disk's own reordering).
 
-use crate::device::{Device, DevicePreset};
+use iolearn_sim::device::{Device, DevicePreset};
 
 /// Queue discipline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

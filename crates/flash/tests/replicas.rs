@@ -1,9 +1,9 @@
 //! Replicas and failover (issue 5, must-show 4; `shared/spec/ml-mittos.md` sections 3, 4, 6).
 
-use iolearn_ml::Rng;
-use iolearn_sim::replicas::{
+use iolearn_flash::replicas::{
     draw_slowdown, expected_latency, expected_latency_recursive, Cluster, Fixed, Noise, Replica, Storage,
 };
+use iolearn_ml::Rng;
 
 #[test]
 fn failover_reproduces_ml_mittos_worked_example() {
@@ -169,8 +169,8 @@ fn hedging_cloning_and_noise() {
 
 #[test]
 fn disk_fifo_matches_service_times_and_sstf_seeks_less() {
+    use iolearn_flash::disk::{service_ns, simulate, Discipline, DiskRequest, NextFree};
     use iolearn_sim::device::DevicePreset;
-    use iolearn_sim::disk::{service_ns, simulate, Discipline, DiskRequest, NextFree};
     let p = DevicePreset::hdd();
     // Far apart in time: each completes after exactly its own service time.
     let reqs: Vec<DiskRequest> = (0..5)
@@ -208,7 +208,7 @@ fn disk_fifo_matches_service_times_and_sstf_seeks_less() {
 
 #[test]
 fn tenant_noise_is_named_or_spelled_out_and_bad_spellings_are_refused() {
-    use iolearn_sim::replicas::{Noise, Schedule, Tenant};
+    use iolearn_flash::replicas::{Noise, Schedule, Tenant};
     for name in Noise::NAMES {
         assert!(Noise::preset(name, 3).is_some(), "{name}");
     }
@@ -243,7 +243,7 @@ fn tenant_noise_is_named_or_spelled_out_and_bad_spellings_are_refused() {
 
 #[test]
 fn a_tenant_submits_at_its_rate_while_active_and_nothing_while_idle() {
-    use iolearn_sim::replicas::{Noise, Replica, Schedule, Tenant};
+    use iolearn_flash::replicas::{Noise, Replica, Schedule, Tenant};
     let tenant = |schedule| {
         Noise::Io(Tenant {
             schedule,

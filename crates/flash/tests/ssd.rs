@@ -2,8 +2,8 @@
 //! 2); at low load latency is the analytical service time, and the FTL conserves pages
 //! (must-show 3).
 
+use iolearn_flash::ssd::{GcMode, Ssd, SsdConfig};
 use iolearn_ml::Rng;
-use iolearn_sim::ssd::{GcMode, Ssd, SsdConfig};
 
 /// Read latencies (ns, sorted) of a write-heavy random workload: Poisson arrivals at `iops`,
 /// 70% writes, one page each, on a preconditioned drive.
@@ -130,7 +130,7 @@ fn the_ftl_conserves_pages_under_random_writes_and_gc() {
 }
 
 /// Like `run`, with a custom combination of designs; returns the stats.
-fn run_designs(cfg: &SsdConfig, d: iolearn_sim::ssd::Designs, iops: f64, n: usize) -> iolearn_sim::ssd::SsdStats {
+fn run_designs(cfg: &SsdConfig, d: iolearn_flash::ssd::Designs, iops: f64, n: usize) -> iolearn_flash::ssd::SsdStats {
     let mut ssd = Ssd::with_designs(cfg.clone(), d);
     ssd.precondition(1.0, 7);
     let mut rng = Rng::new(42);
@@ -146,7 +146,7 @@ fn run_designs(cfg: &SsdConfig, d: iolearn_sim::ssd::Designs, iops: f64, n: usiz
 
 #[test]
 fn each_tinytailflash_design_has_its_effect() {
-    use iolearn_sim::ssd::Designs;
+    use iolearn_flash::ssd::Designs;
     // The consumer drive collects 10% of the time: enough GC overlap to see each design.
     let cfg = SsdConfig::consumer();
     let plane = Designs {
@@ -165,7 +165,7 @@ fn each_tinytailflash_design_has_its_effect() {
         tolerant_flush: true,
         ..plane
     };
-    let blocked = |s: iolearn_sim::ssd::SsdStats| s.gc_blocked_reads as f64 / s.reads as f64;
+    let blocked = |s: iolearn_flash::ssd::SsdStats| s.gc_blocked_reads as f64 / s.reads as f64;
     let (sp, sq, sr, sf) = (
         run_designs(&cfg, plane, 1000.0, 40_000),
         run_designs(&cfg, parity, 1000.0, 40_000),

@@ -2,7 +2,7 @@
 //! a write buffer, NAND timing, per-plane and per-channel queues, and TinyTailFlash's
 //! GC-tolerant designs (`shared/spec/tail-latency.md` section 4).
 //!
-//! Like [`crate::device::Device`], the drive computes each request's completion when it is
+//! Like [`iolearn_sim::device::Device`], the drive computes each request's completion when it is
 //! submitted (requests must arrive in time order): every plane and every channel has a
 //! next-free time, and an operation starts when its resources are free. Garbage collection
 //! runs inside the plane that needs it, when a write finds too few free blocks, and occupies
@@ -453,11 +453,11 @@ impl Ssd {
     /// splits large I/Os per page), whether one of those planes collects garbage, the buffer's
     /// fill. Pages in the write buffer or never written need no flash access. Time passes to
     /// `now_ns` first (a due flush starts: the read would find it running).
-    pub fn state(&mut self, now_ns: u64, offset: u64, len: u64) -> crate::replicas::DeviceState {
+    pub fn state(&mut self, now_ns: u64, offset: u64, len: u64) -> crate::storage::DeviceState {
         self.advance(now_ns);
         let ps = self.cfg.page_bytes;
         let n = self.map.len() as u64;
-        let mut st = crate::replicas::DeviceState {
+        let mut st = crate::storage::DeviceState {
             buffered_pages: self.buffer.len() as u32,
             ..Default::default()
         };
