@@ -59,7 +59,8 @@ class Setting:
         t = Path(self.trace).stem.replace("msr.cut.per_10k.", "")
         r = "" if self.rate == 1 else f"x{self.rate:g}"
         c = f"-c{self.cache_mb}" if self.cache_mb else ""
-        name = f"{t}{r}-{self.preset}-{self.noise}-r{self.replicas}-f{self.failover_us:g}{c}"
+        preset = Path(self.preset).stem  # a configuration file's name, not its path
+        name = f"{t}{r}-{preset}-{self.noise}-r{self.replicas}-f{self.failover_us:g}{c}"
         # Model paths go into policy strings, where `+` and `@` are separators (1e+06).
         return name.replace("+", "")
 
@@ -634,6 +635,13 @@ NOISES = ("quiet", "ec2", "tailatstore", "failslow", "ec2-io", "tailatstore-io",
 MODES = ("base", "plane-blocking", "tolerant", "no-gc")
 
 
+def _preset_arg(text: str) -> str:
+    """A drive preset, or an SSD configuration file (checked when the world is built)."""
+    if text in PRESETS or text.endswith(".toml"):
+        return text
+    raise argparse.ArgumentTypeError(f"unknown drive {text!r} (one of {', '.join(PRESETS)}, or an SSD *.toml)")
+
+
 def _noise_arg(text: str) -> str:
     """A noise name, or `io:IOPS,KIB,READ_SHARE` (checked when the world is built)."""
     if text in NOISES or text.startswith("io:"):
@@ -890,7 +898,11 @@ def main(argv=None) -> int:
         "--rate", type=float_arg(1e-3, 1e3), nargs="+", default=[1.0, 10.0], help="re-rate factors (default 1 10)"
     )
     ap.add_argument(
-        "--preset", nargs="+", default=["enterprise"], choices=PRESETS, help="drives (consumer, enterprise SSDs; hdd)"
+        "--preset",
+        nargs="+",
+        default=["enterprise"],
+        type=_preset_arg,
+        help="drives: consumer, enterprise (SSDs), hdd, or an SSD configuration FILE.toml (crates/flash/presets/)",
     )
     ap.add_argument(
         "--noise",

@@ -262,3 +262,31 @@ def test_deadlines_per_read_through_the_python_api():
         w.run("base", arrival, offset, size, write, deadline_us=deadline[:10])
     with pytest.raises(ValueError, match="deadline_us of I/O 0"):
         w.run("base", arrival, offset, size, write, deadline_us=np.full(n, -1.0))
+
+
+def test_a_drive_from_a_toml_file_and_its_errors(tmp_path):
+    """Issue 13: geometry and timing from a configuration file, the presets as files."""
+    preset = ROOT / "crates/flash/presets/enterprise.toml"
+    slow = tmp_path / "slow-nand.toml"
+    slow.write_text(preset.read_text().replace("read_ns = 60_000", "read_ns = 600_000"))
+    n = 400
+    args = (
+        np.arange(n, dtype=np.uint64) * 1_000_000,
+        (np.arange(n, dtype=np.uint64) * 7919 % 50_000) * 4096,
+        np.full(n, 4096, dtype=np.uint32),
+        np.zeros(n, dtype=bool),
+    )
+    lat = {}
+    for name, p in (("file", preset), ("slow", slow)):
+        w = _native.TailWorld(preset=str(p), replicas=2, precondition=0.0, seed=1)
+        lat[name] = np.median(w.run("base", *args)["reads"]["latency_ns"])
+    builtin = _native.TailWorld(preset="enterprise", replicas=2, precondition=0.0, seed=1)
+    ref = np.median(builtin.run("base", *args)["reads"]["latency_ns"])
+    assert lat["file"] == ref  # the file is the preset
+    assert lat["slow"] > lat["file"] + 400_000  # ten times slower reads show
+    bad = tmp_path / "bad.toml"
+    bad.write_text(preset.read_text().replace("channels = 16", "channels = 0"))
+    with pytest.raises(ValueError, match="bad.toml: channels"):
+        _native.TailWorld(preset=str(bad))
+    with pytest.raises((ValueError, OSError), match="missing.toml"):
+        _native.TailWorld(preset=str(tmp_path / "missing.toml"))

@@ -39,7 +39,7 @@ fn ssd_speed(c: &mut Criterion) {
             let mut drive = Ssd::new(cfg.clone(), mode);
             drive.precondition(1.0, 7);
             let pages = cfg.logical_pages();
-            g.bench_function(BenchmarkId::new(cfg.name, format!("{mode:?}")), |b| {
+            g.bench_function(BenchmarkId::new(cfg.name.clone(), format!("{mode:?}")), |b| {
                 b.iter_custom(|iters| {
                     let mut wall = Duration::ZERO;
                     for _ in 0..iters {

@@ -89,11 +89,13 @@ impl GcMode {
     }
 }
 
-/// An SSD's geometry and timing.
-#[derive(Debug, Clone, PartialEq)]
+/// An SSD's geometry and timing: from a TOML file (`SsdConfig::from_toml`; the presets are
+/// files too, `crates/flash/presets/*.toml`), every field required, each checked into range.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SsdConfig {
     /// Name.
-    pub name: &'static str,
+    pub name: String,
     /// Channels.
     pub channels: usize,
     /// Chips per channel.
@@ -132,71 +134,119 @@ pub struct SsdConfig {
     pub parity_group: usize,
 }
 
+/// The preset files, built in.
+const PRESETS: [(&str, &str); 2] = [
+    ("consumer", include_str!("../presets/consumer.toml")),
+    ("enterprise", include_str!("../presets/enterprise.toml")),
+];
+
+/// The most pages a configured drive may have (the FTL keeps a few bytes per page in memory:
+/// 2^28 pages is 4 TiB of 16 KiB pages and a few GiB of tables).
+pub const MAX_PAGES: u64 = 1 << 28;
+
 impl SsdConfig {
-    /// A consumer-class MLC drive: 8 channels x 2 chips x 2 dies x 2 planes, 16 KiB pages,
-    /// read 75 us, program 0.75/1.5 ms (lower/upper), erase 3.8 ms, 400 MB/s per channel, 7%
-    /// over-provisioning, a 1,024-page buffer. Timing in the range of the spec (MittSSD: 100 us
-    /// reads, 1/2 ms programs, erase up to 6 ms) and MQSim's default MLC (75 us, 750 us,
-    /// 3.8 ms). 256 blocks per plane instead of thousands (32 GiB instead of a full drive):
-    /// same ratios, quick preconditioning.
+    /// The consumer preset (`presets/consumer.toml`).
     pub fn consumer() -> Self {
-        SsdConfig {
-            name: "consumer",
-            channels: 8,
-            chips_per_channel: 2,
-            dies_per_chip: 2,
-            planes_per_die: 2,
-            blocks_per_plane: 256,
-            pages_per_block: 128,
-            page_bytes: 16 << 10,
-            over_provisioning: 0.07,
-            gc_threshold_blocks: 3,
-            read_ns: 75_000,
-            program_lower_ns: 750_000,
-            program_upper_ns: 1_500_000,
-            erase_ns: 3_800_000,
-            channel_bytes_per_s: 400_000_000,
-            controller_ns: 5_000,
-            buffer_pages: 1024,
-            flush_interval_ns: 50_000_000,
-            parity_group: 8,
-        }
+        Self::by_name("consumer").unwrap_or_else(|| unreachable!("a built-in preset parses (tested)"))
     }
 
-    /// An enterprise-class drive: 16 channels x 4 chips x 2 dies x 2 planes, faster NAND
-    /// (read 60 us, program 0.6/1.2 ms, erase 3 ms), 800 MB/s channels, 25% over-provisioning,
-    /// a 4,096-page buffer.
+    /// The enterprise preset (`presets/enterprise.toml`).
     pub fn enterprise() -> Self {
-        SsdConfig {
-            name: "enterprise",
-            channels: 16,
-            chips_per_channel: 4,
-            dies_per_chip: 2,
-            planes_per_die: 2,
-            blocks_per_plane: 128,
-            pages_per_block: 128,
-            page_bytes: 16 << 10,
-            over_provisioning: 0.25,
-            gc_threshold_blocks: 3,
-            read_ns: 60_000,
-            program_lower_ns: 600_000,
-            program_upper_ns: 1_200_000,
-            erase_ns: 3_000_000,
-            channel_bytes_per_s: 800_000_000,
-            controller_ns: 3_000,
-            buffer_pages: 4096,
-            flush_interval_ns: 20_000_000,
-            parity_group: 8,
-        }
+        Self::by_name("enterprise").unwrap_or_else(|| unreachable!("a built-in preset parses (tested)"))
     }
 
-    /// By name.
+    /// A built-in preset by name.
     pub fn by_name(name: &str) -> Option<Self> {
-        match name {
-            "consumer" => Some(Self::consumer()),
-            "enterprise" => Some(Self::enterprise()),
-            _ => None,
+        PRESETS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, text)| Self::from_toml(text).ok())
+    }
+
+    /// The built-in presets' names.
+    pub fn preset_names() -> impl Iterator<Item = &'static str> {
+        PRESETS.iter().map(|(n, _)| *n)
+    }
+
+    /// A configuration from TOML text: every field of [`SsdConfig`], none unknown, each in
+    /// range ([`SsdConfig::check_ranges`]); the error names the field.
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        let cfg: SsdConfig = toml::from_str(text).map_err(|e| e.message().to_string() + &location(text, e.span()))?;
+        cfg.check_ranges()?;
+        Ok(cfg)
+    }
+
+    /// Every field in a range a drive can have, and a drive the FTL can hold; the error names
+    /// the field.
+    pub fn check_ranges(&self) -> Result<(), String> {
+        let counts = [
+            ("channels", self.channels, 1, 1024),
+            ("chips_per_channel", self.chips_per_channel, 1, 1024),
+            ("dies_per_chip", self.dies_per_chip, 1, 64),
+            ("planes_per_die", self.planes_per_die, 1, 64),
+            ("blocks_per_plane", self.blocks_per_plane, 8, 1 << 20),
+            ("pages_per_block", self.pages_per_block, 2, 1 << 16),
+            ("gc_threshold_blocks", self.gc_threshold_blocks, 1, 1 << 16),
+            ("buffer_pages", self.buffer_pages, 1, 1 << 24),
+            ("parity_group", self.parity_group, 2, 1 << 16),
+        ];
+        for (name, v, lo, hi) in counts {
+            if !(lo..=hi).contains(&v) {
+                return Err(format!("{name}: {v} (must be {lo} to {hi})"));
+            }
         }
+        let times = [
+            ("read_ns", self.read_ns),
+            ("program_lower_ns", self.program_lower_ns),
+            ("program_upper_ns", self.program_upper_ns),
+            ("erase_ns", self.erase_ns),
+            ("flush_interval_ns", self.flush_interval_ns),
+        ];
+        for (name, v) in times {
+            if !(1..=10_000_000_000).contains(&v) {
+                return Err(format!("{name}: {v} ns (must be 1 ns to 10 s)"));
+            }
+        }
+        if self.controller_ns > 10_000_000_000 {
+            return Err(format!("controller_ns: {} ns (at most 10 s)", self.controller_ns));
+        }
+        if !(512..=(4 << 20)).contains(&self.page_bytes) || !self.page_bytes.is_multiple_of(512) {
+            return Err(format!(
+                "page_bytes: {} (a multiple of 512 from 512 to 4 MiB)",
+                self.page_bytes
+            ));
+        }
+        if !(1_000..=1_000_000_000_000).contains(&self.channel_bytes_per_s) {
+            return Err(format!(
+                "channel_bytes_per_s: {} (1 kB/s to 1 TB/s)",
+                self.channel_bytes_per_s
+            ));
+        }
+        if !(self.over_provisioning.is_finite() && (0.0..=4.0).contains(&self.over_provisioning)) {
+            return Err(format!("over_provisioning: {} (0 to 4)", self.over_provisioning));
+        }
+        if self.parity_group > self.planes() {
+            return Err(format!(
+                "parity_group: {} (at most the {} planes)",
+                self.parity_group,
+                self.planes()
+            ));
+        }
+        if self.gc_threshold_blocks + 2 >= self.blocks_per_plane {
+            return Err(format!(
+                "gc_threshold_blocks: {} (must leave blocks to write: below blocks_per_plane - 2 = {})",
+                self.gc_threshold_blocks,
+                self.blocks_per_plane - 2
+            ));
+        }
+        let pages = (self.planes() as u64).saturating_mul((self.blocks_per_plane * self.pages_per_block) as u64);
+        if pages > MAX_PAGES {
+            return Err(format!("the geometry: {pages} pages (at most {MAX_PAGES})"));
+        }
+        if self.logical_pages() == 0 {
+            return Err("over_provisioning: no logical pages left".into());
+        }
+        Ok(())
     }
 
     /// Planes in the drive.
@@ -220,6 +270,13 @@ impl SsdConfig {
     fn transfer_ns(&self) -> u64 {
         self.page_bytes * 1_000_000_000 / self.channel_bytes_per_s.max(1)
     }
+}
+
+/// " (line L)" for an error at byte `span` of `text`.
+fn location(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    span.map_or(String::new(), |r| {
+        format!(" (line {})", text[..r.start.min(text.len())].matches('\n').count() + 1)
+    })
 }
 
 const UNMAPPED: u32 = u32::MAX;

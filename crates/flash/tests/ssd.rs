@@ -225,3 +225,55 @@ fn peeking_a_read_predicts_it_exactly_and_changes_nothing() {
     assert!(checked > 5000);
     assert_eq!(a.stats(), b.stats());
 }
+
+#[test]
+fn geometry_and_timing_come_from_toml_files_checked_field_by_field() {
+    // The built-in presets are files, and they parse into what the simulator always ran.
+    let names: Vec<_> = SsdConfig::preset_names().collect();
+    assert_eq!(names, ["consumer", "enterprise"]);
+    let e = SsdConfig::enterprise();
+    assert_eq!(
+        (e.channels, e.chips_per_channel, e.planes(), e.read_ns),
+        (16, 4, 256, 60_000)
+    );
+    let c = SsdConfig::consumer();
+    assert_eq!(
+        (c.channels, c.blocks_per_plane, c.erase_ns, c.buffer_pages),
+        (8, 256, 3_800_000, 1024)
+    );
+    // A configuration written out reads back the same.
+    let text = toml::to_string(&e).unwrap();
+    assert_eq!(SsdConfig::from_toml(&text).unwrap(), e);
+    // Errors name the field (and the line where TOML knows it).
+    let swap = |field: &str, value: &str| {
+        text.lines()
+            .map(|l| {
+                if l.starts_with(&format!("{field} =")) {
+                    format!("{field} = {value}")
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    for (field, value) in [
+        ("channels", "0"),
+        ("read_ns", "0"),
+        ("page_bytes", "1000"),
+        ("over_provisioning", "nan"),
+        ("parity_group", "100000"),
+        ("gc_threshold_blocks", "200"),
+        ("blocks_per_plane", "1048576"),
+    ] {
+        let err = SsdConfig::from_toml(&swap(field, value)).unwrap_err();
+        let shown = if field == "blocks_per_plane" { "geometry" } else { field };
+        assert!(err.contains(shown), "{field} = {value}: {err}");
+    }
+    let err = SsdConfig::from_toml(&format!("{text}\nturbo = true\n")).unwrap_err();
+    assert!(err.contains("turbo"), "{err}");
+    let err = SsdConfig::from_toml(&text.replace("erase_ns", "#erase_ns")).unwrap_err();
+    assert!(err.contains("erase_ns"), "{err}");
+    let err = SsdConfig::from_toml("channels = \"many\"").unwrap_err();
+    assert!(err.contains("line 1"), "{err}");
+}

@@ -25,9 +25,16 @@ pub fn sim_ssd<'py>(
     trace_format: Option<&str>,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
     use iolearn_flash::replay::{replay, ReplayConfig};
-    use iolearn_flash::ssd::{GcMode, SsdConfig};
-    let ssd = SsdConfig::by_name(preset)
-        .ok_or_else(|| PyValueError::new_err(format!("unknown SSD preset {preset:?} (consumer, enterprise)")))?;
+    use iolearn_flash::ssd::GcMode;
+    let ssd = match crate::tail::drive(preset) {
+        Ok(iolearn_tail::DriveConfig::Ssd(c)) => c,
+        Err(e) if preset.ends_with(".toml") => return Err(e),
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "unknown SSD preset {preset:?} (consumer, enterprise, or an SSD configuration *.toml)"
+            )))
+        }
+    };
     let mode = GcMode::by_name(mode).ok_or_else(|| {
         PyValueError::new_err(format!(
             "unknown GC mode {mode:?} (base, plane-blocking, tolerant, no-gc)"

@@ -39,9 +39,7 @@ impl TailWorld {
         seed: u64,
         cache_mb: u64,
     ) -> PyResult<Self> {
-        let drive = DriveConfig::by_name(preset).ok_or_else(|| {
-            PyValueError::new_err(format!("preset: unknown drive {preset:?} (consumer, enterprise, hdd)"))
-        })?;
+        let drive = drive(preset)?;
         let mode = GcMode::by_name(mode).ok_or_else(|| {
             PyValueError::new_err(format!(
                 "mode: unknown GC mode {mode:?} (base, plane-blocking, tolerant, no-gc)"
@@ -218,6 +216,23 @@ pub fn inflection_point(
     Ok(py.detach(move || {
         iolearn_policy::latency::inflection_point_per_device(&v, &others, replicas, failover_us, trials, seed)
     }))
+}
+
+/// A drive by preset name (`consumer`, `enterprise`, `hdd`) or an SSD configuration file
+/// (`*.toml`, the presets' format: `crates/flash/presets/`); errors name the file and field.
+pub(crate) fn drive(preset: &str) -> PyResult<DriveConfig> {
+    if preset.ends_with(".toml") {
+        let text = iolearn_safeio::read_to_string(std::path::Path::new(preset), 1 << 16)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let cfg = iolearn_flash::ssd::SsdConfig::from_toml(&text)
+            .map_err(|e| PyValueError::new_err(format!("{preset}: {e}")))?;
+        return Ok(DriveConfig::Ssd(cfg));
+    }
+    DriveConfig::by_name(preset).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "preset: unknown drive {preset:?} (consumer, enterprise, hdd, or an SSD configuration *.toml)"
+        ))
+    })
 }
 
 /// Named noise for `replicas` replicas (`Noise::preset`), or an error listing what there is.
