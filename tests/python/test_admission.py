@@ -290,3 +290,31 @@ def test_a_drive_from_a_toml_file_and_its_errors(tmp_path):
         _native.TailWorld(preset=str(bad))
     with pytest.raises((ValueError, OSError), match="missing.toml"):
         _native.TailWorld(preset=str(tmp_path / "missing.toml"))
+
+
+def test_sim_ssd_refuses_tenant_noise_it_does_not_simulate(tmp_path):
+    trace = tmp_path / "t.trace"
+    trace.write_text("".join(f"{i}.0 0 {4096 * i} 4096 1\n" for i in range(200)))
+    with pytest.raises(ValueError, match="eval admission"):
+        _native.sim_ssd(str(trace), noise="ec2-io")
+
+
+def test_the_best_of_our_policies_is_chosen_by_training_not_by_the_test_half():
+    """A review found the spread picking the better policy on the half it reports on."""
+
+    def row(policy, p99, mean=100.0):
+        notes = {"iolearn_train_p99_us": 500.0, "iolearn_adaptive_train_p99_us": 300.0}
+        return {"setting": "s", "policy": policy, "p99_us": p99, "mean_us": mean, "extra_io_pct": 1.0, **notes}
+
+    rows = [
+        row("Base", 2000.0),
+        row("Hedge95", 1500.0),
+        row("LinnOS+HL", 1000.0),
+        row("Oracle", 200.0),
+        row("iolearn", 400.0),  # better on the test half...
+        row("iolearn-adaptive", 600.0),  # ...but adaptive tuned lower on the training half
+    ]
+    (sp,) = admission.spread(rows)
+    assert sp["best"] == "iolearn-adaptive"
+    assert sp["p99_cut_vs_linnos_hl_pct"] == pytest.approx(40.0)
+    assert sp["iolearn_p99_cut_vs_linnos_hl_pct"] == pytest.approx(60.0)

@@ -117,6 +117,14 @@ fn every_policy_replays_on_three_loop_devices() {
     for (name, path) in models(&dir) {
         policies.push((name, format!("model={}+hedge=400/0.05+rank", path.display())));
     }
+    // A model per replica: replica 0's refuses every read, the others' none (one-leaf trees).
+    for (r, slow) in [(0, 1.0f32), (1, 0.0), (2, 0.0)] {
+        let tree = DecisionTree::fit(&vec![1.0f32; 13 * 50], &[slow; 50], 13, &TreeConfig::default()).unwrap();
+        let mut f = ModelFile::new(ModelKind::Tree(tree), "iolearn-tail-v1");
+        f.meta = vec![("rule".into(), "proba=0.5".into())];
+        f.save(dir.join(format!("pr-r{r}.iolm"))).unwrap();
+    }
+    policies.push(("per-replica".into(), format!("model={}/pr-r{{r}}.iolm", dir.display())));
     for (name, policy) in &policies {
         let out = dir.join(format!("{}.csv", name.replace(['=', ',', '+', '/'], "_")));
         let o = Command::new(bin())
@@ -153,6 +161,12 @@ fn every_policy_replays_on_three_loop_devices() {
         assert!(reads.len() > 2000, "{} reads", reads.len());
         let revoked: u64 = reads.iter().map(|x| x[4]).sum();
         let dups: u64 = reads.iter().map(|x| x[5]).sum();
+        if name == "per-replica" {
+            // Refused at replica 0 only, once, then served elsewhere; never refused elsewhere.
+            for x in &reads {
+                assert_eq!(x[4], u64::from(x[0] == 0), "{x:?}");
+            }
+        }
         match policy.as_str() {
             "base" => {
                 assert_eq!((revoked, dups), (0, 0));

@@ -225,9 +225,10 @@ impl SsdConfig {
         if !(self.over_provisioning.is_finite() && (0.0..=4.0).contains(&self.over_provisioning)) {
             return Err(format!("over_provisioning: {} (0 to 4)", self.over_provisioning));
         }
-        if self.parity_group > self.planes() {
+        if self.parity_group > self.planes() || !self.planes().is_multiple_of(self.parity_group) {
             return Err(format!(
-                "parity_group: {} (at most the {} planes)",
+                "parity_group: {} (must divide the {} planes: a last group with fewer members would rebuild a read \
+                 from nothing)",
                 self.parity_group,
                 self.planes()
             ));

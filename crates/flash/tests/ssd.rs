@@ -263,6 +263,7 @@ fn geometry_and_timing_come_from_toml_files_checked_field_by_field() {
         ("page_bytes", "1000"),
         ("over_provisioning", "nan"),
         ("parity_group", "100000"),
+        ("parity_group", "3"),
         ("gc_threshold_blocks", "200"),
         ("blocks_per_plane", "1048576"),
     ] {

@@ -43,6 +43,14 @@ pub fn sim_ssd<'py>(
     crate::tail::check_replicas(replicas, "hop_us", hop_us)?;
     crate::tail::check_precondition(precondition)?;
     let noise = crate::tail::noise_preset(noise, replicas)?;
+    if noise.iter().any(|n| matches!(n, iolearn_flash::replicas::Noise::Io(_))) {
+        // The per-I/O replay serves the trace only; other tenants' I/O needs the event loop
+        // of the admission harness (`TailWorld`, `iolearn eval admission`).
+        return Err(PyValueError::new_err(
+            "noise: other tenants' I/O (ec2-io, tailatstore-io, bursty-io, io:...) is simulated by `iolearn eval \
+             admission` (TailWorld), not by sim ssd; use quiet, ec2, tailatstore or failslow here",
+        ));
+    }
     let format = match trace_format {
         None => None,
         Some(f) => Some(

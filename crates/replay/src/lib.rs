@@ -262,6 +262,10 @@ struct State {
     errno: i32,
     /// Answers from a timed-out copy no longer count.
     abandoned_copy: Option<u32>,
+    /// The replica that admitted the read (its first served attempt), whose completion the
+    /// adaptive hedge learns from (a hedge that answers first would cut the latency short),
+    /// as in the simulator.
+    admitted_at: Option<u32>,
 }
 
 /// A timer: (due ns, sequence, kind, request, argument).
@@ -343,6 +347,7 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
                 issued_ns: 0,
                 errno: 0,
                 abandoned_copy: None,
+                admitted_at: None,
             }
         })
         .collect();
@@ -419,6 +424,7 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
                         let cached = replicas[r].map.as_ref().is_some_and(|m| m.resident(off, len));
                         let view = IoView {
                             cached,
+                            replica: r as u32,
                             ..queues[r].view(t, len)
                         };
                         let clock = Instant::now();
@@ -429,9 +435,16 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
                             if spec.rank {
                                 let best = (attempt + 1..n)
                                     .min_by(|&a, &b| {
-                                        let va = queues[st.order[a] as usize].view(t, len);
+                                        let (ra, rb) = (st.order[a], st.order[b]);
+                                        let va = IoView {
+                                            replica: ra as u32,
+                                            ..queues[ra as usize].view(t, len)
+                                        };
                                         let sa = admission.slowness(&va);
-                                        let vb = queues[st.order[b] as usize].view(t, len);
+                                        let vb = IoView {
+                                            replica: rb as u32,
+                                            ..queues[rb as usize].view(t, len)
+                                        };
                                         let sb = admission.slowness(&vb);
                                         sa.total_cmp(&sb)
                                     })
@@ -445,6 +458,7 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
                     }
                     st.attempt = attempt as u8;
                     st.served_by = r as u32;
+                    st.admitted_at = Some(r as u32);
                     ring.submit(&replicas[r].file, qi, r, off, len, false, &mut queues[r], t)?;
                     let after = |d: u64| (q.arrival_ns + d).max(t);
                     match spec.client {
@@ -480,8 +494,11 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
                         other = (0..n)
                             .filter(|&r| r as u32 != st.served_by)
                             .min_by(|&a, &b| {
-                                let sa = admission.slowness(&queues[a].view(t, q.size));
-                                let sb = admission.slowness(&queues[b].view(t, q.size));
+                                let view = |r: usize| IoView {
+                                    replica: r as u32,
+                                    ..queues[r].view(t, q.size)
+                                };
+                                let (sa, sb) = (admission.slowness(&view(a)), admission.slowness(&view(b)));
                                 sa.total_cmp(&sb)
                             })
                             .unwrap_or(other);
@@ -515,6 +532,10 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
             queues[c.replica].finish(c.io_id, t);
             let q = requests[c.request];
             let st = &mut states[c.request];
+            if !q.write && c.result >= 0 && st.admitted_at == Some(c.replica as u32) {
+                hedge_delay.observe(t.saturating_sub(q.arrival_ns));
+                st.admitted_at = None; // once
+            }
             if st.done || st.abandoned_copy == Some(c.replica as u32) && st.served_by != c.replica as u32 {
                 continue;
             }
@@ -525,9 +546,6 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
                 st.errno = -c.result;
             } else {
                 st.latency_ns = t.saturating_sub(q.arrival_ns);
-                if !q.write {
-                    hedge_delay.observe(st.latency_ns);
-                }
             }
         }
     }

@@ -119,10 +119,24 @@ impl Spec {
             }
         }
         // The whole trace within about 2^62 ns (146 years): times cannot overflow.
-        if self.ios as f64 / self.iops > 1.4e8 {
+        let seconds = self.ios as f64 / self.iops;
+        if seconds > 1.4e8 {
             return Err(format!(
                 "ios / iops: {} I/Os at {} per second span more than 4 years",
                 self.ios, self.iops
+            ));
+        }
+        // The generator steps through every burst and gap: bound their number (bursts far
+        // shorter than the gaps between I/Os would take a step per burst for nothing).
+        let cycles = if self.burst > 1.0 {
+            seconds * 1e3 / (self.on_ms * self.burst)
+        } else {
+            0.0
+        };
+        if cycles > 1e8 {
+            return Err(format!(
+                "on-ms: {} ms bursts at {} I/Os per second make {cycles:.1e} bursts (at most 1e8: longer bursts, or burst 1)",
+                self.on_ms, self.iops
             ));
         }
         Ok(())
@@ -140,8 +154,8 @@ fn exponential(rng: &mut Rng, mean: f64) -> f64 {
     -mean * (1.0f64 - rng.next_f64()).ln()
 }
 
-/// The I/Os of `spec`, in arrival order, on device 0, the first arriving at 0. Errors when a
-/// field is out of range ([`Spec::check`]).
+/// The I/Os of `spec`, in arrival order, on device 0, times from 0 (the first arrives after
+/// one draw of the arrival process). Errors when a field is out of range ([`Spec::check`]).
 pub fn generate(spec: &Spec) -> Result<Vec<BlockIo>, String> {
     spec.check()?;
     let mut rng = Rng::new(spec.seed);
@@ -183,7 +197,11 @@ pub fn generate(spec: &Spec) -> Result<Vec<BlockIo>, String> {
         let write = rng.next_f64() >= spec.read_share;
         let median = if write { spec.write_kib } else { spec.read_kib } * 1024.0;
         let bytes = median * (spec.size_sigma * rng.normal()).exp();
-        let size = ((bytes / SECTOR as f64).round() as u64 * SECTOR).clamp(SECTOR, MAX_IO_BYTES.min(span));
+        // Clamped before the cast: a far tail draw would overflow the multiplication.
+        let sectors = (bytes / SECTOR as f64)
+            .round()
+            .clamp(1.0, (MAX_IO_BYTES.min(span) / SECTOR) as f64);
+        let size = sectors as u64 * SECTOR;
         let offset = if rng.next_f64() < spec.seq_share {
             let s = rng.below(STREAMS);
             if rng.below(STREAM_RESTART) == 0 {
@@ -196,7 +214,8 @@ pub fn generate(spec: &Spec) -> Result<Vec<BlockIo>, String> {
             let u = rng.next_f64() * total;
             let rank = cdf.partition_point(|&c| c < u).min(regions - 1);
             let within = rng.below((region / SECTOR) as usize) as u64 * SECTOR;
-            // 4 KiB aligned, as file systems place blocks, and inside the span.
+            // 4 KiB aligned as file systems place blocks (sector aligned where the span's end
+            // cuts in), and inside the span.
             ((place[rank] * region + within) & !4095).min(span - size) / SECTOR * SECTOR
         };
         out.push(BlockIo::new(t as u64, 0, offset, size as u32, write));
@@ -468,6 +487,16 @@ mod tests {
                     ..Spec::default()
                 },
                 "ios / iops",
+            ),
+            (
+                Spec {
+                    ios: 100_000,
+                    iops: 1e-3,
+                    burst: 1.001,
+                    on_ms: 0.01,
+                    ..Spec::default()
+                },
+                "on-ms",
             ),
         ] {
             let e = generate(&spec).unwrap_err();
