@@ -374,14 +374,14 @@ def prepare(world, s: Setting, train: dict, models_dir: Path, quick: bool = Fals
     tw = []
 
     def ours():
-        tw.extend(_training_worlds(world, s, train, sm, quick))
+        tw.extend(_training_worlds(world, s, train, sm, lat, prep, models_dir, quick))
         P["iolearn"] = _train_ours(tw, s, train, lat, models_dir, prep)
 
     prep.attempt(("iolearn",), ours)
 
     def ours_adaptive():
         if not tw:
-            tw.extend(_training_worlds(world, s, train, sm, quick))
+            tw.extend(_training_worlds(world, s, train, sm, lat, prep, models_dir, quick))
         P["iolearn-adaptive"] = _train_ours_adaptive(tw, s, train, lat, models_dir, prep)
 
     prep.attempt(("iolearn-adaptive",), ours_adaptive)
@@ -427,10 +427,14 @@ TREE_THRESHOLDS = (0.05, 0.1, 0.2, 0.35)
 TEST_WORLDS = 3
 
 
-def _training_worlds(world, s: Setting, train: dict, sm: dict, quick: bool) -> tuple[list, np.ndarray, np.ndarray]:
+def _training_worlds(
+    world, s: Setting, train: dict, sm: dict, lat, prep: Prepared, models_dir: Path, quick: bool
+) -> tuple[list, np.ndarray, np.ndarray, list[Path]]:
     """The training half replayed in several simulated worlds (other noise seeds: the same
     trace, other busy periods), for iolearn's policies: the worlds, the tree's rows
-    (`iolearn-tail-v1`) and their latencies (us)."""
+    (`iolearn-tail-v1`), their latencies (us), and the trees fitted on them, one per label cut
+    (the IP; the training p95, as the IP can sit inside the normal spread of reads) that leaves
+    both classes."""
     worlds = [world] + [
         _native.TailWorld(
             preset=s.preset,
@@ -444,7 +448,18 @@ def _training_worlds(world, s: Setting, train: dict, sm: dict, quick: bool) -> t
     ]
     rows = [sm] + [w.run("base", **train, rate=s.rate, samples=True, seed=s.seed)["samples"] for w in worlds[1:]]
     X = np.concatenate([r["tail"] for r in rows])
-    return worlds, X, np.concatenate([r["latency_ns"] for r in rows]) / 1e3
+    lat_all = np.concatenate([r["latency_ns"] for r in rows]) / 1e3
+    trees = []
+    for k, cut in enumerate(sorted({round(prep.ip_us, 1), round(float(np.percentile(lat, 95)), 1)})):
+        label = lat_all > cut
+        if label.all() or not label.any():
+            continue
+        path = models_dir / f"iolearn-tree-{k}.iolm"
+        DecisionTree(max_depth=8, min_samples_leaf=20).fit(X, label).save(
+            path, schema="iolearn-tail-v1", meta={"rule": "proba=0.5", "slow_us": f"{cut:.1f}"}
+        )
+        trees.append(path)
+    return worlds, X, lat_all, trees
 
 
 def _train_ours(tw, s: Setting, train: dict, lat, models_dir: Path, prep: Prepared) -> str:
@@ -460,17 +475,12 @@ def _train_ours(tw, s: Setting, train: dict, lat, models_dir: Path, prep: Prepar
     delay (a multiple of the IP, well above normal reads so the budget goes to stuck ones):
     the lowest mean p99 over the worlds (then mean latency) among choices that hedge at most
     half the budget (headroom for a test half with more tail)."""
-    worlds, X, lat_all = tw
+    worlds, _, _, trees = tw
+    if not trees:
+        raise ValueError("every label cut left one class only: nothing to learn")
     best = (np.inf, np.inf, "")
     fallback = (np.inf, np.inf, "")
-    for k, cut in enumerate(sorted({round(prep.ip_us, 1), round(float(np.percentile(lat, 95)), 1)})):
-        label = lat_all > cut
-        if label.all() or not label.any():
-            continue
-        path = models_dir / f"iolearn-tree-{k}.iolm"
-        DecisionTree(max_depth=8, min_samples_leaf=20).fit(X, label).save(
-            path, schema="iolearn-tail-v1", meta={"rule": "proba=0.5", "slow_us": f"{cut:.1f}"}
-        )
+    for path in trees:
         for thr in (0.2, 0.35, 0.5):
             for mult in (1.5, 2.0, 3.0):
                 spec = f"model={path}@proba={thr}+hedge={prep.ip_us * mult:.1f}/{HEDGE_BUDGET}"
@@ -509,7 +519,7 @@ def _train_ours_adaptive(tw, s: Setting, train: dict, lat, models_dir: Path, pre
     noisy p99. Tuned there: what counts as "slow" for the labels (the IP, or the p95: the IP
     can sit inside the normal spread of reads) and the tree's probability threshold: the
     lowest mean p99 over the worlds (then mean latency)."""
-    worlds, X, lat_all = tw
+    worlds, _, _, trees = tw
 
     # The hedge: every read still unanswered after the IP (a slow read, by the labels' own
     # measure), at most ADAPTIVE_BUDGET of them; when more are slow, the delay follows the
@@ -532,14 +542,7 @@ def _train_ours_adaptive(tw, s: Setting, train: dict, lat, models_dir: Path, pre
     # The tree: its labels and its probability threshold. Thresholds go low: refusing costs a
     # failover (15-30 us), a missed slow read milliseconds.
     tree = (np.inf, np.inf, "")
-    for k, cut in enumerate(sorted({round(prep.ip_us, 1), round(float(np.percentile(lat, 95)), 1)})):
-        label = lat_all > cut
-        if label.all() or not label.any():
-            continue
-        path = models_dir / f"iolearn-adaptive-tree-{k}.iolm"
-        DecisionTree(max_depth=8, min_samples_leaf=20).fit(X, label).save(
-            path, schema="iolearn-tail-v1", meta={"rule": "proba=0.5", "slow_us": f"{cut:.1f}"}
-        )
+    for path in trees:
         for thr in TREE_THRESHOLDS:
             spec = f"model={path}@proba={thr}"
             tree = min(tree, (*score(f"{spec}+{hedge}"), f"{spec}+{hedge}"))
