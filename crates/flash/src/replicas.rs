@@ -61,6 +61,31 @@ pub struct Tenant {
     pub read_share: f64,
 }
 
+impl Tenant {
+    /// Every field in range: 0.001 to 1e7 I/Os per second (at most one every 100 ns: the
+    /// replay steps through each), 0.5 KiB to 64 MiB, a read share from 0 to 1, periods of
+    /// 1 us to a day, an active share in (0, 1]. The error names the field.
+    pub fn check(&self) -> Result<(), String> {
+        let within = |name: &str, v: f64, lo: f64, hi: f64| {
+            if v.is_finite() && (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!("{name}: {v} (must be {lo} to {hi})"))
+            }
+        };
+        within("iops", self.iops, 1e-3, 1e7)?;
+        within("kib", self.kib, 0.5, 65536.0)?;
+        within("read_share", self.read_share, 0.0, 1.0)?;
+        match self.schedule {
+            Schedule::OnOff { fraction, busy_ms } => {
+                within("fraction", fraction, 1e-6, 1.0)?;
+                within("busy_ms", busy_ms, 1e-3, 86_400_000.0)
+            }
+            Schedule::TailAtStore { period_ms } => within("period_ms", period_ms, 1e-3, 86_400_000.0),
+        }
+    }
+}
+
 /// When a tenant submits I/O.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Schedule {
@@ -121,24 +146,17 @@ impl Noise {
                     .map(|x| x.trim().parse().ok().filter(|v: &f64| v.is_finite()))
                     .collect::<Option<_>>()?;
                 let [iops, kib, read_share] = v[..] else { return None };
-                if !(1e-3..=1e7).contains(&iops)
-                    || !(0.5..=65536.0).contains(&kib)
-                    || !(0.0..=1.0).contains(&read_share)
-                {
-                    return None;
-                }
-                let t = |fraction| {
-                    Noise::Io(Tenant {
-                        schedule: Schedule::OnOff {
-                            fraction,
-                            busy_ms: 50.0,
-                        },
-                        iops,
-                        kib,
-                        read_share,
-                    })
+                let t = |fraction| Tenant {
+                    schedule: Schedule::OnOff {
+                        fraction,
+                        busy_ms: 50.0,
+                    },
+                    iops,
+                    kib,
+                    read_share,
                 };
-                vec![t(0.25), t(0.05)]
+                t(0.25).check().ok()?;
+                vec![Noise::Io(t(0.25)), Noise::Io(t(0.05))]
             }
             "tailatstore-io" => (0..replicas)
                 .map(|_| {
@@ -249,8 +267,14 @@ impl Replica {
 
     /// Draw the tenant's next I/O after `now_ns`: Poisson arrivals at the period's rate,
     /// periods skipped while idle.
+    /// A tenant out of range ([`Tenant::check`]) submits nothing: [`Noise::preset`] never makes
+    /// one, and a caller building its own checks it first.
     fn advance_tenant(&mut self, now_ns: u64) {
         let Noise::Io(spec) = &self.noise else { return };
+        if spec.check().is_err() {
+            self.tenant = None;
+            return;
+        }
         let cap = self.storage.capacity();
         let Some((rng, period, next)) = self.tenant.as_mut() else {
             return;

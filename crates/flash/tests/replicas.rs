@@ -284,3 +284,70 @@ fn a_tenant_submits_at_its_rate_while_active_and_nothing_while_idle() {
         .next_tenant_io()
         .is_none());
 }
+
+#[test]
+fn a_tenant_out_of_range_is_named_and_submits_nothing() {
+    use iolearn_flash::replicas::{Noise, Replica, Schedule, Tenant};
+    let ok = Tenant {
+        schedule: Schedule::OnOff {
+            fraction: 0.5,
+            busy_ms: 10.0,
+        },
+        iops: 1000.0,
+        kib: 4.0,
+        read_share: 0.5,
+    };
+    assert!(ok.check().is_ok());
+    for (bad, field) in [
+        (
+            Tenant {
+                iops: f64::NAN,
+                ..ok.clone()
+            },
+            "iops",
+        ),
+        (
+            Tenant {
+                iops: 1e12,
+                ..ok.clone()
+            },
+            "iops",
+        ),
+        (Tenant { kib: 0.0, ..ok.clone() }, "kib"),
+        (
+            Tenant {
+                read_share: -1.0,
+                ..ok.clone()
+            },
+            "read_share",
+        ),
+        (
+            Tenant {
+                schedule: Schedule::OnOff {
+                    fraction: 0.5,
+                    busy_ms: 0.0,
+                },
+                ..ok.clone()
+            },
+            "busy_ms",
+        ),
+        (
+            Tenant {
+                schedule: Schedule::TailAtStore {
+                    period_ms: f64::INFINITY,
+                },
+                ..ok.clone()
+            },
+            "period_ms",
+        ),
+    ] {
+        let e = bad.check().unwrap_err();
+        assert!(e.starts_with(field), "{e}");
+        // Built anyway through the Rust API, it submits nothing (a NaN rate once looped).
+        let r = Replica::new(Box::new(Fixed(1)), Noise::Io(bad), 1);
+        assert!(r.next_tenant_io().is_none(), "{field}");
+    }
+    assert!(Replica::new(Box::new(Fixed(1)), Noise::Io(ok), 1)
+        .next_tenant_io()
+        .is_some());
+}
