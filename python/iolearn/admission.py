@@ -106,22 +106,24 @@ def _world(s: Setting, seed: int):
     )
 
 
-def _slices(path: str) -> tuple[dict, dict]:
+def replay_columns(path: str) -> dict:
+    """A trace's I/Os in arrival order as the columns `TailWorld.run` takes."""
     t = traces.read(path)
+    order = np.argsort(t["arrival_ns"], kind="stable")
+    return {
+        "arrival_ns": t["arrival_ns"][order].astype(np.uint64),
+        "offset": t["offset"][order].astype(np.uint64),
+        "size": t["size"][order].astype(np.uint32),
+        "write": t["write"][order].astype(bool),
+    }
+
+
+def _slices(path: str) -> tuple[dict, dict]:
+    t = replay_columns(path)
     n = len(t["arrival_ns"])
     if n < 100:
         raise ValueError(f"{path}: {n} I/Os, need at least 100")
-    order = np.argsort(t["arrival_ns"], kind="stable")
-
-    def sl(idx):
-        return {
-            "arrival_ns": t["arrival_ns"][idx].astype(np.uint64),
-            "offset": t["offset"][idx].astype(np.uint64),
-            "size": t["size"][idx].astype(np.uint32),
-            "write": t["write"][idx].astype(bool),
-        }
-
-    return sl(order[: n // 2]), sl(order[n // 2 :])
+    return {c: v[: n // 2] for c, v in t.items()}, {c: v[n // 2 :] for c, v in t.items()}
 
 
 def _queue_limit(pending: np.ndarray, slow: np.ndarray) -> int:
@@ -375,14 +377,14 @@ def prepare(world, s: Setting, train: dict, models_dir: Path, quick: bool = Fals
 
     def ours():
         tw.extend(_training_worlds(world, s, train, sm, lat, prep, models_dir, quick))
-        P["iolearn"] = _train_ours(tw, s, train, lat, models_dir, prep)
+        P["iolearn"] = _train_ours(tw, s, train, prep)
 
     prep.attempt(("iolearn",), ours)
 
     def ours_adaptive():
         if not tw:
             tw.extend(_training_worlds(world, s, train, sm, lat, prep, models_dir, quick))
-        P["iolearn-adaptive"] = _train_ours_adaptive(tw, s, train, lat, models_dir, prep)
+        P["iolearn-adaptive"] = _train_ours_adaptive(tw, s, train, prep)
 
     prep.attempt(("iolearn-adaptive",), ours_adaptive)
     # Ablations: where iolearn's gain comes from. Its tree without the hedge, and LinnOS with
@@ -462,7 +464,20 @@ def _training_worlds(
     return worlds, X, lat_all, trees
 
 
-def _train_ours(tw, s: Setting, train: dict, lat, models_dir: Path, prep: Prepared) -> str:
+def _score(worlds: list, spec: str, s: Setting, train: dict) -> tuple[float, float, float]:
+    """A policy replayed on the training half in every training world: the mean p99 and mean
+    latency over the worlds (us), and the most any of them spent on duplicates (per read)."""
+    p99s, means, dups = [], [], []
+    for w in worlds:
+        r = w.run(spec, **train, rate=s.rate, seed=s.seed)["reads"]
+        lat_us = r["latency_ns"] / 1e3
+        p99s.append(np.percentile(lat_us, 99))
+        means.append(lat_us.mean())
+        dups.append(r["duplicates"].mean())
+    return float(np.mean(p99s)), float(np.mean(means)), float(max(dups))
+
+
+def _train_ours(tw, s: Setting, train: dict, prep: Prepared) -> str:
     """Our policy: a decision tree on `iolearn-tail-v1` (LinnOS's inputs plus the age of the
     oldest I/O in flight and the time since the last completion: a stalled replica shows there
     before any slow completion does), and a hedge for what it misses, capped online at 5% of
@@ -484,19 +499,13 @@ def _train_ours(tw, s: Setting, train: dict, lat, models_dir: Path, prep: Prepar
         for thr in (0.2, 0.35, 0.5):
             for mult in (1.5, 2.0, 3.0):
                 spec = f"model={path}@proba={thr}+hedge={prep.ip_us * mult:.1f}/{HEDGE_BUDGET}"
-                p99s, means, dups = [], [], []
-                for w in worlds:
-                    r = w.run(spec, **train, rate=s.rate, seed=s.seed)["reads"]
-                    lat_us = r["latency_ns"] / 1e3
-                    p99s.append(np.percentile(lat_us, 99))
-                    means.append(lat_us.mean())
-                    dups.append(r["duplicates"].mean())
-                thrifty = (max(dups), float(np.mean(p99s)), spec)
+                p99, mean, spent = _score(worlds, spec, s, train)
+                thrifty = (spent, p99, spec)
                 if thrifty[:2] < fallback[:2]:
                     fallback = thrifty
-                if max(dups) > HEDGE_BUDGET / 2:
+                if spent > HEDGE_BUDGET / 2:
                     continue
-                key = (float(np.mean(p99s)), float(np.mean(means)), spec)
+                key = (p99, mean, spec)
                 if key[:2] < best[:2]:
                     best = key
     if not best[2]:
@@ -507,7 +516,7 @@ def _train_ours(tw, s: Setting, train: dict, lat, models_dir: Path, prep: Prepar
     return best[2]
 
 
-def _train_ours_adaptive(tw, s: Setting, train: dict, lat, models_dir: Path, prep: Prepared) -> str:
+def _train_ours_adaptive(tw, s: Setting, train: dict, prep: Prepared) -> str:
     """Our policy: a decision tree on `iolearn-tail-v1` (LinnOS's inputs plus the age of the
     oldest I/O in flight and the time since the last completion: a stalled replica shows there
     before any slow completion does), and a hedge for what it misses: every read unanswered
@@ -520,6 +529,8 @@ def _train_ours_adaptive(tw, s: Setting, train: dict, lat, models_dir: Path, pre
     can sit inside the normal spread of reads) and the tree's probability threshold: the
     lowest mean p99 over the worlds (then mean latency)."""
     worlds, _, _, trees = tw
+    if not trees:
+        raise ValueError("every label cut left one class only: nothing to learn")
 
     # The hedge: every read still unanswered after the IP (a slow read, by the labels' own
     # measure), at most ADAPTIVE_BUDGET of them; when more are slow, the delay follows the
@@ -530,24 +541,13 @@ def _train_ours_adaptive(tw, s: Setting, train: dict, lat, models_dir: Path, pre
     # 12 generated traces lost to LinnOS+HL at p99).
     hedge = f"hedge=auto:{prep.ip_us:.1f}/{ADAPTIVE_BUDGET}"
 
-    def score(spec: str) -> tuple[float, float]:
-        """Mean p99 and mean latency over the training worlds."""
-        p99s, means = [], []
-        for w in worlds:
-            lat_us = w.run(spec, **train, rate=s.rate, seed=s.seed)["reads"]["latency_ns"] / 1e3
-            p99s.append(np.percentile(lat_us, 99))
-            means.append(lat_us.mean())
-        return float(np.mean(p99s)), float(np.mean(means))
-
     # The tree: its labels and its probability threshold. Thresholds go low: refusing costs a
     # failover (15-30 us), a missed slow read milliseconds.
     tree = (np.inf, np.inf, "")
     for path in trees:
         for thr in TREE_THRESHOLDS:
             spec = f"model={path}@proba={thr}"
-            tree = min(tree, (*score(f"{spec}+{hedge}"), f"{spec}+{hedge}"))
-    if not tree[2]:
-        raise ValueError("every label cut left one class only: nothing to learn")
+            tree = min(tree, (*_score(worlds, f"{spec}+{hedge}", s, train)[:2], f"{spec}+{hedge}"))
     prep.notes["iolearn_adaptive_train_p99_us"] = tree[0]
     return tree[2]
 
@@ -632,7 +632,7 @@ def evaluate(s: Setting, out: Path, quick: bool = False, progress=None) -> tuple
             continue
         for ref, tag in ((base, "base"), (hedge, "hedge95")):
             for m in ("mean_us", "p99_us"):
-                r[f"{m[:-3]}_cut_vs_{tag}_pct"] = 100 * (ref[m] - r[m]) / ref[m] if ref[m] else np.nan
+                r[f"{m[:-3]}_cut_vs_{tag}_pct"] = _cut(ref[m], r[m])
     return rows, lats
 
 

@@ -74,14 +74,7 @@ def workloads(traces: list[str], rates: list[float], replicas: int, seed: int) -
     (us) of each read that arrived at it first, in arrival order."""
     out = []
     for t in traces:
-        cols = admission.traces.read(t)
-        order = np.argsort(cols["arrival_ns"], kind="stable")
-        data = {
-            "arrival_ns": cols["arrival_ns"][order].astype(np.uint64),
-            "offset": cols["offset"][order].astype(np.uint64),
-            "size": cols["size"][order].astype(np.uint32),
-            "write": cols["write"][order].astype(bool),
-        }
+        data = admission.replay_columns(t)
         for rate in rates:
             w = _native.TailWorld(preset="enterprise", replicas=replicas, noise="ec2", seed=seed)
             sm = w.run("base", **data, rate=rate, seed=seed, samples=True)["samples"]
@@ -126,8 +119,8 @@ def evaluate(X, y, width: int, replicas: int, f: float, seed: int, quick: bool, 
     # Thresholds: candidates at quantiles of the predictions (mu(T) only changes there).
     cand = np.unique(np.percentile(p_tr, np.arange(1, 100, 1.0)))
     res["threshold oracle"] = min((test(p_te > c), c) for c in cand)
-    res["threshold global"] = min((train(p_tr > c), c) for c in cand)
-    res["threshold global"] = (test(p_te > res["threshold global"][1]), res["threshold global"][1])
+    best_train = min(cand, key=lambda c: train(p_tr > c))
+    res["threshold global"] = (test(p_te > best_train), best_train)
     thr_eq, _ = _native.best_threshold(p_tr, ytr.astype(np.float64), replicas, f)
     res["threshold equation"] = (test(p_te > thr_eq), thr_eq)
     # Biases: an AMSE regressor per b, decided at the baseline threshold.

@@ -760,9 +760,10 @@ impl DeviceQueue {
         &self.history
     }
 
-    /// What a policy sees for a read of `size` bytes arriving at `now_ns` (no white box, no
-    /// oracle: the caller adds them if it has them).
-    pub fn view(&self, now_ns: u64, size: u32) -> IoView<'_> {
+    /// What a policy sees for a read of `size` bytes arriving at `now_ns` at `replica` (this
+    /// queue's; no white box, no oracle: the caller adds them if it has them). The replica is
+    /// asked for here, not patched in by callers: a per-replica policy decides by it.
+    pub fn view(&self, replica: u32, now_ns: u64, size: u32) -> IoView<'_> {
         IoView {
             now_ns,
             size,
@@ -774,7 +775,7 @@ impl DeviceQueue {
             white_box: None,
             true_latency_ns: None,
             cached: false,
-            replica: 0,
+            replica,
             deadline_ns: None,
         }
     }

@@ -51,13 +51,7 @@ pub fn sim_ssd<'py>(
              admission` (TailWorld), not by sim ssd; use quiet, ec2, tailatstore or failslow here",
         ));
     }
-    let format = match trace_format {
-        None => None,
-        Some(f) => Some(
-            iolearn_trace::Format::parse(f)
-                .ok_or_else(|| PyValueError::new_err(format!("unknown trace format {f:?}")))?,
-        ),
-    };
+    let format = crate::trace::format(trace_format)?;
     let t = iolearn_trace::read_file(&trace, format, iolearn_trace::ReadOptions { skip_bad })
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
     let cfg = ReplayConfig {

@@ -5,6 +5,14 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::path::PathBuf;
 
+/// A trace format by name (`None`: guessed from the file), or an error naming it.
+pub(crate) fn format(name: Option<&str>) -> PyResult<Option<iolearn_trace::Format>> {
+    name.map(|f| {
+        iolearn_trace::Format::parse(f).ok_or_else(|| PyValueError::new_err(format!("unknown trace format {f:?}")))
+    })
+    .transpose()
+}
+
 /// Read a block trace (linnos, msr, blkparse, binary; guessed when `format` is None). Returns
 /// a dict of numpy arrays: arrival_ns, device, offset, size, write, latency_ns (-1: none),
 /// queue_depth (-1: none); plus "skipped".
@@ -16,13 +24,7 @@ pub fn read_trace<'py>(
     format: Option<&str>,
     skip_bad: bool,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
-    let format = match format {
-        None => None,
-        Some(f) => Some(
-            iolearn_trace::Format::parse(f)
-                .ok_or_else(|| PyValueError::new_err(format!("unknown trace format {f:?}")))?,
-        ),
-    };
+    let format = self::format(format)?;
     let t = iolearn_trace::read_file(&path, format, iolearn_trace::ReadOptions { skip_bad })
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
     let d = trace_columns(py, &t.ios)?;

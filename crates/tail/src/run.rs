@@ -270,11 +270,7 @@ struct State {
 /// arriving there).
 fn slowness(admission: &mut dyn Admission, queues: &mut [Queue], r: usize, now: u64, size: u32) -> f32 {
     queues[r].retire(now, r, admission);
-    let view = IoView {
-        replica: r as u32,
-        ..queues[r].view.view(now, size)
-    };
-    admission.slowness(&view)
+    admission.slowness(&queues[r].view.view(r as u32, now, size))
 }
 
 /// Serve a read at replica `r` at `t`: from its page cache when every page is there, else from
@@ -529,9 +525,8 @@ impl World {
                         white_box: wb,
                         true_latency_ns: truth,
                         cached,
-                        replica: r as u32,
                         deadline_ns: q.deadline_ns,
-                        ..qu.view(t, q.size)
+                        ..qu.view(r as u32, t, q.size)
                     };
                     let mut decided = None;
                     if !last {
