@@ -384,7 +384,12 @@ fn write_family(seed: u64, count: usize, ios: usize, dir: &std::path::Path, to: 
     if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
         bail!("{}: exists and is not a directory", dir.display());
     }
-    std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+    // The directory itself is made, not its parents: a mistyped path is an error, not a
+    // tree of new directories somewhere else.
+    if !dir.is_dir() {
+        std::fs::create_dir(dir)
+            .with_context(|| format!("{}: cannot create (does its parent exist?)", dir.display()))?;
+    }
     let members = family(
         seed,
         count,

@@ -201,6 +201,7 @@ fn generate_writes_the_trace_asked_for_and_refuses_fields_out_of_range() {
     for (flag, value) in [
         ("--read-share", "1.5"),
         ("--iops", "0"),
+        ("--iops", "1e300"),
         ("--burst", "nan"),
         ("--zipf", "-1"),
     ] {
@@ -208,6 +209,7 @@ fn generate_writes_the_trace_asked_for_and_refuses_fields_out_of_range() {
         let o = iolearn(&["trace", "generate", flag, value, "-o", bad.to_str().unwrap()]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!o.status.success() && err.contains(flag), "{flag} {value}: {err}");
+        assert!(err.len() < 200, "one short line: {err}");
         assert!(!bad.exists(), "{flag}: an output written after an error");
     }
 }
@@ -248,6 +250,11 @@ fn a_family_is_one_trace_per_member_and_a_manifest_and_its_seed_fixes_it() {
     let read = |d: &std::path::Path, n: &str| std::fs::read(d.join(format!("gen{n}.trace"))).unwrap();
     assert_eq!(read(&dir, "5-0"), read(&again, "5-0"));
     assert_ne!(read(&dir, "5-0"), read(&other, "6-0"));
+    // A missing parent is an error, not a tree of new directories.
+    let orphan = tmp("no-such-parent").join("family");
+    let o = iolearn(&["trace", "family", "--count", "1", "-o", orphan.to_str().unwrap()]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("no-such-parent"));
+    assert!(!orphan.parent().unwrap().exists());
     // A file where the directory should be is refused, not replaced.
     let file = tmp("family-file");
     std::fs::write(&file, "x").unwrap();

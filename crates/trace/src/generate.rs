@@ -115,7 +115,13 @@ impl Spec {
         ];
         for (&(name, lo, hi), v) in RANGES.iter().zip(values) {
             if !(lo..=hi).contains(&v) {
-                return Err(format!("{name} must be from {lo} to {hi}, got {v}"));
+                // A huge or tiny value in exponent form, not 300 digits.
+                let got = if v != 0.0 && !(1e-3..1e7).contains(&v.abs()) {
+                    format!("{v:e}")
+                } else {
+                    format!("{v}")
+                };
+                return Err(format!("{name} must be from {lo} to {hi}, got {got}"));
             }
         }
         // The whole trace within about 2^62 ns (146 years): times cannot overflow.
