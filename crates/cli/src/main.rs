@@ -39,10 +39,12 @@ enum Command {
     },
     /// Evaluations in the simulator: `iolearn eval admission` trains and compares the
     /// tail-latency policies (runs `python -m iolearn.admission`); `iolearn eval ml-mittos`
-    /// runs ML-MittOS's own protocol (`python -m iolearn.ml_mittos`); `--help` shows options.
+    /// runs ML-MittOS's own protocol (`python -m iolearn.ml_mittos`); `iolearn eval mittcfq`
+    /// MittOS's evaluation on disks behind bfq and mq-deadline (`python -m iolearn.mittcfq`);
+    /// `--help` shows options.
     #[command(disable_help_flag = true)]
     Eval {
-        /// `admission|ml-mittos [options]`.
+        /// `admission|ml-mittos|mittcfq [options]`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
@@ -148,11 +150,12 @@ fn main() -> ExitCode {
         Command::Eval { args } => match args.split_first() {
             Some((what, rest)) if what == "admission" => Err(python::run_module("iolearn.admission", rest)),
             Some((what, rest)) if what == "ml-mittos" => Err(python::run_module("iolearn.ml_mittos", rest)),
+            Some((what, rest)) if what == "mittcfq" => Err(python::run_module("iolearn.mittcfq", rest)),
             Some((what, _)) if what != "--help" && what != "-h" => Err(anyhow::anyhow!(
-                "unknown evaluation {what:?} (available: admission, ml-mittos)"
+                "unknown evaluation {what:?} (available: admission, ml-mittos, mittcfq)"
             )),
             _ => Err(anyhow::anyhow!(
-                "usage: iolearn eval admission|ml-mittos [options] (see --help)"
+                "usage: iolearn eval admission|ml-mittos|mittcfq [options] (see --help)"
             )),
         },
         Command::Bench { args } => match bench_args(&args) {

@@ -11,6 +11,7 @@ pub mod admission;
 pub mod controller;
 pub mod guard;
 pub mod latency;
+pub mod mittsched;
 pub mod online;
 pub mod per_file_learner;
 pub mod readahead;

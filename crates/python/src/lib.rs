@@ -834,6 +834,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tail::TailWorld>()?;
     m.add_function(wrap_pyfunction!(tail::inflection_point, m)?)?;
     m.add_function(wrap_pyfunction!(tail::simulate_list, m)?)?;
+    m.add_function(wrap_pyfunction!(tail::mix_run, m)?)?;
     m.add_function(wrap_pyfunction!(tail::best_threshold, m)?)?;
     m.add_function(wrap_pyfunction!(tail::golden_threshold, m)?)?;
     m.add("READAHEAD_SCHEMA", kml::READAHEAD_SCHEMA)?;

@@ -356,3 +356,49 @@ pub fn golden_threshold(
         hi,
     ))
 }
+
+/// MittCFQ's evaluation on CFQ's successors (`iolearn_tail::mix`): one run of the named
+/// `scenario` (`quiet`, `low`, `high`, `ec2`, `mix`) with every node behind `sched` (`bfq`,
+/// `mq-deadline`, `none`) and the client reading by `strategy` (`base`, `clone`,
+/// `hedged:MS`, `timeout:MS`, `mitt:MS`, `mitt-admit:MS`, `mitt-wait:MS`), gets arriving for
+/// `duration_s` (the first 5 s not counted). With `observe` (and `base`), each get's first try
+/// is also predicted. Returns the counted gets' latencies (ns), the counters, and the
+/// first tries' predicted and actual latencies (ns; actual 2^64-1 when refused or cancelled).
+#[pyfunction]
+#[pyo3(signature = (scenario, sched="bfq", strategy="base", seed=1, duration_s=125.0, observe=false))]
+pub fn mix_run<'py>(
+    py: Python<'py>,
+    scenario: &str,
+    sched: &str,
+    strategy: &str,
+    seed: u64,
+    duration_s: f64,
+    observe: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    use iolearn_tail::mix;
+    let kind = iolearn_flash::sched::SchedKind::by_name(sched)
+        .ok_or_else(|| PyValueError::new_err(format!("sched {sched:?} (bfq, mq-deadline, none)")))?;
+    let mut cfg = mix::scenario(scenario, kind, seed)
+        .ok_or_else(|| PyValueError::new_err(format!("scenario {scenario:?} ({})", mix::SCENARIOS.join(", "))))?;
+    if !(duration_s.is_finite() && (6.0..=86_400.0).contains(&duration_s)) {
+        return Err(PyValueError::new_err(format!(
+            "duration_s: {duration_s} (6 to 86400: the first 5 s are warm-up)"
+        )));
+    }
+    cfg.duration_ns = (duration_s * 1e9) as u64;
+    let strategy = mix::Strategy::parse(strategy).map_err(PyValueError::new_err)?;
+    let out = py
+        .detach(move || mix::run(&cfg, strategy, observe))
+        .map_err(PyValueError::new_err)?;
+    let d = PyDict::new(py);
+    d.set_item("latency_ns", out.latencies_ns.into_pyarray(py))?;
+    d.set_item("rejected", out.rejected)?;
+    d.set_item("cancelled_late", out.cancelled_late)?;
+    d.set_item("extra_copies", out.extra_copies)?;
+    d.set_item("last_tries", out.last_tries)?;
+    d.set_item("unfinished", out.unfinished)?;
+    let (p, a): (Vec<u64>, Vec<u64>) = out.predictions.into_iter().unzip();
+    d.set_item("predicted_ns", p.into_pyarray(py))?;
+    d.set_item("actual_ns", a.into_pyarray(py))?;
+    Ok(d)
+}

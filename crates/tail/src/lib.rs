@@ -10,9 +10,13 @@
 //!
 //! Policy and simulator stay apart: the policy sees an [`iolearn_policy::admission::IoView`],
 //! built here from what a block layer would know.
+//!
+//! [`mix`] is MittCFQ's own evaluation: disks behind a multi-tenant I/O scheduler with other
+//! tenants' I/O, and a client choosing among Base, Hedged, Clone, timeouts and MittOS.
 #![deny(missing_docs)]
 
 pub mod metrics;
+pub mod mix;
 pub mod run;
 pub mod spec;
 

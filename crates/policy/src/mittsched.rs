@@ -1,0 +1,620 @@
+//! MittCFQ's successor: a per-I/O wait predictor that keeps its own books of a multi-tenant
+//! I/O scheduler (`shared/spec/tail-latency.md` section 2; CFQ is gone, so bfq-like fair
+//! queueing and mq-deadline). The books see what a block layer's hooks see (an I/O entering
+//! the scheduler with its process and priority, its dispatch to the drive, its completion,
+//! the block layer's `block_rq_insert` / `block_rq_issue` / `block_rq_complete` tracepoints)
+//! and know the scheduler's policy; service times come from a [`SeekProfile`] measured by
+//! probing the drive. Nothing reads the simulator's state: its accuracy is a measurement.
+//!
+//! - Wait in O(P): per-process predicted totals, as MittCFQ kept per CFQ node; an I/O waits
+//!   for the one on the drive, every queue of a higher class, its own queue, and one turn of
+//!   each other busy queue of its class (fair), or the sweep of its class up to its sector
+//!   (mq-deadline), or everything (none).
+//! - Late cancellation: an admitted I/O with a deadline has a tolerable time (deadline minus
+//!   predicted completion). Later arrivals served ahead of it, and a drive slower than
+//!   predicted, push every waiting I/O of a class back by the same amount, so the books add
+//!   that to a per-class debt instead of rewriting each I/O's key; the I/Os sit in a map
+//!   ordered by tolerable time plus the debt at admission, and those whose key falls below
+//!   the current debt are cancelled (EBUSY) at the front of the map, in O(log N) each
+//!   (MittCFQ used a hash of 1 ms buckets for the same end).
+
+use iolearn_ml::Rng;
+use std::collections::{BTreeMap, HashMap};
+
+/// What a predictor learns about a disk by timing reads on it (MittNOOP's profile): the mean
+/// cost of a 4 KiB read from zone to zone, and the cost per extra KiB.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeekProfile {
+    /// Zone size, bytes.
+    pub zone_bytes: u64,
+    /// Zones per side.
+    pub zones: usize,
+    /// Mean 4 KiB read cost from zone `x` (head) to zone `y`, ns: `cost[x * zones + y]`.
+    pub cost_ns: Vec<u64>,
+    /// A read within 1 MiB of the head (sequential), 4 KiB, ns.
+    pub near_ns: u64,
+    /// Transfer cost per KiB past the first 4, ns (linear regression over sizes).
+    pub per_kib_ns: f64,
+}
+
+impl SeekProfile {
+    /// Predicted service of `len` bytes at `offset` with the head at `head`, ns.
+    pub fn predict(&self, head: u64, offset: u64, len: u64) -> u64 {
+        let extra_kib = (len.saturating_sub(4096)) as f64 / 1024.0;
+        let extra = (extra_kib * self.per_kib_ns).max(0.0) as u64;
+        if offset.abs_diff(head) <= 1 << 20 {
+            return self.near_ns + extra;
+        }
+        let zone = |b: u64| ((b / self.zone_bytes.max(1)) as usize).min(self.zones - 1);
+        self.cost_ns[zone(head) * self.zones + zone(offset)] + extra
+    }
+}
+
+/// Probe a disk as MittNOOP's profiler did, with nothing but timed reads: for every pair of
+/// `zones` (MittOS: 1 GB zones; coarser here, as the cost grows smoothly with distance), the
+/// mean of `tries` 4 KiB reads at random offsets of zone `y` right after one in zone `x`; and
+/// reads of 4 KiB to 1 MiB in place for the cost per KiB (least squares). `serve` times one
+/// read `(offset, len) -> ns`, moving the head.
+pub fn probe_seek_profile(
+    capacity: u64,
+    zones: usize,
+    tries: usize,
+    seed: u64,
+    mut serve: impl FnMut(u64, u64) -> u64,
+) -> SeekProfile {
+    let zones = zones.max(1);
+    let tries = tries.max(1);
+    let zone_bytes = capacity.div_ceil(zones as u64).max(1 << 21);
+    let mut rng = Rng::new(seed);
+    let at = |rng: &mut Rng, zone: usize| -> u64 {
+        let lo = zone as u64 * zone_bytes;
+        let span = zone_bytes.min(capacity.saturating_sub(lo)).max(4096);
+        (lo + rng.next_u64() % span) & !4095
+    };
+    let mut cost = vec![0u64; zones * zones];
+    for x in 0..zones {
+        for y in 0..zones {
+            let mut sum = 0u64;
+            let mut n = 0u64;
+            for _ in 0..tries {
+                let from = at(&mut rng, x);
+                let mut to = at(&mut rng, y);
+                if to.abs_diff(from) <= 1 << 20 {
+                    // Same track: move the probe past it so the pair measures a seek.
+                    to = if from + (2 << 20) < capacity {
+                        from + (2 << 20)
+                    } else {
+                        from.saturating_sub(2 << 20)
+                    };
+                }
+                serve(from, 4096);
+                sum += serve(to, 4096);
+                n += 1;
+            }
+            cost[x * zones + y] = sum / n;
+        }
+    }
+    // In place: a 4 KiB read right where the head is, then growing sizes.
+    let base = at(&mut rng, 0);
+    let (mut sx, mut sy, mut sxx, mut sxy, mut n) = (0f64, 0f64, 0f64, 0f64, 0f64);
+    let mut near = 0u64;
+    for t in 0..tries {
+        serve(base, 4096);
+        near += serve(base + 4096, 4096);
+        for kib in [4u64, 16, 64, 256, 1024] {
+            serve(base, 4096);
+            let ns = serve(base + 4096 * (t as u64 + 1), kib * 1024) as f64;
+            let x = (kib - 4) as f64;
+            sx += x;
+            sy += ns;
+            sxx += x * x;
+            sxy += x * ns;
+            n += 1.0;
+        }
+    }
+    let per_kib = ((n * sxy - sx * sy) / (n * sxx - sx * sx).max(1e-9)).max(0.0);
+    SeekProfile {
+        zone_bytes,
+        zones,
+        cost_ns: cost,
+        near_ns: near / tries as u64,
+        per_kib_ns: per_kib,
+    }
+}
+
+/// The scheduler whose books are kept, as far as the predictor needs to know it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Discipline {
+    /// bfq-like fair queueing: per-process queues, strict classes, turns of
+    /// `slice_ns * weight / 40` of drive time.
+    Fair {
+        /// A level-4 queue's turn, ns.
+        slice_ns: u64,
+    },
+    /// mq-deadline: strict classes, each swept in ascending sector order.
+    Deadline,
+    /// First come, first served.
+    Fifo,
+}
+
+/// An I/O as the block layer's hooks see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    /// Its identity.
+    pub id: u64,
+    /// The submitting process.
+    pub pid: u32,
+    /// Its class: 0 real time, 1 best effort, 2 idle.
+    pub class: u8,
+    /// Its fair-queueing weight (bfq: (8 - level) x 10).
+    pub weight: u64,
+    /// Offset, bytes.
+    pub offset: u64,
+    /// Length, bytes.
+    pub len: u64,
+}
+
+/// A prediction: how long the I/O would wait before the drive starts on it, and its service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prediction {
+    /// Wait in the scheduler and behind the drive's current request, ns.
+    pub wait_ns: u64,
+    /// Its own service time, ns.
+    pub service_ns: u64,
+}
+
+impl Prediction {
+    /// Wait plus service.
+    pub fn total_ns(&self) -> u64 {
+        self.wait_ns + self.service_ns
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Process {
+    class: u8,
+    weight: u64,
+    /// Predicted service of its waiting I/Os, ns.
+    total_ns: u64,
+    waiting: u32,
+    /// Fair: drive time used / weight (bfq's virtual start, mirrored from the events).
+    start_v: f64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Waiting {
+    entry: Entry,
+    service_ns: u64,
+    /// Key in the late-cancellation map, when it carries a deadline.
+    watch: Option<i64>,
+}
+
+/// The books of one drive's scheduler.
+#[derive(Debug, Clone)]
+pub struct SchedBooks {
+    discipline: Discipline,
+    profile: SeekProfile,
+    /// Where the head will be: the end of the last request dispatched.
+    head: u64,
+    /// The drive's request: (id, predicted end).
+    on_drive: Option<(u64, u64)>,
+    /// Fair: the process holding the drive and when its turn ends.
+    turn: Option<(u32, u64)>,
+    /// The process whose request is on the drive, and when it started.
+    on_drive_pid: Option<u32>,
+    on_drive_start: u64,
+    processes: HashMap<u32, Process>,
+    waiting: HashMap<u64, Waiting>,
+    /// Deadline: per class, waiting requests by (offset, id) -> predicted service.
+    sorted: [BTreeMap<(u64, u64), u64>; 3],
+    /// Deadline: where the sweep stands.
+    position: u64,
+    /// Per class, how far waiting I/Os have been pushed back since the books began, ns.
+    debt: [i64; 3],
+    /// Per class, the I/Os with deadlines by (tolerable time + debt at admission, id).
+    watch: [BTreeMap<(i64, u64), ()>; 3],
+    /// Fair: per class, the virtual time (the start of the queue whose turn began last).
+    clock: [f64; 3],
+}
+
+impl SchedBooks {
+    /// Empty books for a drive profiled as `profile` behind `discipline`.
+    pub fn new(discipline: Discipline, profile: SeekProfile) -> SchedBooks {
+        SchedBooks {
+            discipline,
+            profile,
+            head: 0,
+            on_drive: None,
+            turn: None,
+            on_drive_pid: None,
+            on_drive_start: 0,
+            processes: HashMap::new(),
+            waiting: HashMap::new(),
+            sorted: Default::default(),
+            position: 0,
+            debt: [0; 3],
+            watch: Default::default(),
+            clock: [0.0; 3],
+        }
+    }
+
+    /// I/Os waiting in the scheduler, by the books.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    fn turn_ns(&self, weight: u64) -> u64 {
+        match self.discipline {
+            Discipline::Fair { slice_ns } => slice_ns * weight / 40,
+            _ => 0,
+        }
+    }
+
+    /// How long `entry` would wait and take if it entered the scheduler at `now_ns`. O(P) for
+    /// fair queueing (P busy processes), O(k) for mq-deadline (k requests of its class up to
+    /// its sector).
+    pub fn predict(&self, now_ns: u64, entry: &Entry) -> Prediction {
+        let service = self.profile.predict(self.head, entry.offset, entry.len);
+        let mut wait = self.on_drive.map_or(0, |(_, end)| end.saturating_sub(now_ns));
+        let class = entry.class.min(2) as usize;
+        match self.discipline {
+            Discipline::Fifo => wait += self.processes.values().map(|p| p.total_ns).sum::<u64>(),
+            Discipline::Fair { .. } => {
+                let own = self.processes.get(&entry.pid).copied().unwrap_or_default();
+                let holder = self
+                    .turn
+                    .filter(|&(pid, until)| now_ns < until && self.processes.get(&pid).is_some_and(|p| p.waiting > 0));
+                // Its queue's place: a queue busy again starts at the class's clock.
+                let start = if own.waiting == 0 && holder.map(|h| h.0) != Some(entry.pid) {
+                    own.start_v.max(self.clock[class])
+                } else {
+                    own.start_v
+                };
+                let rounds = (own.total_ns + service)
+                    .div_ceil(self.turn_ns(entry.weight).max(1))
+                    .max(1);
+                for (&pid, p) in &self.processes {
+                    if p.waiting == 0 || p.class as usize > class {
+                        continue;
+                    }
+                    wait += if (p.class as usize) < class || pid == entry.pid {
+                        p.total_ns
+                    } else {
+                        // Before its first turn: what is left of the holder's turn, or a turn
+                        // of each queue ahead of it in virtual time; one turn each per later
+                        // round of its own.
+                        let first = match holder {
+                            Some((h, until)) if h == pid => until - now_ns,
+                            _ if (p.start_v, pid) < (start, entry.pid) && holder.map(|h| h.0) != Some(entry.pid) => {
+                                self.turn_ns(p.weight)
+                            }
+                            _ => 0,
+                        };
+                        let turns = first + (rounds - 1) * self.turn_ns(p.weight);
+                        // A queue with more than one request waiting is taken to be a steady
+                        // submitter (threads each with one in flight): it refills as it is
+                        // served and uses its whole turn; a lone request takes its own time.
+                        if p.waiting >= 2 {
+                            turns
+                        } else {
+                            p.total_ns.min(turns)
+                        }
+                    };
+                }
+            }
+            Discipline::Deadline => {
+                for c in 0..class {
+                    wait += self.sorted[c].values().sum::<u64>();
+                }
+                let ahead = &self.sorted[class];
+                let span = |from: u64, to: u64| -> u64 { ahead.range((from, 0)..(to, 0)).map(|(_, &s)| s).sum() };
+                // The sweep goes up from where it stands; one behind it waits for the rest
+                // of the sweep and the next from the bottom.
+                wait += if entry.offset >= self.position {
+                    span(self.position, entry.offset)
+                } else {
+                    span(self.position, u64::MAX) + span(0, entry.offset)
+                };
+            }
+        }
+        Prediction {
+            wait_ns: wait,
+            service_ns: service,
+        }
+    }
+
+    /// `entry` entered the scheduler at `now_ns`, predicted as `prediction`; with a deadline
+    /// (ns from now), it is watched for late cancellation. Pushes back the waiting I/Os it
+    /// will be served before.
+    pub fn insert(&mut self, now_ns: u64, entry: Entry, prediction: Prediction, deadline_ns: Option<u64>) {
+        let class = entry.class.min(2) as usize;
+        let service = prediction.service_ns;
+        // Lower classes wait for it. (Not its own class: charging each arrival to every
+        // waiting I/O of the class cancelled reads a steady neighbour never delayed, and
+        // learning the average stretch from completed waits did not change a decision.)
+        for c in class + 1..3 {
+            self.debt[c] += service as i64;
+        }
+        let holds = matches!(self.turn, Some((pid, until)) if pid == entry.pid && now_ns < until);
+        let clock = self.clock[class];
+        let p = self.processes.entry(entry.pid).or_insert(Process {
+            class: class as u8,
+            weight: entry.weight,
+            start_v: clock,
+            ..Process::default()
+        });
+        if p.waiting == 0 && !holds {
+            p.start_v = p.start_v.max(clock);
+        }
+        p.class = class as u8;
+        p.weight = entry.weight;
+        p.total_ns += service;
+        p.waiting += 1;
+        if self.discipline == Discipline::Deadline {
+            self.bump_sweep(class, entry.offset, service);
+            self.sorted[class].insert((entry.offset, entry.id), service);
+        }
+        let watch = deadline_ns.map(|d| {
+            let tolerable = d as i64 - prediction.total_ns() as i64;
+            // The debt already counts this arrival; the key holds the debt after it.
+            let key = tolerable + self.debt[class];
+            self.watch[class].insert((key, entry.id), ());
+            key
+        });
+        self.waiting.insert(
+            entry.id,
+            Waiting {
+                entry,
+                service_ns: service,
+                watch,
+            },
+        );
+    }
+
+    /// mq-deadline: an arrival of `class` at `offset` is served before the watched reads of
+    /// its class the sweep reaches after it: their tolerable time shrinks by its `service`.
+    /// Found by walking the watched reads (only reads with deadlines are watched: few).
+    fn bump_sweep(&mut self, class: usize, offset: u64, service: u64) {
+        let position = self.position;
+        // Distance along the sweep: up from where it stands, then from the bottom.
+        let rank = |x: u64| x.wrapping_sub(position);
+        let behind: Vec<(i64, u64)> = self.watch[class]
+            .keys()
+            .filter(|&&(_, id)| {
+                self.waiting
+                    .get(&id)
+                    .is_some_and(|w| rank(w.entry.offset) > rank(offset))
+            })
+            .copied()
+            .collect();
+        for (key, id) in behind {
+            self.watch[class].remove(&(key, id));
+            let key = key - service as i64;
+            self.watch[class].insert((key, id), ());
+            if let Some(w) = self.waiting.get_mut(&id) {
+                w.watch = Some(key);
+            }
+        }
+    }
+
+    fn forget(&mut self, id: u64) -> Option<Waiting> {
+        let w = self.waiting.remove(&id)?;
+        let class = w.entry.class.min(2) as usize;
+        if let Some(p) = self.processes.get_mut(&w.entry.pid) {
+            p.total_ns = p.total_ns.saturating_sub(w.service_ns);
+            p.waiting = p.waiting.saturating_sub(1);
+        }
+        self.sorted[class].remove(&(w.entry.offset, id));
+        if let Some(key) = w.watch {
+            self.watch[class].remove(&(key, id));
+        }
+        Some(w)
+    }
+
+    /// The drive started on `id` at `now_ns`.
+    pub fn dispatch(&mut self, now_ns: u64, id: u64) {
+        let Some(w) = self.forget(id) else { return };
+        let service = self.profile.predict(self.head, w.entry.offset, w.entry.len);
+        self.on_drive = Some((id, now_ns + service));
+        self.on_drive_start = now_ns;
+        self.head = w.entry.offset.saturating_add(w.entry.len);
+        self.position = self.head;
+        let keep = matches!(self.turn, Some((pid, until)) if pid == w.entry.pid && now_ns < until);
+        if !keep {
+            self.turn = Some((w.entry.pid, now_ns + self.turn_ns(w.entry.weight)));
+            if let Some(p) = self.processes.get(&w.entry.pid) {
+                let class = p.class.min(2) as usize;
+                self.clock[class] = self.clock[class].max(p.start_v);
+            }
+        }
+        self.on_drive_pid = Some(w.entry.pid);
+    }
+
+    /// The drive finished `id` at `now_ns`: everything waiting moves by the prediction's error.
+    pub fn complete(&mut self, now_ns: u64, id: u64) {
+        if let Some((on, predicted_end)) = self.on_drive {
+            if on == id {
+                let late = now_ns as i64 - predicted_end as i64;
+                for d in &mut self.debt {
+                    *d += late;
+                }
+                self.on_drive = None;
+                // Fair: charge the drive time it used to its process.
+                if let Some(p) = self.on_drive_pid.take().and_then(|pid| self.processes.get_mut(&pid)) {
+                    p.start_v += (now_ns - self.on_drive_start) as f64 / p.weight.max(1) as f64;
+                }
+            }
+        }
+    }
+
+    /// `id` left the scheduler without being served (cancelled).
+    pub fn remove(&mut self, id: u64) {
+        self.forget(id);
+    }
+
+    /// Waiting I/Os whose tolerable time has gone negative: late cancellations (EBUSY). They
+    /// leave the books; the caller takes them out of the scheduler.
+    pub fn overdue(&mut self) -> Vec<u64> {
+        let mut out = Vec::new();
+        for class in 0..3 {
+            while let Some((&(key, id), _)) = self.watch[class].iter().next() {
+                if key >= self.debt[class] {
+                    break;
+                }
+                out.push(id);
+                self.forget(id);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iolearn_flash::sched::Disk;
+    use iolearn_sim::device::DevicePreset;
+
+    #[test]
+    fn the_probed_profile_predicts_service_within_the_rotation_it_cannot_see() {
+        let preset = DevicePreset::hdd();
+        let mut probe_disk = Disk::new(preset.clone(), 7);
+        let profile = probe_seek_profile(preset.capacity_bytes, 32, 10, 8, |o, l| probe_disk.serve(o, l, false));
+        // Judged on another disk of the same model, other offsets.
+        let mut disk = Disk::new(preset.clone(), 99);
+        let mut rng = Rng::new(5);
+        let (mut err, mut n) = (0f64, 0f64);
+        for _ in 0..5000 {
+            let head = disk.head();
+            let off = rng.next_u64() % preset.capacity_bytes;
+            let len = 4096 << rng.below(6);
+            let predicted = profile.predict(head, off, len as u64) as f64;
+            let actual = disk.serve(off, len as u64, false) as f64;
+            err += (predicted - actual).abs();
+            n += 1.0;
+        }
+        // Random rotation alone is off by a quarter turn on average (2.1 ms).
+        let mean_err = err / n;
+        assert!(mean_err < 2.6e6, "mean error {mean_err} ns");
+        assert!(
+            mean_err > 1.0e6,
+            "a profile cannot see rotation: {mean_err} ns is too good"
+        );
+        assert!(
+            (profile.per_kib_ns - 1e9 / 150e6 * 1024.0).abs() < 200.0,
+            "{}",
+            profile.per_kib_ns
+        );
+    }
+
+    fn flat_profile(ns: u64) -> SeekProfile {
+        SeekProfile {
+            zone_bytes: 1 << 30,
+            zones: 1,
+            cost_ns: vec![ns],
+            near_ns: ns,
+            per_kib_ns: 0.0,
+        }
+    }
+
+    fn entry(id: u64, pid: u32, class: u8) -> Entry {
+        Entry {
+            id,
+            pid,
+            class,
+            weight: 40,
+            offset: id << 30,
+            len: 4096,
+        }
+    }
+
+    #[test]
+    fn a_higher_class_arrival_cancels_a_waiting_read_late_once_its_tolerable_time_is_gone() {
+        let ms = 1_000_000;
+        let mut books = SchedBooks::new(Discipline::Fair { slice_ns: 100 * ms }, flat_profile(10 * ms));
+        // One request on the drive (10 ms), then a best-effort read with a 25 ms deadline:
+        // predicted 20 ms, 5 ms to spare.
+        let first = entry(1, 7, 1);
+        let p = books.predict(0, &first);
+        books.insert(0, first, p, None);
+        books.dispatch(0, 1);
+        let read = entry(2, 8, 1);
+        let p = books.predict(0, &read);
+        assert_eq!(p.total_ns(), 20 * ms);
+        books.insert(0, read, p, Some(25 * ms));
+        // A best-effort neighbour does not push it back; a real-time one (10 ms) does.
+        let be = entry(3, 9, 1);
+        let p = books.predict(0, &be);
+        books.insert(0, be, p, None);
+        assert!(books.overdue().is_empty());
+        let rt = entry(4, 10, 0);
+        let p = books.predict(0, &rt);
+        assert_eq!(p.wait_ns, 10 * ms, "real time waits only for the drive");
+        books.insert(0, rt, p, None);
+        assert_eq!(books.overdue(), vec![2]);
+        assert!(books.overdue().is_empty(), "cancelled once");
+        assert_eq!(books.waiting(), 2);
+    }
+
+    #[test]
+    fn a_drive_slower_than_predicted_pushes_waiting_reads_back() {
+        let ms = 1_000_000;
+        let mut books = SchedBooks::new(Discipline::Fifo, flat_profile(10 * ms));
+        let first = entry(1, 7, 1);
+        let p = books.predict(0, &first);
+        books.insert(0, first, p, None);
+        books.dispatch(0, 1);
+        let read = entry(2, 8, 1);
+        let p = books.predict(0, &read);
+        books.insert(0, read, p, Some(24 * ms));
+        books.complete(13 * ms, 1); // 3 ms late: 4 ms to spare become 1
+        assert!(books.overdue().is_empty());
+        let mut books2 = books.clone();
+        books.dispatch(13 * ms, 2);
+        assert!(books.overdue().is_empty(), "on the drive: no longer cancellable");
+        // Had the first request run 5 ms late instead, the read would have been cancelled.
+        books2.complete(15 * ms, 99); // not the request on the drive: ignored
+        let mut books3 = SchedBooks::new(Discipline::Fifo, flat_profile(10 * ms));
+        let p = books3.predict(0, &first);
+        books3.insert(0, first, p, None);
+        books3.dispatch(0, 1);
+        let p = books3.predict(0, &read);
+        books3.insert(0, read, p, Some(24 * ms));
+        books3.complete(15 * ms, 1);
+        assert_eq!(books3.overdue(), vec![2]);
+        assert!(books2.overdue().is_empty());
+    }
+
+    #[test]
+    fn in_a_sweep_only_arrivals_ahead_of_a_watched_read_push_it_back() {
+        let ms = 1_000_000;
+        let gib = 1u64 << 30;
+        let mut books = SchedBooks::new(Discipline::Deadline, flat_profile(10 * ms));
+        let at = |id: u64, offset: u64| Entry {
+            offset,
+            ..entry(id, 7, 1)
+        };
+        let first = at(1, 0);
+        let p = books.predict(0, &first);
+        books.insert(0, first, p, None);
+        books.dispatch(0, 1); // the sweep stands just past 0
+        let read = at(2, 10 * gib);
+        let p = books.predict(0, &read);
+        assert_eq!(p.total_ns(), 20 * ms);
+        // 5 ms to spare.
+        books.insert(0, read, p, Some(25 * ms));
+        // Beyond it in the sweep (and behind the head: the next sweep): no effect.
+        for (id, offset) in [(3, 20 * gib), (4, 0)] {
+            let e = at(id, offset);
+            let p = books.predict(0, &e);
+            books.insert(0, e, p, None);
+            assert!(books.overdue().is_empty(), "arrival at {offset}");
+        }
+        // Between the head and it: served first, 10 ms, past its tolerable time.
+        let e = at(5, 5 * gib);
+        let p = books.predict(0, &e);
+        assert_eq!(p.wait_ns, 10 * ms, "waits for the drive only");
+        books.insert(0, e, p, None);
+        assert_eq!(books.overdue(), vec![2]);
+    }
+}
