@@ -96,6 +96,7 @@ def run_setting(scenario: str, sched: str, seeds: list[int], duration_s: float, 
                 "extra_copies": int(out["extra_copies"]),
                 "last_tries": int(out["last_tries"]),
                 "unfinished": int(out["unfinished"]),
+                "ebusy": int(out["rejected"]) + int(out["cancelled_late"]),
             }
             if label == "Base":
                 pr, ac = out["predicted_ns"] / 1e6, out["actual_ns"] / 1e6
@@ -112,11 +113,15 @@ def _med(rows: list[dict], strategy: str, key: str) -> tuple[float, float, float
     return float(np.median(v)), float(v.min()), float(v.max())
 
 
+# The tail: where MittOS's "up to 41% faster than Hedged" is read.
+TAIL = (90, 95, 98, 99, 99.9)
+
+
 def max_reduction(rows: list[dict], ours: str, other: str) -> tuple[float, str]:
-    """The largest reduction of `ours` against `other` over the percentiles (medians over
+    """The largest reduction of `ours` against `other` over the tail percentiles (medians over
     seeds): MittOS's "up to 41% faster than Hedged"."""
     best, at = -np.inf, ""
-    for p in PERCENTILES:
+    for p in TAIL:
         a = _med(rows, ours, f"p{p:g}_ms")[0]
         b = _med(rows, other, f"p{p:g}_ms")[0]
         if b > 0 and 1 - a / b > best:
@@ -145,10 +150,12 @@ def markdown(rows: list[dict], scenario: str, sched: str) -> str:
             a, b = _med(mine, label, key)[0], _med(mine, other, key)[0]
             cells.append(f"{1 - a / b:+.0%}" if b > 0 else "")
         gets = max(_med(mine, label, "gets")[0], 1)
-        busy = _med(mine, label, "rejected")[0] + _med(mine, label, "cancelled_late")[0]
-        cells.append(f"{busy / gets:.1%}")
+        cells.append(f"{_med(mine, label, 'ebusy')[0] / gets:.1%}")
         cells.append(f"{_med(mine, label, 'extra_copies')[0] / gets:.1%}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    unfinished = sum(r["unfinished"] for r in mine)
+    if unfinished:
+        lines += ["", f"{unfinished} gets never served (left out of the percentiles)."]
     best, at = max_reduction(mine, "MittOS", "Hedged")
     mae = _med(mine, "Base", "pred_mae_ms")[0]
     wrong = _med(mine, "Base", "pred_wrong")[0]
@@ -157,7 +164,7 @@ def markdown(rows: list[dict], scenario: str, sched: str) -> str:
         "EBUSY: answers at admission and late cancellations per get; extra tries: copies beyond "
         "one per get (hedges, clones, retries; a refused try costs a failover, not a read).",
         "",
-        f"MittOS vs Hedged: up to {best:.0%} faster (at {at}); predictor on Base's first tries: "
+        f"MittOS vs Hedged: up to {best:.0%} faster at p90-p99.9 (at {at}); predictor on Base's first tries: "
         f"mean absolute error {mae:.1f} ms, {wrong:.1%} of deadline decisions wrong.",
     ]
     return "\n".join(lines)
@@ -187,7 +194,7 @@ def main(argv=None) -> int:
     ap.add_argument("--scenario", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
     ap.add_argument("--seeds", type=seed_arg(), nargs="+", default=[1, 2, 3])
     ap.add_argument(
-        "--duration", type=float_arg(6.0, 86_400.0), default=125.0, help="seconds of gets per run (5 s warm-up)"
+        "--duration", type=float_arg(6.0, 86_400.0), default=600.0, help="seconds of gets per run (5 s warm-up)"
     )
     ap.add_argument("--out", type=Path, default=Path("results/mittcfq"))
     args = ap.parse_args(argv)

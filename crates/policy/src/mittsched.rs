@@ -45,8 +45,14 @@ impl SeekProfile {
         if offset.abs_diff(head) <= 1 << 20 {
             return self.near_ns + extra;
         }
-        let zone = |b: u64| ((b / self.zone_bytes.max(1)) as usize).min(self.zones - 1);
-        self.cost_ns[zone(head) * self.zones + zone(offset)] + extra
+        let zones = self.zones.max(1);
+        let zone = |b: u64| ((b / self.zone_bytes.max(1)) as usize).min(zones - 1);
+        // A profile with too few cells (built by hand) falls back on the near cost.
+        self.cost_ns
+            .get(zone(head) * zones + zone(offset))
+            .copied()
+            .unwrap_or(self.near_ns)
+            + extra
     }
 }
 
@@ -122,6 +128,10 @@ pub fn probe_seek_profile(
     }
 }
 
+/// The weight of a new think-time sample (the scheduler's own estimate is what matters; this
+/// is the simulated bfq's).
+const THINK_WEIGHT: f64 = 0.25;
+
 /// The scheduler whose books are kept, as far as the predictor needs to know it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Discipline {
@@ -130,9 +140,19 @@ pub enum Discipline {
     Fair {
         /// A level-4 queue's turn, ns.
         slice_ns: u64,
+        /// How long the drive waits for the next request of a queue that emptied during its
+        /// turn, if the queue thinks less than that (`slice_idle`), ns.
+        slice_idle_ns: u64,
     },
-    /// mq-deadline: strict classes, each swept in ascending sector order.
-    Deadline,
+    /// mq-deadline: strict classes; in each, reads and writes swept apart in ascending
+    /// sector order in batches, a batch restarting at the oldest request when the sweep runs
+    /// out, a write batch after `writes_starved` read batches when writes wait.
+    Deadline {
+        /// Requests per batch (`fifo_batch`).
+        fifo_batch: u32,
+        /// Read batches that may pass waiting writes (`writes_starved`).
+        writes_starved: u32,
+    },
     /// First come, first served.
     Fifo,
 }
@@ -152,6 +172,8 @@ pub struct Entry {
     pub offset: u64,
     /// Length, bytes.
     pub len: u64,
+    /// A write (mq-deadline sweeps reads and writes apart).
+    pub write: bool,
 }
 
 /// A prediction: how long the I/O would wait before the drive starts on it, and its service.
@@ -179,12 +201,25 @@ struct Process {
     waiting: u32,
     /// Fair: drive time used / weight (bfq's virtual start, mirrored from the events).
     start_v: f64,
+    /// When its last request completed, and its mean think time (completion to its next
+    /// request; infinite until seen), as the scheduler keeps them.
+    last_done_ns: Option<u64>,
+    think_ns: f64,
+}
+
+impl Process {
+    /// A steady submitter: it sends its next request within the idle window, so it holds
+    /// the drive for its whole turn (and, through idling, keeps it while it thinks).
+    fn steady(&self, slice_idle_ns: u64) -> bool {
+        self.think_ns < slice_idle_ns as f64
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
 struct Waiting {
     entry: Entry,
     service_ns: u64,
+    inserted_ns: u64,
     /// Key in the late-cancellation map, when it carries a deadline.
     watch: Option<i64>,
 }
@@ -205,8 +240,10 @@ pub struct SchedBooks {
     on_drive_start: u64,
     processes: HashMap<u32, Process>,
     waiting: HashMap<u64, Waiting>,
-    /// Deadline: per class, waiting requests by (offset, id) -> predicted service.
-    sorted: [BTreeMap<(u64, u64), u64>; 3],
+    /// Deadline: per class and direction (0 read, 1 write), waiting requests by (offset, id)
+    /// -> predicted service, and by (arrival, id) -> offset.
+    sorted: [[BTreeMap<(u64, u64), u64>; 2]; 3],
+    fifo: [[BTreeMap<(u64, u64), u64>; 2]; 3],
     /// Deadline: where the sweep stands.
     position: u64,
     /// Per class, how far waiting I/Os have been pushed back since the books began, ns.
@@ -231,6 +268,7 @@ impl SchedBooks {
             processes: HashMap::new(),
             waiting: HashMap::new(),
             sorted: Default::default(),
+            fifo: Default::default(),
             position: 0,
             debt: [0; 3],
             watch: Default::default(),
@@ -245,25 +283,29 @@ impl SchedBooks {
 
     fn turn_ns(&self, weight: u64) -> u64 {
         match self.discipline {
-            Discipline::Fair { slice_ns } => slice_ns * weight / 40,
+            Discipline::Fair { slice_ns, .. } => slice_ns * weight / 40,
             _ => 0,
         }
     }
 
     /// How long `entry` would wait and take if it entered the scheduler at `now_ns`. O(P) for
-    /// fair queueing (P busy processes), O(k) for mq-deadline (k requests of its class up to
-    /// its sector).
+    /// fair queueing (P busy processes); for mq-deadline a walk over the waiting requests of
+    /// its class and the higher ones.
     pub fn predict(&self, now_ns: u64, entry: &Entry) -> Prediction {
         let service = self.profile.predict(self.head, entry.offset, entry.len);
         let mut wait = self.on_drive.map_or(0, |(_, end)| end.saturating_sub(now_ns));
         let class = entry.class.min(2) as usize;
         match self.discipline {
             Discipline::Fifo => wait += self.processes.values().map(|p| p.total_ns).sum::<u64>(),
-            Discipline::Fair { .. } => {
+            Discipline::Fair { slice_idle_ns, .. } => {
                 let own = self.processes.get(&entry.pid).copied().unwrap_or_default();
-                let holder = self
-                    .turn
-                    .filter(|&(pid, until)| now_ns < until && self.processes.get(&pid).is_some_and(|p| p.waiting > 0));
+                let holder = self.turn.filter(|&(pid, until)| {
+                    now_ns < until
+                        && self
+                            .processes
+                            .get(&pid)
+                            .is_some_and(|p| p.waiting > 0 || p.steady(slice_idle_ns))
+                });
                 // Its queue's place: a queue busy again starts at the class's clock.
                 let start = if own.waiting == 0 && holder.map(|h| h.0) != Some(entry.pid) {
                     own.start_v.max(self.clock[class])
@@ -274,7 +316,8 @@ impl SchedBooks {
                     .div_ceil(self.turn_ns(entry.weight).max(1))
                     .max(1);
                 for (&pid, p) in &self.processes {
-                    if p.waiting == 0 || p.class as usize > class {
+                    let holds = holder.is_some_and(|h| h.0 == pid);
+                    if (p.waiting == 0 && !holds) || p.class as usize > class {
                         continue;
                     }
                     wait += if (p.class as usize) < class || pid == entry.pid {
@@ -291,10 +334,9 @@ impl SchedBooks {
                             _ => 0,
                         };
                         let turns = first + (rounds - 1) * self.turn_ns(p.weight);
-                        // A queue with more than one request waiting is taken to be a steady
-                        // submitter (threads each with one in flight): it refills as it is
-                        // served and uses its whole turn; a lone request takes its own time.
-                        if p.waiting >= 2 {
+                        // A steady submitter refills as it is served and uses its whole turn;
+                        // another takes the time of what it has waiting.
+                        if p.steady(slice_idle_ns) {
                             turns
                         } else {
                             p.total_ns.min(turns)
@@ -302,19 +344,48 @@ impl SchedBooks {
                     };
                 }
             }
-            Discipline::Deadline => {
+            Discipline::Deadline {
+                fifo_batch,
+                writes_starved,
+            } => {
+                let dir = entry.write as usize;
                 for c in 0..class {
-                    wait += self.sorted[c].values().sum::<u64>();
+                    wait += self.sorted[c].iter().flat_map(|d| d.values()).sum::<u64>();
                 }
-                let ahead = &self.sorted[class];
-                let span = |from: u64, to: u64| -> u64 { ahead.range((from, 0)..(to, 0)).map(|(_, &s)| s).sum() };
+                let ahead = &self.sorted[class][dir];
+                let span = |from: u64, to: u64| -> (u64, u64) {
+                    ahead
+                        .range((from, 0)..(to, 0))
+                        .fold((0, 0), |(n, t), (_, &s)| (n + 1, t + s))
+                };
                 // The sweep goes up from where it stands; one behind it waits for the rest
-                // of the sweep and the next from the bottom.
-                wait += if entry.offset >= self.position {
+                // of the sweep, then the next batch starts at the oldest request and goes up.
+                let (n, t) = if entry.offset >= self.position {
                     span(self.position, entry.offset)
                 } else {
-                    span(self.position, u64::MAX) + span(0, entry.offset)
+                    let (n1, t1) = span(self.position, u64::MAX);
+                    let restart = self.fifo[class][dir].values().next().copied().unwrap_or(0);
+                    let (n2, t2) = if entry.offset >= restart {
+                        span(restart, entry.offset)
+                    } else {
+                        span(0, entry.offset)
+                    };
+                    (n1 + n2, t1 + t2)
                 };
+                wait += t;
+                // Requests of the other direction get a batch now and then: writes after every
+                // `writes_starved` read batches, reads at once after a write batch.
+                let other = &self.sorted[class][1 - dir];
+                if !other.is_empty() {
+                    let batches = if entry.write {
+                        1
+                    } else {
+                        n / (fifo_batch.max(1) as u64 * writes_starved.max(1) as u64)
+                    };
+                    let count = other.len() as u64;
+                    let mean = other.values().sum::<u64>() / count;
+                    wait += (batches * fifo_batch as u64).min(count) * mean;
+                }
             }
         }
         Prediction {
@@ -335,14 +406,32 @@ impl SchedBooks {
         for c in class + 1..3 {
             self.debt[c] += service as i64;
         }
-        let holds = matches!(self.turn, Some((pid, until)) if pid == entry.pid && now_ns < until);
+        // A higher class ends a lower class's turn (bfq expires the in-service queue).
+        if let Some((holder, _)) = self.turn {
+            if self.processes.get(&holder).is_some_and(|h| (h.class as usize) > class) {
+                self.turn = None;
+            }
+        }
+        // As the scheduler: a queue that is empty and not holding the drive is busy again.
+        let holds = matches!(self.turn, Some((pid, _)) if pid == entry.pid);
         let clock = self.clock[class];
         let p = self.processes.entry(entry.pid).or_insert(Process {
             class: class as u8,
             weight: entry.weight,
             start_v: clock,
+            think_ns: f64::INFINITY,
             ..Process::default()
         });
+        if p.waiting == 0 {
+            if let Some(done) = p.last_done_ns.take() {
+                let think = now_ns.saturating_sub(done) as f64;
+                p.think_ns = if p.think_ns.is_finite() {
+                    p.think_ns + THINK_WEIGHT * (think - p.think_ns)
+                } else {
+                    think
+                };
+            }
+        }
         if p.waiting == 0 && !holds {
             p.start_v = p.start_v.max(clock);
         }
@@ -350,9 +439,13 @@ impl SchedBooks {
         p.weight = entry.weight;
         p.total_ns += service;
         p.waiting += 1;
-        if self.discipline == Discipline::Deadline {
-            self.bump_sweep(class, entry.offset, service);
-            self.sorted[class].insert((entry.offset, entry.id), service);
+        if let Discipline::Deadline { .. } = self.discipline {
+            let dir = entry.write as usize;
+            if !entry.write {
+                self.bump_sweep(class, entry.offset, service);
+            }
+            self.sorted[class][dir].insert((entry.offset, entry.id), service);
+            self.fifo[class][dir].insert((now_ns, entry.id), entry.offset);
         }
         let watch = deadline_ns.map(|d| {
             let tolerable = d as i64 - prediction.total_ns() as i64;
@@ -366,13 +459,14 @@ impl SchedBooks {
             Waiting {
                 entry,
                 service_ns: service,
+                inserted_ns: now_ns,
                 watch,
             },
         );
     }
 
-    /// mq-deadline: an arrival of `class` at `offset` is served before the watched reads of
-    /// its class the sweep reaches after it: their tolerable time shrinks by its `service`.
+    /// mq-deadline: a read of `class` arriving at `offset` is served before the watched reads
+    /// of its class the sweep reaches after it: their tolerable time shrinks by its `service`.
     /// Found by walking the watched reads (only reads with deadlines are watched: few).
     fn bump_sweep(&mut self, class: usize, offset: u64, service: u64) {
         let position = self.position;
@@ -404,7 +498,9 @@ impl SchedBooks {
             p.total_ns = p.total_ns.saturating_sub(w.service_ns);
             p.waiting = p.waiting.saturating_sub(1);
         }
-        self.sorted[class].remove(&(w.entry.offset, id));
+        let dir = w.entry.write as usize;
+        self.sorted[class][dir].remove(&(w.entry.offset, id));
+        self.fifo[class][dir].remove(&(w.inserted_ns, id));
         if let Some(key) = w.watch {
             self.watch[class].remove(&(key, id));
         }
@@ -415,6 +511,12 @@ impl SchedBooks {
     pub fn dispatch(&mut self, now_ns: u64, id: u64) {
         let Some(w) = self.forget(id) else { return };
         let service = self.profile.predict(self.head, w.entry.offset, w.entry.len);
+        // From where the head really is the estimate differs from the one made at arrival:
+        // everything waiting waits for the difference.
+        let change = service as i64 - w.service_ns as i64;
+        for d in &mut self.debt {
+            *d += change;
+        }
         self.on_drive = Some((id, now_ns + service));
         self.on_drive_start = now_ns;
         self.head = w.entry.offset.saturating_add(w.entry.len);
@@ -442,6 +544,7 @@ impl SchedBooks {
                 // Fair: charge the drive time it used to its process.
                 if let Some(p) = self.on_drive_pid.take().and_then(|pid| self.processes.get_mut(&pid)) {
                     p.start_v += (now_ns - self.on_drive_start) as f64 / p.weight.max(1) as f64;
+                    p.last_done_ns = Some(now_ns);
                 }
             }
         }
@@ -525,13 +628,20 @@ mod tests {
             weight: 40,
             offset: id << 30,
             len: 4096,
+            write: false,
         }
     }
 
     #[test]
     fn a_higher_class_arrival_cancels_a_waiting_read_late_once_its_tolerable_time_is_gone() {
         let ms = 1_000_000;
-        let mut books = SchedBooks::new(Discipline::Fair { slice_ns: 100 * ms }, flat_profile(10 * ms));
+        let mut books = SchedBooks::new(
+            Discipline::Fair {
+                slice_ns: 100 * ms,
+                slice_idle_ns: 8 * ms,
+            },
+            flat_profile(10 * ms),
+        );
         // One request on the drive (10 ms), then a best-effort read with a 25 ms deadline:
         // predicted 20 ms, 5 ms to spare.
         let first = entry(1, 7, 1);
@@ -569,27 +679,30 @@ mod tests {
         books.insert(0, read, p, Some(24 * ms));
         books.complete(13 * ms, 1); // 3 ms late: 4 ms to spare become 1
         assert!(books.overdue().is_empty());
-        let mut books2 = books.clone();
         books.dispatch(13 * ms, 2);
         assert!(books.overdue().is_empty(), "on the drive: no longer cancellable");
         // Had the first request run 5 ms late instead, the read would have been cancelled.
-        books2.complete(15 * ms, 99); // not the request on the drive: ignored
-        let mut books3 = SchedBooks::new(Discipline::Fifo, flat_profile(10 * ms));
-        let p = books3.predict(0, &first);
-        books3.insert(0, first, p, None);
-        books3.dispatch(0, 1);
-        let p = books3.predict(0, &read);
-        books3.insert(0, read, p, Some(24 * ms));
-        books3.complete(15 * ms, 1);
-        assert_eq!(books3.overdue(), vec![2]);
-        assert!(books2.overdue().is_empty());
+        let mut books = SchedBooks::new(Discipline::Fifo, flat_profile(10 * ms));
+        let p = books.predict(0, &first);
+        books.insert(0, first, p, None);
+        books.dispatch(0, 1);
+        let p = books.predict(0, &read);
+        books.insert(0, read, p, Some(24 * ms));
+        books.complete(15 * ms, 1);
+        assert_eq!(books.overdue(), vec![2]);
     }
 
     #[test]
     fn in_a_sweep_only_arrivals_ahead_of_a_watched_read_push_it_back() {
         let ms = 1_000_000;
         let gib = 1u64 << 30;
-        let mut books = SchedBooks::new(Discipline::Deadline, flat_profile(10 * ms));
+        let mut books = SchedBooks::new(
+            Discipline::Deadline {
+                fifo_batch: 16,
+                writes_starved: 2,
+            },
+            flat_profile(10 * ms),
+        );
         let at = |id: u64, offset: u64| Entry {
             offset,
             ..entry(id, 7, 1)

@@ -158,6 +158,12 @@ impl MixConfig {
         for (n, ts) in self.tenants.iter().enumerate() {
             for (k, t) in ts.iter().enumerate() {
                 t.check().map_err(|e| format!("tenant {k} of replica {n}: {e}"))?;
+                if 2 * t.kib as u64 * 1024 > self.disk.capacity_bytes {
+                    return Err(format!(
+                        "tenant {k} of replica {n}: kib: {} (more than half the disk's {} bytes)",
+                        t.kib, self.disk.capacity_bytes
+                    ));
+                }
             }
         }
         if self.duration_ns == 0 || self.duration_ns > 86_400_000_000_000 || self.warmup_ns >= self.duration_ns {
@@ -299,7 +305,7 @@ impl Strategy {
 /// One run's outcome.
 #[derive(Debug, Clone, Default)]
 pub struct MixResult {
-    /// Each counted get's latency, ns, in arrival order.
+    /// Each counted get's latency, ns, in completion order.
     pub latencies_ns: Vec<u64>,
     /// EBUSY answers at admission.
     pub rejected: u64,
@@ -335,6 +341,8 @@ enum Event {
     Timeout(usize, usize, u64),
     /// A tenant switches on or off: (node, tenant).
     Toggle(usize, usize),
+    /// A node's disk stops idling for a queue's next request.
+    Wake(usize),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -382,8 +390,14 @@ pub fn profile_for(disk: &DevicePreset, seed: u64) -> SeekProfile {
 /// The discipline the books mirror.
 pub fn discipline(cfg: &SchedConfig) -> Discipline {
     match cfg.kind {
-        SchedKind::Fair => Discipline::Fair { slice_ns: cfg.slice_ns },
-        SchedKind::Deadline => Discipline::Deadline,
+        SchedKind::Fair => Discipline::Fair {
+            slice_ns: cfg.slice_ns,
+            slice_idle_ns: cfg.slice_idle_ns,
+        },
+        SchedKind::Deadline => Discipline::Deadline {
+            fifo_batch: cfg.fifo_batch,
+            writes_starved: cfg.writes_starved,
+        },
         SchedKind::Noop => Discipline::Fifo,
     }
 }
@@ -405,7 +419,20 @@ struct Sim<'a> {
     pending_gets: usize,
 }
 
-const CLIENT_PID: u32 = 1;
+/// The store's threads: a get is served by thread `get % STORE_THREADS` (each thread is its
+/// own process to the scheduler: Linux gives every thread its own I/O context, so bfq a queue
+/// per thread, unless it was cloned with `CLONE_IO`).
+const STORE_THREADS: u32 = 8;
+
+/// The scheduler's process id of the store thread serving get `g`; tenants' threads come after.
+fn store_pid(g: usize) -> u32 {
+    1 + (g as u32 % STORE_THREADS)
+}
+
+/// The scheduler's process id of a tenant's thread.
+fn tenant_pid(tenant: usize, thread: u32) -> u32 {
+    1 + STORE_THREADS + tenant as u32 * 1024 + thread
+}
 
 /// Run the mix under `strategy`. With `observe` (and Base), each get's first try is also
 /// predicted (not acted on): the predictor's accuracy without its decisions changing the load.
@@ -491,7 +518,7 @@ impl Sim<'_> {
                         continue;
                     }
                     self.new_get(now);
-                    let next = now + self.exp(1e9 / self.cfg.gets_per_s).max(1);
+                    let next = now.saturating_add(self.exp(1e9 / self.cfg.gets_per_s).max(1));
                     self.push(next, Event::Get);
                 }
                 Event::Try(g, node, k) => self.try_at(now, g, node, k),
@@ -499,7 +526,7 @@ impl Sim<'_> {
                 Event::Hedge(g) => {
                     if !self.gets[g].done {
                         let node = self.gets[g].order[1];
-                        self.out.extra_copies += 1;
+                        self.count(g, |o| o.extra_copies += 1);
                         self.submit(
                             now,
                             node,
@@ -513,13 +540,20 @@ impl Sim<'_> {
                 Event::Timeout(g, node, id) => {
                     if !self.gets[g].done {
                         self.take_back(node, id);
-                        self.out.extra_copies += 1;
                         let k = self.gets[g].order.iter().position(|&n| n == node).unwrap_or(0) as u32 + 1;
                         let next = self.gets[g].order[k as usize % self.cfg.replicas];
                         self.push(now + self.cfg.failover_ns, Event::Try(g, next, k));
                     }
                 }
                 Event::Toggle(node, t) => self.toggle(now, node, t),
+                Event::Wake(node) => {
+                    if self.nodes[node].idle_until_ns() == Some(now) {
+                        if let Some(io) = self.nodes[node].wake() {
+                            self.started(now, node, io.id);
+                        }
+                        self.late_cancellations(now, node);
+                    }
+                }
             }
             if !arriving && (self.pending_gets == 0 || now > self.cfg.duration_ns + DRAIN_NS) {
                 self.out.unfinished = self.pending_gets as u64;
@@ -558,7 +592,7 @@ impl Sim<'_> {
             Strategy::Clone => {
                 self.try_at(now, g, self.gets[g].order[0], 0);
                 if r > 1 {
-                    self.out.extra_copies += 1;
+                    self.count(g, |o| o.extra_copies += 1);
                     let second = self.gets[g].order[1];
                     self.submit(
                         now,
@@ -574,6 +608,7 @@ impl Sim<'_> {
         }
     }
 
+    /// A read as the books see it (a write is the same with `write` set).
     fn entry(&self, id: u64, pid: u32, prio: Prio, offset: u64, len: u64) -> Entry {
         Entry {
             id,
@@ -582,6 +617,7 @@ impl Sim<'_> {
             weight: prio.weight(),
             offset,
             len,
+            write: false,
         }
     }
 
@@ -591,7 +627,7 @@ impl Sim<'_> {
             return;
         }
         if k > 0 {
-            self.out.extra_copies += 1;
+            self.count(g, |o| o.extra_copies += 1);
         }
         let owner = Owner::Get {
             get: g,
@@ -606,7 +642,7 @@ impl Sim<'_> {
             } => {
                 let last = if least_wait { k >= r } else { k + 1 >= r };
                 if last {
-                    self.out.last_tries += 1;
+                    self.count(g, |o| o.last_tries += 1);
                     self.submit(now, node, owner);
                     return;
                 }
@@ -615,7 +651,7 @@ impl Sim<'_> {
                     self.gets[g].predicted = Some(prediction.total_ns());
                 }
                 if prediction.total_ns() > deadline_ns {
-                    self.out.rejected += 1;
+                    self.count(g, |o| o.rejected += 1);
                     self.ebusy(now, g, node, k, prediction.total_ns());
                 } else {
                     self.submit_predicted(now, node, owner, Some((prediction, deadline_ns)));
@@ -640,7 +676,7 @@ impl Sim<'_> {
     fn predict(&self, now: u64, node: usize, g: usize) -> Prediction {
         let e = self.entry(
             self.next_id,
-            CLIENT_PID,
+            store_pid(g),
             self.cfg.client_prio,
             self.gets[g].offset,
             self.cfg.get_bytes,
@@ -665,6 +701,13 @@ impl Sim<'_> {
         self.push(now + self.cfg.failover_ns, Event::Try(g, next, next_k));
     }
 
+    /// Bump a counter for get `g` if it is counted (arrived after the warm-up).
+    fn count(&mut self, g: usize, bump: impl FnOnce(&mut MixResult)) {
+        if self.gets[g].arrival_ns >= self.cfg.warmup_ns {
+            bump(&mut self.out);
+        }
+    }
+
     fn record_first(&mut self, g: usize, actual: u64) {
         let get = &self.gets[g];
         if get.arrival_ns < self.cfg.warmup_ns {
@@ -687,7 +730,7 @@ impl Sim<'_> {
         self.next_id += 1;
         let (pid, prio, offset, len, write) = match owner {
             Owner::Get { get, .. } => (
-                CLIENT_PID,
+                store_pid(get),
                 self.cfg.client_prio,
                 self.gets[get].offset,
                 self.cfg.get_bytes,
@@ -709,12 +752,15 @@ impl Sim<'_> {
                     (self.rng.next_u64() % (cap - bytes)) & !4095
                 };
                 let write = self.rng.next_f64() < ts.spec.write_share;
-                (2 + tenant as u32, ts.spec.prio, offset, bytes, write)
+                (tenant_pid(tenant, thread), ts.spec.prio, offset, bytes, write)
             }
             Owner::Orphan => unreachable!("only a submitted copy becomes an orphan"),
         };
         self.owners.insert(id, owner);
-        let entry = self.entry(id, pid, prio, offset, len);
+        let entry = Entry {
+            write,
+            ..self.entry(id, pid, prio, offset, len)
+        };
         let (prediction, deadline) = match admitted {
             Some((p, d)) => (p, Some(d)),
             None => (self.books[node].predict(now, &entry), None),
@@ -733,8 +779,16 @@ impl Sim<'_> {
         if let Some(started) = self.nodes[node].insert(now, io) {
             self.started(now, node, started.id);
         }
+        self.watch_idle(node);
         self.late_cancellations(now, node);
         id
+    }
+
+    /// A node whose disk idles for a queue's next request gets woken when the wait runs out.
+    fn watch_idle(&mut self, node: usize) {
+        if let Some(until) = self.nodes[node].idle_until_ns() {
+            self.push(until, Event::Wake(node));
+        }
     }
 
     fn started(&mut self, now: u64, node: usize, id: u64) {
@@ -767,11 +821,11 @@ impl Sim<'_> {
                 if self.gets[get].done {
                     continue;
                 }
-                self.out.cancelled_late += 1;
+                self.count(get, |o| o.cancelled_late += 1);
                 let k = self.gets[get].order.iter().position(|&n| n == node).unwrap_or(0) as u32;
                 let entry = self.entry(
                     id,
-                    CLIENT_PID,
+                    store_pid(get),
                     self.cfg.client_prio,
                     self.gets[get].offset,
                     self.cfg.get_bytes,
@@ -792,6 +846,7 @@ impl Sim<'_> {
         if let Some(next) = next {
             self.started(now, node, next.id);
         }
+        self.watch_idle(node);
         match self.owners.remove(&io.id) {
             Some(Owner::Tenant {
                 node: n,
@@ -847,7 +902,7 @@ impl Sim<'_> {
                 } else {
                     mean_on * (1.0 - fraction) / fraction
                 };
-                (on, (fraction < 1.0).then(|| now + self.exp(mean).max(1)))
+                (on, (fraction < 1.0).then(|| now.saturating_add(self.exp(mean).max(1))))
             }
         };
         self.tenants[node][t].active = on;
