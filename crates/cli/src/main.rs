@@ -41,10 +41,11 @@ enum Command {
     /// tail-latency policies (runs `python -m iolearn.admission`); `iolearn eval ml-mittos`
     /// runs ML-MittOS's own protocol (`python -m iolearn.ml_mittos`); `iolearn eval mittcfq`
     /// MittOS's evaluation on disks behind bfq and mq-deadline (`python -m iolearn.mittcfq`);
-    /// `--help` shows options.
+    /// `iolearn eval linnos-drift` LinnOS retrained when a device's inflection point drifts
+    /// (`python -m iolearn.linnapp`); `--help` shows options.
     #[command(disable_help_flag = true)]
     Eval {
-        /// `admission|ml-mittos|mittcfq [options]`.
+        /// `admission|ml-mittos|mittcfq|linnos-drift [options]`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
@@ -151,11 +152,12 @@ fn main() -> ExitCode {
             Some((what, rest)) if what == "admission" => Err(python::run_module("iolearn.admission", rest)),
             Some((what, rest)) if what == "ml-mittos" => Err(python::run_module("iolearn.ml_mittos", rest)),
             Some((what, rest)) if what == "mittcfq" => Err(python::run_module("iolearn.mittcfq", rest)),
+            Some((what, rest)) if what == "linnos-drift" => Err(python::run_module("iolearn.linnapp", rest)),
             Some((what, _)) if what != "--help" && what != "-h" => Err(anyhow::anyhow!(
-                "unknown evaluation {what:?} (available: admission, ml-mittos, mittcfq)"
+                "unknown evaluation {what:?} (available: admission, ml-mittos, mittcfq, linnos-drift)"
             )),
             _ => Err(anyhow::anyhow!(
-                "usage: iolearn eval admission|ml-mittos|mittcfq [options] (see --help)"
+                "usage: iolearn eval admission|ml-mittos|mittcfq|linnos-drift [options] (see --help)"
             )),
         },
         Command::Bench { args } => match bench_args(&args) {
