@@ -39,10 +39,6 @@ pub struct DeviceState {
     pub gc_active: bool,
     /// Pages in the write buffer.
     pub buffered_pages: u32,
-    /// The request's own service time where the device model gives it (a disk: seek,
-    /// rotation and transfer from the head's position); 0 on an SSD (MittSSD adds the page
-    /// read itself).
-    pub service_ns: u64,
 }
 
 impl Storage for Ssd {
@@ -64,10 +60,9 @@ impl Storage for Device {
     fn submit(&mut self, now_ns: u64, offset: u64, len: u64, write: bool) -> u64 {
         Device::submit(self, now_ns, offset, len, write)
     }
-    fn state(&mut self, now_ns: u64, offset: u64, len: u64) -> DeviceState {
+    fn state(&mut self, now_ns: u64, _offset: u64, _len: u64) -> DeviceState {
         DeviceState {
             plane_wait_ns: self.next_free_ns().saturating_sub(now_ns),
-            service_ns: self.access_ns(offset, false) + self.transfer_ns(len.max(1)),
             ..DeviceState::default()
         }
     }

@@ -8,6 +8,7 @@
 //! predictor). The same policies run in the simulator (`iolearn-tail`) and on real devices.
 
 use crate::latency::LatencyHistory;
+use crate::mittsched::SeekProfile;
 use iolearn_ml::quant::{QWorkspace, QuantizedMlp, Scheme};
 use iolearn_ml::{DecisionTree, Error, ModelFile, ModelKind, Result, Rng, Sequential, Workspace, ZScore};
 
@@ -24,9 +25,6 @@ pub struct WhiteBox {
     pub channel_wait_ns: u64,
     /// The plane is collecting garbage.
     pub gc_active: bool,
-    /// The read's own service time where the device model gives it (a disk's seek, rotation
-    /// and transfer; 0 on an SSD).
-    pub service_ns: u64,
 }
 
 /// What a policy knows about one read when it arrives at a replica.
@@ -36,6 +34,8 @@ pub struct IoView<'a> {
     pub now_ns: u64,
     /// Read size, bytes.
     pub size: u32,
+    /// Read offset, bytes (MittNOOP's seek).
+    pub offset: u64,
     /// I/Os in flight at the replica (this one not included).
     pub pending: u32,
     /// 4 KiB pages in flight at the replica, this read's included (LinnOS's queue length).
@@ -119,10 +119,10 @@ pub trait Admission {
     fn slowness(&mut self, _io: &IoView) -> f32 {
         0.0
     }
-    /// I/O `id` entered `replica`'s device queue at `now_ns` (reads admitted anywhere, writes,
-    /// copies); `service_ns` is the device model's service time when the policy asked for a
-    /// white box, else 0. For policies that keep their own view of the queues (MittNOOP).
-    fn started(&mut self, _replica: usize, _id: u64, _now_ns: u64, _service_ns: u64) {}
+    /// I/O `id` of `len` bytes at `offset` entered `replica`'s device queue at `now_ns` (reads
+    /// admitted anywhere, writes, copies): what a block layer sees. For policies that keep
+    /// their own view of the queues (MittNOOP).
+    fn started(&mut self, _replica: usize, _id: u64, _now_ns: u64, _offset: u64, _len: u64) {}
     /// I/O `id` completed at `done_ns` at `replica`.
     fn finished(&mut self, _replica: usize, _id: u64, _done_ns: u64) {}
 }
@@ -299,8 +299,8 @@ impl Admission for MittCache {
             self.0.slowness(io)
         }
     }
-    fn started(&mut self, replica: usize, id: u64, now_ns: u64, service_ns: u64) {
-        self.0.started(replica, id, now_ns, service_ns)
+    fn started(&mut self, replica: usize, id: u64, now_ns: u64, offset: u64, len: u64) {
+        self.0.started(replica, id, now_ns, offset, len)
     }
     fn finished(&mut self, replica: usize, id: u64, done_ns: u64) {
         self.0.finished(replica, id, done_ns)
@@ -339,8 +339,8 @@ impl Admission for PerReplica {
     fn slowness(&mut self, io: &IoView) -> f32 {
         self.of(io.replica as usize).slowness(io)
     }
-    fn started(&mut self, replica: usize, id: u64, now_ns: u64, service_ns: u64) {
-        self.of(replica).started(replica, id, now_ns, service_ns)
+    fn started(&mut self, replica: usize, id: u64, now_ns: u64, offset: u64, len: u64) {
+        self.of(replica).started(replica, id, now_ns, offset, len)
     }
     fn finished(&mut self, replica: usize, id: u64, done_ns: u64) {
         self.of(replica).finished(replica, id, done_ns)
@@ -348,14 +348,19 @@ impl Admission for PerReplica {
 }
 
 /// MittNOOP (a disk behind a FIFO queue): a read waits until the disk is next free, then takes
-/// its seek, rotation and transfer (the device model's service time, MittOS's profiled seek
-/// cost); refuse it when that misses the deadline. The next-free time is MittNOOP's own: each
-/// I/O entering the queue pushes it by its predicted service time, and each completion corrects
-/// it by how far the prediction was off (drift correction).
-#[derive(Debug, Clone, Default)]
+/// its seek, rotation and transfer as MittNOOP's own profile predicts them (a seek-cost matrix
+/// measured by timing reads on the disk: `mittsched::probe_seek_profile`); refuse it when that
+/// misses the deadline. The next-free time and the head's position are MittNOOP's own books:
+/// each I/O entering the queue pushes the next-free time by its predicted service and moves the
+/// head to its end, and each completion corrects the next-free time by how far the prediction
+/// was off (drift correction). Nothing is read from the device model.
+#[derive(Debug, Clone)]
 pub struct MittNoop {
     /// Refuse above this predicted latency, ns.
     pub deadline_ns: u64,
+    profile: SeekProfile,
+    /// Per replica, where the head will be when the queue drains.
+    head: Vec<u64>,
     next_free_ns: Vec<u64>,
     /// Corrections applied so far per replica (a completion's expected time moves with the
     /// corrections made since it was queued).
@@ -365,11 +370,15 @@ pub struct MittNoop {
 }
 
 impl MittNoop {
-    /// Refuse reads predicted to take longer than `deadline_ns`.
-    pub fn new(deadline_ns: u64) -> Self {
+    /// Refuse reads predicted (with `profile`) to take longer than `deadline_ns`.
+    pub fn new(deadline_ns: u64, profile: SeekProfile) -> Self {
         MittNoop {
             deadline_ns,
-            ..Self::default()
+            profile,
+            head: Vec::new(),
+            next_free_ns: Vec::new(),
+            drift_ns: Vec::new(),
+            predicted: Default::default(),
         }
     }
 
@@ -377,7 +386,14 @@ impl MittNoop {
         if self.next_free_ns.len() <= replica {
             self.next_free_ns.resize(replica + 1, 0);
             self.drift_ns.resize(replica + 1, 0);
+            self.head.resize(replica + 1, 0);
         }
+    }
+
+    /// The predicted service of `len` bytes at `offset` on `replica`, after what is queued.
+    pub fn service_ns(&mut self, replica: usize, offset: u64, len: u64) -> u64 {
+        self.grow(replica);
+        self.profile.predict(self.head[replica], offset, len)
     }
 
     /// The predicted wait of a request arriving at `replica` at `now_ns`.
@@ -391,18 +407,14 @@ impl Admission for MittNoop {
     fn name(&self) -> String {
         "mittnoop".into()
     }
-    fn needs(&self) -> Needs {
-        Needs {
-            white_box: true,
-            ..Needs::default()
-        }
-    }
     fn admit(&mut self, io: &IoView) -> bool {
-        let service = io.white_box.map_or(0, |w| w.service_ns);
-        self.wait_ns(io.replica as usize, io.now_ns) + service <= io.deadline_ns.unwrap_or(self.deadline_ns)
+        let r = io.replica as usize;
+        let service = self.service_ns(r, io.offset, io.size as u64);
+        self.wait_ns(r, io.now_ns) + service <= io.deadline_ns.unwrap_or(self.deadline_ns)
     }
-    fn started(&mut self, replica: usize, id: u64, now_ns: u64, service_ns: u64) {
-        self.grow(replica);
+    fn started(&mut self, replica: usize, id: u64, now_ns: u64, offset: u64, len: u64) {
+        let service_ns = self.service_ns(replica, offset, len);
+        self.head[replica] = offset.saturating_add(len);
         let nf = &mut self.next_free_ns[replica];
         *nf = (*nf).max(now_ns) + service_ns;
         self.predicted.insert(id, (replica, *nf, self.drift_ns[replica]));
@@ -760,13 +772,15 @@ impl DeviceQueue {
         &self.history
     }
 
-    /// What a policy sees for a read of `size` bytes arriving at `now_ns` at `replica` (this
-    /// queue's; no white box, no oracle: the caller adds them if it has them). The replica is
-    /// asked for here, not patched in by callers: a per-replica policy decides by it.
-    pub fn view(&self, replica: u32, now_ns: u64, size: u32) -> IoView<'_> {
+    /// What a policy sees for a read of `size` bytes at `offset` arriving at `now_ns` at
+    /// `replica` (this queue's; no white box, no oracle: the caller adds them if it has them).
+    /// The replica and offset are asked for here, not patched in by callers: a per-replica
+    /// policy decides by the one, MittNOOP by the other.
+    pub fn view(&self, replica: u32, now_ns: u64, offset: u64, size: u32) -> IoView<'_> {
         IoView {
             now_ns,
             size,
+            offset,
             pending: self.inflight.len() as u32,
             pending_pages: self.pending_pages + pages_of(size),
             history: &self.history,

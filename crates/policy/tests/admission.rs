@@ -6,11 +6,13 @@ use iolearn_policy::admission::{
     Admission, FeatureSet, HeurAdv, IoView, Learned, MittNoop, MittSsd, QueueLimit, Rule, WhiteBox, TAIL_FEATURES,
 };
 use iolearn_policy::latency::LatencyHistory;
+use iolearn_policy::mittsched::SeekProfile;
 
 fn view(h: &LatencyHistory, pending_pages: u32) -> IoView<'_> {
     IoView {
         now_ns: 1_000_000,
         size: 8192,
+        offset: 0,
         pending: pending_pages / 2,
         pending_pages,
         history: h,
@@ -74,7 +76,6 @@ fn mittssd_adds_chip_wait_read_and_transfer() {
         plane_wait_ns: plane,
         channel_wait_ns: channel,
         gc_active: false,
-        service_ns: 0,
     };
     assert_eq!(m.predict_ns(&w(0, 0)), 83_000);
     assert_eq!(m.predict_ns(&w(100_000, 0)), 180_000);
@@ -91,19 +92,24 @@ fn mittssd_adds_chip_wait_read_and_transfer() {
 
 #[test]
 fn mittnoop_keeps_the_next_free_time_and_corrects_its_drift() {
-    let mut m = MittNoop::new(10_000_000);
+    // Its profile: 3 ms for 4 KiB anywhere, 1 ms more per further 4 KiB.
+    let profile = SeekProfile {
+        zone_bytes: 1 << 40,
+        zones: 1,
+        cost_ns: vec![3_000_000],
+        near_ns: 3_000_000,
+        per_kib_ns: 250_000.0,
+    };
+    let mut m = MittNoop::new(10_000_000, profile);
     let h = LatencyHistory::default();
-    let mut v = view(&h, 1);
+    let mut v = view(&h, 1); // an 8 KiB read: 4 ms by the profile
     v.now_ns = 1_000_000;
-    v.white_box = Some(WhiteBox {
-        service_ns: 4_000_000,
-        ..WhiteBox::default()
-    });
+    assert_eq!(m.service_ns(0, v.offset, v.size as u64), 4_000_000);
     // Idle disk: 4 ms of service.
     assert!(m.admit(&v));
-    // Two I/Os of 3 ms enter the queue at 1 ms: next free at 7 ms; a 4 ms read waits 6 ms.
-    m.started(0, 1, 1_000_000, 3_000_000);
-    m.started(0, 2, 1_000_000, 3_000_000);
+    // Two 4 KiB I/Os (3 ms each) enter the queue at 1 ms: next free at 7 ms; the read waits 6.
+    m.started(0, 1, 1_000_000, 1 << 30, 4096);
+    m.started(0, 2, 1_000_000, 2 << 30, 4096);
     assert_eq!(m.wait_ns(0, 1_000_000), 6_000_000);
     assert!(m.admit(&v)); // 6 + 4 = 10 ms: just in time
                           // The first took 1 ms longer than predicted: everything behind it shifts.

@@ -411,7 +411,7 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
                     let last = attempt + 1 >= n;
                     if attempt == 0 && opts.samples {
                         // A training row: what the block layer knew at the read's first replica.
-                        let view = queues[r].view(r as u32, t, len);
+                        let view = queues[r].view(r as u32, t, off, len);
                         let mut row = vec![0f32; SAMPLE_WIDTH];
                         let mut at = 0;
                         for set in [FeatureSet::Linnos, FeatureSet::Mittos, FeatureSet::Tail] {
@@ -424,7 +424,7 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
                         let cached = replicas[r].map.as_ref().is_some_and(|m| m.resident(off, len));
                         let view = IoView {
                             cached,
-                            ..queues[r].view(r as u32, t, len)
+                            ..queues[r].view(r as u32, t, off, len)
                         };
                         let clock = Instant::now();
                         let admitted = admission.admit(&view);
@@ -435,8 +435,8 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
                                 let best = (attempt + 1..n)
                                     .min_by(|&a, &b| {
                                         let (ra, rb) = (st.order[a], st.order[b]);
-                                        let sa = admission.slowness(&queues[ra as usize].view(ra.into(), t, len));
-                                        let sb = admission.slowness(&queues[rb as usize].view(rb.into(), t, len));
+                                        let sa = admission.slowness(&queues[ra as usize].view(ra.into(), t, off, len));
+                                        let sb = admission.slowness(&queues[rb as usize].view(rb.into(), t, off, len));
                                         sa.total_cmp(&sb)
                                     })
                                     .unwrap_or(attempt + 1);
@@ -485,8 +485,8 @@ pub fn replay(ios: &[(u64, u64, u32, bool)], opts: &Options) -> Result<(Vec<Reco
                         other = (0..n)
                             .filter(|&r| r as u32 != st.served_by)
                             .min_by(|&a, &b| {
-                                let sa = admission.slowness(&queues[a].view(a as u32, t, q.size));
-                                let sb = admission.slowness(&queues[b].view(b as u32, t, q.size));
+                                let sa = admission.slowness(&queues[a].view(a as u32, t, q.offset, q.size));
+                                let sb = admission.slowness(&queues[b].view(b as u32, t, q.offset, q.size));
                                 sa.total_cmp(&sb)
                             })
                             .unwrap_or(other);

@@ -37,6 +37,7 @@ fn time(c: &mut Criterion, name: &str, policy: &mut dyn Admission, views: &[(Lat
         IoView {
             now_ns: i as u64 * 1000,
             size: 4096,
+            offset: 0,
             pending: *p / 2,
             pending_pages: *p,
             history: h,

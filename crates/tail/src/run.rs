@@ -9,6 +9,7 @@ use iolearn_flash::ssd::{GcMode, Ssd, SsdConfig};
 use iolearn_ml::Rng;
 use iolearn_policy::admission::{Admission, DeviceQueue, FeatureSet, IoView, WhiteBox};
 use iolearn_policy::latency::LatencyHistory;
+use iolearn_policy::mittsched::{probe_seek_profile, SeekProfile};
 use iolearn_sim::device::{Device, DevicePreset};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -110,6 +111,8 @@ impl PageCache {
 pub struct World {
     cfg: WorldConfig,
     drives: Vec<Drive>,
+    /// A disk's seek profile, probed once (MittNOOP's).
+    profile: Option<SeekProfile>,
 }
 
 /// One replica's drive, aged.
@@ -170,6 +173,8 @@ pub struct Sample {
     pub replica: u32,
     /// Size, bytes.
     pub size: u32,
+    /// Offset, bytes.
+    pub offset: u64,
     /// I/Os in flight.
     pub pending: u32,
     /// Pages in flight, this read's included.
@@ -192,6 +197,7 @@ impl Sample {
         IoView {
             now_ns: self.arrival_ns,
             size: self.size,
+            offset: self.offset,
             pending: self.pending,
             pending_pages: self.pending_pages,
             history: &self.history,
@@ -268,9 +274,9 @@ struct State {
 
 /// The policy's slowness score for a read of `size` at replica `r` at `now` (what it would see
 /// arriving there).
-fn slowness(admission: &mut dyn Admission, queues: &mut [Queue], r: usize, now: u64, size: u32) -> f32 {
+fn slowness(admission: &mut dyn Admission, queues: &mut [Queue], r: usize, now: u64, q: &Request) -> f32 {
     queues[r].retire(now, r, admission);
-    admission.slowness(&queues[r].view.view(r as u32, now, size))
+    admission.slowness(&queues[r].view.view(r as u32, now, q.offset, q.size))
 }
 
 /// Serve a read at replica `r` at `t`: from its page cache when every page is there, else from
@@ -283,15 +289,13 @@ fn serve_read(
     id: u64,
     t: u64,
     q: &Request,
-    white_box: bool,
 ) -> u64 {
     let done = if cache.holds(q.offset, q.size) {
         t + CACHE_HIT_NS
     } else {
-        let svc = service_ns(replica, white_box, t, q.offset, q.size);
         let done = replica.serve(t, q.offset, q.size as u64, false);
         queue.push(id, t, done, q.size);
-        admission.started(r, id, t, svc);
+        admission.started(r, id, t, q.offset, q.size as u64);
         done
     };
     cache.touch(q.offset, q.size);
@@ -300,31 +304,14 @@ fn serve_read(
 
 /// Serve the next I/O of replica `r`'s other tenant: it occupies the drive and joins the
 /// replica's queue (the policy hears of it as of any I/O).
-fn serve_tenant_io(
-    (replica, queue): (&mut Replica, &mut Queue),
-    admission: &mut dyn Admission,
-    r: usize,
-    id: u64,
-    white_box: bool,
-) {
+fn serve_tenant_io((replica, queue): (&mut Replica, &mut Queue), admission: &mut dyn Admission, r: usize, id: u64) {
     let Some((at, offset, len, _)) = replica.next_tenant_io() else {
         return;
     };
     queue.retire(at, r, admission);
-    let svc = service_ns(replica, white_box, at, offset, len as u32);
     if let Some((_, done)) = replica.serve_tenant_io() {
         queue.push(id, at, done, len as u32);
-        admission.started(r, id, at, svc);
-    }
-}
-
-/// The device model's service time of an I/O, for policies that keep their own queue view
-/// (0 unless they asked for a white box).
-fn service_ns(replica: &mut Replica, wants: bool, now: u64, offset: u64, size: u32) -> u64 {
-    if wants {
-        replica.storage.state(now, offset, size as u64).service_ns
-    } else {
-        0
+        admission.started(r, id, at, offset, len);
     }
 }
 
@@ -352,7 +339,21 @@ impl World {
                 DriveConfig::Disk(p) => Drive::Disk(Device::new(p.clone())),
             })
             .collect();
-        World { cfg, drives }
+        let profile = match &cfg.drive {
+            DriveConfig::Disk(p) => {
+                // Each probe on an idle disk: its latency is its service time.
+                let mut disk = Device::new(p.clone());
+                let mut now = 0u64;
+                Some(probe_seek_profile(p.capacity_bytes, 32, 10, cfg.seed, |offset, len| {
+                    let done = disk.submit(now, offset, len, false);
+                    let took = done - now;
+                    now = done;
+                    took
+                }))
+            }
+            DriveConfig::Ssd(_) => None,
+        };
+        World { cfg, drives, profile }
     }
 
     /// The configuration.
@@ -360,15 +361,21 @@ impl World {
         &self.cfg
     }
 
-    /// What MittSSD knows of the drive's timing (zeros for a disk).
+    /// What the white-box predictors know of the drive: MittSSD's timing of an SSD (zeros for
+    /// a disk), MittNOOP's seek profile of a disk, measured by timing reads on a fresh disk of
+    /// the same model (as MittNOOP's profiler did on the real one).
     pub fn timing(&self) -> DeviceTiming {
         match &self.cfg.drive {
             DriveConfig::Ssd(c) => DeviceTiming {
                 read_ns: c.read_ns,
                 transfer_ns: c.page_bytes * 1_000_000_000 / c.channel_bytes_per_s.max(1),
                 controller_ns: c.controller_ns,
+                profile: None,
             },
-            DriveConfig::Disk(_) => DeviceTiming::default(),
+            DriveConfig::Disk(_) => DeviceTiming {
+                profile: self.profile.clone(),
+                ..DeviceTiming::default()
+            },
         }
     }
 
@@ -454,13 +461,7 @@ impl World {
                     .filter(|&(at, _)| at < due)
                     .min();
                 if let Some((_, r)) = tenant {
-                    serve_tenant_io(
-                        (&mut replicas[r], &mut queues[r]),
-                        admission,
-                        r,
-                        next_id,
-                        needs.white_box,
-                    );
+                    serve_tenant_io((&mut replicas[r], &mut queues[r]), admission, r, next_id);
                     next_id += 1;
                     continue;
                 }
@@ -489,10 +490,9 @@ impl World {
                     next_id += 1;
                     queues[r].retire(t, r, admission);
                     if q.write {
-                        let svc = service_ns(&mut replicas[r], needs.white_box, t, q.offset, q.size);
                         let done = replicas[r].serve(t, q.offset, q.size as u64, true);
                         queues[r].push(id, t, done, q.size);
-                        admission.started(r, id, t, svc);
+                        admission.started(r, id, t, q.offset, q.size as u64);
                         caches[r].touch(q.offset, q.size);
                         states[qi].done = done;
                         continue;
@@ -508,7 +508,6 @@ impl World {
                             plane_wait_ns: s.plane_wait_ns,
                             channel_wait_ns: s.channel_wait_ns,
                             gc_active: s.gc_active,
-                            service_ns: s.service_ns,
                         })
                     } else {
                         None
@@ -526,7 +525,7 @@ impl World {
                         true_latency_ns: truth,
                         cached,
                         deadline_ns: q.deadline_ns,
-                        ..qu.view(r as u32, t, q.size)
+                        ..qu.view(r as u32, t, q.offset, q.size)
                     };
                     let mut decided = None;
                     if !last {
@@ -553,8 +552,8 @@ impl World {
                                 let order = &mut states[qi].order;
                                 let best = (attempt + 1..n)
                                     .min_by(|&a, &b| {
-                                        let sa = slowness(admission, &mut queues, order[a] as usize, at, q.size);
-                                        let sb = slowness(admission, &mut queues, order[b] as usize, at, q.size);
+                                        let sa = slowness(admission, &mut queues, order[a] as usize, at, &q);
+                                        let sb = slowness(admission, &mut queues, order[b] as usize, at, &q);
                                         sa.total_cmp(&sb)
                                     })
                                     .unwrap_or(attempt + 1);
@@ -569,6 +568,7 @@ impl World {
                         arrival_ns: t,
                         replica: r as u32,
                         size: q.size,
+                        offset: q.offset,
                         pending: view.pending,
                         pending_pages: view.pending_pages,
                         oldest_inflight_ns: view.oldest_inflight_ns,
@@ -578,7 +578,7 @@ impl World {
                         latency_ns: 0,
                     });
                     let node = (&mut replicas[r], &mut queues[r], &mut caches[r]);
-                    let done = serve_read(node, admission, r, id, t, &q, needs.white_box);
+                    let done = serve_read(node, admission, r, id, t, &q);
                     if let Some(infer_ns) = decided {
                         out.decisions.push(Decision {
                             at_ns: t,
@@ -648,8 +648,8 @@ impl World {
                         other = (0..n)
                             .filter(|&r| r as u32 != st.served_by)
                             .min_by(|&a, &b| {
-                                let sa = slowness(admission, &mut queues, a, at, q.size);
-                                let sb = slowness(admission, &mut queues, b, at, q.size);
+                                let sa = slowness(admission, &mut queues, a, at, &q);
+                                let sb = slowness(admission, &mut queues, b, at, &q);
                                 sa.total_cmp(&sb)
                             })
                             .map_or(other, |r| r as u8);
@@ -664,7 +664,7 @@ impl World {
                     next_id += 1;
                     queues[r].retire(t, r, admission);
                     let node = (&mut replicas[r], &mut queues[r], &mut caches[r]);
-                    let done = serve_read(node, admission, r, id, t, &q, needs.white_box);
+                    let done = serve_read(node, admission, r, id, t, &q);
                     let st = &mut states[qi];
                     st.duplicates += 1;
                     if kind == RETRY || done < st.done {

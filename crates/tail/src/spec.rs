@@ -20,6 +20,7 @@ use iolearn_policy::admission::{
     Admission, AdmitAll, HeurAdv, Learned, MittCache, MittNoop, MittSsd, Oracle, PerReplica, QueueLimit, RandomRevoke,
     Rule,
 };
+use iolearn_policy::mittsched::SeekProfile;
 use std::path::PathBuf;
 
 /// In a model path, the replica's number: one model per replica.
@@ -93,9 +94,12 @@ pub enum AdmissionSpec {
     Model(PathBuf),
 }
 
-/// Device timing MittSSD needs (its white-box model of the drive).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// What the white-box predictors know of the drive: MittSSD's timing of an SSD, and
+/// MittNOOP's seek profile of a disk (measured by probing it).
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct DeviceTiming {
+    /// A disk's seek profile (MittNOOP); `None` for an SSD.
+    pub profile: Option<SeekProfile>,
     /// Page read, ns.
     pub read_ns: u64,
     /// Page transfer, ns.
@@ -289,7 +293,13 @@ impl PolicySpec {
                 transfer_ns: timing.transfer_ns,
                 controller_ns: timing.controller_ns,
             }),
-            AdmissionSpec::MittNoop(u) => Box::new(MittNoop::new((u * 1e3) as u64)),
+            AdmissionSpec::MittNoop(u) => {
+                let profile = timing
+                    .profile
+                    .clone()
+                    .ok_or("mittnoop needs disks (their seek profile): the replicas are SSDs")?;
+                Box::new(MittNoop::new((u * 1e3) as u64, profile))
+            }
             AdmissionSpec::Model(path) => self.load_model(path)?,
         })
     }

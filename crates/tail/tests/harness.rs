@@ -296,8 +296,10 @@ fn policy_specs_parse_and_errors_name_the_problem() {
 
 #[test]
 fn on_disks_mittnoop_refuses_reads_that_would_miss_the_deadline() {
-    // Three disks behind FIFO queues (MittNOOP's world): the next-free time and the seek model
-    // are exact here, so every refusal is right and every admitted read meets the deadline.
+    // Three disks behind FIFO queues (MittNOOP's world). MittNOOP's books are its own: the
+    // next-free time from the I/Os it saw enter, the service from a seek profile measured by
+    // timing reads on another disk of the model (zones of 32 GiB: it cannot be exact). Its
+    // calls are judged against what each read took (or would have taken).
     let w = World::new(WorldConfig {
         drive: iolearn_tail::DriveConfig::by_name("hdd").unwrap(),
         mode: GcMode::Base,
@@ -319,9 +321,19 @@ fn on_disks_mittnoop_refuses_reads_that_would_miss_the_deadline() {
     let r = run(&w, &reqs, m.as_mut(), Client::Direct);
     let refused = r.decisions.iter().filter(|d| !d.admitted).count();
     assert!(refused > 20, "a busy disk refuses ({refused})");
-    for d in &r.decisions {
-        assert_eq!(d.admitted, d.latency_ns <= deadline_ns, "{d:?}");
-    }
+    let wrong = r
+        .decisions
+        .iter()
+        .filter(|d| d.admitted != (d.latency_ns <= deadline_ns))
+        .count();
+    let slow = r.decisions.iter().filter(|d| d.latency_ns > deadline_ns).count();
+    let n = r.decisions.len();
+    // Wrong on under 2% of calls (MittOS measured 0.5-0.9% on its disks; 0.9% here when this
+    // was written), and far better than the better constant call.
+    assert!(
+        wrong * 50 < n && wrong * 4 < slow.min(n - slow),
+        "{wrong} wrong of {n} ({slow} slow)"
+    );
     let base = run(&w, &reqs, &mut AdmitAll, Client::Direct);
     let p99 = |x: &RunResult| {
         let mut v: Vec<u64> = x.reads.iter().map(|r| r.latency_ns).collect();
@@ -391,7 +403,7 @@ impl Admission for Counter {
         self.pending.push(io.pending_pages);
         true
     }
-    fn started(&mut self, _replica: usize, _id: u64, _at_ns: u64, _service_ns: u64) {
+    fn started(&mut self, _replica: usize, _id: u64, _at_ns: u64, _offset: u64, _len: u64) {
         self.started += 1;
     }
 }
