@@ -9,7 +9,7 @@ from iolearn import _native, mittcfq
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("mcfq")
-    rc = mittcfq.main(["--scenario", "high", "mix", "--seeds", "31", "32", "--duration", "120", "--out", str(out)])
+    rc = mittcfq.main(["--scenario", "high", "mix", "--seeds", "31", "32", "--duration", "600", "--out", str(out)])
     import pyarrow.parquet as pq
 
     return rc, out, pq.read_table(out / "results.parquet").to_pylist()

@@ -22,15 +22,14 @@ use iolearn_ml::Rng;
 use std::collections::{BTreeMap, HashMap};
 
 /// What a predictor learns about a disk by timing reads on it (MittNOOP's profile): the mean
-/// cost of a 4 KiB read from zone to zone, and the cost per extra KiB.
+/// cost of a 4 KiB read at each of a ladder of seek distances (a seek curve), and the cost per
+/// extra KiB. (MittOS profiled a zone-to-zone matrix of 1 GB zones; a disk's seek depends on
+/// the distance far more than on where, and a curve over distances resolves short seeks that a
+/// matrix of coarse zones averages away: a trace confined to a few GiB of a 1 TiB disk.)
 #[derive(Debug, Clone, PartialEq)]
 pub struct SeekProfile {
-    /// Zone size, bytes.
-    pub zone_bytes: u64,
-    /// Zones per side.
-    pub zones: usize,
-    /// Mean 4 KiB read cost from zone `x` (head) to zone `y`, ns: `cost[x * zones + y]`.
-    pub cost_ns: Vec<u64>,
+    /// (distance, mean 4 KiB read cost at that distance), bytes and ns, distances ascending.
+    pub curve: Vec<(u64, u64)>,
     /// A read within 1 MiB of the head (sequential), 4 KiB, ns.
     pub near_ns: u64,
     /// Transfer cost per KiB past the first 4, ns (linear regression over sizes).
@@ -38,70 +37,78 @@ pub struct SeekProfile {
 }
 
 impl SeekProfile {
-    /// Predicted service of `len` bytes at `offset` with the head at `head`, ns.
+    /// A profile that costs `ns` for a 4 KiB read at any distance and `per_kib_ns` more per
+    /// further KiB (worked examples and tests).
+    pub fn flat(ns: u64, per_kib_ns: f64) -> SeekProfile {
+        SeekProfile {
+            curve: Vec::new(),
+            near_ns: ns,
+            per_kib_ns,
+        }
+    }
+
+    /// Predicted service of `len` bytes at `offset` with the head at `head`, ns: the curve
+    /// interpolated linearly in the logarithm of the distance (flat past its ends).
     pub fn predict(&self, head: u64, offset: u64, len: u64) -> u64 {
         let extra_kib = (len.saturating_sub(4096)) as f64 / 1024.0;
         let extra = (extra_kib * self.per_kib_ns).max(0.0) as u64;
-        if offset.abs_diff(head) <= 1 << 20 {
+        let d = offset.abs_diff(head);
+        if d <= 1 << 20 || self.curve.is_empty() {
             return self.near_ns + extra;
         }
-        let zones = self.zones.max(1);
-        let zone = |b: u64| ((b / self.zone_bytes.max(1)) as usize).min(zones - 1);
-        // A profile with too few cells (built by hand) falls back on the near cost.
-        self.cost_ns
-            .get(zone(head) * zones + zone(offset))
-            .copied()
-            .unwrap_or(self.near_ns)
-            + extra
+        let i = self.curve.partition_point(|&(at, _)| at < d);
+        let seek = if i == 0 {
+            self.curve[0].1
+        } else if i == self.curve.len() {
+            self.curve[i - 1].1
+        } else {
+            let ((d0, c0), (d1, c1)) = (self.curve[i - 1], self.curve[i]);
+            let f = ((d as f64).ln() - (d0 as f64).ln()) / ((d1 as f64).ln() - (d0 as f64).ln()).max(1e-12);
+            (c0 as f64 + f * (c1 as f64 - c0 as f64)) as u64
+        };
+        seek + extra
     }
 }
 
-/// Probe a disk as MittNOOP's profiler did, with nothing but timed reads: for every pair of
-/// `zones` (MittOS: 1 GB zones; coarser here, as the cost grows smoothly with distance), the
-/// mean of `tries` 4 KiB reads at random offsets of zone `y` right after one in zone `x`; and
-/// reads of 4 KiB to 1 MiB in place for the cost per KiB (least squares). `serve` times one
-/// read `(offset, len) -> ns`, moving the head.
+/// Probe a disk as MittNOOP's profiler did, with nothing but timed reads: at each distance of a
+/// ladder (2 MiB, doubling up to the capacity, `steps` per doubling), the mean of `tries` 4 KiB
+/// reads that far from one at a random place (up or down, as the disk allows); and reads of 4
+/// KiB to 1 MiB in place for the cost per KiB (least squares). `serve` times one read
+/// `(offset, len) -> ns`, moving the head.
 pub fn probe_seek_profile(
     capacity: u64,
-    zones: usize,
+    steps: usize,
     tries: usize,
     seed: u64,
     mut serve: impl FnMut(u64, u64) -> u64,
 ) -> SeekProfile {
-    let zones = zones.max(1);
+    let steps = steps.clamp(1, 64);
     let tries = tries.max(1);
-    let zone_bytes = capacity.div_ceil(zones as u64).max(1 << 21);
+    let capacity = capacity.max(4 << 20);
     let mut rng = Rng::new(seed);
-    let at = |rng: &mut Rng, zone: usize| -> u64 {
-        let lo = zone as u64 * zone_bytes;
-        let span = zone_bytes.min(capacity.saturating_sub(lo)).max(4096);
-        (lo + rng.next_u64() % span) & !4095
-    };
-    let mut cost = vec![0u64; zones * zones];
-    for x in 0..zones {
-        for y in 0..zones {
-            let mut sum = 0u64;
-            let mut n = 0u64;
-            for _ in 0..tries {
-                let from = at(&mut rng, x);
-                let mut to = at(&mut rng, y);
-                if to.abs_diff(from) <= 1 << 20 {
-                    // Same track: move the probe past it so the pair measures a seek.
-                    to = if from + (2 << 20) < capacity {
-                        from + (2 << 20)
-                    } else {
-                        from.saturating_sub(2 << 20)
-                    };
-                }
-                serve(from, 4096);
-                sum += serve(to, 4096);
-                n += 1;
-            }
-            cost[x * zones + y] = sum / n;
+    let mut curve = Vec::new();
+    let mut k = 0;
+    loop {
+        let d = ((2u64 << 20) as f64 * 2f64.powf(k as f64 / steps as f64)) as u64;
+        if d >= capacity {
+            break;
         }
+        let mut sum = 0u64;
+        for _ in 0..tries {
+            let from = (rng.next_u64() % (capacity - 4096)) & !4095;
+            let to = if from + d + 4096 <= capacity {
+                from + d
+            } else {
+                from - d.min(from)
+            };
+            serve(from, 4096);
+            sum += serve(to & !4095, 4096);
+        }
+        curve.push((d, sum / tries as u64));
+        k += 1;
     }
     // In place: a 4 KiB read right where the head is, then growing sizes.
-    let base = at(&mut rng, 0);
+    let base = (rng.next_u64() % (capacity / 2)) & !4095;
     let (mut sx, mut sy, mut sxx, mut sxy, mut n) = (0f64, 0f64, 0f64, 0f64, 0f64);
     let mut near = 0u64;
     for t in 0..tries {
@@ -120,9 +127,7 @@ pub fn probe_seek_profile(
     }
     let per_kib = ((n * sxy - sx * sy) / (n * sxx - sx * sx).max(1e-9)).max(0.0);
     SeekProfile {
-        zone_bytes,
-        zones,
-        cost_ns: cost,
+        curve,
         near_ns: near / tries as u64,
         per_kib_ns: per_kib,
     }
@@ -582,7 +587,7 @@ mod tests {
     fn the_probed_profile_predicts_service_within_the_rotation_it_cannot_see() {
         let preset = DevicePreset::hdd();
         let mut probe_disk = Disk::new(preset.clone(), 7);
-        let profile = probe_seek_profile(preset.capacity_bytes, 32, 10, 8, |o, l| probe_disk.serve(o, l, false));
+        let profile = probe_seek_profile(preset.capacity_bytes, 4, 10, 8, |o, l| probe_disk.serve(o, l, false));
         // Judged on another disk of the same model, other offsets.
         let mut disk = Disk::new(preset.clone(), 99);
         let mut rng = Rng::new(5);
@@ -608,16 +613,13 @@ mod tests {
             "{}",
             profile.per_kib_ns
         );
+        // Short seeks stay short (a trace confined to a few GiB), long ones long.
+        let (short, long) = (profile.predict(0, 64 << 20, 4096), profile.predict(0, 600 << 30, 4096));
+        assert!(short + 8_000_000 < long, "64 MiB: {short} ns, 600 GiB: {long} ns");
     }
 
     fn flat_profile(ns: u64) -> SeekProfile {
-        SeekProfile {
-            zone_bytes: 1 << 30,
-            zones: 1,
-            cost_ns: vec![ns],
-            near_ns: ns,
-            per_kib_ns: 0.0,
-        }
+        SeekProfile::flat(ns, 0.0)
     }
 
     fn entry(id: u64, pid: u32, class: u8) -> Entry {

@@ -93,13 +93,7 @@ fn mittssd_adds_chip_wait_read_and_transfer() {
 #[test]
 fn mittnoop_keeps_the_next_free_time_and_corrects_its_drift() {
     // Its profile: 3 ms for 4 KiB anywhere, 1 ms more per further 4 KiB.
-    let profile = SeekProfile {
-        zone_bytes: 1 << 40,
-        zones: 1,
-        cost_ns: vec![3_000_000],
-        near_ns: 3_000_000,
-        per_kib_ns: 250_000.0,
-    };
+    let profile = SeekProfile::flat(3_000_000, 250_000.0);
     let mut m = MittNoop::new(10_000_000, profile);
     let h = LatencyHistory::default();
     let mut v = view(&h, 1); // an 8 KiB read: 4 ms by the profile

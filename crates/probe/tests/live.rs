@@ -741,11 +741,13 @@ fn the_task_iterator_gives_each_threads_run_time_and_its_ticks_in_user_and_kerne
         let ran = t.runtime_ns as f64 / 1e9;
         assert!((ran - cpu).abs() < 0.02, "thread {tid}: ran {ran} s, its clock {cpu} s");
         // The ticks it was running at: nearly all in user mode for the one, in the kernel for
-        // the other (one tick either way is 4 ms at 250 Hz; 0.4 s is 100 of them).
+        // the other (one tick either way is 4 ms at 250 Hz; 0.4 s is 100 of them). Ticks are
+        // samples of whoever runs when the tick fires: on a loaded 2-core CI machine a thread
+        // caught 0.24 s of its 0.4 s, so the bound is on the split, with enough ticks to tell.
         let (u, s) = (t.user_tick_ns as f64 / 1e9, t.system_tick_ns as f64 / 1e9);
         let (mine, other) = if in_kernel { (s, u) } else { (u, s) };
         assert!(
-            mine > 0.25 && other < 0.1,
+            mine > 0.15 && other < mine / 4.0,
             "thread {tid} (kernel: {in_kernel}): user {u} s, system {s} s"
         );
     }

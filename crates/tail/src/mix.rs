@@ -384,7 +384,7 @@ struct TenantState {
 /// The profile a node's predictor uses: probed on a disk of the same model (another seed).
 pub fn profile_for(disk: &DevicePreset, seed: u64) -> SeekProfile {
     let mut probe = Disk::new(disk.clone(), seed ^ 0x5eed_9e0f);
-    probe_seek_profile(disk.capacity_bytes, 32, 10, seed, |o, l| probe.serve(o, l, false))
+    probe_seek_profile(disk.capacity_bytes, 4, 10, seed, |o, l| probe.serve(o, l, false))
 }
 
 /// The discipline the books mirror.
@@ -940,7 +940,7 @@ mod tests {
 
     fn run_on(name: &str, kind: SchedKind, seed: u64, strategy: &str) -> MixResult {
         let mut cfg = scenario(name, kind, seed).unwrap();
-        cfg.duration_ns = 40_000_000_000;
+        cfg.duration_ns = 120_000_000_000;
         run(&cfg, Strategy::parse(strategy).unwrap(), false).unwrap()
     }
 

@@ -344,7 +344,7 @@ impl World {
                 // Each probe on an idle disk: its latency is its service time.
                 let mut disk = Device::new(p.clone());
                 let mut now = 0u64;
-                Some(probe_seek_profile(p.capacity_bytes, 32, 10, cfg.seed, |offset, len| {
+                Some(probe_seek_profile(p.capacity_bytes, 4, 10, cfg.seed, |offset, len| {
                     let done = disk.submit(now, offset, len, false);
                     let took = done - now;
                     now = done;
