@@ -108,7 +108,11 @@ def _world(s: Setting, seed: int):
 
 def replay_columns(path: str) -> dict:
     """A trace's I/Os in arrival order as the columns `TailWorld.run` takes."""
-    t = traces.read(path)
+    return as_replay(traces.read(path))
+
+
+def as_replay(t: dict) -> dict:
+    """Trace columns (`iolearn.traces`) in arrival order as the columns `TailWorld.run` takes."""
     order = np.argsort(t["arrival_ns"], kind="stable")
     return {
         "arrival_ns": t["arrival_ns"][order].astype(np.uint64),

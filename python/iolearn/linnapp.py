@@ -30,7 +30,7 @@ from . import _native, traces
 from ._cli import Parser
 from ._cli import run as run_cli
 from ._validate import int_arg, seed_arg
-from .admission import _progress, _train_linnos, write_parquet
+from .admission import _progress, _train_linnos, as_replay, write_parquet
 from .safeio import output_dir, write_text
 
 # LinnOS's retraining rule: an IP that moved this many percentiles.
@@ -121,14 +121,7 @@ class LinnApp:
 
 def window(phase: str, ios: int, seed: int) -> dict:
     """One phase's trace as replay columns."""
-    t = traces.generate(ios=ios, seed=seed, **PHASES[phase])
-    o = np.argsort(t["arrival_ns"], kind="stable")
-    return {
-        "arrival_ns": t["arrival_ns"][o].astype(np.uint64),
-        "offset": t["offset"][o].astype(np.uint64),
-        "size": t["size"][o].astype(np.uint32),
-        "write": t["write"][o].astype(bool),
-    }
+    return as_replay(traces.generate(ios=ios, seed=seed, **PHASES[phase]))
 
 
 def evaluate(phases: list[str], ios: int, seed: int, out: Path, quick: bool = False, bar=None) -> list[dict]:

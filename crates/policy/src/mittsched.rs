@@ -622,6 +622,13 @@ mod tests {
         SeekProfile::flat(ns, 0.0)
     }
 
+    /// `first` enters and goes straight to the drive at time 0.
+    fn one_on_the_drive(books: &mut SchedBooks, first: Entry) {
+        let p = books.predict(0, &first);
+        books.insert(0, first, p, None);
+        books.dispatch(0, first.id);
+    }
+
     fn entry(id: u64, pid: u32, class: u8) -> Entry {
         Entry {
             id,
@@ -647,9 +654,7 @@ mod tests {
         // One request on the drive (10 ms), then a best-effort read with a 25 ms deadline:
         // predicted 20 ms, 5 ms to spare.
         let first = entry(1, 7, 1);
-        let p = books.predict(0, &first);
-        books.insert(0, first, p, None);
-        books.dispatch(0, 1);
+        one_on_the_drive(&mut books, first);
         let read = entry(2, 8, 1);
         let p = books.predict(0, &read);
         assert_eq!(p.total_ns(), 20 * ms);
@@ -673,9 +678,7 @@ mod tests {
         let ms = 1_000_000;
         let mut books = SchedBooks::new(Discipline::Fifo, flat_profile(10 * ms));
         let first = entry(1, 7, 1);
-        let p = books.predict(0, &first);
-        books.insert(0, first, p, None);
-        books.dispatch(0, 1);
+        one_on_the_drive(&mut books, first);
         let read = entry(2, 8, 1);
         let p = books.predict(0, &read);
         books.insert(0, read, p, Some(24 * ms));
@@ -685,9 +688,7 @@ mod tests {
         assert!(books.overdue().is_empty(), "on the drive: no longer cancellable");
         // Had the first request run 5 ms late instead, the read would have been cancelled.
         let mut books = SchedBooks::new(Discipline::Fifo, flat_profile(10 * ms));
-        let p = books.predict(0, &first);
-        books.insert(0, first, p, None);
-        books.dispatch(0, 1);
+        one_on_the_drive(&mut books, first);
         let p = books.predict(0, &read);
         books.insert(0, read, p, Some(24 * ms));
         books.complete(15 * ms, 1);
@@ -709,10 +710,7 @@ mod tests {
             offset,
             ..entry(id, 7, 1)
         };
-        let first = at(1, 0);
-        let p = books.predict(0, &first);
-        books.insert(0, first, p, None);
-        books.dispatch(0, 1); // the sweep stands just past 0
+        one_on_the_drive(&mut books, at(1, 0)); // the sweep stands just past 0
         let read = at(2, 10 * gib);
         let p = books.predict(0, &read);
         assert_eq!(p.total_ns(), 20 * ms);
