@@ -202,19 +202,9 @@ impl Disk {
         }
     }
 
-    /// Its preset.
-    pub fn preset(&self) -> &DevicePreset {
-        &self.preset
-    }
-
     /// Where the head is (the end of the last request served).
     pub fn head(&self) -> u64 {
         self.head
-    }
-
-    /// Addressable bytes.
-    pub fn capacity(&self) -> u64 {
-        self.preset.capacity_bytes
     }
 
     /// Serve one request: its service time, ns; the head moves to its end. Within 1 MiB of
@@ -329,16 +319,6 @@ impl Node {
         }
     }
 
-    /// Its configuration.
-    pub fn config(&self) -> &SchedConfig {
-        &self.cfg
-    }
-
-    /// Its disk.
-    pub fn disk(&self) -> &Disk {
-        &self.disk
-    }
-
     /// I/Os waiting in the scheduler (not the one on the disk).
     pub fn queued(&self) -> usize {
         self.queued
@@ -347,14 +327,6 @@ impl Node {
     /// The request on the disk: (io, start ns, end ns).
     pub fn in_service(&self) -> Option<(Io, u64, u64)> {
         self.in_service
-    }
-
-    /// The fair scheduler's queue holding the disk and when its turn ends.
-    pub fn active_queue(&self) -> Option<(u32, u64)> {
-        match &self.queues {
-            Queues::Fair { active, .. } => *active,
-            _ => None,
-        }
     }
 
     /// An I/O arrives at `now_ns` (`io.arrival_ns`). Returns the request the disk starts on

@@ -347,17 +347,8 @@ enum Event {
 
 #[derive(Debug, Clone, Copy)]
 enum Owner {
-    Tenant {
-        node: usize,
-        tenant: usize,
-        thread: u32,
-    },
-    Get {
-        get: usize,
-        first_try: bool,
-    },
-    /// A get's copy taken back after it reached the drive: its answer is ignored.
-    Orphan,
+    Tenant { node: usize, tenant: usize, thread: u32 },
+    Get { get: usize, first_try: bool },
 }
 
 struct Get {
@@ -581,30 +572,22 @@ impl Sim<'_> {
             predicted: None,
         });
         self.pending_gets += 1;
+        self.try_at(now, g, self.gets[g].order[0], 0);
         match self.strategy {
-            Strategy::Base | Strategy::Mitt { .. } => self.try_at(now, g, self.gets[g].order[0], 0),
-            Strategy::Hedged { delay_ns } => {
-                self.try_at(now, g, self.gets[g].order[0], 0);
-                if r > 1 {
-                    self.push(now + delay_ns, Event::Hedge(g));
-                }
+            Strategy::Hedged { delay_ns } if r > 1 => self.push(now + delay_ns, Event::Hedge(g)),
+            Strategy::Clone if r > 1 => {
+                self.count(g, |o| o.extra_copies += 1);
+                let second = self.gets[g].order[1];
+                self.submit(
+                    now,
+                    second,
+                    Owner::Get {
+                        get: g,
+                        first_try: false,
+                    },
+                );
             }
-            Strategy::Clone => {
-                self.try_at(now, g, self.gets[g].order[0], 0);
-                if r > 1 {
-                    self.count(g, |o| o.extra_copies += 1);
-                    let second = self.gets[g].order[1];
-                    self.submit(
-                        now,
-                        second,
-                        Owner::Get {
-                            get: g,
-                            first_try: false,
-                        },
-                    );
-                }
-            }
-            Strategy::Timeout { .. } => self.try_at(now, g, self.gets[g].order[0], 0),
+            _ => {}
         }
     }
 
@@ -754,7 +737,6 @@ impl Sim<'_> {
                 let write = self.rng.next_f64() < ts.spec.write_share;
                 (tenant_pid(tenant, thread), ts.spec.prio, offset, bytes, write)
             }
-            Owner::Orphan => unreachable!("only a submitted copy becomes an orphan"),
         };
         self.owners.insert(id, owner);
         let entry = Entry {
@@ -799,14 +781,12 @@ impl Sim<'_> {
     }
 
     /// Take an I/O back from a node (a timeout's cancel): out of the queue if it waits; one on
-    /// the drive runs on, its answer ignored.
+    /// the drive runs on, its answer ignored (it has no owner any more).
     fn take_back(&mut self, node: usize, id: u64) {
         if self.nodes[node].cancel(id) {
             self.books[node].remove(id);
-            self.owners.remove(&id);
-        } else if self.owners.contains_key(&id) {
-            self.owners.insert(id, Owner::Orphan);
         }
+        self.owners.remove(&id);
     }
 
     fn late_cancellations(&mut self, now: u64, node: usize) {
@@ -823,14 +803,7 @@ impl Sim<'_> {
                 }
                 self.count(get, |o| o.cancelled_late += 1);
                 let k = self.gets[get].order.iter().position(|&n| n == node).unwrap_or(0) as u32;
-                let entry = self.entry(
-                    id,
-                    store_pid(get),
-                    self.cfg.client_prio,
-                    self.gets[get].offset,
-                    self.cfg.get_bytes,
-                );
-                let wait = self.books[node].predict(now, &entry).total_ns();
+                let wait = self.predict(now, node, get).total_ns();
                 self.ebusy(now, get, node, k, wait);
             }
         }
