@@ -1,15 +1,22 @@
-//! Compiles `src/bpf/readahead.bpf.c` with clang and generates its libbpf-rs skeleton.
+//! Compiles the eBPF programs (`src/bpf/*.bpf.c`) with clang and generates their libbpf-rs
+//! skeletons.
 //! Without clang (or with `IOLEARN_NO_BPF=1`) the crate still builds, and `Probe::start`
 //! explains that this build has no eBPF programs.
 use libbpf_cargo::SkeletonBuilder;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SRC: &str = "src/bpf/readahead.bpf.c";
+/// The programs and the skeleton each becomes.
+const SOURCES: [(&str, &str); 2] = [
+    ("src/bpf/readahead.bpf.c", "readahead.skel.rs"),
+    ("src/bpf/sched.bpf.c", "sched.skel.rs"),
+];
 
 fn main() {
     println!("cargo:rustc-check-cfg=cfg(iolearn_bpf)");
-    println!("cargo:rerun-if-changed={SRC}");
+    for (src, _) in SOURCES {
+        println!("cargo:rerun-if-changed={src}");
+    }
     println!("cargo:rerun-if-changed=src/bpf/events.h");
     println!("cargo:rerun-if-changed=src/bpf/vmlinux_min.h");
     println!("cargo:rerun-if-env-changed=IOLEARN_NO_BPF");
@@ -20,11 +27,13 @@ fn main() {
         println!("cargo:warning=clang not found: iolearn-probe is built without its eBPF programs");
         return;
     }
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR")).join("readahead.skel.rs");
-    SkeletonBuilder::new()
-        .source(SRC)
-        .clang_args(["-I", "src/bpf", "-Wall", "-Wno-unused-function"])
-        .build_and_generate(&out)
-        .expect("compiling src/bpf/readahead.bpf.c");
+    for (src, skel) in SOURCES {
+        let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR")).join(skel);
+        SkeletonBuilder::new()
+            .source(src)
+            .clang_args(["-I", "src/bpf", "-Wall", "-Wno-unused-function"])
+            .build_and_generate(&out)
+            .unwrap_or_else(|e| panic!("compiling {src}: {e}"));
+    }
     println!("cargo:rustc-cfg=iolearn_bpf");
 }

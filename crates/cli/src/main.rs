@@ -29,11 +29,11 @@ enum Command {
     #[command(subcommand)]
     Probe(probe::ProbeCommand),
     /// Benchmarks on this machine: `iolearn bench readahead --real`, `iolearn bench admission
-    /// --real` (run the Python harnesses `iolearn.bench_real`, `iolearn.bench_admission`;
-    /// `--help` shows their options).
+    /// --real`, `iolearn bench mittcfq --real` (run the Python harnesses `iolearn.bench_real`,
+    /// `iolearn.bench_admission`, `iolearn.bench_mittcfq`; `--help` shows their options).
     #[command(disable_help_flag = true)]
     Bench {
-        /// `readahead|admission --real [options]`.
+        /// `readahead|admission|mittcfq --real [options]`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
@@ -81,10 +81,11 @@ fn bench_args(args: &[String]) -> anyhow::Result<(&'static str, Vec<String>)> {
     let (module, simulated) = match args.first().map(String::as_str) {
         Some("readahead") => ("iolearn.bench_real", "iolearn readahead evaluate"),
         Some("admission") => ("iolearn.bench_admission", "iolearn eval admission"),
+        Some("mittcfq") => ("iolearn.bench_mittcfq", "iolearn eval mittcfq"),
         Some("--help" | "-h") | None => {
-            anyhow::bail!("usage: iolearn bench readahead|admission --real [options] (see --help)")
+            anyhow::bail!("usage: iolearn bench readahead|admission|mittcfq --real [options] (see --help)")
         }
-        Some(other) => anyhow::bail!("unknown benchmark {other:?} (available: readahead, admission)"),
+        Some(other) => anyhow::bail!("unknown benchmark {other:?} (available: readahead, admission, mittcfq)"),
     };
     let rest: Vec<String> = args[1..].iter().filter(|a| *a != "--real").cloned().collect();
     if !args.iter().any(|a| a == "--real") && !rest.iter().any(|a| a == "--help" || a == "-h") {

@@ -4,6 +4,7 @@ use crate::args;
 use crate::trace::{load, Input};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
+use iolearn_replay::mix::{MixOptions, Prio, Strategy, Tenant};
 use iolearn_replay::{replay, NoiseConfig, Options, Record};
 use iolearn_safeio::same_file;
 use std::path::PathBuf;
@@ -15,6 +16,198 @@ pub enum ReplayCommand {
     /// admission policy is asked before each read and a refused read fails over. Writes are
     /// skipped unless --allow-writes (they overwrite the replicas' data).
     Block(Block),
+    /// MittCFQ's successor on real block devices: a replicated store's gets (small random
+    /// reads) behind each device's own I/O scheduler (bfq, mq-deadline), another tenant's reads
+    /// at its own I/O priority, and a client strategy (base, hedged, MittOS with the books of
+    /// the scheduler fed by the block tracepoints). Root and eBPF needed; read-only.
+    Mix(Mix),
+}
+
+#[derive(Args)]
+pub struct Mix {
+    /// Block devices, one per replica, comma separated (2 to 8), e.g. /dev/loop3,/dev/loop4.
+    #[arg(long, value_delimiter = ',', required = true)]
+    replicas: Vec<PathBuf>,
+    /// base, hedged:MS (a second copy after MS), mitt:MS (EBUSY when the books predict the
+    /// read would take over MS; the last replica takes it), mitt-wait:MS (every replica asked;
+    /// all busy: the least busy).
+    #[arg(long, default_value = "base", value_parser = parse_strategy)]
+    strategy: Strategy,
+    /// Gets per second, all replicas together (Poisson arrivals).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 200.0, value_parser = args::factor)]
+    gets_per_s: f64,
+    /// Bytes a get reads, KiB (4 to 256, a multiple of 4).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 4, value_parser = args::count(4..=256))]
+    get_kib: usize,
+    /// Store threads per replica.
+    #[arg(long, allow_negative_numbers = true, default_value_t = 8, value_parser = args::count(1..=64))]
+    store_threads: usize,
+    /// The store's I/O priority: rt0..rt7, be0..be7 or idle.
+    #[arg(long, default_value = "be4", value_parser = parse_prio)]
+    store_prio: Prio,
+    /// Gets read from the first MiB of each device (0: all of it).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0, value_parser = args::count(0..=1 << 40))]
+    data_mib: usize,
+    /// Every get tries this replica first (MittOS's microbenchmarks); else a random one.
+    #[arg(long, allow_negative_numbers = true, value_parser = args::count(0..=7))]
+    first: Option<usize>,
+    /// Tenant threads per replica it runs on (0: no tenant).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 4, value_parser = args::count(0..=64))]
+    tenant_threads: usize,
+    /// The tenant's read size, KiB.
+    #[arg(long, allow_negative_numbers = true, default_value_t = 4, value_parser = args::count(1..=256))]
+    tenant_kib: usize,
+    /// The tenant's I/O priority.
+    #[arg(long, default_value = "be0", value_parser = parse_prio)]
+    tenant_prio: Prio,
+    /// Replicas the tenant reads, comma separated (default: all).
+    #[arg(long, value_delimiter = ',', value_parser = args::count(0..=7))]
+    tenant_on: Vec<usize>,
+    /// Share of time the tenant is busy (1: always).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1.0, value_parser = args::observed_share)]
+    tenant_busy: f64,
+    /// Mean busy period of the tenant, ms.
+    #[arg(long, allow_negative_numbers = true, default_value_t = 200.0, value_parser = args::factor)]
+    tenant_period_ms: f64,
+    /// An EBUSY's round trip and the retry's trip to the next replica, us.
+    #[arg(long, allow_negative_numbers = true, default_value_t = 300.0, value_parser = args::microseconds)]
+    failover_us: f64,
+    /// Gets arrive for this long, s.
+    #[arg(long, allow_negative_numbers = true, default_value_t = 30.0, value_parser = args::seconds)]
+    duration: f64,
+    /// Gets of the first seconds are not recorded (the tenant's queues settle).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 2.0, value_parser = args::offset_seconds)]
+    warmup: f64,
+    /// Seed of arrivals, offsets, replica choices and the tenant's phases.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Per-get records (CSV), written atomically.
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+}
+
+fn parse_strategy(s: &str) -> Result<Strategy, String> {
+    Strategy::parse(s)
+}
+
+fn parse_prio(s: &str) -> Result<Prio, String> {
+    Prio::parse(s)
+}
+
+/// One row of `iolearn replay mix --out`.
+#[derive(serde::Serialize)]
+struct GetRow {
+    due_ns: u64,
+    latency_ns: u64,
+    first: u32,
+    served_by: u32,
+    ebusy: u32,
+    duplicates: u32,
+    predicted_ns: u64,
+    actual_ns: u64,
+}
+
+fn run_mix(m: Mix) -> Result<()> {
+    for (i, r) in m.replicas.iter().enumerate() {
+        if m.replicas[..i].iter().any(|q| same_file(q, r)) {
+            bail!("--replicas: {} is given twice", r.display());
+        }
+    }
+    if let Some(out) = &m.out {
+        if m.replicas.iter().any(|r| same_file(r, out)) {
+            bail!("{}: is one of the replicas; write the records elsewhere", out.display());
+        }
+        iolearn_safeio::check_target(out)?;
+    }
+    if !m.get_kib.is_multiple_of(4) {
+        bail!("--get-kib: {} (a multiple of 4: reads are O_DIRECT pages)", m.get_kib);
+    }
+    let n = m.replicas.len();
+    let tenant = (m.tenant_threads > 0).then(|| {
+        let on = if m.tenant_on.is_empty() {
+            (0..n).collect()
+        } else {
+            m.tenant_on.clone()
+        };
+        (
+            Tenant {
+                threads: m.tenant_threads,
+                kib: m.tenant_kib as u32,
+                prio: m.tenant_prio,
+                fraction: m.tenant_busy,
+                period_ms: m.tenant_period_ms,
+            },
+            on,
+        )
+    });
+    let opts = MixOptions {
+        replicas: m.replicas.clone(),
+        strategy: m.strategy,
+        gets_per_s: m.gets_per_s,
+        get_bytes: (m.get_kib as u64) << 10,
+        store_threads: m.store_threads,
+        store_prio: m.store_prio,
+        data_bytes: (m.data_mib as u64) << 20,
+        first: m.first,
+        tenant,
+        failover_us: m.failover_us,
+        duration_s: m.duration,
+        warmup_s: m.warmup,
+        seed: m.seed,
+    };
+    let (records, report) = iolearn_replay::mix::run(&opts)?;
+    if let Some(out) = &m.out {
+        iolearn_safeio::write_with(out, |w| {
+            let mut csv = csv::Writer::from_writer(w);
+            for r in &records {
+                csv.serialize(GetRow {
+                    due_ns: r.due_ns,
+                    latency_ns: r.latency_ns,
+                    first: r.first,
+                    served_by: r.served_by,
+                    ebusy: r.ebusy,
+                    duplicates: r.duplicates,
+                    predicted_ns: r.predicted_ns,
+                    actual_ns: r.actual_ns,
+                })?;
+            }
+            csv.flush()
+        })?;
+    }
+    let mut lat: Vec<f64> = records.iter().map(|r| r.latency_ns as f64 / 1e3).collect();
+    lat.sort_by(f64::total_cmp);
+    let gets = lat.len().max(1) as f64;
+    let pct = |q| iolearn_tail::metrics::percentile(&lat, q);
+    println!(
+        "{} gets on {} in {:.1} s | mean {:.0} us | p50 {:.0} | p95 {:.0} | p99 {:.0} | EBUSY {:.1}% | extra copies {:.1}%",
+        lat.len(),
+        report.schedulers.join(", "),
+        report.wall_s,
+        lat.iter().sum::<f64>() / gets,
+        pct(50.0),
+        pct(95.0),
+        pct(99.0),
+        100.0 * records.iter().map(|r| r.ebusy as f64).sum::<f64>() / gets,
+        100.0 * records.iter().map(|r| r.duplicates as f64).sum::<f64>() / gets,
+    );
+    let prof: Vec<String> = report
+        .profile
+        .iter()
+        .map(|(ns, kib)| format!("{:.0} us + {:.2} us/KiB", *ns as f64 / 1e3, kib / 1e3))
+        .collect();
+    println!(
+        "books: {} inserts, {} issues, {} completions, {} lost | prediction p50 {} ns | profiles {}",
+        report.events[0],
+        report.events[1],
+        report.events[2],
+        report.lost,
+        report.predict_ns_p50,
+        prof.join(", ")
+    );
+    if let Some(out) = &m.out {
+        println!("records: {}", out.display());
+    }
+    Ok(())
 }
 
 #[derive(Args)]
@@ -102,7 +295,10 @@ impl From<&Record> for RecordRow {
 }
 
 pub fn run(cmd: ReplayCommand) -> Result<()> {
-    let ReplayCommand::Block(b) = cmd;
+    let b = match cmd {
+        ReplayCommand::Block(b) => b,
+        ReplayCommand::Mix(m) => return run_mix(m),
+    };
     if b.replicas.len() > iolearn_replay::MAX_REPLICAS {
         bail!(
             "--replicas: at most {} replicas, got {}",

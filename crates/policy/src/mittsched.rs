@@ -149,6 +149,17 @@ pub enum Discipline {
         /// turn, if the queue thinks less than that (`slice_idle`), ns.
         slice_idle_ns: u64,
     },
+    /// The kernel's bfq as it behaves on a fast device (measured on loop devices: a queue's
+    /// turn lasts its budget timeout, `timeout_sync`, whatever its weight, and while it
+    /// holds the drive bfq injects other queues' requests; when the turn ends the queue with
+    /// the smallest virtual finish goes next, so a queue that was injected has paid for it and
+    /// a sparse one is served first). Classes are strict.
+    Bfq {
+        /// A queue's turn (`timeout_sync`), ns.
+        timeout_ns: u64,
+        /// Idling for the next request of a queue that thinks less than this (`slice_idle`), ns.
+        slice_idle_ns: u64,
+    },
     /// mq-deadline: strict classes; in each, reads and writes swept apart in ascending
     /// sector order in batches, a batch restarting at the oldest request when the sweep runs
     /// out, a write batch after `writes_starved` read batches when writes wait.
@@ -257,6 +268,8 @@ pub struct SchedBooks {
     watch: [BTreeMap<(i64, u64), ()>; 3],
     /// Fair: per class, the virtual time (the start of the queue whose turn began last).
     clock: [f64; 3],
+    /// Bfq: requests on the drive (several at once on a real device): process and start.
+    in_flight: HashMap<u64, (u32, u64)>,
 }
 
 impl SchedBooks {
@@ -278,6 +291,7 @@ impl SchedBooks {
             debt: [0; 3],
             watch: Default::default(),
             clock: [0.0; 3],
+            in_flight: HashMap::new(),
         }
     }
 
@@ -289,8 +303,29 @@ impl SchedBooks {
     fn turn_ns(&self, weight: u64) -> u64 {
         match self.discipline {
             Discipline::Fair { slice_ns, .. } => slice_ns * weight / 40,
+            Discipline::Bfq { timeout_ns, .. } => timeout_ns,
             _ => 0,
         }
+    }
+
+    fn slice_idle_ns(&self) -> u64 {
+        match self.discipline {
+            Discipline::Fair { slice_idle_ns, .. } | Discipline::Bfq { slice_idle_ns, .. } => slice_idle_ns,
+            _ => 0,
+        }
+    }
+
+    /// Bfq: the process holding the drive's turn at `now_ns` (its turn unexpired, and it has
+    /// work or will send more within the idle window).
+    fn holder(&self, now_ns: u64) -> Option<(u32, u64)> {
+        let idle = self.slice_idle_ns();
+        self.turn.filter(|&(pid, until)| {
+            now_ns < until
+                && self
+                    .processes
+                    .get(&pid)
+                    .is_some_and(|p| p.waiting > 0 || p.steady(idle))
+        })
     }
 
     /// How long `entry` would wait and take if it entered the scheduler at `now_ns`. O(P) for
@@ -348,6 +383,44 @@ impl SchedBooks {
                         }
                     };
                 }
+            }
+            Discipline::Bfq { .. } => {
+                // Requests already on the drive do not delay it: a real device serves many
+                // at once (its probed service time is what one costs in their company).
+                wait = 0;
+                let own = self.processes.get(&entry.pid).copied().unwrap_or_default();
+                let holder = self.holder(now_ns);
+                let start = if own.waiting == 0 && holder.map(|h| h.0) != Some(entry.pid) {
+                    own.start_v.max(self.clock[class])
+                } else {
+                    own.start_v
+                };
+                let finish = start + (own.total_ns + service) as f64 / entry.weight.max(1) as f64;
+                // The holder's turn, if it is of its class or a higher one (a lower class's
+                // turn ends when it arrives).
+                if let Some((h, until)) = holder {
+                    let hc = self.processes.get(&h).map_or(1, |p| p.class as usize);
+                    if h != entry.pid && hc <= class {
+                        wait += until - now_ns;
+                    }
+                }
+                for (&pid, p) in &self.processes {
+                    if p.waiting == 0 || pid == entry.pid || holder.is_some_and(|h| h.0 == pid) {
+                        continue;
+                    }
+                    let c = p.class as usize;
+                    let ahead =
+                        c < class || (c == class && p.start_v + (p.total_ns as f64 / p.weight.max(1) as f64) < finish);
+                    if ahead {
+                        // A steady queue keeps its turn for the whole timeout.
+                        wait += if p.steady(self.slice_idle_ns()) {
+                            self.turn_ns(p.weight)
+                        } else {
+                            p.total_ns
+                        };
+                    }
+                }
+                wait += own.total_ns;
             }
             Discipline::Deadline {
                 fifo_batch,
@@ -526,7 +599,11 @@ impl SchedBooks {
         self.on_drive_start = now_ns;
         self.head = w.entry.offset.saturating_add(w.entry.len);
         self.position = self.head;
-        let keep = matches!(self.turn, Some((pid, until)) if pid == w.entry.pid && now_ns < until);
+        let keep = match self.discipline {
+            // Another queue's request while the holder's turn runs: injected, the turn stays.
+            Discipline::Bfq { .. } => self.holder(now_ns).is_some(),
+            _ => matches!(self.turn, Some((pid, until)) if pid == w.entry.pid && now_ns < until),
+        };
         if !keep {
             self.turn = Some((w.entry.pid, now_ns + self.turn_ns(w.entry.weight)));
             if let Some(p) = self.processes.get(&w.entry.pid) {
@@ -535,10 +612,23 @@ impl SchedBooks {
             }
         }
         self.on_drive_pid = Some(w.entry.pid);
+        if let Discipline::Bfq { .. } = self.discipline {
+            self.in_flight.insert(id, (w.entry.pid, now_ns));
+        }
     }
 
     /// The drive finished `id` at `now_ns`: everything waiting moves by the prediction's error.
     pub fn complete(&mut self, now_ns: u64, id: u64) {
+        if let Discipline::Bfq { .. } = self.discipline {
+            // Each request's time on the drive is charged to its own process.
+            if let Some((pid, started)) = self.in_flight.remove(&id) {
+                if let Some(p) = self.processes.get_mut(&pid) {
+                    p.start_v += now_ns.saturating_sub(started) as f64 / p.weight.max(1) as f64;
+                    p.last_done_ns = Some(now_ns);
+                }
+            }
+            return;
+        }
         if let Some((on, predicted_end)) = self.on_drive {
             if on == id {
                 let late = now_ns as i64 - predicted_end as i64;
@@ -729,5 +819,89 @@ mod tests {
         assert_eq!(p.wait_ns, 10 * ms, "waits for the drive only");
         books.insert(0, e, p, None);
         assert_eq!(books.overdue(), vec![2]);
+    }
+
+    /// Books of the kernel's bfq: a 100 ms turn, 8 ms idling, 0.1 ms reads.
+    fn bfq_books() -> SchedBooks {
+        let ms = 1_000_000;
+        SchedBooks::new(
+            Discipline::Bfq {
+                timeout_ns: 100 * ms,
+                slice_idle_ns: 8 * ms,
+            },
+            flat_profile(ms / 10),
+        )
+    }
+
+    /// A steady tenant thread `pid` (weight 80) sending one read after another from `t` for
+    /// `n` reads, each served in 0.1 ms; returns when it stopped.
+    fn steady_reads(books: &mut SchedBooks, pid: u32, first_id: u64, t: u64, n: u64) -> u64 {
+        let mut now = t;
+        for k in 0..n {
+            let e = Entry {
+                weight: 80,
+                ..entry(first_id + k, pid, 1)
+            };
+            let p = books.predict(now, &e);
+            books.insert(now, e, p, None);
+            books.dispatch(now + 1_000, e.id);
+            now += 100_000;
+            books.complete(now, e.id);
+            now += 10_000;
+        }
+        now
+    }
+
+    #[test]
+    fn under_bfq_a_sparse_reader_waits_for_what_is_left_of_the_holders_turn_not_for_every_tenant() {
+        let ms = 1_000_000;
+        let mut books = bfq_books();
+        // Four tenant threads take turns request by request (bfq injects the others while one
+        // holds the turn): their dispatches do not start new turns.
+        let mut now = 0;
+        for round in 0..50u64 {
+            for pid in 1..=4u32 {
+                now = steady_reads(&mut books, pid, 1_000 * pid as u64 + round * 10, now, 1);
+            }
+        }
+        // 50 x 4 reads of 0.11 ms: 22 ms into the first tenant's 100 ms turn.
+        let store = entry(99_999, 77, 1);
+        let p = books.predict(now, &store);
+        let left = 100 * ms - now;
+        assert!(
+            p.wait_ns.abs_diff(left) < ms,
+            "waits {} ns, the turn has {left} ns left",
+            p.wait_ns
+        );
+        // Not four turns (bfq-like Fair's answer for four steady neighbours).
+        assert!(p.wait_ns < 100 * ms);
+        // The tenants go on past the end of the turn: the first read after it starts the next.
+        while now < 110 * ms {
+            for pid in 1..=4u32 {
+                now = steady_reads(&mut books, pid, 500_000 + now / 1000 + pid as u64, now, 1);
+            }
+        }
+        let p = books.predict(now, &store);
+        assert!(
+            p.wait_ns > 85 * ms && p.wait_ns < 95 * ms,
+            "about 90 ms left of the new turn: {} ns",
+            p.wait_ns
+        );
+    }
+
+    #[test]
+    fn under_bfq_a_higher_class_waits_for_nothing_of_a_lower_one() {
+        let mut books = bfq_books();
+        let now = steady_reads(&mut books, 1, 1, 0, 20);
+        let rt = Entry {
+            weight: 80,
+            ..entry(5_000, 9, 0)
+        };
+        assert_eq!(books.predict(now, &rt).wait_ns, 0, "real time goes first");
+        let idle = entry(5_001, 10, 2);
+        assert!(
+            books.predict(now, &idle).wait_ns > 0,
+            "idle waits for best effort's turn"
+        );
     }
 }

@@ -10,10 +10,11 @@
 //! overwrite data.
 #![deny(missing_docs)]
 
+pub mod mix;
 mod noise;
 mod ring;
 
-pub use noise::{Noise, NoiseConfig};
+pub use noise::{set_ioprio, Noise, NoiseConfig};
 
 use iolearn_policy::admission::{Admission, DeviceQueue, FeatureSet, IoView};
 use iolearn_tail::{replicate, Client, PolicySpec};

@@ -76,6 +76,27 @@ struct page_event {
 	__u32 tid;
 };
 
+/* The scheduler books' events (sched.bpf.c). */
+#define SCHED_DEVICES 8
+enum sched_kind {
+	SCHED_INSERT = 0,
+	SCHED_ISSUE = 1,
+	SCHED_COMPLETE = 2,
+};
+
+struct sched_event {
+	__u64 ts_ns;
+	__u64 rq;
+	__u64 sector;
+	__u32 bytes;
+	__u32 tid;
+	__u16 ioprio;
+	__u8 kind;
+	__u8 device;
+	__u8 write;
+	__u8 pad[3];
+};
+
 enum counter {
 	C_PAGES_ADDED,
 	C_PAGES_ACCESSED,

@@ -41,6 +41,15 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_RINGBUF = 27,
 };
 
+/* bpf_ringbuf_submit()'s flags and bpf_ringbuf_query()'s question (include/uapi/linux/bpf.h). */
+enum {
+	BPF_RB_NO_WAKEUP = 1,
+	BPF_RB_FORCE_WAKEUP = 2,
+};
+enum {
+	BPF_RB_AVAIL_DATA = 0,
+};
+
 enum {
 	BPF_ANY = 0,
 	BPF_NOEXIST = 1,
@@ -140,9 +149,19 @@ struct gendisk {
 struct request_queue {
 	struct gendisk *disk;
 };
+struct bio {
+	unsigned short bi_ioprio;
+};
 struct request {
 	struct request_queue *q;
+	unsigned int cmd_flags; /* blk_opf_t: the operation in its low 8 bits */
+	sector_t __sector;
 	unsigned int __data_len;
+	struct bio *bio;
+};
+/* Before 6.10 a request kept its own copy of the priority. */
+struct request___old {
+	unsigned short ioprio;
 };
 
 struct file {
