@@ -65,8 +65,8 @@ def test_a_quick_run_compares_the_strategies_and_restores_what_a_crashed_run_lef
     rows = pq.read_table(out / "results.parquet").to_pylist()
     assert {r["strategy"] for r in rows} == {"NoNoise", "Base", "Hedged", "MittOS", "MittOS-wait"}
     by = {r["strategy"]: r for r in rows}
-    # The books watched Base without acting: their calls are measured against the reads.
-    assert by["Base"]["pred_mae_ms"] > 0 and "pred_wrong" in by["Base"]
+    # The tenant ran as asked: bfq makes the store wait for its turns.
+    assert by["Base"]["p95_ms"] > 3 * by["NoNoise"]["p95_ms"], (by["Base"]["p95_ms"], by["NoNoise"]["p95_ms"])
     # bfq serves the heavier tenant first: MittOS turns the tries on its replica away.
     assert by["MittOS"]["ebusy"] > by["MittOS"]["gets"] / 2
     assert by["MittOS"]["p95_ms"] * 3 < by["Base"]["p95_ms"], (by["MittOS"]["p95_ms"], by["Base"]["p95_ms"])

@@ -105,6 +105,7 @@ struct GetRow {
     duplicates: u32,
     predicted_ns: u64,
     actual_ns: u64,
+    lag_ns: u64,
 }
 
 fn run_mix(m: Mix) -> Result<()> {
@@ -123,6 +124,39 @@ fn run_mix(m: Mix) -> Result<()> {
         bail!("--get-kib: {} (a multiple of 4: reads are O_DIRECT pages)", m.get_kib);
     }
     let n = m.replicas.len();
+    // The library checks these too; here the error names the option.
+    if !(2..=iolearn_replay::MAX_REPLICAS).contains(&n) {
+        bail!("--replicas: {n} devices (2 to {})", iolearn_replay::MAX_REPLICAS);
+    }
+    if m.failover_us > 1e6 {
+        bail!("--failover-us: {} (0 to 1000000)", m.failover_us);
+    }
+    if m.duration > 86_400.0 {
+        bail!("--duration: {} s (at most 86400)", m.duration);
+    }
+    if m.warmup >= m.duration {
+        bail!("--warmup: {} s (less than --duration, {} s)", m.warmup, m.duration);
+    }
+    if m.gets_per_s * m.duration > 50e6 {
+        bail!(
+            "--gets-per-s x --duration: {:.0} gets (at most 50 million)",
+            m.gets_per_s * m.duration
+        );
+    }
+    if let Some(f) = m.first.filter(|&f| f >= n) {
+        bail!("--first: {f} (0 to {}: the replicas' indices)", n - 1);
+    }
+    for (i, &r) in m.tenant_on.iter().enumerate() {
+        if r >= n {
+            bail!("--tenant-on: {r} (0 to {}: the replicas' indices)", n - 1);
+        }
+        if m.tenant_on[..i].contains(&r) {
+            bail!("--tenant-on: replica {r} is given twice");
+        }
+    }
+    if !(0.001..=60_000.0).contains(&m.tenant_period_ms) {
+        bail!("--tenant-period-ms: {} (0.001 to 60000)", m.tenant_period_ms);
+    }
     let tenant = (m.tenant_threads > 0).then(|| {
         let on = if m.tenant_on.is_empty() {
             (0..n).collect()
@@ -169,6 +203,7 @@ fn run_mix(m: Mix) -> Result<()> {
                     duplicates: r.duplicates,
                     predicted_ns: r.predicted_ns,
                     actual_ns: r.actual_ns,
+                    lag_ns: r.lag_ns,
                 })?;
             }
             csv.flush()
@@ -196,14 +231,23 @@ fn run_mix(m: Mix) -> Result<()> {
         .map(|(ns, kib)| format!("{:.0} us + {:.2} us/KiB", *ns as f64 / 1e3, kib / 1e3))
         .collect();
     println!(
-        "books: {} inserts, {} issues, {} completions, {} lost | prediction p50 {} ns | profiles {}",
+        "books: {} inserts, {} issues, {} completions, {} merges, {} lost, {} left waiting | prediction p50 {} ns | profiles {}",
         report.events[0],
         report.events[1],
         report.events[2],
+        report.events[3],
         report.lost,
+        report.stale,
         report.predict_ns_p50,
         prof.join(", ")
     );
+    let late = records.iter().filter(|r| r.lag_ns > 1_000_000).count();
+    if late > 0 {
+        println!(
+            "{late} gets were taken up over 1 ms late (every client busy; max {:.1} ms, counted in their latency)",
+            records.iter().map(|r| r.lag_ns).max().unwrap_or(0) as f64 / 1e6
+        );
+    }
     if let Some(out) = &m.out {
         println!("records: {}", out.display());
     }

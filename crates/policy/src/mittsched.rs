@@ -342,6 +342,16 @@ impl SchedBooks {
         waited < PROMPT_NS && now_ns.saturating_sub(at) < RECENT_NS && !blocked
     }
 
+    /// Bfq: whether `entry`'s queue, becoming busy, ends the turn of `holder`'s: a higher class
+    /// or a higher weight in the class (bfq_bfqq_higher_class_or_weight; measured on loop
+    /// devices: a best-effort-4 reader beside four best-effort-7 ones waited for nothing).
+    fn preempts(&self, entry: &Entry, holder: u32) -> bool {
+        self.processes.get(&holder).is_some_and(|h| {
+            let class = entry.class.min(2);
+            h.class > class || (h.class == class && entry.weight > h.weight)
+        })
+    }
+
     /// Bfq: the process holding the drive's turn at `now_ns` (its turn unexpired, and it has
     /// work or will send more within the idle window).
     fn holder(&self, now_ns: u64) -> Option<(u32, u64)> {
@@ -432,8 +442,7 @@ impl SchedBooks {
                 // The holder's turn, if it is of its class or a higher one (a lower class's
                 // turn ends when it arrives).
                 if let Some((h, until)) = holder {
-                    let hc = self.processes.get(&h).map_or(1, |p| p.class as usize);
-                    if h != entry.pid && hc <= class {
+                    if h != entry.pid && !self.preempts(entry, h) {
                         wait += until - now_ns;
                     }
                 }
@@ -517,9 +526,14 @@ impl SchedBooks {
         for c in class + 1..3 {
             self.debt[c] += service as i64;
         }
-        // A higher class ends a lower class's turn (bfq expires the in-service queue).
+        // A higher class ends a lower class's turn (bfq expires the in-service queue; the
+        // kernel's bfq also for a higher weight in the class).
         if let Some((holder, _)) = self.turn {
-            if self.processes.get(&holder).is_some_and(|h| (h.class as usize) > class) {
+            let ends = match self.discipline {
+                Discipline::Bfq { .. } => holder != entry.pid && self.preempts(&entry, holder),
+                _ => self.processes.get(&holder).is_some_and(|h| (h.class as usize) > class),
+            };
+            if ends {
                 self.turn = None;
             }
         }
@@ -961,12 +975,19 @@ mod tests {
         books.dispatch(now + ms / 5, first.id);
         books.complete(now + ms / 2, first.id);
         now += ms;
-        assert_eq!(books.predict(now, &store(9_002, 72)).wait_ns, 0, "served at once lately");
+        assert_eq!(
+            books.predict(now, &store(9_002, 72)).wait_ns,
+            0,
+            "served at once lately"
+        );
         // ... but not once one of them waits, nor long after.
         let stuck = store(9_003, 73);
         let p = books.predict(now, &stuck);
         books.insert(now, stuck, p, None);
-        assert!(books.predict(now + ms, &store(9_004, 74)).wait_ns > 50 * ms, "one waits");
+        assert!(
+            books.predict(now + ms, &store(9_004, 74)).wait_ns > 50 * ms,
+            "one waits"
+        );
         books.remove(stuck.id);
         let until = now + 150 * ms;
         while now < until {
@@ -974,6 +995,47 @@ mod tests {
                 now = steady_reads(&mut books, pid, 700_000 + now / 1000 + pid as u64, now, 1);
             }
         }
-        assert!(books.predict(now, &store(9_005, 75)).wait_ns > 10 * ms, "long ago: turns again");
+        assert!(
+            books.predict(now, &store(9_005, 75)).wait_ns > 10 * ms,
+            "long ago: turns again"
+        );
+    }
+
+    #[test]
+    fn under_bfq_a_heavier_reader_does_not_wait_for_a_lighter_tenants_turn() {
+        let ms = 1_000_000;
+        let mut books = bfq_books();
+        let mut now = 0;
+        for round in 0..50u64 {
+            for pid in 1..=4u32 {
+                // Best effort 4: weight 40.
+                let e = Entry {
+                    weight: 40,
+                    ..entry(1_000 * pid as u64 + round * 10, pid, 1)
+                };
+                let p = books.predict(now, &e);
+                books.insert(now, e, p, None);
+                books.dispatch(now + 1_000, e.id);
+                now += 100_000;
+                books.complete(now, e.id);
+                now += 10_000;
+            }
+        }
+        let heavier = Entry {
+            weight: 80,
+            ..entry(99_999, 77, 1)
+        };
+        assert!(
+            books.predict(now, &heavier).wait_ns < ms,
+            "weight 80 preempts weight 40"
+        );
+        let lighter = Entry {
+            weight: 20,
+            ..entry(99_998, 78, 1)
+        };
+        assert!(
+            books.predict(now, &lighter).wait_ns > 50 * ms,
+            "weight 20 waits for the turn"
+        );
     }
 }

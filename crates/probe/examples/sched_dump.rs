@@ -15,7 +15,7 @@ fn main() {
     let sink = out.clone();
     let w = SchedWatch::start(&devs, move |e| sink.lock().unwrap().push(*e)).expect("watch");
     std::thread::sleep(std::time::Duration::from_secs_f64(secs));
-    let lost = w.stop();
+    let lost = w.stop().expect("the watch");
     let mut o = std::io::stdout().lock();
     writeln!(o, "ts_ns,rq,device,kind,offset,len,tid,class,level").unwrap();
     for e in out.lock().unwrap().iter() {

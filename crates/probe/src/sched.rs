@@ -2,8 +2,8 @@
 //! predictor keeping the books of a multi-tenant I/O scheduler needs (MittCFQ's successor on
 //! a stock kernel, `iolearn_policy::mittsched`). Each request of the watched devices is seen
 //! entering the scheduler (`block:block_rq_insert`, in its submitter's context: the thread
-//! and the I/O priority bfq and mq-deadline act on), going to the driver (`block_rq_issue`)
-//! and completing (`block_rq_complete`).
+//! and the I/O priority bfq and mq-deadline act on), going to the driver (`block_rq_issue`),
+//! completing (`block_rq_complete`), or merged into another (`block_rq_merge`).
 
 use crate::{DeviceId, ProbeError};
 
@@ -19,6 +19,8 @@ pub enum SchedKind {
     Issue,
     /// It completed.
     Complete,
+    /// It was absorbed into another request (it leaves without an issue or a completion).
+    Merged,
 }
 
 /// One request event.
@@ -66,6 +68,7 @@ impl SchedEvent {
             0 => SchedKind::Insert,
             1 => SchedKind::Issue,
             2 => SchedKind::Complete,
+            3 => SchedKind::Merged,
             _ => return None,
         };
         Some(SchedEvent {
@@ -89,7 +92,7 @@ pub struct SchedWatch {
     #[cfg_attr(not(iolearn_bpf), allow(dead_code))]
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     #[cfg_attr(not(iolearn_bpf), allow(dead_code))]
-    thread: Option<std::thread::JoinHandle<u64>>,
+    thread: Option<std::thread::JoinHandle<Result<u64, ProbeError>>>,
 }
 
 impl SchedWatch {
@@ -138,20 +141,25 @@ impl SchedWatch {
     }
 
     /// Stop, after delivering what is in the ring; returns the events the ring had no room
-    /// for (the books drift by that many).
-    pub fn stop(mut self) -> u64 {
+    /// for (the books drift by that many), or why the watch ended early (the events after that
+    /// were not delivered).
+    pub fn stop(mut self) -> Result<u64, ProbeError> {
         self.halt()
     }
 
-    fn halt(&mut self) -> u64 {
+    fn halt(&mut self) -> Result<u64, ProbeError> {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.thread.take().map_or(0, |t| t.join().unwrap_or(0))
+        match self.thread.take().map(|t| t.join()) {
+            None => Ok(0),
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(ProbeError::Map("the watch's thread panicked".into())),
+        }
     }
 }
 
 impl Drop for SchedWatch {
     fn drop(&mut self) {
-        self.halt();
+        let _ = self.halt();
     }
 }
 
@@ -203,21 +211,21 @@ mod live {
         mut on_event: impl FnMut(&SchedEvent),
         stop: &AtomicBool,
         ready: Sender<Result<(), ProbeError>>,
-    ) -> u64 {
+    ) -> Result<u64, ProbeError> {
         let mut storage = MaybeUninit::<OpenObject>::uninit();
         let setup = load(&mut storage, devs);
         let skel = match setup {
             Ok(s) => s,
             Err(e) => {
                 let _ = ready.send(Err(e));
-                return 0;
+                return Ok(0);
             }
         };
         let map = match MapHandle::try_from(&skel.maps.sched_events) {
             Ok(m) => m,
             Err(e) => {
                 let _ = ready.send(Err(ProbeError::Map(e.to_string())));
-                return 0;
+                return Ok(0);
             }
         };
         let mut builder = RingBufferBuilder::new();
@@ -233,20 +241,30 @@ mod live {
             Ok(r) => r,
             Err(e) => {
                 let _ = ready.send(Err(ProbeError::Map(e.to_string())));
-                return 0;
+                return Ok(0);
             }
         };
         let _ = ready.send(Ok(()));
+        let mut failed = None;
         while !stop.load(Ordering::Relaxed) {
             // The programs do not wake this thread per event (only when the ring fills up):
             // it drains every millisecond, so the books are at most about that stale.
-            if ring.poll(DRAIN_EVERY).is_err() || ring.consume().is_err() {
-                break;
+            match ring.poll(DRAIN_EVERY).and_then(|()| ring.consume()) {
+                Ok(()) => {}
+                // A signal ended the wait: what arrived is taken at the next turn.
+                Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    failed = Some(ProbeError::Map(format!("reading the scheduler events: {e}")));
+                    break;
+                }
             }
         }
         let _ = ring.consume();
         drop(ring);
-        skel.maps.bss_data.lost
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(skel.maps.bss_data.lost),
+        }
     }
 }
 

@@ -185,6 +185,8 @@ pub struct GetRecord {
     pub predicted_ns: u64,
     /// At its first try, if served there: the read's time in the kernel, ns (0 otherwise).
     pub actual_ns: u64,
+    /// How late a client took it up (every client busy), ns: part of its latency.
+    pub lag_ns: u64,
 }
 
 /// What a run did besides the gets.
@@ -194,10 +196,12 @@ pub struct MixReport {
     pub schedulers: Vec<String>,
     /// Each replica's probed 4 KiB read, ns, and cost per further KiB.
     pub profile: Vec<(u64, f64)>,
-    /// Scheduler events seen: inserts, issues, completions.
-    pub events: [u64; 3],
+    /// Scheduler events seen: inserts, issues, completions, merges.
+    pub events: [u64; 4],
     /// Events the ring buffer lost.
     pub lost: u64,
+    /// Requests still in the books at the end (inserted, never seen leaving).
+    pub stale: usize,
     /// Median time of one prediction (lock and walk), ns.
     pub predict_ns_p50: u64,
     /// Wall time, s.
@@ -295,25 +299,34 @@ impl Drop for Buf {
 /// The device's cost of a 4 KiB read and per further KiB, probed alone before the run (reads
 /// one at a time at random places): MittNOOP's profile, flat in distance (a loop device's
 /// backing store does not seek).
-fn probe_profile(file: &std::fs::File, size: u64, seed: u64) -> (u64, f64) {
+fn probe_profile(file: &std::fs::File, path: &Path, size: u64, seed: u64) -> Result<(u64, f64), Error> {
     let mut rng = Rng::new(seed);
     let mut buf = Buf::new(64 << 10);
-    let mut mean = |len: usize, n: usize| {
+    let mut mean = |len: usize, n: usize| -> Result<u64, Error> {
         let mut t = Vec::with_capacity(n);
         for _ in 0..n {
             let off = rng.below(((size - len as u64) / ALIGN) as usize) as u64 * ALIGN;
             let s = monotonic_ns();
-            let _ = file.read_at(buf.slice(len), off);
+            match file.read_at(buf.slice(len), off) {
+                Ok(got) if got == len => {}
+                Ok(got) => {
+                    return Err(Error(format!(
+                        "{}: a {len}-byte read at {off} got {got}",
+                        path.display()
+                    )))
+                }
+                Err(e) => return Err(Error(format!("{}: reading at {off}: {e}", path.display()))),
+            }
             t.push(monotonic_ns() - s);
         }
         t.sort_unstable();
         // The middle half: a probe read that met the host's own hiccup is not the device.
         let mid = &t[n / 4..n - n / 4];
-        mid.iter().sum::<u64>() / mid.len() as u64
+        Ok(mid.iter().sum::<u64>() / mid.len() as u64)
     };
-    let small = mean(4096, 200);
-    let large = mean(64 << 10, 100);
-    (small, (large.saturating_sub(small)) as f64 / 60.0)
+    let small = mean(4096, 200)?;
+    let large = mean(64 << 10, 100)?;
+    Ok((small, (large.saturating_sub(small)) as f64 / 60.0))
 }
 
 enum Answer {
@@ -344,12 +357,25 @@ struct Store {
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
+/// What went wrong in the store's threads (the run fails with it).
+#[derive(Default)]
+struct Faults {
+    /// Threads that could not take the store's I/O priority.
+    wrong_prio: AtomicUsize,
+    /// Reads that failed or came back short, and the first one's error.
+    failed_reads: AtomicUsize,
+    first_error: Mutex<Option<String>>,
+    /// The books were lost (their lock poisoned).
+    books_lost: std::sync::atomic::AtomicBool,
+}
+
 fn start_store(
     replica: usize,
     file: Arc<std::fs::File>,
     books: Arc<Vec<Mutex<SchedBooks>>>,
     opts: &MixOptions,
     predict_times: Arc<Mutex<Vec<u64>>>,
+    faults: Arc<Faults>,
 ) -> Store {
     let (tx, rx) = channel::<Job>();
     let rx = Arc::new(Mutex::new(rx));
@@ -358,11 +384,12 @@ fn start_store(
     let mut threads = Vec::new();
     for _ in 0..opts.store_threads {
         let (rx, file, books, times) = (rx.clone(), file.clone(), books.clone(), predict_times.clone());
+        let (faults, path) = (faults.clone(), opts.replicas[replica].clone());
         threads.push(std::thread::spawn(move || {
-            // A store thread without its priority would not be the store asked for; it
-            // still serves (the run's records then show it), but says so once.
-            if let Err(e) = set_ioprio(prio.ioprio()) {
-                eprintln!("warning: ioprio_set: {e}");
+            // A store thread without its priority would not be the store asked for: it still
+            // serves (the gets must be answered), and the run fails at the end.
+            if set_ioprio(prio.ioprio()).is_err() {
+                faults.wrong_prio.fetch_add(1, Ordering::Relaxed);
             }
             let tid = gettid();
             let mut buf = Buf::new(len as usize);
@@ -382,12 +409,12 @@ fn start_store(
                     write: false,
                 };
                 let t0 = monotonic_ns();
-                let p = books[replica].lock().map(|b| b.predict(t0, &entry)).unwrap_or(
-                    iolearn_policy::mittsched::Prediction {
-                        wait_ns: 0,
-                        service_ns: 0,
-                    },
-                );
+                let Ok(p) = books[replica].lock().map(|b| b.predict(t0, &entry)) else {
+                    // The watch's thread panicked holding the books: no prediction is left
+                    // to trust. Stop serving; the run fails.
+                    faults.books_lost.store(true, Ordering::Relaxed);
+                    break;
+                };
                 let t1 = monotonic_ns();
                 mine.push(t1 - t0);
                 if let Some(d) = job.deadline_ns {
@@ -400,8 +427,14 @@ fn start_store(
                         continue;
                     }
                 }
-                let _ = file.read_at(buf.slice(len as usize), job.offset);
+                let got = file.read_at(buf.slice(len as usize), job.offset);
                 let actual = monotonic_ns() - t1;
+                if !matches!(got, Ok(n) if n as u64 == len) {
+                    faults.failed_reads.fetch_add(1, Ordering::Relaxed);
+                    if let Ok(mut first) = faults.first_error.lock() {
+                        first.get_or_insert_with(|| format!("{}: a read at {}: {got:?}", path.display(), job.offset));
+                    }
+                }
                 // A copy nobody waits for any more (hedging) is dropped here.
                 let _ = job.reply.send(Answer::Done {
                     replica,
@@ -415,6 +448,18 @@ fn start_store(
         }));
     }
     Store { queue: tx, threads }
+}
+
+/// The noise threads of `t` with `seed`.
+fn tenant_noise(t: &Tenant, seed: u64) -> NoiseConfig {
+    NoiseConfig {
+        threads: t.threads,
+        busy_fraction: t.fraction,
+        busy_ms: t.period_ms,
+        io_kib: t.kib,
+        seed,
+        ioprio: Some(t.prio.ioprio()),
+    }
 }
 
 /// Check every option; the error names it.
@@ -458,6 +503,10 @@ pub fn check(opts: &MixOptions) -> Result<(), Error> {
         if on.is_empty() || on.iter().any(|&r| r >= opts.replicas.len()) {
             return bad(format!("tenant replicas: {on:?} (0 to {})", opts.replicas.len() - 1));
         }
+        if on.iter().enumerate().any(|(i, r)| on[..i].contains(r)) {
+            return bad(format!("tenant replicas: {on:?} (each at most once)"));
+        }
+        noise::check(&tenant_noise(t, 0))?;
     }
     if !(0.0..=1e6).contains(&opts.failover_us) {
         return bad(format!("failover: {} us (0 to 1000000)", opts.failover_us));
@@ -494,7 +543,7 @@ pub fn run(opts: &MixOptions) -> Result<(Vec<GetRecord>, MixReport), Error> {
         let (sched, discipline) = discipline_of(&name)?;
         let r = open_replica(path, false, false)?;
         size = size.min(r.size);
-        let prof = probe_profile(&r.file, r.size, opts.seed.wrapping_add(i as u64));
+        let prof = probe_profile(&r.file, path, r.size, opts.seed.wrapping_add(i as u64))?;
         report.profile.push(prof);
         report.schedulers.push(format!("{name}: {sched}"));
         books.push(Mutex::new(SchedBooks::new(
@@ -516,7 +565,7 @@ pub fn run(opts: &MixOptions) -> Result<(Vec<GetRecord>, MixReport), Error> {
         )));
     }
     let books = Arc::new(books);
-    let events = Arc::new(Mutex::new([0u64; 3]));
+    let events = Arc::new(Mutex::new([0u64; 4]));
     let watch = {
         let (books, events) = (books.clone(), events.clone());
         SchedWatch::start(&devs, move |e| {
@@ -552,6 +601,7 @@ pub fn run(opts: &MixOptions) -> Result<(Vec<GetRecord>, MixReport), Error> {
                 }
                 SchedKind::Issue => b.dispatch(e.ts_ns, e.id()),
                 SchedKind::Complete => b.complete(e.ts_ns, e.id()),
+                SchedKind::Merged => b.remove(e.id()),
             }
         })
         .map_err(|e| Error(format!("the scheduler watch: {e}")))?
@@ -560,20 +610,23 @@ pub fn run(opts: &MixOptions) -> Result<(Vec<GetRecord>, MixReport), Error> {
     let mut tenants: Vec<Noise> = Vec::new();
     if let Some((t, on)) = &opts.tenant {
         for &r in on {
-            let cfg = NoiseConfig {
-                threads: t.threads,
-                busy_fraction: t.fraction,
-                busy_ms: t.period_ms,
-                io_kib: t.kib,
-                seed: opts.seed.wrapping_mul(31).wrapping_add(r as u64 * 1000 + 7),
-                ioprio: Some(t.prio.ioprio()),
-            };
+            let cfg = tenant_noise(t, opts.seed.wrapping_mul(31).wrapping_add(r as u64 * 1000 + 7));
             tenants.push(noise::start(&cfg, &opts.replicas[r], data)?);
         }
     }
     let predict_times = Arc::new(Mutex::new(Vec::new()));
+    let faults = Arc::new(Faults::default());
     let stores: Vec<Store> = (0..n)
-        .map(|r| start_store(r, files[r].clone(), books.clone(), opts, predict_times.clone()))
+        .map(|r| {
+            start_store(
+                r,
+                files[r].clone(),
+                books.clone(),
+                opts,
+                predict_times.clone(),
+                faults.clone(),
+            )
+        })
         .collect();
     let queues: Arc<Vec<Sender<Job>>> = Arc::new(stores.iter().map(|s| s.queue.clone()).collect());
     // The gets: Poisson arrivals, a random offset and an order of replicas each.
@@ -598,8 +651,9 @@ pub fn run(opts: &MixOptions) -> Result<(Vec<GetRecord>, MixReport), Error> {
     let next = Arc::new(AtomicUsize::new(0));
     let records = Arc::new(Mutex::new(Vec::with_capacity(gets.len())));
     let start = monotonic_ns();
-    // Enough clients that a get never waits for one (each holds one get at a time).
-    let clients = (opts.gets_per_s * 0.05).clamp(8.0, 256.0) as usize;
+    // Enough clients that a get rarely waits for one (each holds one get at a time): two
+    // seconds of arrivals. A get taken up late says so (`lag_ns`).
+    let clients = (opts.gets_per_s * 2.0).clamp(16.0, 2048.0) as usize;
     let mut handles = Vec::new();
     for _ in 0..clients {
         let (gets, next, queues, records) = (gets.clone(), next.clone(), queues.clone(), records.clone());
@@ -612,10 +666,12 @@ pub fn run(opts: &MixOptions) -> Result<(Vec<GetRecord>, MixReport), Error> {
             if *due > now {
                 std::thread::sleep(Duration::from_nanos(due - now));
             }
+            let lag = now.saturating_sub(*due);
             let rec = serve(*due + start, *offset, order, strategy, failover, &queues);
             if *due >= warmup_ns {
                 if let (Some(mut r), Ok(mut all)) = (rec, records.lock()) {
                     r.due_ns = *due;
+                    r.lag_ns = lag;
                     all.push(r);
                 }
             }
@@ -632,9 +688,34 @@ pub fn run(opts: &MixOptions) -> Result<(Vec<GetRecord>, MixReport), Error> {
             let _ = t.join();
         }
     }
+    let wrong_tenants: usize = tenants.iter().map(Noise::wrong_priority).sum();
     drop(tenants);
-    report.lost = watch.stop();
+    report.lost = watch.stop().map_err(|e| Error(format!("the scheduler watch: {e}")))?;
     report.events = *events.lock().map_err(|_| Error("event counts poisoned".into()))?;
+    report.stale = books.iter().map(|b| b.lock().map_or(0, |b| b.waiting())).sum();
+    if faults.books_lost.load(Ordering::Relaxed) {
+        return Err(Error(
+            "the scheduler's books were lost (the event thread failed)".into(),
+        ));
+    }
+    let wrong = faults.wrong_prio.load(Ordering::Relaxed) + wrong_tenants;
+    if wrong > 0 {
+        return Err(Error(format!(
+            "{wrong} threads could not take their I/O priority (ioprio_set): the run is not the one asked for"
+        )));
+    }
+    let failed = faults.failed_reads.load(Ordering::Relaxed);
+    if failed > 0 {
+        let first = faults
+            .first_error
+            .lock()
+            .ok()
+            .and_then(|f| f.clone())
+            .unwrap_or_default();
+        return Err(Error(format!(
+            "{failed} reads failed or came back short; the first: {first}"
+        )));
+    }
     let mut times = std::mem::take(&mut *predict_times.lock().map_err(|_| Error("timings poisoned".into()))?);
     times.sort_unstable();
     report.predict_ns_p50 = times.get(times.len() / 2).copied().unwrap_or(0);
@@ -671,25 +752,24 @@ fn serve(
         duplicates: 0,
         predicted_ns: 0,
         actual_ns: 0,
+        lag_ns: 0,
     };
-    let mut first_answer = true;
-    let mut note = |a: &Answer, rec: &mut GetRecord| {
-        if first_answer {
-            first_answer = false;
-            match *a {
-                Answer::Done {
-                    replica,
-                    actual_ns,
-                    predicted_ns,
-                } => {
-                    rec.predicted_ns = predicted_ns;
-                    if replica == order[0] {
-                        rec.actual_ns = actual_ns;
-                    }
-                }
-                Answer::Busy { predicted_ns, .. } => rec.predicted_ns = predicted_ns,
-            }
+    // The first try's prediction and, if it served the get, its time in the kernel (a hedge's
+    // copy elsewhere may answer first, MittOS-wait may come back to the first replica: neither
+    // is the first try). A prediction is never 0 (it includes the read's service).
+    let note = |a: &Answer, rec: &mut GetRecord| match *a {
+        Answer::Done {
+            replica,
+            actual_ns,
+            predicted_ns,
+        } if replica == order[0] && rec.predicted_ns == 0 => {
+            rec.predicted_ns = predicted_ns;
+            rec.actual_ns = actual_ns;
         }
+        Answer::Busy {
+            replica, predicted_ns, ..
+        } if replica == order[0] && rec.predicted_ns == 0 => rec.predicted_ns = predicted_ns,
+        _ => {}
     };
     let deadline = strategy.deadline_ns();
     let last = order.len() - 1;

@@ -45,6 +45,16 @@ impl Default for NoiseConfig {
 pub struct Noise {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
+    /// Threads that could not take their I/O priority (and did not run).
+    wrong_prio: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Noise {
+    /// Threads that could not take the I/O priority asked for and did not run: the noise was
+    /// not what was asked.
+    pub fn wrong_priority(&self) -> usize {
+        self.wrong_prio.load(Ordering::Relaxed)
+    }
 }
 
 impl Drop for Noise {
@@ -56,8 +66,8 @@ impl Drop for Noise {
     }
 }
 
-/// Start noise on `path` (`size` usable bytes).
-pub(crate) fn start(cfg: &NoiseConfig, path: &Path, size: u64) -> Result<Noise, Error> {
+/// Every field in range; the error names it.
+pub(crate) fn check(cfg: &NoiseConfig) -> Result<(), Error> {
     // Periods are drawn around busy_ms and busy_ms * (1 - f) / f: both stay within an hour
     // (a Duration of any length) with these bounds.
     if !(1..=64).contains(&cfg.threads) {
@@ -75,8 +85,15 @@ pub(crate) fn start(cfg: &NoiseConfig, path: &Path, size: u64) -> Result<Noise, 
             cfg.busy_ms
         )));
     }
+    Ok(())
+}
+
+/// Start noise on `path` (`size` usable bytes).
+pub(crate) fn start(cfg: &NoiseConfig, path: &Path, size: u64) -> Result<Noise, Error> {
+    check(cfg)?;
     let stop = Arc::new(AtomicBool::new(false));
     let busy = Arc::new(AtomicBool::new(false));
+    let wrong_prio = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut threads = Vec::new();
     // The schedule: exponential on and off periods.
     {
@@ -115,11 +132,13 @@ pub(crate) fn start(cfg: &NoiseConfig, path: &Path, size: u64) -> Result<Noise, 
         let (stop, busy) = (stop.clone(), busy.clone());
         let seed = cfg.seed.wrapping_add(k as u64 + 1);
         let ioprio = cfg.ioprio;
+        let wrong = wrong_prio.clone();
         threads.push(std::thread::spawn(move || {
             if let Some(p) = ioprio {
                 // A tenant that cannot take its priority does not run (it would not be the
-                // tenant asked for); the store sees no noise rather than the wrong noise.
+                // tenant asked for); it is counted, and the caller fails the run.
                 if set_ioprio(p).is_err() {
+                    wrong.fetch_add(1, Ordering::Relaxed);
                     return;
                 }
             }
@@ -145,7 +164,11 @@ pub(crate) fn start(cfg: &NoiseConfig, path: &Path, size: u64) -> Result<Noise, 
             unsafe { std::alloc::dealloc(ptr, layout) };
         }));
     }
-    Ok(Noise { stop, threads })
+    Ok(Noise {
+        stop,
+        threads,
+        wrong_prio,
+    })
 }
 
 /// Set the calling thread's I/O priority (`IOPRIO_WHO_PROCESS` with 0: this thread; every

@@ -82,6 +82,7 @@ enum sched_kind {
 	SCHED_INSERT = 0,
 	SCHED_ISSUE = 1,
 	SCHED_COMPLETE = 2,
+	SCHED_MERGED = 3,
 };
 
 struct sched_event {

@@ -2,8 +2,9 @@
 /* The books of a multi-tenant I/O scheduler, fed from the block layer (MittCFQ's successor on a
  * stock kernel): every request of the watched devices entering the scheduler
  * (`block_rq_insert`, in the submitter's context: its thread and I/O priority), leaving it for
- * the driver (`block_rq_issue`) and completing (`block_rq_complete`), streamed through a ring
- * buffer in the order they happened. Nothing here changes the system. */
+ * the driver (`block_rq_issue`), completing (`block_rq_complete`) or absorbed into another
+ * (`block_rq_merge`), streamed through a ring buffer in the order they happened. Nothing here
+ * changes the system. */
 #include "vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
@@ -84,6 +85,14 @@ SEC("tp_btf/block_rq_issue")
 int on_sched_issue(__u64 *ctx)
 {
 	emit((struct request *)ctx[0], SCHED_ISSUE);
+	return 0;
+}
+
+/* A request absorbed into another (it leaves without an issue or a completion). */
+SEC("tp_btf/block_rq_merge")
+int on_sched_merge(__u64 *ctx)
+{
+	emit((struct request *)ctx[0], SCHED_MERGED);
 	return 0;
 }
 
