@@ -235,6 +235,30 @@ def row_of(scenario: str, sched: str, label: str, repeat: int, d: float, r: dict
     return row
 
 
+def pack_runs(raw: Path, path: Path) -> int:
+    """Every get of every run (`raw/*.csv`, one per run) into one Parquet file with the run's
+    name as a column, then the CSVs removed; returns the gets packed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .safeio import atomic_open
+
+    cols: dict[str, list] = {"run": []}
+    files = sorted(raw.glob("*.csv"))
+    for f in files:
+        with open(f) as fh:
+            for r in csv.DictReader(fh):
+                cols["run"].append(f.stem)
+                for k, v in r.items():
+                    cols.setdefault(k, []).append(int(v))
+    with atomic_open(path) as fh:
+        pq.write_table(pa.table(cols), fh, compression="zstd")
+    for f in files:
+        f.unlink()
+    raw.rmdir()
+    return len(cols["run"])
+
+
 def _med(rows: list[dict], label: str, key: str) -> tuple[float, float, float]:
     v = np.array([r[key] for r in rows if r["strategy"] == label])
     return float(np.median(v)), float(v.min()), float(v.max())
@@ -340,6 +364,7 @@ def _run(args, raw: Path) -> int:
     if bar is not None:
         bar.close()
     write_parquet(rows, args.out / "results.parquet")
+    pack_runs(raw, args.out / "gets.parquet")
     sections = [markdown(rows, sc, sd) for sd in args.sched for sc in args.scenario]
     head = (
         f"# MittCFQ's successor on loop devices ({time.strftime('%Y-%m-%d')}, {os.uname().nodename}, "

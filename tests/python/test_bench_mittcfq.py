@@ -70,6 +70,9 @@ def test_a_quick_run_compares_the_strategies_and_restores_what_a_crashed_run_lef
     # bfq serves the heavier tenant first: MittOS turns the tries on its replica away.
     assert by["MittOS"]["ebusy"] > by["MittOS"]["gets"] / 2
     assert by["MittOS"]["p95_ms"] * 3 < by["Base"]["p95_ms"], (by["MittOS"]["p95_ms"], by["Base"]["p95_ms"])
+    gets = pq.read_table(out / "gets.parquet").to_pylist()
+    assert {g["run"] for g in gets} >= {"high-bfq-Base-0", "high-bfq-MittOS-0"} and not (out / "runs").exists()
+    assert sum(g["run"] == "high-bfq-Base-0" for g in gets) == by["Base"]["gets"]
     table = (out / "table.md").read_text()
     assert "### high, bfq" in table and "| MittOS |" in table
 
