@@ -45,6 +45,7 @@ from ._cli import run as run_cli
 from ._validate import float_arg, int_arg
 from .admission import _progress, write_parquet
 from .bench_real import iolearn_cmd, sh
+from .mittcfq import _med, row_cells
 from .safeio import output_dir, private_dir, read_text, write_text
 
 SCHEDULERS = ("bfq", "mq-deadline")
@@ -259,11 +260,6 @@ def pack_runs(raw: Path, path: Path) -> int:
     return len(cols["run"])
 
 
-def _med(rows: list[dict], label: str, key: str) -> tuple[float, float, float]:
-    v = np.array([r[key] for r in rows if r["strategy"] == label])
-    return float(np.median(v)), float(v.min()), float(v.max())
-
-
 def markdown(rows: list[dict], scenario: str, sched: str) -> str:
     mine = [r for r in rows if r["scenario"] == scenario and r["sched"] == sched]
     d = mine[0]["deadline_ms"]
@@ -278,17 +274,7 @@ def markdown(rows: list[dict], scenario: str, sched: str) -> str:
     for label in ("NoNoise", *(s for s, _ in STRATEGIES)):
         if not any(r["strategy"] == label for r in mine):
             continue
-        cells = []
-        for key in ("mean_ms", "p95_ms", "p99_ms", "p99.9_ms"):
-            m, lo, hi = _med(mine, label, key)
-            cells.append(f"{m:.2f} [{lo:.2f}-{hi:.2f}]")
-        for key, other in (("p95_ms", "Hedged"), ("p99_ms", "Hedged"), ("p95_ms", "Base")):
-            a, b = _med(mine, label, key)[0], _med(mine, other, key)[0]
-            cells.append(f"{1 - a / b:+.0%}" if b > 0 else "")
-        gets = max(_med(mine, label, "gets")[0], 1)
-        cells.append(f"{_med(mine, label, 'ebusy')[0] / gets:.1%}")
-        cells.append(f"{_med(mine, label, 'extra_copies')[0] / gets:.1%}")
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines.append(f"| {label} | " + " | ".join(row_cells(mine, label, 2)) + " |")
     late = sum(r["late_gets"] for r in mine)
     if late:
         lines += ["", f"{late} gets were taken up over 1 ms late (every client busy); their latency counts it."]

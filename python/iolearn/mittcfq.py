@@ -129,6 +129,24 @@ def max_reduction(rows: list[dict], ours: str, other: str) -> tuple[float, str]:
     return best, at
 
 
+def row_cells(mine: list[dict], label: str, digits: int, over_40ms: bool = False) -> list[str]:
+    """A strategy's cells in a scenario's table: mean and tail latencies (median [min-max]),
+    reductions against Hedged and Base, EBUSY answers and extra copies per get."""
+    cells = []
+    for key in ("mean_ms", "p95_ms", "p99_ms", "p99.9_ms"):
+        m, lo, hi = _med(mine, label, key)
+        cells.append(f"{m:.{digits}f} [{lo:.{digits}f}-{hi:.{digits}f}]")
+    if over_40ms:
+        cells.append(f"{_med(mine, label, 'over_40ms')[0]:.1%}")
+    for key, other in (("p95_ms", "Hedged"), ("p99_ms", "Hedged"), ("p95_ms", "Base")):
+        a, b = _med(mine, label, key)[0], _med(mine, other, key)[0]
+        cells.append(f"{1 - a / b:+.0%}" if b > 0 else "")
+    gets = max(_med(mine, label, "gets")[0], 1)
+    cells.append(f"{_med(mine, label, 'ebusy')[0] / gets:.1%}")
+    cells.append(f"{_med(mine, label, 'extra_copies')[0] / gets:.1%}")
+    return cells
+
+
 def markdown(rows: list[dict], scenario: str, sched: str) -> str:
     mine = [r for r in rows if r["scenario"] == scenario and r["sched"] == sched]
     seeds = sorted({r["seed"] for r in mine})
@@ -141,18 +159,7 @@ def markdown(rows: list[dict], scenario: str, sched: str) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label in ("NoNoise", *(s for s, _ in STRATEGIES)):
-        cells = []
-        for key in ("mean_ms", "p95_ms", "p99_ms", "p99.9_ms"):
-            m, lo, hi = _med(mine, label, key)
-            cells.append(f"{m:.1f} [{lo:.1f}-{hi:.1f}]")
-        cells.append(f"{_med(mine, label, 'over_40ms')[0]:.1%}")
-        for key, other in (("p95_ms", "Hedged"), ("p99_ms", "Hedged"), ("p95_ms", "Base")):
-            a, b = _med(mine, label, key)[0], _med(mine, other, key)[0]
-            cells.append(f"{1 - a / b:+.0%}" if b > 0 else "")
-        gets = max(_med(mine, label, "gets")[0], 1)
-        cells.append(f"{_med(mine, label, 'ebusy')[0] / gets:.1%}")
-        cells.append(f"{_med(mine, label, 'extra_copies')[0] / gets:.1%}")
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines.append(f"| {label} | " + " | ".join(row_cells(mine, label, 1, over_40ms=True)) + " |")
     unfinished = sum(r["unfinished"] for r in mine)
     if unfinished:
         lines += ["", f"{unfinished} gets never served (left out of the percentiles)."]

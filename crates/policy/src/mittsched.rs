@@ -884,13 +884,13 @@ mod tests {
         )
     }
 
-    /// A steady tenant thread `pid` (weight 80) sending one read after another from `t` for
+    /// A steady tenant thread `pid` of `weight` sending one read after another from `t` for
     /// `n` reads, each served in 0.1 ms; returns when it stopped.
-    fn steady_reads(books: &mut SchedBooks, pid: u32, first_id: u64, t: u64, n: u64) -> u64 {
+    fn steady_reads(books: &mut SchedBooks, pid: u32, weight: u64, first_id: u64, t: u64, n: u64) -> u64 {
         let mut now = t;
         for k in 0..n {
             let e = Entry {
-                weight: 80,
+                weight,
                 ..entry(first_id + k, pid, 1)
             };
             let p = books.predict(now, &e);
@@ -903,19 +903,26 @@ mod tests {
         now
     }
 
+    /// Four tenant threads (pids 1 to 4) of `weight` taking turns read by read from `t` until
+    /// `until` (bfq injects the others while one holds the turn); returns when they stopped.
+    fn four_tenants(books: &mut SchedBooks, weight: u64, t: u64, until: u64) -> u64 {
+        let mut now = t;
+        while now < until {
+            for pid in 1..=4u32 {
+                now = steady_reads(books, pid, weight, (now << 3) | pid as u64, now, 1);
+            }
+        }
+        now
+    }
+
     #[test]
     fn under_bfq_a_sparse_reader_waits_for_what_is_left_of_the_holders_turn_not_for_every_tenant() {
         let ms = 1_000_000;
         let mut books = bfq_books();
         // Four tenant threads take turns request by request (bfq injects the others while one
         // holds the turn): their dispatches do not start new turns.
-        let mut now = 0;
-        for round in 0..50u64 {
-            for pid in 1..=4u32 {
-                now = steady_reads(&mut books, pid, 1_000 * pid as u64 + round * 10, now, 1);
-            }
-        }
         // 50 x 4 reads of 0.11 ms: 22 ms into the first tenant's 100 ms turn.
+        let mut now = four_tenants(&mut books, 80, 0, 22 * ms);
         let store = entry(99_999, 77, 1);
         let p = books.predict(now, &store);
         let left = 100 * ms - now;
@@ -927,11 +934,7 @@ mod tests {
         // Not four turns (bfq-like Fair's answer for four steady neighbours).
         assert!(p.wait_ns < 100 * ms);
         // The tenants go on past the end of the turn: the first read after it starts the next.
-        while now < 110 * ms {
-            for pid in 1..=4u32 {
-                now = steady_reads(&mut books, pid, 500_000 + now / 1000 + pid as u64, now, 1);
-            }
-        }
+        now = four_tenants(&mut books, 80, now, 110 * ms);
         let p = books.predict(now, &store);
         assert!(
             p.wait_ns > 85 * ms && p.wait_ns < 95 * ms,
@@ -943,7 +946,7 @@ mod tests {
     #[test]
     fn under_bfq_a_higher_class_waits_for_nothing_of_a_lower_one() {
         let mut books = bfq_books();
-        let now = steady_reads(&mut books, 1, 1, 0, 20);
+        let now = steady_reads(&mut books, 1, 80, 1, 0, 20);
         let rt = Entry {
             weight: 80,
             ..entry(5_000, 9, 0)
@@ -960,12 +963,7 @@ mod tests {
     fn under_bfq_reads_served_at_once_lately_predict_the_next_is_too_until_one_waits() {
         let ms = 1_000_000;
         let mut books = bfq_books();
-        let mut now = 0;
-        for round in 0..50u64 {
-            for pid in 1..=4u32 {
-                now = steady_reads(&mut books, pid, 1_000 * pid as u64 + round * 10, now, 1);
-            }
-        }
+        let mut now = four_tenants(&mut books, 80, 0, 22 * ms);
         let store = |id, pid| entry(id, pid, 1);
         assert!(books.predict(now, &store(9_000, 70)).wait_ns > 50 * ms, "a turn is on");
         // One of the store's reads cut in (bfq raised its queue): served 0.2 ms after arrival.
@@ -989,12 +987,7 @@ mod tests {
             "one waits"
         );
         books.remove(stuck.id);
-        let until = now + 150 * ms;
-        while now < until {
-            for pid in 1..=4u32 {
-                now = steady_reads(&mut books, pid, 700_000 + now / 1000 + pid as u64, now, 1);
-            }
-        }
+        now = four_tenants(&mut books, 80, now, now + 150 * ms);
         assert!(
             books.predict(now, &store(9_005, 75)).wait_ns > 10 * ms,
             "long ago: turns again"
@@ -1005,22 +998,7 @@ mod tests {
     fn under_bfq_a_heavier_reader_does_not_wait_for_a_lighter_tenants_turn() {
         let ms = 1_000_000;
         let mut books = bfq_books();
-        let mut now = 0;
-        for round in 0..50u64 {
-            for pid in 1..=4u32 {
-                // Best effort 4: weight 40.
-                let e = Entry {
-                    weight: 40,
-                    ..entry(1_000 * pid as u64 + round * 10, pid, 1)
-                };
-                let p = books.predict(now, &e);
-                books.insert(now, e, p, None);
-                books.dispatch(now + 1_000, e.id);
-                now += 100_000;
-                books.complete(now, e.id);
-                now += 10_000;
-            }
-        }
+        let now = four_tenants(&mut books, 40, 0, 22 * ms);
         let heavier = Entry {
             weight: 80,
             ..entry(99_999, 77, 1)
