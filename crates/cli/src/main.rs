@@ -6,6 +6,7 @@ mod model;
 mod probe;
 mod python;
 mod replay;
+mod sched;
 mod trace;
 mod tune;
 

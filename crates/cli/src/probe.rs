@@ -17,6 +17,10 @@ use std::time::{Duration, Instant};
 pub enum ProbeCommand {
     /// KML's readahead features per window (and lost-event counts) as CSV.
     Readahead(RecordArgs),
+    /// Every request of a few devices entering the I/O scheduler, going to the driver,
+    /// completing or merged, with its thread and I/O priority (CSV with --out), and per
+    /// device and priority the waits in the scheduler and on the driver.
+    Sched(crate::sched::SchedArgs),
 }
 
 /// Options of `iolearn probe readahead`.
@@ -46,7 +50,10 @@ pub struct RecordArgs {
 }
 
 pub fn run(cmd: ProbeCommand) -> Result<()> {
-    let ProbeCommand::Readahead(a) = cmd;
+    let a = match cmd {
+        ProbeCommand::Readahead(a) => a,
+        ProbeCommand::Sched(s) => return crate::sched::run(s),
+    };
     let name = a.device.strip_prefix("/dev/").unwrap_or(&a.device).to_string();
     iolearn_tune::check_device_name(&name).map_err(anyhow::Error::msg)?;
     iolearn_tune::check_pids(&a.pids).map_err(anyhow::Error::msg)?;

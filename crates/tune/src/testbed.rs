@@ -168,3 +168,70 @@ fn skip_because(suite: &str, test: &str, why: Option<String>) -> bool {
     }
     true
 }
+
+/// A fresh loop device over a written image (direct I/O, no file system) under a chosen I/O
+/// scheduler; the scheduler it had is restored (loop devices keep theirs across attachments)
+/// and the device detached when dropped.
+#[derive(Debug)]
+pub struct RawLoop {
+    /// Backing image file.
+    pub image: PathBuf,
+    /// Device path (`/dev/loop3`).
+    pub dev: String,
+    saved: String,
+}
+
+impl RawLoop {
+    /// `mib` MiB of written data at `image` (a hole would be answered without a request),
+    /// attached with direct I/O, under `scheduler`.
+    pub fn new(image: &Path, mib: usize, scheduler: &str) -> Result<RawLoop, String> {
+        std::fs::write(image, vec![0x5au8; mib << 20]).map_err(|e| format!("{}: {e}", image.display()))?;
+        let dev = match sh(Command::new("losetup")
+            .args(["--direct-io=on", "--find", "--show"])
+            .arg(image))
+        {
+            Ok(d) => d,
+            Err(e) => {
+                let _ = std::fs::remove_file(image);
+                return Err(e);
+            }
+        };
+        let saved = std::fs::read_to_string(RawLoop::sched_path(&dev))
+            .ok()
+            .and_then(|s| {
+                s.split_whitespace()
+                    .find(|w| w.starts_with('['))
+                    .map(|w| w.trim_matches(['[', ']']).to_string())
+            })
+            .unwrap_or_else(|| "none".into());
+        let lo = RawLoop {
+            image: image.to_path_buf(),
+            dev,
+            saved,
+        };
+        let dio = format!("/sys/block/{}/loop/dio", lo.name());
+        if !std::fs::read_to_string(&dio).is_ok_and(|v| v.trim() == "1") {
+            return Err(format!("{}: direct I/O not on ({dio})", lo.dev));
+        }
+        std::fs::write(RawLoop::sched_path(&lo.dev), scheduler)
+            .map_err(|e| format!("{scheduler} on {}: {e}", lo.dev))?;
+        Ok(lo)
+    }
+
+    /// Its name (`loop3`).
+    pub fn name(&self) -> &str {
+        self.dev.trim_start_matches("/dev/")
+    }
+
+    fn sched_path(dev: &str) -> String {
+        format!("/sys/block/{}/queue/scheduler", dev.trim_start_matches("/dev/"))
+    }
+}
+
+impl Drop for RawLoop {
+    fn drop(&mut self) {
+        let _ = std::fs::write(RawLoop::sched_path(&self.dev), &self.saved);
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
