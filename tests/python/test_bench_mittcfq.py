@@ -68,8 +68,9 @@ def test_a_quick_run_compares_the_strategies_and_restores_what_a_crashed_run_lef
     # The tenant ran as asked: bfq makes the store wait for its turns (less so while it
     # raises the store's queues: the benchmark's repeats, not this quick run, say how much).
     assert by["Base"]["p95_ms"] > 2 * by["NoNoise"]["p95_ms"], (by["Base"]["p95_ms"], by["NoNoise"]["p95_ms"])
-    # bfq serves the heavier tenant first: MittOS turns the tries on its replica away.
-    assert by["MittOS"]["ebusy"] > by["MittOS"]["gets"] / 2
+    # bfq serves the heavier tenant first: MittOS turns tries on its replica away (how many
+    # depends on bfq raising the store's queues or not, which swings from run to run).
+    assert by["MittOS"]["ebusy"] > 0 and by["Base"]["ebusy"] == 0
     gets = pq.read_table(out / "gets.parquet").to_pylist()
     assert {g["run"] for g in gets} >= {"high-bfq-Base-0", "high-bfq-MittOS-0"} and not (out / "runs").exists()
     assert sum(g["run"] == "high-bfq-Base-0" for g in gets) == by["Base"]["gets"]
