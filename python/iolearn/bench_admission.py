@@ -7,8 +7,8 @@ arrives (base), with `--samples`: per-read training rows as the block layer saw 
 ML-MittOS and iolearn's tree are trained on those rows (labels at the inflection point of the
 measured latencies). The second half is then replayed with each policy, side by side, through
 `iolearn replay block` (io_uring, O_DIRECT). Noise threads read replica 0 in busy periods.
-The loop devices are sparse files on this machine's disk; they are removed on exit, on signals,
-and by the next run if a crash left them behind.
+The loop devices are images of written data on this machine's disk; they are removed on exit,
+on signals, and by the next run if a crash left them behind.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ._cli import Parser
 from ._cli import run as run_cli
 from ._validate import float_arg, int_arg
 from .admission import REFERENCE_TRACES, _train_linnos, _train_mittos
-from .bench_real import iolearn_cmd, sh
+from .bench_real import iolearn_cmd, sh, write_image
 from .models import DecisionTree
 from .safeio import output_dir, private_dir, read_text, write_text
 
@@ -37,7 +37,7 @@ IMAGE_MB = 1024
 
 
 class Replicas:
-    """Three sparse images on loop devices (direct I/O); detached and removed on exit."""
+    """Three images of written data on loop devices (direct I/O); detached and removed on exit."""
 
     def __init__(self, workdir: Path, n: int = 3):
         self.workdir = workdir
@@ -54,10 +54,10 @@ class Replicas:
         private_dir(self.workdir)
         self.clean_leftovers()
         for img in self.images:
-            # Allocated up front: a write into a hole of a sparse image costs the host file
-            # system an allocation, which would tax whichever policy runs first.
-            with open(img, "wb") as f:
-                os.posix_fallocate(f.fileno(), 0, IMAGE_MB << 20)
+            # Written up front: a read of a hole or of a preallocated (unwritten) extent never
+            # reaches the disk, and a write into a hole costs the host file system an
+            # allocation, which would tax whichever policy runs first.
+            write_image(img, IMAGE_MB)
             self.devices.append(sh("losetup", "--direct-io=on", "--find", "--show", img).stdout.strip())
         return self
 

@@ -44,7 +44,7 @@ from ._cli import Parser
 from ._cli import run as run_cli
 from ._validate import float_arg, int_arg
 from .admission import _progress, write_parquet
-from .bench_real import iolearn_cmd, sh
+from .bench_real import iolearn_cmd, sh, write_image
 from .mittcfq import _med, row_cells
 from .safeio import output_dir, private_dir, read_text, write_text
 
@@ -120,12 +120,7 @@ class Replicas:
         self.clean_leftovers()
         try:
             for img in self.images:
-                with open(img, "wb") as f:
-                    block = b"\xa5" * (4 << 20)
-                    for _ in range(IMAGE_MB // 4):
-                        f.write(block)
-                    f.flush()
-                    os.fsync(f.fileno())
+                write_image(img, IMAGE_MB)
                 dev = sh("losetup", "--direct-io=on", "--find", "--show", img).stdout.strip()
                 self.devices.append(dev)
                 self.saved[dev] = self.current(dev)

@@ -125,6 +125,18 @@ def sh(*cmd, check=True, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([str(c) for c in cmd], check=check, capture_output=True, text=True, **kw)
 
 
+def write_image(path: Path, mb: int) -> None:
+    """An image of `mb` MiB of written data, synced. Not a sparse or preallocated file: an
+    O_DIRECT read of a hole or an unwritten extent is answered with zeros without touching
+    the disk, so a loop device over one measures nothing of the disk."""
+    block = b"\xa5" * (4 << 20)
+    with open(path, "wb") as f:
+        for _ in range(mb // 4):
+            f.write(block)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 class Testbed:
     """Loop device + ext4 + cgroup, with a journal so a crashed run is cleaned at the next start."""
 
