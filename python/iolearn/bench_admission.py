@@ -29,42 +29,12 @@ from ._cli import Parser
 from ._cli import run as run_cli
 from ._validate import float_arg, int_arg
 from .admission import REFERENCE_TRACES, _train_linnos, _train_mittos
-from .bench_real import iolearn_cmd, sh, write_image
+from .bench_mittcfq import Replicas
+from .bench_real import iolearn_cmd
 from .models import DecisionTree
-from .safeio import output_dir, private_dir, read_text, write_text
+from .safeio import output_dir, read_text, write_text
 
 IMAGE_MB = 1024
-
-
-class Replicas:
-    """Three images of written data on loop devices (direct I/O); detached and removed on exit."""
-
-    def __init__(self, workdir: Path, n: int = 3):
-        self.workdir = workdir
-        self.images = [workdir / f"replica{i}.img" for i in range(n)]
-        self.devices: list[str] = []
-
-    def clean_leftovers(self) -> None:
-        for img in self.images:
-            for line in sh("losetup", "-j", img, check=False).stdout.splitlines():
-                sh("losetup", "-d", line.split(":")[0], check=False)
-            img.unlink(missing_ok=True)
-
-    def __enter__(self) -> Replicas:
-        private_dir(self.workdir)
-        self.clean_leftovers()
-        for img in self.images:
-            # Written up front: a read of a hole or of a preallocated (unwritten) extent never
-            # reaches the disk, and a write into a hole costs the host file system an
-            # allocation, which would tax whichever policy runs first.
-            write_image(img, IMAGE_MB)
-            self.devices.append(sh("losetup", "--direct-io=on", "--find", "--show", img).stdout.strip())
-        return self
-
-    def __exit__(self, *exc):
-        for d in self.devices:
-            sh("losetup", "-d", d, check=False)
-        self.clean_leftovers()
 
 
 def _split_trace(path: str, out: Path) -> tuple[Path, Path]:
@@ -167,7 +137,9 @@ def main(argv=None) -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, stop)
     rows = []
-    with Replicas(args.workdir) as reps:
+    # Written images (a read of a hole or a preallocated extent never reaches the disk, a write
+    # into one costs the host file system an allocation): the loop devices of bench mittcfq.
+    with Replicas(args.workdir, image_mb=IMAGE_MB) as reps:
         train_trace, test_trace = _split_trace(args.trace, args.workdir)
         samples = args.out / "train-samples.csv"
         t0 = time.time()

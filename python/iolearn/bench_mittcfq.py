@@ -74,10 +74,11 @@ IMAGE_MB = 512
 class Replicas:
     """Loop devices over written images (a hole would be read without touching the disk), with
     a journal of each device's scheduler before we changed it: restored and detached on exit,
-    and by the next run if a crash left them behind."""
+    and by the next run if a crash left them behind (also `bench admission --real`'s)."""
 
-    def __init__(self, workdir: Path, n: int = 3):
+    def __init__(self, workdir: Path, n: int = 3, image_mb: int = IMAGE_MB):
         self.workdir = workdir
+        self.image_mb = image_mb
         self.images = [workdir / f"replica{i}.img" for i in range(n)]
         self.journal = workdir / "schedulers.json"
         self.devices: list[str] = []
@@ -120,7 +121,7 @@ class Replicas:
         self.clean_leftovers()
         try:
             for img in self.images:
-                write_image(img, IMAGE_MB)
+                write_image(img, self.image_mb)
                 dev = sh("losetup", "--direct-io=on", "--find", "--show", img).stdout.strip()
                 self.devices.append(dev)
                 self.saved[dev] = self.current(dev)

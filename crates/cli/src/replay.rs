@@ -91,7 +91,7 @@ fn parse_strategy(s: &str) -> Result<Strategy, String> {
 }
 
 fn parse_prio(s: &str) -> Result<Prio, String> {
-    Prio::parse(s)
+    iolearn_replay::mix::parse_prio(s)
 }
 
 /// One row of `iolearn replay mix --out`.

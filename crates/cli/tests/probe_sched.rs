@@ -18,16 +18,11 @@ fn reader(dev: String, ioprio: u16, first: u64, n: u64) -> std::thread::JoinHand
             .custom_flags(libc::O_DIRECT)
             .open(&dev)
             .expect("open the loop device");
-        let layout = std::alloc::Layout::from_size_align(4096, 4096).unwrap();
-        // SAFETY: non-zero size; freed below.
-        let ptr = unsafe { std::alloc::alloc(layout) };
-        // SAFETY: 4096 bytes owned by this thread.
-        let buf = unsafe { std::slice::from_raw_parts_mut(ptr, 4096) };
+        let mut owned = iolearn_replay::AlignedBuf::new(4096);
+        let buf = owned.slice(4096);
         for k in first..first + n {
             assert_eq!(f.read_at(buf, (k % 4000) * 4096).expect("a read"), 4096);
         }
-        // SAFETY: allocated above with this layout.
-        unsafe { std::alloc::dealloc(ptr, layout) };
     })
 }
 

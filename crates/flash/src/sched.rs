@@ -65,6 +65,30 @@ impl Prio {
         (8 - self.level.min(7) as u64) * 10
     }
 
+    /// The kernel's encoding (`ioprio_set`, `IOPRIO_PRIO_VALUE`): the class in bits 13-15 (1
+    /// real time, 2 best effort, 3 idle), the level below.
+    pub fn ioprio(&self) -> u16 {
+        ((self.class as u16 + 1) << 13) | self.level.min(7) as u16
+    }
+
+    /// From the kernel's class and level (`IOPRIO_PRIO_CLASS` / `_DATA`). Class 0 (none) is
+    /// best effort at 4, the level the kernel derives for nice 0; idle is taken at level 7
+    /// (the kernel ignores an idle request's level; the lowest weight is the honest one).
+    pub fn from_kernel(class: u8, level: u8) -> Prio {
+        match class {
+            1 => Prio {
+                class: Class::RealTime,
+                level: level.min(7),
+            },
+            2 => Prio::best_effort(level.min(7)),
+            3 => Prio {
+                class: Class::Idle,
+                level: 7,
+            },
+            _ => Prio::best_effort(4),
+        }
+    }
+
     /// Parse `rt:N`, `be:N` or `idle` (ionice's classes and levels).
     pub fn parse(s: &str) -> Result<Prio, String> {
         let (class, level) = match s.split_once(':') {

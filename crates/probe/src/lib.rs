@@ -27,7 +27,7 @@
 pub mod sched;
 mod sys;
 
-pub use sys::{kernel_dev, DeviceId};
+pub use sys::{active_scheduler, kernel_dev, DeviceId};
 
 use std::fmt;
 use std::path::PathBuf;

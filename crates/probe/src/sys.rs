@@ -57,6 +57,16 @@ impl DeviceId {
     }
 }
 
+/// The I/O scheduler block device `name` (`loop0`) runs: the bracketed entry of
+/// `/sys/block/<name>/queue/scheduler` (`none` when there is none).
+pub fn active_scheduler(name: &str) -> std::io::Result<String> {
+    let list = std::fs::read_to_string(Path::new("/sys/block").join(name).join("queue/scheduler"))?;
+    Ok(list
+        .split_whitespace()
+        .find(|w| w.starts_with('['))
+        .map_or_else(|| "none".into(), |w| w.trim_matches(['[', ']']).to_string()))
+}
+
 pub(crate) fn check_root_and_btf() -> Result<(), ProbeError> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {

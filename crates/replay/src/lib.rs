@@ -10,10 +10,12 @@
 //! overwrite data.
 #![deny(missing_docs)]
 
+mod buf;
 pub mod mix;
 mod noise;
 mod ring;
 
+pub use buf::AlignedBuf;
 pub use noise::{set_ioprio, Noise, NoiseConfig};
 
 use iolearn_policy::admission::{Admission, DeviceQueue, FeatureSet, IoView};

@@ -12,11 +12,12 @@
 //! out of bfq.
 
 use crate::noise::{self, set_ioprio, Noise, NoiseConfig};
-use crate::{open_replica, Error, ALIGN};
+use crate::{open_replica, AlignedBuf, Error, ALIGN};
 use iolearn_ml::Rng;
-use iolearn_policy::mittsched::{Discipline, Entry, SchedBooks, SeekProfile};
+use iolearn_policy::mittsched::{Discipline, SchedBooks, SeekProfile};
 use iolearn_probe::sched::{SchedKind, SchedWatch};
-use iolearn_probe::DeviceId;
+use iolearn_probe::{active_scheduler, DeviceId};
+use iolearn_tail::mix::books_entry;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,41 +25,27 @@ use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// An I/O priority as `ionice` names it: class 1 real time, 2 best effort, 3 idle; level 0
-/// (highest) to 7.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Prio {
-    /// `IOPRIO_CLASS_*`.
-    pub class: u8,
-    /// Level in the class.
-    pub level: u8,
-}
+pub use iolearn_flash::sched::Prio;
 
-impl Prio {
-    /// `rt0`..`rt7`, `be0`..`be7`, `idle`.
-    pub fn parse(s: &str) -> Result<Prio, String> {
-        let bad = || format!("{s:?}: an I/O priority is rt0 to rt7, be0 to be7, or idle");
-        if s == "idle" {
-            return Ok(Prio { class: 3, level: 7 });
-        }
-        let (class, level) = if let Some(l) = s.strip_prefix("rt") {
-            (1, l)
-        } else if let Some(l) = s.strip_prefix("be") {
-            (2, l)
-        } else {
-            return Err(bad());
-        };
-        let level: u8 = level.parse().map_err(|_| bad())?;
-        if level > 7 {
-            return Err(bad());
-        }
-        Ok(Prio { class, level })
+/// An I/O priority written `rt0`..`rt7`, `be0`..`be7` or `idle` (ionice's classes and levels;
+/// idle is taken at level 7, the lowest weight).
+pub fn parse_prio(s: &str) -> Result<Prio, String> {
+    let bad = || format!("{s:?}: an I/O priority is rt0 to rt7, be0 to be7, or idle");
+    if s == "idle" {
+        return Ok(Prio::from_kernel(3, 7));
     }
-
-    /// `ioprio_set`'s encoding.
-    pub fn ioprio(self) -> u16 {
-        ((self.class as u16) << 13) | self.level as u16
+    let (class, level) = if let Some(l) = s.strip_prefix("rt") {
+        (1, l)
+    } else if let Some(l) = s.strip_prefix("be") {
+        (2, l)
+    } else {
+        return Err(bad());
+    };
+    let level: u8 = level.parse().map_err(|_| bad())?;
+    if level > 7 {
+        return Err(bad());
     }
+    Ok(Prio::from_kernel(class, level))
 }
 
 /// What the client does with a get.
@@ -241,13 +228,8 @@ fn device_of(path: &Path) -> Result<DeviceId, Error> {
 /// need them.
 fn discipline_of(name: &str) -> Result<(String, Discipline), Error> {
     let q = PathBuf::from("/sys/block").join(name).join("queue");
+    let sched = active_scheduler(name).map_err(|e| Error(format!("{}/scheduler: {e}", q.display())))?;
     let read = |f: &str| std::fs::read_to_string(q.join(f)).map(|s| s.trim().to_string());
-    let list = read("scheduler").map_err(|e| Error(format!("{}/scheduler: {e}", q.display())))?;
-    let sched = list
-        .split_whitespace()
-        .find(|w| w.starts_with('['))
-        .map(|w| w.trim_matches(['[', ']']).to_string())
-        .unwrap_or_else(|| "none".into());
     let num = |f: &str, default: u64| {
         read(&format!("iosched/{f}"))
             .ok()
@@ -269,39 +251,12 @@ fn discipline_of(name: &str) -> Result<(String, Discipline), Error> {
     Ok((sched, d))
 }
 
-/// A 4 KiB-aligned O_DIRECT buffer of `len` bytes.
-struct Buf {
-    ptr: *mut u8,
-    layout: std::alloc::Layout,
-}
-
-impl Buf {
-    fn new(len: usize) -> Buf {
-        let layout = std::alloc::Layout::from_size_align(len.max(ALIGN as usize), ALIGN as usize).expect("layout");
-        // SAFETY: non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        assert!(!ptr.is_null(), "out of memory for a read buffer");
-        Buf { ptr, layout }
-    }
-    fn slice(&mut self, len: usize) -> &mut [u8] {
-        // SAFETY: `len` is within the allocation, owned by this Buf.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, len.min(self.layout.size())) }
-    }
-}
-
-impl Drop for Buf {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
-    }
-}
-
 /// The device's cost of a 4 KiB read and per further KiB, probed alone before the run (reads
 /// one at a time at random places): MittNOOP's profile, flat in distance (a loop device's
 /// backing store does not seek).
 fn probe_profile(file: &std::fs::File, path: &Path, size: u64, seed: u64) -> Result<(u64, f64), Error> {
     let mut rng = Rng::new(seed);
-    let mut buf = Buf::new(64 << 10);
+    let mut buf = AlignedBuf::new(64 << 10);
     let mut mean = |len: usize, n: usize| -> Result<u64, Error> {
         let mut t = Vec::with_capacity(n);
         for _ in 0..n {
@@ -392,22 +347,14 @@ fn start_store(
                 faults.wrong_prio.fetch_add(1, Ordering::Relaxed);
             }
             let tid = gettid();
-            let mut buf = Buf::new(len as usize);
+            let mut buf = AlignedBuf::new(len as usize);
             let mut mine = Vec::new();
             loop {
                 let job = match rx.lock().map(|r| r.recv()) {
                     Ok(Ok(j)) => j,
                     _ => break,
                 };
-                let entry = Entry {
-                    id: u64::MAX,
-                    pid: tid,
-                    class: prio.class.saturating_sub(1).min(2),
-                    weight: (8 - prio.level.min(7) as u64) * 10,
-                    offset: job.offset,
-                    len,
-                    write: false,
-                };
+                let entry = books_entry(u64::MAX, tid, prio, job.offset, len, false);
                 let t0 = monotonic_ns();
                 let Ok(p) = books[replica].lock().map(|b| b.predict(t0, &entry)) else {
                     // The watch's thread panicked holding the books: no prediction is left
@@ -577,23 +524,8 @@ pub fn run(opts: &MixOptions) -> Result<(Vec<GetRecord>, MixReport), Error> {
             };
             match e.kind {
                 SchedKind::Insert => {
-                    // Class NONE is best effort at the level the kernel derives (4 for
-                    // nice 0).
-                    let (class, level) = match e.class {
-                        1 => (0, e.level),
-                        3 => (2, 7),
-                        2 => (1, e.level),
-                        _ => (1, 4),
-                    };
-                    let entry = Entry {
-                        id: e.id(),
-                        pid: e.tid,
-                        class,
-                        weight: (8 - level.min(7) as u64) * 10,
-                        offset: e.offset,
-                        len: e.len,
-                        write: e.write,
-                    };
+                    let prio = Prio::from_kernel(e.class, e.level);
+                    let entry = books_entry(e.id(), e.tid, prio, e.offset, e.len, e.write);
                     // An identity seen again (a request that left unseen): never counted twice.
                     b.remove(e.id());
                     let p = b.predict(e.ts_ns, &entry);
@@ -839,11 +771,11 @@ mod tests {
 
     #[test]
     fn priorities_and_strategies_parse_and_bad_ones_are_named() {
-        assert_eq!(Prio::parse("be4").unwrap().ioprio(), (2 << 13) | 4);
-        assert_eq!(Prio::parse("rt0").unwrap(), Prio { class: 1, level: 0 });
-        assert_eq!(Prio::parse("idle").unwrap().class, 3);
+        assert_eq!(parse_prio("be4").unwrap().ioprio(), (2 << 13) | 4);
+        assert_eq!(parse_prio("rt0").unwrap().ioprio(), 1 << 13);
+        assert_eq!(parse_prio("idle").unwrap().ioprio(), (3 << 13) | 7);
         for bad in ["be8", "xx1", "be", "rt-1", ""] {
-            assert!(Prio::parse(bad).is_err(), "{bad}");
+            assert!(parse_prio(bad).is_err(), "{bad}");
         }
         assert_eq!(Strategy::parse("base").unwrap(), Strategy::Base);
         assert_eq!(
@@ -868,7 +800,7 @@ mod tests {
             gets_per_s: 100.0,
             get_bytes: 4096,
             store_threads: 8,
-            store_prio: Prio { class: 2, level: 4 },
+            store_prio: Prio::best_effort(4),
             data_bytes: 0,
             first: None,
             tenant: None,
@@ -935,7 +867,7 @@ mod tests {
                         Tenant {
                             threads: 4,
                             kib: 4,
-                            prio: Prio { class: 2, level: 0 },
+                            prio: Prio::best_effort(0),
                             fraction: 1.0,
                             period_ms: 100.0,
                         },

@@ -1,7 +1,7 @@
 //! Background contention on a replica: threads reading it hard during busy periods (MittOS's
 //! noisy neighbours), so a policy has something real to dodge.
 
-use crate::{Error, ALIGN};
+use crate::{AlignedBuf, Error, ALIGN};
 use iolearn_ml::Rng;
 use std::fs::OpenOptions;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -142,14 +142,8 @@ pub(crate) fn start(cfg: &NoiseConfig, path: &Path, size: u64) -> Result<Noise, 
                     return;
                 }
             }
-            let layout = std::alloc::Layout::from_size_align(len as usize, ALIGN as usize).expect("layout");
-            // SAFETY: non-zero size; freed below with the same layout.
-            let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-            if ptr.is_null() {
-                return;
-            }
-            // SAFETY: `ptr` holds `len` bytes, used only by this thread.
-            let buf = unsafe { std::slice::from_raw_parts_mut(ptr, len as usize) };
+            let mut owned = AlignedBuf::new(len as usize);
+            let buf = owned.slice(len as usize);
             let mut rng = Rng::new(seed);
             let blocks = (size - len) / ALIGN;
             while !stop.load(Ordering::Relaxed) {
@@ -160,8 +154,6 @@ pub(crate) fn start(cfg: &NoiseConfig, path: &Path, size: u64) -> Result<Noise, 
                     std::thread::sleep(Duration::from_micros(500));
                 }
             }
-            // SAFETY: allocated above with `layout`.
-            unsafe { std::alloc::dealloc(ptr, layout) };
         }));
     }
     Ok(Noise {

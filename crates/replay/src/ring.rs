@@ -1,38 +1,15 @@
 //! io_uring with a fixed set of aligned buffers: one per I/O in flight.
 
-use crate::{Error, ALIGN, IDLE_SPIN, MAX_IO};
+use crate::buf::AlignedBuf;
+use crate::{Error, IDLE_SPIN, MAX_IO};
 use io_uring::{opcode, types, IoUring};
 use iolearn_policy::admission::DeviceQueue;
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::fs::File;
 use std::os::unix::io::AsRawFd;
 use std::time::{Duration, Instant};
 
-/// An `O_DIRECT`-ready buffer.
-struct Buffer {
-    ptr: *mut u8,
-    layout: Layout,
-}
-
-impl Buffer {
-    fn new() -> Buffer {
-        let layout = Layout::from_size_align(MAX_IO as usize, ALIGN as usize).expect("a valid layout");
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { alloc_zeroed(layout) };
-        assert!(!ptr.is_null(), "out of memory for I/O buffers");
-        Buffer { ptr, layout }
-    }
-}
-
-impl Drop for Buffer {
-    fn drop(&mut self) {
-        // SAFETY: allocated with this layout in `new`.
-        unsafe { dealloc(self.ptr, self.layout) }
-    }
-}
-
 struct Slot {
-    buf: Buffer,
+    buf: AlignedBuf,
     request: usize,
     replica: usize,
     io_id: u64,
@@ -60,7 +37,7 @@ impl Ring {
             .map_err(|e| Error(format!("io_uring: {e} (kernel without io_uring, or io_uring disabled)")))?;
         let slots = (0..depth)
             .map(|_| Slot {
-                buf: Buffer::new(),
+                buf: AlignedBuf::new(MAX_IO as usize),
                 request: 0,
                 replica: 0,
                 io_id: 0,
@@ -105,9 +82,11 @@ impl Ring {
         slot.io_id = io_id;
         let fd = types::Fd(file.as_raw_fd());
         let entry = if write {
-            opcode::Write::new(fd, slot.buf.ptr, len).offset(offset).build()
+            opcode::Write::new(fd, slot.buf.as_mut_ptr(), len)
+                .offset(offset)
+                .build()
         } else {
-            opcode::Read::new(fd, slot.buf.ptr, len).offset(offset).build()
+            opcode::Read::new(fd, slot.buf.as_mut_ptr(), len).offset(offset).build()
         }
         .user_data(k as u64);
         // SAFETY: the buffer (MAX_IO >= len bytes) and the file outlive the I/O: the slot is

@@ -75,19 +75,14 @@ fn every_read_is_seen_entering_the_scheduler_issued_and_completed_with_its_threa
                 .custom_flags(libc::O_DIRECT)
                 .open(&path)
                 .expect("open the loop device");
-            let layout = std::alloc::Layout::from_size_align(4096, 4096).unwrap();
-            // SAFETY: non-zero size; freed below.
-            let ptr = unsafe { std::alloc::alloc(layout) };
-            // SAFETY: 4096 bytes owned by this thread.
-            let buf = unsafe { std::slice::from_raw_parts_mut(ptr, 4096) };
+            let mut owned = iolearn_replay::AlignedBuf::new(4096);
+            let buf = owned.slice(4096);
             let offsets: Vec<u64> = (0..100u64)
                 .map(|i| ((i * 37 + k as u64 * 1000) % 4000) * 4096)
                 .collect();
             for &o in &offsets {
                 assert_eq!(f.read_at(buf, o).expect("a read"), 4096);
             }
-            // SAFETY: allocated above with this layout.
-            unsafe { std::alloc::dealloc(ptr, layout) };
             (tid(), class, level, offsets, k)
         }));
     }
@@ -152,14 +147,14 @@ fn on_loop_devices_under_bfq_mittos_turns_away_the_tries_a_heavier_tenant_would_
         gets_per_s: 100.0,
         get_bytes: 4096,
         store_threads: 8,
-        store_prio: Prio::parse("be4").unwrap(),
+        store_prio: Prio::best_effort(4),
         data_bytes: 0,
         first: Some(0),
         tenant: Some((
             Tenant {
                 threads: 4,
                 kib: 4,
-                prio: Prio::parse("be0").unwrap(),
+                prio: Prio::best_effort(0),
                 fraction: 1.0,
                 period_ms: 100.0,
             },
@@ -230,7 +225,7 @@ fn a_replica_that_is_not_a_block_device_is_refused_by_name() {
         gets_per_s: 10.0,
         get_bytes: 4096,
         store_threads: 1,
-        store_prio: Prio::parse("be4").unwrap(),
+        store_prio: Prio::best_effort(4),
         data_bytes: 0,
         first: None,
         tenant: None,

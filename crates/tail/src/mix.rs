@@ -16,6 +16,20 @@ use iolearn_sim::device::DevicePreset;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
+/// An I/O of `prio` as the scheduler's books see it (the simulated store's and the real one's,
+/// `iolearn_replay::mix`).
+pub fn books_entry(id: u64, pid: u32, prio: Prio, offset: u64, len: u64, write: bool) -> Entry {
+    Entry {
+        id,
+        pid,
+        class: prio.class as u8,
+        weight: prio.weight(),
+        offset,
+        len,
+        write,
+    }
+}
+
 /// When a tenant is active.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Activity {
@@ -591,19 +605,6 @@ impl Sim<'_> {
         }
     }
 
-    /// A read as the books see it (a write is the same with `write` set).
-    fn entry(&self, id: u64, pid: u32, prio: Prio, offset: u64, len: u64) -> Entry {
-        Entry {
-            id,
-            pid,
-            class: prio.class as u8,
-            weight: prio.weight(),
-            offset,
-            len,
-            write: false,
-        }
-    }
-
     /// Try `k` (0-based) of get `g` reaches `node`.
     fn try_at(&mut self, now: u64, g: usize, node: usize, k: u32) {
         if self.gets[g].done {
@@ -657,12 +658,13 @@ impl Sim<'_> {
     }
 
     fn predict(&self, now: u64, node: usize, g: usize) -> Prediction {
-        let e = self.entry(
+        let e = books_entry(
             self.next_id,
             store_pid(g),
             self.cfg.client_prio,
             self.gets[g].offset,
             self.cfg.get_bytes,
+            false,
         );
         self.books[node].predict(now, &e)
     }
@@ -739,10 +741,7 @@ impl Sim<'_> {
             }
         };
         self.owners.insert(id, owner);
-        let entry = Entry {
-            write,
-            ..self.entry(id, pid, prio, offset, len)
-        };
+        let entry = books_entry(id, pid, prio, offset, len, write);
         let (prediction, deadline) = match admitted {
             Some((p, d)) => (p, Some(d)),
             None => (self.books[node].predict(now, &entry), None),

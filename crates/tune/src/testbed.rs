@@ -196,14 +196,8 @@ impl RawLoop {
                 return Err(e);
             }
         };
-        let saved = std::fs::read_to_string(RawLoop::sched_path(&dev))
-            .ok()
-            .and_then(|s| {
-                s.split_whitespace()
-                    .find(|w| w.starts_with('['))
-                    .map(|w| w.trim_matches(['[', ']']).to_string())
-            })
-            .unwrap_or_else(|| "none".into());
+        let name = dev.trim_start_matches("/dev/");
+        let saved = iolearn_probe::active_scheduler(name).unwrap_or_else(|_| "none".into());
         let lo = RawLoop {
             image: image.to_path_buf(),
             dev,
