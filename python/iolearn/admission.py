@@ -642,7 +642,7 @@ def evaluate(s: Setting, out: Path, quick: bool = False, progress=None) -> tuple
 
 PRESETS = ("consumer", "enterprise", "hdd")
 NOISES = ("quiet", "ec2", "tailatstore", "failslow", "ec2-io", "tailatstore-io", "bursty-io")
-MODES = ("base", "plane-blocking", "tolerant", "no-gc")
+MODES = ("base", "plane-blocking", "tolerant", "preemptive", "no-gc")
 
 
 def _preset_arg(text: str) -> str:

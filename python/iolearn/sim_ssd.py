@@ -89,7 +89,7 @@ def main(argv=None) -> int:
         help="trace format (default: guess)",
     )
     ap.add_argument("--preset", default="enterprise", help="consumer, enterprise, or an SSD configuration FILE.toml")
-    ap.add_argument("--mode", default="base", choices=["base", "plane-blocking", "tolerant", "no-gc"])
+    ap.add_argument("--mode", default="base", choices=["base", "plane-blocking", "tolerant", "preemptive", "no-gc"])
     ap.add_argument("--replicas", type=int_arg(1, 8), default=3, help="replicas (1 to 8)")
     ap.add_argument("--hop-us", type=float_arg(0.0, 1e6), default=15.0, help="network hop / failover cost, us")
     ap.add_argument("--noise", default="quiet", choices=["quiet", "ec2", "tailatstore", "failslow"])

@@ -1,5 +1,5 @@
 //! Read latency tails of a write-heavy workload under each GC design:
-//! `cargo run --release -p iolearn-sim --example ssd_tails [preset] [iops] [ios]`.
+//! `cargo run --release -p iolearn-flash --example ssd_tails [preset] [iops] [ios]`.
 use iolearn_flash::ssd::{GcMode, Ssd, SsdConfig};
 use iolearn_ml::Rng;
 use std::time::Instant;
@@ -13,7 +13,13 @@ fn main() {
     let iops: f64 = a.get(2).and_then(|s| s.parse().ok()).unwrap_or(4000.0);
     let n: usize = a.get(3).and_then(|s| s.parse().ok()).unwrap_or(200_000);
     println!("{} preset, {iops} IOPS, 70% writes, 16 KiB random, {n} I/Os", cfg.name);
-    for mode in [GcMode::NoGc, GcMode::Base, GcMode::PlaneBlocking, GcMode::Tolerant] {
+    for mode in [
+        GcMode::NoGc,
+        GcMode::Base,
+        GcMode::PlaneBlocking,
+        GcMode::Preemptive,
+        GcMode::Tolerant,
+    ] {
         let mut ssd = Ssd::new(cfg.clone(), mode);
         ssd.precondition(1.0, 7);
         let mut rng = Rng::new(42);
@@ -48,7 +54,7 @@ fn main() {
         let q = |p: f64| lat[((lat.len() - 1) as f64 * p) as usize] as f64 / 1e3;
         let s = ssd.stats();
         println!(
-            "{:<14} p50 {:>8.0} us  p99 {:>8.0}  p99.9 {:>8.0}  p99.99 {:>8.0}  GC-blocked reads {:.2}%  gcs {}  WA {:.2}  {:.2} M I/O/s",
+            "{:<14} p50 {:>8.0} us  p99 {:>8.0}  p99.9 {:>8.0}  p99.99 {:>8.0}  GC-blocked reads {:.2}%  gcs {} (forced {})  WA {:.2}  {:.2} M I/O/s",
             format!("{mode:?}"),
             q(0.5),
             q(0.99),
@@ -56,6 +62,7 @@ fn main() {
             q(0.9999),
             100.0 * s.gc_blocked_reads as f64 / s.reads.max(1) as f64,
             s.gcs,
+            s.gc_forced,
             s.pages_programmed as f64 / (s.writes.max(1)) as f64,
             n as f64 / wall / 1e6
         );

@@ -17,9 +17,15 @@
 //!   other members of its RAIN parity group, plus rotating GC (at most one plane of a group
 //!   collects at a time, unless it is out of space), plus GC-tolerant flush (buffered writes are
 //!   not programmed to a plane under GC while another member of its group is free).
+//! - `Preemptive`: the baseline TinyTailFlash compares with (semi-preemptive GC, Lee et al.):
+//!   copyback GC that runs in the plane's idle time one step (a page move, or the erase) at a
+//!   time, so a host request waits at most for the step under way; when a plane's blocks still
+//!   to be erased leave it no free block, the pending collections run at once, unpreempted
+//!   (the spikes under intensive I/O).
 //! - `NoGc`: GC costs nothing (the reference for tail ratios).
 
 use iolearn_ml::Rng;
+use std::collections::VecDeque;
 
 /// Garbage-collection design.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,17 +37,23 @@ pub enum GcMode {
     /// TinyTailFlash: plane-blocking, GC-tolerant reads (parity rebuild), rotating GC,
     /// GC-tolerant flush.
     Tolerant,
+    /// Semi-preemptive copyback GC in idle time, forced when the plane runs short.
+    Preemptive,
     /// GC happens but takes no time (the no-GC reference).
     NoGc,
 }
 
 impl GcMode {
-    /// By name: `base`, `plane-blocking`, `tolerant` (or `ttflash`), `no-gc`.
+    /// The names [`GcMode::by_name`] knows (for error messages and option choices).
+    pub const NAMES: &'static str = "base, plane-blocking, tolerant, preemptive, no-gc";
+
+    /// By name: `base`, `plane-blocking`, `tolerant` (or `ttflash`), `preemptive`, `no-gc`.
     pub fn by_name(name: &str) -> Option<GcMode> {
         Some(match name {
             "base" => GcMode::Base,
             "plane-blocking" => GcMode::PlaneBlocking,
             "tolerant" | "ttflash" => GcMode::Tolerant,
+            "preemptive" => GcMode::Preemptive,
             "no-gc" => GcMode::NoGc,
             _ => return None,
         })
@@ -62,6 +74,8 @@ pub struct Designs {
     pub tolerant_flush: bool,
     /// GC takes no time (the no-GC reference).
     pub free_gc: bool,
+    /// GC runs in idle time, preempted by host requests between steps (`GcMode::Preemptive`).
+    pub preemptive: bool,
 }
 
 impl GcMode {
@@ -78,7 +92,12 @@ impl GcMode {
                 parity_reads: true,
                 rotating_gc: true,
                 tolerant_flush: true,
-                free_gc: false,
+                ..Designs::default()
+            },
+            GcMode::Preemptive => Designs {
+                copyback: true,
+                preemptive: true,
+                ..Designs::default()
             },
             GcMode::NoGc => Designs {
                 copyback: true,
@@ -339,9 +358,76 @@ struct Plane {
     active: u32,
     /// Logical page stored in each physical page (`UNMAPPED` if invalid).
     owner: Vec<u32>,
+    /// When the plane is free, and the GC it runs or has ahead.
+    clock: Clock,
+}
+
+/// When a plane is free and what garbage collection it is doing or has ahead.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Clock {
     next_free_ns: u64,
     /// GC in progress until this time.
     gc_until_ns: u64,
+    /// RAIN's superblock GC: this plane's shares of it, (not before, duration), in order.
+    scheduled: VecDeque<(u64, u64)>,
+    /// Preemptive GC: collections decided but not yet done in time.
+    deferred: Deferred,
+}
+
+impl Clock {
+    /// Bring the plane to `now_ns`: a scheduled GC share whose time has come starts once the
+    /// plane is free; pending preemptive GC steps run in the idle time.
+    fn settle(&mut self, now_ns: u64, move_ns: u64, erase_ns: u64) {
+        while let Some(&(start, dur)) = self.scheduled.front() {
+            if start > now_ns {
+                break;
+            }
+            let end = start.max(self.next_free_ns) + dur;
+            (self.next_free_ns, self.gc_until_ns) = (end, end);
+            self.scheduled.pop_front();
+        }
+        if !self.deferred.moves.is_empty() {
+            let t = self.deferred.run(self.next_free_ns, now_ns, move_ns, erase_ns);
+            if t > self.next_free_ns {
+                (self.next_free_ns, self.gc_until_ns) = (t, t);
+            }
+        }
+    }
+}
+
+/// A plane's garbage collections waiting for idle time (`Designs::preemptive`). The FTL moves
+/// the pages and frees the victim when the collection is decided; the time it takes is spent
+/// later, one step (a page move, or the erase) at a time, whenever the plane has nothing else
+/// to do. A step once started runs to its end.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Deferred {
+    /// Page moves left per pending collection, oldest first (each ends with an erase).
+    moves: VecDeque<u64>,
+}
+
+impl Deferred {
+    /// Run pending steps in the idle time from `free_ns` (the plane's next-free time) to
+    /// `now_ns`, finishing the step under way at `now_ns`. Returns when the plane is free
+    /// again (`free_ns` if no step ran).
+    fn run(&mut self, free_ns: u64, now_ns: u64, move_ns: u64, erase_ns: u64) -> u64 {
+        let mut t = free_ns;
+        while t < now_ns {
+            let Some(front) = self.moves.front_mut() else { break };
+            if *front > 0 {
+                *front -= 1;
+                t += move_ns;
+            } else {
+                self.moves.pop_front();
+                t += erase_ns;
+            }
+        }
+        t
+    }
+
+    /// Everything still pending, in ns.
+    fn total_ns(&self, move_ns: u64, erase_ns: u64) -> u64 {
+        self.moves.iter().map(|m| m * move_ns + erase_ns).sum()
+    }
 }
 
 /// What the drive shows of its inside (for MittSSD-style predictors).
@@ -378,6 +464,8 @@ pub struct SsdStats {
     pub pages_programmed: u64,
     /// Flushed pages programmed into a plane that was collecting garbage.
     pub flush_into_gc: u64,
+    /// Preemptive GC: times a plane ran short and its pending collections ran at once.
+    pub gc_forced: u64,
 }
 
 /// The drive.
@@ -423,8 +511,7 @@ impl Ssd {
                 free: (1..blocks as u32).rev().collect(),
                 active: 0,
                 owner: vec![UNMAPPED; blocks * ppb],
-                next_free_ns: 0,
-                gc_until_ns: 0,
+                clock: Clock::default(),
             })
             .collect();
         let logical = cfg.logical_pages() as usize;
@@ -526,20 +613,22 @@ impl Ssd {
                 continue;
             }
             let (plane, _, _) = unpack(m);
+            self.settle(plane, now_ns);
             let p = &self.planes[plane];
-            st.plane_wait_ns = st.plane_wait_ns.max(p.next_free_ns.saturating_sub(now_ns));
+            st.plane_wait_ns = st.plane_wait_ns.max(p.clock.next_free_ns.saturating_sub(now_ns));
             let ch = self.channels[self.channel_of(plane)].last_end().saturating_sub(now_ns);
             st.channel_wait_ns = st.channel_wait_ns.max(ch);
-            st.gc_active |= p.gc_until_ns > now_ns;
+            st.gc_active |= p.clock.gc_until_ns > now_ns;
         }
         st
     }
 
     /// The drive's inside at `now_ns`.
     pub fn white_box(&self, now_ns: u64) -> WhiteBox {
+        let settled: Vec<(u64, u64)> = (0..self.planes.len()).map(|i| self.settled(i, now_ns)).collect();
         WhiteBox {
-            plane_next_free_ns: self.planes.iter().map(|p| p.next_free_ns).collect(),
-            gc_active: self.planes.iter().map(|p| p.gc_until_ns > now_ns).collect(),
+            plane_next_free_ns: settled.iter().map(|s| s.0).collect(),
+            gc_active: settled.iter().map(|s| s.1 > now_ns).collect(),
             channel_next_free_ns: self.channels.iter().map(Calendar::last_end).collect(),
             buffered_pages: self.buffer.len(),
         }
@@ -558,8 +647,7 @@ impl Ssd {
             self.program_page(rng.below(n as usize) as u32, 0, false);
         }
         for p in &mut self.planes {
-            p.next_free_ns = 0;
-            p.gc_until_ns = 0;
+            p.clock = Clock::default();
         }
         self.channels.iter_mut().for_each(|c| c.busy.clear());
         self.stats = SsdStats::default();
@@ -581,12 +669,12 @@ impl Ssd {
     /// booked, timed and then undone. Time still passes to `now_ns` (a due flush starts).
     pub fn peek_read(&mut self, now_ns: u64, offset: u64, len: u64) -> u64 {
         self.advance(now_ns);
-        let planes: Vec<u64> = self.planes.iter().map(|p| p.next_free_ns).collect();
+        let clocks: Vec<Clock> = self.planes.iter().map(|p| p.clock.clone()).collect();
         let channels = self.channels.clone();
         let stats = self.stats;
         let done = self.submit(now_ns, offset, len, false);
-        for (p, t) in self.planes.iter_mut().zip(planes) {
-            p.next_free_ns = t;
+        for (p, clock) in self.planes.iter_mut().zip(clocks) {
+            p.clock = clock;
         }
         self.channels = channels;
         self.stats = stats;
@@ -649,7 +737,8 @@ impl Ssd {
         let Some((plane, _, _)) = Some(self.map[lpn as usize]).filter(|&p| p != u64::MAX).map(unpack) else {
             return now_ns + 2_000; // never written: zeros, no flash access
         };
-        let under_gc = self.planes[plane].gc_until_ns > now_ns;
+        self.settle(plane, now_ns);
+        let under_gc = self.planes[plane].clock.gc_until_ns > now_ns;
         if under_gc {
             self.stats.gc_hits += 1;
             if self.designs.parity_reads {
@@ -664,11 +753,12 @@ impl Ssd {
     }
 
     fn nand_read(&mut self, plane: usize, now_ns: u64) -> u64 {
+        self.settle(plane, now_ns);
         let ch = self.channel_of(plane);
         let p = &mut self.planes[plane];
-        let start = p.next_free_ns.max(now_ns);
+        let start = p.clock.next_free_ns.max(now_ns);
         let sensed = start + self.cfg.read_ns;
-        p.next_free_ns = sensed;
+        p.clock.next_free_ns = sensed;
         let xfer = self.cfg.transfer_ns();
         self.channels[ch].reserve(sensed, xfer) + xfer
     }
@@ -680,7 +770,8 @@ impl Ssd {
         let members: Vec<usize> = (base..(base + g).min(self.planes.len()))
             .filter(|&m| m != plane)
             .collect();
-        if members.iter().any(|&m| self.planes[m].gc_until_ns > now_ns) {
+        members.iter().for_each(|&m| self.settle(m, now_ns));
+        if members.iter().any(|&m| self.planes[m].clock.gc_until_ns > now_ns) {
             return None;
         }
         Some(
@@ -707,7 +798,7 @@ impl Ssd {
         if flushing && self.designs.tolerant_flush {
             if let Some(c) = (0..n)
                 .map(|k| (plane + k) % n)
-                .find(|&c| self.planes[c].gc_until_ns <= now_ns && roomy(&self.planes[c]))
+                .find(|&c| self.planes[c].clock.gc_until_ns <= now_ns && roomy(&self.planes[c]))
             {
                 plane = c;
             }
@@ -719,7 +810,7 @@ impl Ssd {
     /// Write logical page `lpn`; returns when its program ends.
     fn program_page(&mut self, lpn: u32, now_ns: u64, timed: bool) -> u64 {
         let plane = self.pick_plane(now_ns, timed);
-        if timed && self.planes[plane].gc_until_ns > now_ns {
+        if timed && self.planes[plane].clock.gc_until_ns > now_ns {
             self.stats.flush_into_gc += 1;
         }
         let end = self.program_into(plane, lpn, now_ns, timed);
@@ -763,10 +854,29 @@ impl Ssd {
         let ch = self.channel_of(plane);
         let xfer = self.cfg.transfer_ns();
         let xfer_end = self.channels[ch].reserve(now_ns, xfer) + xfer;
+        self.settle(plane, xfer_end);
         let p = &mut self.planes[plane];
-        let start = xfer_end.max(p.next_free_ns);
-        p.next_free_ns = start + prog;
-        p.next_free_ns
+        let start = xfer_end.max(p.clock.next_free_ns);
+        p.clock.next_free_ns = start + prog;
+        p.clock.next_free_ns
+    }
+
+    /// One GC page move: read, then a program (lower and upper pages alternate).
+    fn move_ns(&self) -> u64 {
+        self.cfg.read_ns + (self.cfg.program_lower_ns + self.cfg.program_upper_ns) / 2
+    }
+
+    /// Bring `plane` to `now_ns` (its GC shares and idle-time steps, [`Clock::settle`]).
+    fn settle(&mut self, plane: usize, now_ns: u64) {
+        let (move_ns, erase_ns) = (self.move_ns(), self.cfg.erase_ns);
+        self.planes[plane].clock.settle(now_ns, move_ns, erase_ns);
+    }
+
+    /// `plane`'s next-free and GC-until times as [`Ssd::settle`] would leave them at `now_ns`.
+    fn settled(&self, plane: usize, now_ns: u64) -> (u64, u64) {
+        let mut c = self.planes[plane].clock.clone();
+        c.settle(now_ns, self.move_ns(), self.cfg.erase_ns);
+        (c.next_free_ns, c.gc_until_ns)
     }
 
     /// Greedy GC in `plane` from `now_ns`: move the valid pages of the block with the fewest,
@@ -776,8 +886,8 @@ impl Ssd {
         if timed && self.designs.rotating_gc && self.planes[plane].free.len() > 1 {
             let g = self.cfg.parity_group.max(2);
             let base = plane / g * g;
-            let busy =
-                (base..(base + g).min(self.planes.len())).any(|m| m != plane && self.planes[m].gc_until_ns > now_ns);
+            let busy = (base..(base + g).min(self.planes.len()))
+                .any(|m| m != plane && self.planes[m].clock.gc_until_ns > now_ns);
             if busy {
                 return;
             }
@@ -809,13 +919,26 @@ impl Ssd {
         if !timed || self.designs.free_gc {
             return;
         }
+        let (move_ns, erase_ns) = (self.move_ns(), self.cfg.erase_ns);
+        if self.designs.preemptive {
+            // Done later in idle time, unless the blocks still to erase leave the plane no
+            // free block: then everything pending runs now, unpreempted.
+            let p = &mut self.planes[plane];
+            p.clock.deferred.moves.push_back(moved);
+            if p.clock.deferred.moves.len() >= p.free.len() {
+                let end = now_ns.max(p.clock.next_free_ns) + p.clock.deferred.total_ns(move_ns, erase_ns);
+                p.clock.deferred.moves.clear();
+                (p.clock.next_free_ns, p.clock.gc_until_ns) = (end, end);
+                self.stats.gc_forced += 1;
+            }
+            return;
+        }
         let c = &self.cfg;
-        let per_page = c.read_ns + (c.program_lower_ns + c.program_upper_ns) / 2;
-        let dur = moved * per_page + c.erase_ns;
-        let start = now_ns.max(self.planes[plane].next_free_ns);
+        let dur = moved * move_ns + erase_ns;
+        let start = now_ns.max(self.planes[plane].clock.next_free_ns);
         let end = start + dur;
-        self.planes[plane].next_free_ns = end;
-        self.planes[plane].gc_until_ns = end;
+        self.planes[plane].clock.next_free_ns = end;
+        self.planes[plane].clock.gc_until_ns = end;
         if !self.designs.copyback {
             // Pages cross the channel twice: the channel is taken for the moves.
             let ch = self.channel_of(plane);

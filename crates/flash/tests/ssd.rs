@@ -105,7 +105,7 @@ fn the_ftl_conserves_pages_under_random_writes_and_gc() {
     cfg.pages_per_block = 16;
     cfg.buffer_pages = 37;
     for seed in 0..20u64 {
-        for mode in [GcMode::Base, GcMode::Tolerant] {
+        for mode in [GcMode::Base, GcMode::Tolerant, GcMode::Preemptive] {
             let mut ssd = Ssd::new(cfg.clone(), mode);
             ssd.precondition((seed % 3) as f64 * 0.5, seed);
             let mut rng = Rng::new(seed);
@@ -199,31 +199,34 @@ fn each_tinytailflash_design_has_its_effect() {
 #[test]
 fn peeking_a_read_predicts_it_exactly_and_changes_nothing() {
     // Two drives fed the same write-heavy stream; one is peeked before every request. Each
-    // peeked read completes when the peek said, and the two drives never diverge.
+    // peeked read completes when the peek said, and the two drives never diverge (preemptive
+    // GC included: a peek runs pending GC steps and must put them back).
     let cfg = SsdConfig::consumer();
-    let (mut a, mut b) = (Ssd::new(cfg.clone(), GcMode::Base), Ssd::new(cfg.clone(), GcMode::Base));
-    a.precondition(1.0, 3);
-    b.precondition(1.0, 3);
-    let mut rng = Rng::new(5);
-    let pages = cfg.logical_pages();
-    let mut t = 0u64;
-    let mut checked = 0;
-    for _ in 0..20_000 {
-        t += (-(1.0 - rng.next_f64()).ln() / 6000.0 * 1e9) as u64;
-        let off = (rng.next_u64() % pages) * cfg.page_bytes;
-        let len = cfg.page_bytes * (1 + rng.below(3) as u64);
-        let write = rng.next_f64() < 0.6;
-        let peeked = a.peek_read(t, off, len);
-        let done_a = a.submit(t, off, len, write);
-        let done_b = b.submit(t, off, len, write);
-        assert_eq!(done_a, done_b, "a peek changed the drive");
-        if !write {
-            assert_eq!(peeked, done_a, "peek and the read disagree");
-            checked += 1;
+    for mode in [GcMode::Base, GcMode::Preemptive] {
+        let (mut a, mut b) = (Ssd::new(cfg.clone(), mode), Ssd::new(cfg.clone(), mode));
+        a.precondition(1.0, 3);
+        b.precondition(1.0, 3);
+        let mut rng = Rng::new(5);
+        let pages = cfg.logical_pages();
+        let mut t = 0u64;
+        let mut checked = 0;
+        for _ in 0..20_000 {
+            t += (-(1.0 - rng.next_f64()).ln() / 6000.0 * 1e9) as u64;
+            let off = (rng.next_u64() % pages) * cfg.page_bytes;
+            let len = cfg.page_bytes * (1 + rng.below(3) as u64);
+            let write = rng.next_f64() < 0.6;
+            let peeked = a.peek_read(t, off, len);
+            let done_a = a.submit(t, off, len, write);
+            let done_b = b.submit(t, off, len, write);
+            assert_eq!(done_a, done_b, "{mode:?}: a peek changed the drive");
+            if !write {
+                assert_eq!(peeked, done_a, "{mode:?}: peek and the read disagree");
+                checked += 1;
+            }
         }
+        assert!(checked > 5000);
+        assert_eq!(a.stats(), b.stats());
     }
-    assert!(checked > 5000);
-    assert_eq!(a.stats(), b.stats());
 }
 
 #[test]
@@ -277,4 +280,65 @@ fn geometry_and_timing_come_from_toml_files_checked_field_by_field() {
     assert!(err.contains("erase_ns"), "{err}");
     let err = SsdConfig::from_toml("channels = \"many\"").unwrap_err();
     assert!(err.contains("line 1"), "{err}");
+}
+
+/// Read latencies (ns, sorted) and the drive after on/off write bursts on a preconditioned
+/// drive: `burst_iops` for `on_s` seconds (90% writes), then 1,000 IOPS for `off_s` (30%
+/// writes), repeated.
+fn run_bursty(cfg: &SsdConfig, mode: GcMode, burst_iops: f64, on_s: f64, off_s: f64, n: usize) -> (Vec<u64>, Ssd) {
+    let mut ssd = Ssd::new(cfg.clone(), mode);
+    ssd.precondition(1.0, 7);
+    let mut rng = Rng::new(42);
+    let pages = cfg.logical_pages();
+    let (on, period) = ((on_s * 1e9) as u64, ((on_s + off_s) * 1e9) as u64);
+    let (mut t, mut lat) = (0u64, Vec::new());
+    for _ in 0..n {
+        let burst = t % period < on;
+        t += (-(1.0 - rng.next_f64()).ln() / if burst { burst_iops } else { 1000.0 } * 1e9) as u64;
+        let off = (rng.next_u64() % pages) * cfg.page_bytes;
+        let write = rng.next_f64() < if burst { 0.9 } else { 0.3 };
+        let done = ssd.submit(t, off, cfg.page_bytes, write);
+        if !write {
+            lat.push(done - t);
+        }
+    }
+    lat.sort_unstable();
+    (lat, ssd)
+}
+
+#[test]
+fn preemptive_gc_hides_in_idle_time_and_spikes_when_bursts_exhaust_the_planes() {
+    // The baseline TinyTailFlash compares with: with idle time between requests a read waits
+    // for one GC step at most, so the tail is near no-GC's and far below plane-blocking GC's;
+    // no plane ever runs short.
+    let cfg = SsdConfig::enterprise();
+    let (nogc, _) = run(&cfg, GcMode::NoGc, 8000.0, 60_000);
+    let (pb, _) = run(&cfg, GcMode::PlaneBlocking, 8000.0, 60_000);
+    let (pre, pre_ssd) = run(&cfg, GcMode::Preemptive, 8000.0, 60_000);
+    let s = pre_ssd.stats();
+    assert!(s.gcs > 0 && s.gc_forced == 0, "{s:?}");
+    assert!(
+        q(&pre, 0.999) <= 2.0 * q(&nogc, 0.999),
+        "{} vs no-GC {}",
+        q(&pre, 0.999),
+        q(&nogc, 0.999)
+    );
+    assert!(
+        q(&pre, 0.999) * 10.0 <= q(&pb, 0.999),
+        "{} vs plane-blocking {}",
+        q(&pre, 0.999),
+        q(&pb, 0.999)
+    );
+    // Write bursts that leave no idle time: collections pile up until a plane runs short and
+    // they all run at once, unpreempted: the spikes TinyTailFlash reports for preemptive GC.
+    let cfg = SsdConfig::consumer();
+    let (nogc, _) = run_bursty(&cfg, GcMode::NoGc, 8000.0, 1.0, 4.0, 100_000);
+    let (pre, pre_ssd) = run_bursty(&cfg, GcMode::Preemptive, 8000.0, 1.0, 4.0, 100_000);
+    assert!(pre_ssd.stats().gc_forced > 0);
+    assert!(
+        q(&pre, 0.999) >= 20.0 * q(&nogc, 0.999),
+        "{} vs no-GC {}",
+        q(&pre, 0.999),
+        q(&nogc, 0.999)
+    );
 }

@@ -35,11 +35,8 @@ pub fn sim_ssd<'py>(
             )))
         }
     };
-    let mode = GcMode::by_name(mode).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "unknown GC mode {mode:?} (base, plane-blocking, tolerant, no-gc)"
-        ))
-    })?;
+    let mode = GcMode::by_name(mode)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown GC mode {mode:?} ({})", GcMode::NAMES)))?;
     crate::tail::check_replicas(replicas, "hop_us", hop_us)?;
     crate::tail::check_precondition(precondition)?;
     let noise = crate::tail::noise_preset(noise, replicas)?;

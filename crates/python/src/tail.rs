@@ -40,11 +40,8 @@ impl TailWorld {
         cache_mb: u64,
     ) -> PyResult<Self> {
         let drive = drive(preset)?;
-        let mode = GcMode::by_name(mode).ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "mode: unknown GC mode {mode:?} (base, plane-blocking, tolerant, no-gc)"
-            ))
-        })?;
+        let mode = GcMode::by_name(mode)
+            .ok_or_else(|| PyValueError::new_err(format!("mode: unknown GC mode {mode:?} ({})", GcMode::NAMES)))?;
         check_replicas(replicas, "failover_us", failover_us)?;
         check_precondition(precondition)?;
         if cache_mb > 1 << 20 {

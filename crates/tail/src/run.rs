@@ -118,14 +118,14 @@ pub struct World {
 /// One replica's drive, aged.
 #[derive(Clone)]
 enum Drive {
-    Ssd(Ssd),
+    Ssd(Box<Ssd>),
     Disk(Device),
 }
 
 impl Drive {
     fn boxed(&self) -> Box<dyn Storage> {
         match self {
-            Drive::Ssd(s) => Box::new(s.clone()),
+            Drive::Ssd(s) => Box::new((**s).clone()),
             Drive::Disk(d) => Box::new(d.clone()),
         }
     }
@@ -334,7 +334,7 @@ impl World {
                 DriveConfig::Ssd(c) => {
                     let mut ssd = Ssd::new(c.clone(), cfg.mode);
                     ssd.precondition(cfg.precondition, cfg.seed ^ (r as u64 + 1));
-                    Drive::Ssd(ssd)
+                    Drive::Ssd(Box::new(ssd))
                 }
                 DriveConfig::Disk(p) => Drive::Disk(Device::new(p.clone())),
             })
