@@ -38,7 +38,7 @@ fn ssd_speed(c: &mut Criterion) {
         for mode in [GcMode::Base, GcMode::Tolerant] {
             let mut drive = Ssd::new(cfg.clone(), mode);
             drive.precondition(1.0, 7);
-            let pages = cfg.logical_pages();
+            let pages = drive.logical_pages();
             g.bench_function(BenchmarkId::new(cfg.name.clone(), format!("{mode:?}")), |b| {
                 b.iter_custom(|iters| {
                     let mut wall = Duration::ZERO;

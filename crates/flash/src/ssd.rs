@@ -13,10 +13,10 @@
 //! - `Base`: GC moves valid pages through the channel (read, transfer out, transfer in,
 //!   program), blocking the plane and the channel;
 //! - `PlaneBlocking`: intra-plane copyback, the channel stays free (TinyTailFlash);
-//! - `Tolerant`: plane-blocking, plus reads that hit a plane under GC are rebuilt from the
-//!   other members of its RAIN parity group, plus rotating GC (at most one plane of a group
-//!   collects at a time, unless it is out of space), plus GC-tolerant flush (buffered writes are
-//!   not programmed to a plane under GC while another member of its group is free).
+//! - `Tolerant`: RAIN parity written (`rain.rs`: stripes across a parity group's planes,
+//!   superblock GC), reads that hit a plane under GC rebuilt from the other pages of their
+//!   stripe, rotating GC (a group's collection runs one plane at a time), GC-tolerant flush
+//!   (buffered writes and parity go to planes not under GC while another has room), copyback.
 //! - `Preemptive`: the baseline TinyTailFlash compares with (semi-preemptive GC, Lee et al.):
 //!   copyback GC that runs in the plane's idle time one step (a page move, or the erase) at a
 //!   time, so a host request waits at most for the step under way; when a plane's blocks still
@@ -26,6 +26,9 @@
 
 use iolearn_ml::Rng;
 use std::collections::VecDeque;
+
+mod rain;
+use rain::{Rain, PARITY};
 
 /// Garbage-collection design.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +69,10 @@ impl GcMode {
 pub struct Designs {
     /// GC moves pages with intra-plane copyback (the channel stays free).
     pub copyback: bool,
-    /// Reads to a plane under GC are rebuilt from the rest of its parity group.
+    /// RAIN: parity written per stripe of `parity_group - 1` data pages, at the cost of
+    /// capacity and a program per stripe; GC collects whole superblocks (`rain.rs`).
+    pub rain: bool,
+    /// Reads to a plane under GC are rebuilt from the rest of their stripe (implies `rain`).
     pub parity_reads: bool,
     /// At most one plane of a parity group collects at a time (unless out of space).
     pub rotating_gc: bool,
@@ -89,6 +95,7 @@ impl GcMode {
             },
             GcMode::Tolerant => Designs {
                 copyback: true,
+                rain: true,
                 parity_reads: true,
                 rotating_gc: true,
                 tolerant_flush: true,
@@ -207,7 +214,7 @@ impl SsdConfig {
             ("pages_per_block", self.pages_per_block, 2, 1 << 16),
             ("gc_threshold_blocks", self.gc_threshold_blocks, 1, 1 << 16),
             ("buffer_pages", self.buffer_pages, 1, 1 << 24),
-            ("parity_group", self.parity_group, 2, 1 << 16),
+            ("parity_group", self.parity_group, 2, 64),
         ];
         for (name, v, lo, hi) in counts {
             if !(lo..=hi).contains(&v) {
@@ -282,9 +289,20 @@ impl SsdConfig {
     /// Logical pages exposed to the host: the over-provisioning, but never less spare than
     /// the GC reserve plus two blocks per plane (GC needs room to move pages into).
     pub fn logical_pages(&self) -> u64 {
+        self.logical_pages_with(false)
+    }
+
+    /// Logical pages with or without RAIN: parity takes 1 of every `parity_group` pages of
+    /// both the capacity and the GC reserve.
+    pub fn logical_pages_with(&self, rain: bool) -> u64 {
         let by_op = (self.physical_pages() as f64 / (1.0 + self.over_provisioning)) as u64;
         let reserve = ((self.gc_threshold_blocks + 2) * self.pages_per_block * self.planes()) as u64;
-        by_op.min(self.physical_pages().saturating_sub(reserve))
+        let pages = by_op.min(self.physical_pages().saturating_sub(reserve));
+        if rain {
+            pages / self.parity_group as u64 * (self.parity_group as u64 - 1)
+        } else {
+            pages
+        }
     }
 
     fn transfer_ns(&self) -> u64 {
@@ -307,19 +325,24 @@ const UNMAPPED: u32 = u32::MAX;
 /// earliest gap instead.
 #[derive(Debug, Clone, Default)]
 struct Calendar {
-    /// Busy intervals, sorted by start, not overlapping.
-    busy: Vec<(u64, u64)>,
+    /// Busy intervals, sorted by start, not overlapping. A deque: most bookings land near the
+    /// front (now) while GC books transfers far ahead (a B-tree measured slower).
+    busy: VecDeque<(u64, u64)>,
 }
 
 impl Calendar {
     /// Book `dur` at or after `earliest`; returns the start.
     fn reserve(&mut self, earliest: u64, dur: u64) -> u64 {
+        if self.last_end() <= earliest {
+            // Nothing booked from `earliest` on (the usual case without GC transfers ahead).
+            self.busy.push_back((earliest, earliest + dur));
+            return earliest;
+        }
         let mut at = earliest;
         let mut pos = self.busy.len();
-        for (i, &(s, e)) in self.busy.iter().enumerate() {
-            if e <= at {
-                continue;
-            }
+        // Bookings do not overlap, so their ends are sorted too: skip those over by `earliest`.
+        let first = self.busy.partition_point(|&(_, e)| e <= at);
+        for (i, &(s, e)) in self.busy.range(first..).enumerate().map(|(i, b)| (i + first, b)) {
             if at + dur <= s {
                 pos = i;
                 break;
@@ -333,6 +356,9 @@ impl Calendar {
 
     /// Forget bookings that ended by `now`.
     fn prune(&mut self, now: u64) {
+        if self.busy.front().is_none_or(|&(_, e)| e > now) {
+            return; // called for every channel on every request: most have nothing to drop
+        }
         let done = self.busy.partition_point(|&(_, e)| e <= now);
         if done > 0 {
             self.busy.drain(..done);
@@ -341,7 +367,7 @@ impl Calendar {
 
     /// The end of the last booking.
     fn last_end(&self) -> u64 {
-        self.busy.last().map_or(0, |b| b.1)
+        self.busy.back().map_or(0, |b| b.1)
     }
 }
 
@@ -466,6 +492,10 @@ pub struct SsdStats {
     pub flush_into_gc: u64,
     /// Preemptive GC: times a plane ran short and its pending collections ran at once.
     pub gc_forced: u64,
+    /// RAIN: parity pages programmed (one per stripe; included in `pages_programmed`).
+    pub parity_pages: u64,
+    /// RAIN: pages left unwritten when a superblock closed with planes unevenly filled.
+    pub padded_pages: u64,
 }
 
 /// The drive.
@@ -484,6 +514,8 @@ pub struct Ssd {
     buffered_since_ns: u64,
     next_plane: usize,
     stats: SsdStats,
+    /// RAIN's stripes and superblocks (`Designs::rain`).
+    rain: Option<Box<Rain>>,
 }
 
 fn pack(plane: usize, block: u32, page: u32) -> u64 {
@@ -501,21 +533,29 @@ impl Ssd {
     }
 
     /// An empty drive with a custom combination of designs.
-    pub fn with_designs(cfg: SsdConfig, designs: Designs) -> Ssd {
+    pub fn with_designs(cfg: SsdConfig, mut designs: Designs) -> Ssd {
+        designs.rain |= designs.parity_reads;
         let blocks = cfg.blocks_per_plane;
         let ppb = cfg.pages_per_block;
         let planes = (0..cfg.planes())
             .map(|_| Plane {
                 valid: vec![0; blocks],
                 written: vec![0; blocks],
-                free: (1..blocks as u32).rev().collect(),
+                // With RAIN blocks are allocated per superblock (`rain.rs`).
+                free: if designs.rain {
+                    Vec::new()
+                } else {
+                    (1..blocks as u32).rev().collect()
+                },
                 active: 0,
                 owner: vec![UNMAPPED; blocks * ppb],
                 clock: Clock::default(),
             })
             .collect();
-        let logical = cfg.logical_pages() as usize;
+        let logical = cfg.logical_pages_with(designs.rain) as usize;
+        let rain = designs.rain.then(|| Box::new(Rain::new(&cfg)));
         Ssd {
+            rain,
             channels: vec![Calendar::default(); cfg.channels],
             map: vec![u64::MAX; logical],
             buffer: Vec::with_capacity(cfg.buffer_pages),
@@ -541,7 +581,12 @@ impl Ssd {
 
     /// Logical capacity in bytes.
     pub fn capacity_bytes(&self) -> u64 {
-        self.cfg.logical_pages() * self.cfg.page_bytes
+        self.logical_pages() * self.cfg.page_bytes
+    }
+
+    /// Logical pages exposed to the host (fewer with RAIN: [`SsdConfig::logical_pages_with`]).
+    pub fn logical_pages(&self) -> u64 {
+        self.map.len() as u64
     }
 
     fn channel_of(&self, plane: usize) -> usize {
@@ -559,7 +604,7 @@ impl Ssd {
                 let mut valid = 0;
                 for pg in 0..ppb {
                     let lpn = p.owner[b * ppb + pg];
-                    if lpn == UNMAPPED {
+                    if lpn == UNMAPPED || lpn == PARITY {
                         continue;
                     }
                     valid += 1;
@@ -580,6 +625,9 @@ impl Ssd {
                     return Err(format!("plane {pi} block {b}: free but written"));
                 }
             }
+        }
+        if self.rain.is_some() {
+            self.rain_check()?;
         }
         for (lpn, &m) in self.map.iter().enumerate() {
             if (m != u64::MAX) != seen[lpn] && !self.in_buffer[lpn] {
@@ -734,7 +782,7 @@ impl Ssd {
         if self.in_buffer[lpn as usize] {
             return now_ns + 2_000; // served from the write buffer
         }
-        let Some((plane, _, _)) = Some(self.map[lpn as usize]).filter(|&p| p != u64::MAX).map(unpack) else {
+        let Some((plane, block, page)) = Some(self.map[lpn as usize]).filter(|&p| p != u64::MAX).map(unpack) else {
             return now_ns + 2_000; // never written: zeros, no flash access
         };
         self.settle(plane, now_ns);
@@ -742,7 +790,7 @@ impl Ssd {
         if under_gc {
             self.stats.gc_hits += 1;
             if self.designs.parity_reads {
-                if let Some(t) = self.rebuild_from_parity(plane, now_ns) {
+                if let Some(t) = self.rain_rebuild(plane, block, page, now_ns) {
                     self.stats.parity_rebuilds += 1;
                     return t;
                 }
@@ -761,27 +809,6 @@ impl Ssd {
         p.clock.next_free_ns = sensed;
         let xfer = self.cfg.transfer_ns();
         self.channels[ch].reserve(sensed, xfer) + xfer
-    }
-
-    /// The other members of `plane`'s parity group, if none is under GC: read them all.
-    fn rebuild_from_parity(&mut self, plane: usize, now_ns: u64) -> Option<u64> {
-        let g = self.cfg.parity_group.max(2);
-        let base = plane / g * g;
-        let members: Vec<usize> = (base..(base + g).min(self.planes.len()))
-            .filter(|&m| m != plane)
-            .collect();
-        members.iter().for_each(|&m| self.settle(m, now_ns));
-        if members.iter().any(|&m| self.planes[m].clock.gc_until_ns > now_ns) {
-            return None;
-        }
-        Some(
-            members
-                .iter()
-                .map(|&m| self.nand_read(m, now_ns))
-                .max()
-                .unwrap_or(now_ns)
-                + 1_000,
-        )
     }
 
     /// The plane the next page goes to: round robin; a tolerant flush skips planes under GC
@@ -809,6 +836,9 @@ impl Ssd {
 
     /// Write logical page `lpn`; returns when its program ends.
     fn program_page(&mut self, lpn: u32, now_ns: u64, timed: bool) -> u64 {
+        if self.rain.is_some() {
+            return self.rain_program_page(lpn, now_ns, timed);
+        }
         let plane = self.pick_plane(now_ns, timed);
         if timed && self.planes[plane].clock.gc_until_ns > now_ns {
             self.stats.flush_into_gc += 1;
@@ -820,8 +850,10 @@ impl Ssd {
         end
     }
 
-    fn program_into(&mut self, plane: usize, lpn: u32, now_ns: u64, timed: bool) -> u64 {
-        // Invalidate the old copy.
+    /// Forget `lpn`'s old copy (its page stays written until its block is erased); the
+    /// caller maps `lpn` to its new copy.
+    #[inline]
+    fn invalidate(&mut self, lpn: u32) {
         let old = self.map[lpn as usize];
         if old != u64::MAX {
             let (op, ob, opg) = unpack(old);
@@ -830,6 +862,10 @@ impl Ssd {
             p.valid[ob as usize] -= 1;
             p.owner[ob as usize * ppb + opg as usize] = UNMAPPED;
         }
+    }
+
+    fn program_into(&mut self, plane: usize, lpn: u32, now_ns: u64, timed: bool) -> u64 {
+        self.invalidate(lpn);
         let ppb = self.cfg.pages_per_block as u32;
         if self.planes[plane].written[self.planes[plane].active as usize] >= ppb {
             let p = &mut self.planes[plane];
@@ -846,6 +882,12 @@ impl Ssd {
         if !timed {
             return now_ns;
         }
+        self.program_time(plane, pg, now_ns)
+    }
+
+    /// Time a program of page `pg` (of its block) into `plane` from `now_ns`: the page crosses
+    /// the channel, then the plane programs it (lower and upper pages alternate); returns its end.
+    fn program_time(&mut self, plane: usize, pg: u32, now_ns: u64) -> u64 {
         let prog = if pg.is_multiple_of(2) {
             self.cfg.program_lower_ns
         } else {
@@ -868,6 +910,10 @@ impl Ssd {
 
     /// Bring `plane` to `now_ns` (its GC shares and idle-time steps, [`Clock::settle`]).
     fn settle(&mut self, plane: usize, now_ns: u64) {
+        let c = &self.planes[plane].clock;
+        if c.scheduled.is_empty() && c.deferred.moves.is_empty() {
+            return; // nothing pending (every design but RAIN's and preemptive GC)
+        }
         let (move_ns, erase_ns) = (self.move_ns(), self.cfg.erase_ns);
         self.planes[plane].clock.settle(now_ns, move_ns, erase_ns);
     }

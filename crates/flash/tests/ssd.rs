@@ -11,7 +11,7 @@ fn run(cfg: &SsdConfig, mode: GcMode, iops: f64, n: usize) -> (Vec<u64>, Ssd) {
     let mut ssd = Ssd::new(cfg.clone(), mode);
     ssd.precondition(1.0, 7);
     let mut rng = Rng::new(42);
-    let pages = cfg.logical_pages();
+    let pages = ssd.logical_pages();
     let (mut t, mut lat) = (0u64, Vec::new());
     for _ in 0..n {
         t += (-(1.0 - rng.next_f64()).ln() / iops * 1e9) as u64;
@@ -109,7 +109,7 @@ fn the_ftl_conserves_pages_under_random_writes_and_gc() {
             let mut ssd = Ssd::new(cfg.clone(), mode);
             ssd.precondition((seed % 3) as f64 * 0.5, seed);
             let mut rng = Rng::new(seed);
-            let pages = cfg.logical_pages();
+            let pages = ssd.logical_pages();
             let mut t = 0;
             let mut reads = 0;
             for _ in 0..3_000 {
@@ -134,7 +134,7 @@ fn run_designs(cfg: &SsdConfig, d: iolearn_flash::ssd::Designs, iops: f64, n: us
     let mut ssd = Ssd::with_designs(cfg.clone(), d);
     ssd.precondition(1.0, 7);
     let mut rng = Rng::new(42);
-    let pages = cfg.logical_pages();
+    let pages = ssd.logical_pages();
     let mut t = 0u64;
     for _ in 0..n {
         t += (-(1.0 - rng.next_f64()).ln() / iops * 1e9) as u64;
@@ -149,50 +149,72 @@ fn each_tinytailflash_design_has_its_effect() {
     use iolearn_flash::ssd::Designs;
     // The consumer drive collects 10% of the time: enough GC overlap to see each design.
     let cfg = SsdConfig::consumer();
+    let g = cfg.parity_group as u64;
     let plane = Designs {
         copyback: true,
         ..Designs::default()
     };
-    let parity = Designs {
+    let rain = Designs { rain: true, ..plane };
+    let unrotated = Designs {
         parity_reads: true,
-        ..plane
+        ..rain
     };
     let rotating = Designs {
         rotating_gc: true,
-        ..parity
+        ..unrotated
     };
     let flush = Designs {
         tolerant_flush: true,
-        ..plane
+        ..rotating
     };
     let blocked = |s: iolearn_flash::ssd::SsdStats| s.gc_blocked_reads as f64 / s.reads as f64;
-    let (sp, sq, sr, sf) = (
+    let (sp, sr, su, so, sf) = (
         run_designs(&cfg, plane, 1000.0, 40_000),
-        run_designs(&cfg, parity, 1000.0, 40_000),
+        run_designs(&cfg, rain, 1000.0, 40_000),
+        run_designs(&cfg, unrotated, 1000.0, 40_000),
         run_designs(&cfg, rotating, 1000.0, 40_000),
         run_designs(&cfg, flush, 1000.0, 40_000),
     );
-    // Parity rebuilds take reads off GC-blocked planes; rotation makes rebuilds possible more
-    // often (fewer second members collecting); a tolerant flush stops programming into GC
-    // planes (which would queue behind the GC).
+    // RAIN costs capacity (one page in g holds parity) and writes: a parity page per stripe
+    // of at most g - 1 data pages, mostly full ones (open stripes' parity is still in RAM).
+    let cap = |d| Ssd::with_designs(cfg.clone(), d).logical_pages();
+    let (plain, with) = (cap(plane), cap(rain));
+    assert!((with * g).abs_diff(plain * (g - 1)) <= g * g, "{with} of {plain}");
+    assert_eq!(sp.parity_pages, 0);
+    let data = sr.pages_programmed - sr.parity_pages;
     assert!(
-        blocked(sq) < 0.75 * blocked(sp),
-        "parity {:.4} vs {:.4}",
-        blocked(sq),
+        sr.parity_pages * (g - 1) + cfg.planes() as u64 >= data && sr.parity_pages * (g - 1) <= data * 12 / 10,
+        "{} parity pages for {data} data pages",
+        sr.parity_pages
+    );
+    let wa = |s: iolearn_flash::ssd::SsdStats| s.pages_programmed as f64 / s.writes as f64;
+    assert!(wa(sr) > 1.1 * wa(sp), "WA {:.2} vs {:.2}", wa(sr), wa(sp));
+    // Rebuilding from parity needs the rest of the stripe readable: a superblock collected on
+    // every plane at once leaves nothing to rebuild from; rotating GC does.
+    assert!(
+        su.parity_rebuilds * 10 <= so.parity_rebuilds,
+        "{} vs {}",
+        su.parity_rebuilds,
+        so.parity_rebuilds
+    );
+    assert!(
+        blocked(su) > 0.5 * blocked(sp),
+        "{:.4} vs {:.4}",
+        blocked(su),
         blocked(sp)
     );
-    assert!(sq.parity_rebuilds > 0);
     assert!(
-        blocked(sr) < blocked(sq),
+        blocked(so) < blocked(su) / 10.0,
         "rotating {:.4} vs {:.4}",
-        blocked(sr),
-        blocked(sq)
+        blocked(so),
+        blocked(su)
     );
+    // A tolerant flush stops programming into planes under GC (which would queue behind it).
     assert!(
-        sp.flush_into_gc > 0 && sf.flush_into_gc < sp.flush_into_gc / 10,
+        so.flush_into_gc > 0 && sf.flush_into_gc < so.flush_into_gc / 10,
         "{} vs {}",
         sf.flush_into_gc,
-        sp.flush_into_gc
+        so.flush_into_gc
     );
 }
 
@@ -202,12 +224,12 @@ fn peeking_a_read_predicts_it_exactly_and_changes_nothing() {
     // peeked read completes when the peek said, and the two drives never diverge (preemptive
     // GC included: a peek runs pending GC steps and must put them back).
     let cfg = SsdConfig::consumer();
-    for mode in [GcMode::Base, GcMode::Preemptive] {
+    for mode in [GcMode::Base, GcMode::Preemptive, GcMode::Tolerant] {
         let (mut a, mut b) = (Ssd::new(cfg.clone(), mode), Ssd::new(cfg.clone(), mode));
         a.precondition(1.0, 3);
         b.precondition(1.0, 3);
         let mut rng = Rng::new(5);
-        let pages = cfg.logical_pages();
+        let pages = a.logical_pages();
         let mut t = 0u64;
         let mut checked = 0;
         for _ in 0..20_000 {
@@ -289,7 +311,7 @@ fn run_bursty(cfg: &SsdConfig, mode: GcMode, burst_iops: f64, on_s: f64, off_s: 
     let mut ssd = Ssd::new(cfg.clone(), mode);
     ssd.precondition(1.0, 7);
     let mut rng = Rng::new(42);
-    let pages = cfg.logical_pages();
+    let pages = ssd.logical_pages();
     let (on, period) = ((on_s * 1e9) as u64, ((on_s + off_s) * 1e9) as u64);
     let (mut t, mut lat) = (0u64, Vec::new());
     for _ in 0..n {
