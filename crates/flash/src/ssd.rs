@@ -354,6 +354,19 @@ impl Calendar {
         at
     }
 
+    /// Where [`Calendar::reserve`] would book `dur` at `earliest`, without booking it.
+    fn probe(&self, earliest: u64, dur: u64) -> u64 {
+        let mut at = earliest;
+        let first = self.busy.partition_point(|&(_, e)| e <= at);
+        for &(s, e) in self.busy.range(first..) {
+            if at + dur <= s {
+                break;
+            }
+            at = at.max(e);
+        }
+        at
+    }
+
     /// Forget bookings that ended by `now`.
     fn prune(&mut self, now: u64) {
         if self.busy.front().is_none_or(|&(_, e)| e > now) {
@@ -365,7 +378,7 @@ impl Calendar {
         }
     }
 
-    /// The end of the last booking.
+    /// The end of the last booking (the channel may be free before, between bookings).
     fn last_end(&self) -> u64 {
         self.busy.back().map_or(0, |b| b.1)
     }
@@ -401,6 +414,13 @@ struct Clock {
 }
 
 impl Clock {
+    /// Schedule a GC share of `dur` not before `start_ns`, in start order (an urgent share
+    /// must not wait behind one planned for later).
+    fn schedule(&mut self, start_ns: u64, dur: u64) {
+        let at = self.scheduled.partition_point(|&(s, _)| s <= start_ns);
+        self.scheduled.insert(at, (start_ns, dur));
+    }
+
     /// Bring the plane to `now_ns`: a scheduled GC share whose time has come starts once the
     /// plane is free; pending preemptive GC steps run in the idle time.
     fn settle(&mut self, now_ns: u64, move_ns: u64, erase_ns: u64) {
@@ -630,7 +650,7 @@ impl Ssd {
             self.rain_check()?;
         }
         for (lpn, &m) in self.map.iter().enumerate() {
-            if (m != u64::MAX) != seen[lpn] && !self.in_buffer[lpn] {
+            if (m != u64::MAX) != seen[lpn] {
                 return Err(format!(
                     "logical page {lpn}: mapped {} but stored {}",
                     m != u64::MAX,
@@ -663,9 +683,13 @@ impl Ssd {
             let (plane, _, _) = unpack(m);
             self.settle(plane, now_ns);
             let p = &self.planes[plane];
-            st.plane_wait_ns = st.plane_wait_ns.max(p.clock.next_free_ns.saturating_sub(now_ns));
-            let ch = self.channels[self.channel_of(plane)].last_end().saturating_sub(now_ns);
-            st.channel_wait_ns = st.channel_wait_ns.max(ch);
+            let plane_wait = p.clock.next_free_ns.saturating_sub(now_ns);
+            st.plane_wait_ns = st.plane_wait_ns.max(plane_wait);
+            // When the page, once read, would find the channel free (GC books transfers ahead,
+            // with gaps between them).
+            let sensed = now_ns + plane_wait.max(self.cfg.controller_ns) + self.cfg.read_ns;
+            let ch = self.channels[self.channel_of(plane)].probe(sensed, self.cfg.transfer_ns());
+            st.channel_wait_ns = st.channel_wait_ns.max(ch.saturating_sub(now_ns));
             st.gc_active |= p.clock.gc_until_ns > now_ns;
         }
         st
@@ -677,7 +701,7 @@ impl Ssd {
         WhiteBox {
             plane_next_free_ns: settled.iter().map(|s| s.0).collect(),
             gc_active: settled.iter().map(|s| s.1 > now_ns).collect(),
-            channel_next_free_ns: self.channels.iter().map(Calendar::last_end).collect(),
+            channel_next_free_ns: self.channels.iter().map(|c| c.probe(now_ns, 1)).collect(),
             buffered_pages: self.buffer.len(),
         }
     }
@@ -706,6 +730,9 @@ impl Ssd {
     fn advance(&mut self, now_ns: u64) {
         for c in &mut self.channels {
             c.prune(now_ns);
+        }
+        if self.rain.is_some() {
+            self.rain_advance(now_ns);
         }
         if !self.buffer.is_empty() && now_ns.saturating_sub(self.buffered_since_ns) >= self.cfg.flush_interval_ns {
             self.flush(now_ns);
@@ -868,6 +895,7 @@ impl Ssd {
         self.invalidate(lpn);
         let ppb = self.cfg.pages_per_block as u32;
         if self.planes[plane].written[self.planes[plane].active as usize] >= ppb {
+            self.force_if_short(plane, now_ns, timed);
             let p = &mut self.planes[plane];
             p.active = p.free.pop().expect("a free block (GC keeps a reserve)");
         }
@@ -895,12 +923,27 @@ impl Ssd {
         };
         let ch = self.channel_of(plane);
         let xfer = self.cfg.transfer_ns();
+        // Settled at `now_ns`, not at `xfer_end`: requests still to come may arrive before it.
+        self.settle(plane, now_ns);
         let xfer_end = self.channels[ch].reserve(now_ns, xfer) + xfer;
-        self.settle(plane, xfer_end);
         let p = &mut self.planes[plane];
         let start = xfer_end.max(p.clock.next_free_ns);
         p.clock.next_free_ns = start + prog;
         p.clock.next_free_ns
+    }
+
+    /// Preemptive GC: when the blocks still to erase leave `plane` no free block, run its
+    /// pending collections now, unpreempted.
+    fn force_if_short(&mut self, plane: usize, now_ns: u64, timed: bool) {
+        let (move_ns, erase_ns) = (self.move_ns(), self.cfg.erase_ns);
+        let p = &mut self.planes[plane];
+        if !timed || p.clock.deferred.moves.is_empty() || p.clock.deferred.moves.len() < p.free.len() {
+            return;
+        }
+        let end = now_ns.max(p.clock.next_free_ns) + p.clock.deferred.total_ns(move_ns, erase_ns);
+        p.clock.deferred.moves.clear();
+        (p.clock.next_free_ns, p.clock.gc_until_ns) = (end, end);
+        self.stats.gc_forced += 1;
     }
 
     /// One GC page move: read, then a program (lower and upper pages alternate).
@@ -969,14 +1012,8 @@ impl Ssd {
         if self.designs.preemptive {
             // Done later in idle time, unless the blocks still to erase leave the plane no
             // free block: then everything pending runs now, unpreempted.
-            let p = &mut self.planes[plane];
-            p.clock.deferred.moves.push_back(moved);
-            if p.clock.deferred.moves.len() >= p.free.len() {
-                let end = now_ns.max(p.clock.next_free_ns) + p.clock.deferred.total_ns(move_ns, erase_ns);
-                p.clock.deferred.moves.clear();
-                (p.clock.next_free_ns, p.clock.gc_until_ns) = (end, end);
-                self.stats.gc_forced += 1;
-            }
+            self.planes[plane].clock.deferred.moves.push_back(moved);
+            self.force_if_short(plane, now_ns, timed);
             return;
         }
         let c = &self.cfg;

@@ -60,6 +60,10 @@ struct Group {
     open_data: usize,
     /// The next stripe id's slot in the active superblock.
     next_slot: usize,
+    /// Rotating GC: the share under way (its plane, not before when), and the shares after
+    /// it (plane, duration, channel transfers), each scheduled once the one before has ended.
+    head: Option<(usize, u64)>,
+    chain: VecDeque<(usize, u64, u64)>,
 }
 
 /// Where a page went: its plane, when its program ends, and the parity plane if its stripe
@@ -83,6 +87,8 @@ impl Rain {
                 open: (gi * blocks * per_sb) as u32,
                 open_data: 0,
                 next_slot: 1,
+                head: None,
+                chain: VecDeque::new(),
             })
             .collect::<Vec<_>>();
         Rain {
@@ -190,6 +196,9 @@ impl Ssd {
             cands = self.rain_candidates(gi);
         }
         let plane = self.rain_choose(gi, cands, prefer, now_ns, timed);
+        if timed {
+            self.settle(plane, now_ns);
+        }
         if timed && self.planes[plane].clock.gc_until_ns > now_ns {
             self.stats.flush_into_gc += 1;
         }
@@ -282,10 +291,11 @@ impl Ssd {
         if timed && rotating {
             // Not settled to `now_ns`: it is when the triggering program ends, possibly well
             // after the requests still to come on these planes.
-            let busy = planes.iter().any(|&p| {
-                let c = &self.planes[p].clock;
-                c.gc_until_ns > now_ns || !c.scheduled.is_empty()
-            });
+            let busy = self.rain_ref().groups[gi].head.is_some()
+                || planes.iter().any(|&p| {
+                    let c = &self.planes[p].clock;
+                    c.gc_until_ns > now_ns || !c.scheduled.is_empty()
+                });
             if busy {
                 return;
             }
@@ -341,18 +351,54 @@ impl Ssd {
             return;
         }
         let c = &self.cfg;
-        let (prog, xfer) = ((c.program_lower_ns + c.program_upper_ns) / 2, c.transfer_ns());
-        let mut t = now_ns;
-        for (k, &plane) in planes.iter().enumerate() {
-            let dur = reads[k] * c.read_ns + progs[k] * prog + c.erase_ns;
-            let start = if rotating { t } else { now_ns };
-            // The transfers interleave with the share's reads and programs, one page at a time.
-            let ch = plane % c.channels;
-            for i in 0..xfers[k] {
-                self.channels[ch].reserve(start + i * dur / xfers[k], xfer);
+        let prog = (c.program_lower_ns + c.program_upper_ns) / 2;
+        let shares: Vec<(usize, u64, u64)> = planes
+            .iter()
+            .enumerate()
+            .map(|(k, &plane)| (plane, reads[k] * c.read_ns + progs[k] * prog + c.erase_ns, xfers[k]))
+            .collect();
+        if rotating {
+            // One plane after the other: each share starts when the one before has ended
+            // (`rain_advance`), however late host requests made it.
+            let (first, rest) = shares.split_first().expect("a group has planes");
+            self.rain_schedule(*first, now_ns);
+            let grp = &mut self.rain_mut().groups[gi];
+            grp.head = Some((first.0, now_ns));
+            grp.chain = rest.iter().copied().collect();
+        } else {
+            shares.into_iter().for_each(|share| self.rain_schedule(share, now_ns));
+        }
+    }
+
+    /// Schedule a GC share (plane, duration, channel transfers) not before `start_ns`; its
+    /// transfers interleave with its reads and programs, one page at a time.
+    fn rain_schedule(&mut self, (plane, dur, xfers): (usize, u64, u64), start_ns: u64) {
+        let (ch, xfer) = (plane % self.cfg.channels, self.cfg.transfer_ns());
+        for i in 0..xfers {
+            self.channels[ch].reserve(start_ns + i * dur / xfers, xfer);
+        }
+        self.planes[plane].clock.schedule(start_ns, dur);
+    }
+
+    /// Rotating GC: at `now_ns`, start each group's next share once the one under way has
+    /// ended (it started when its plane was free at its time, so it ends at its plane's
+    /// GC-until).
+    pub(super) fn rain_advance(&mut self, now_ns: u64) {
+        for gi in 0..self.rain_ref().groups.len() {
+            while let Some((plane, start)) = self.rain_ref().groups[gi].head {
+                if start > now_ns {
+                    break;
+                }
+                self.settle(plane, now_ns);
+                let end = self.planes[plane].clock.gc_until_ns;
+                match self.rain_mut().groups[gi].chain.pop_front() {
+                    Some(next) => {
+                        self.rain_schedule(next, end);
+                        self.rain_mut().groups[gi].head = Some((next.0, end));
+                    }
+                    None => self.rain_mut().groups[gi].head = None,
+                }
             }
-            self.planes[plane].clock.scheduled.push_back((start, dur));
-            t = start.max(self.planes[plane].clock.next_free_ns) + dur;
         }
     }
 
@@ -396,7 +442,16 @@ impl Ssd {
                 for pg in 0..p.written[b] as usize {
                     let s = r.stripe_of[self.page_index(pi, b as u32, pg as u32)];
                     if s == NO_STRIPE {
+                        if p.owner[b * ppb + pg] != UNMAPPED {
+                            return Err(format!("plane {pi} block {b} page {pg}: holds a page but no stripe"));
+                        }
                         continue; // padding
+                    }
+                    let sb = (pi / r.g * self.cfg.blocks_per_plane + b) * r.per_sb;
+                    if !(sb..sb + r.per_sb).contains(&(s as usize)) {
+                        return Err(format!(
+                            "stripe {s}: on block {b} of plane {pi}, outside its superblock's ids"
+                        ));
                     }
                     let bit = 1 << (pi % r.g);
                     if seen[s as usize] & bit != 0 {
@@ -425,6 +480,13 @@ impl Ssd {
             }
         }
         for (gi, grp) in r.groups.iter().enumerate() {
+            let open_pages = seen[grp.open as usize].count_ones() as usize;
+            if open_pages != grp.open_data {
+                return Err(format!(
+                    "group {gi}: open stripe has {open_pages} pages, {} counted",
+                    grp.open_data
+                ));
+            }
             for (k, &f) in grp.fill.iter().enumerate() {
                 if self.planes[gi * r.g + k].written[grp.active as usize] != f {
                     return Err(format!("group {gi}: plane {k}'s fill {f} is not its block's"));
