@@ -338,25 +338,17 @@ impl Calendar {
             self.busy.push_back((earliest, earliest + dur));
             return earliest;
         }
-        let mut at = earliest;
-        let mut pos = self.busy.len();
-        // Bookings do not overlap, so their ends are sorted too: skip those over by `earliest`.
-        let first = self.busy.partition_point(|&(_, e)| e <= at);
-        for (i, &(s, e)) in self.busy.range(first..).enumerate().map(|(i, b)| (i + first, b)) {
-            if at + dur <= s {
-                pos = i;
-                break;
-            }
-            at = at.max(e);
-        }
-        let pos = pos.min(self.busy.partition_point(|&(s, _)| s < at));
+        let at = self.probe(earliest, dur);
+        // No booking overlaps [at, at + dur): those starting before `at` also end by it.
+        let pos = self.busy.partition_point(|&(s, _)| s < at);
         self.busy.insert(pos, (at, at + dur));
         at
     }
 
-    /// Where [`Calendar::reserve`] would book `dur` at `earliest`, without booking it.
+    /// Where [`Calendar::reserve`] would book `dur` at `earliest`: the earliest gap that fits.
     fn probe(&self, earliest: u64, dur: u64) -> u64 {
         let mut at = earliest;
+        // Bookings do not overlap, so their ends are sorted too: skip those over by `earliest`.
         let first = self.busy.partition_point(|&(_, e)| e <= at);
         for &(s, e) in self.busy.range(first..) {
             if at + dur <= s {

@@ -5,19 +5,21 @@
 use iolearn_flash::ssd::{GcMode, Ssd, SsdConfig};
 use iolearn_ml::Rng;
 
-/// Read latencies (ns, sorted) of a write-heavy random workload: Poisson arrivals at `iops`,
-/// 70% writes, one page each, on a preconditioned drive.
-fn run(cfg: &SsdConfig, mode: GcMode, iops: f64, n: usize) -> (Vec<u64>, Ssd) {
-    let mut ssd = Ssd::new(cfg.clone(), mode);
+/// Read latencies (ns, sorted) and the drive after `n` one-page random I/Os on `ssd`,
+/// preconditioned: Poisson arrivals whose rate and write share `load` gives for the time of
+/// the last arrival.
+fn replay(mut ssd: Ssd, n: usize, load: impl Fn(u64) -> (f64, f64)) -> (Vec<u64>, Ssd) {
     ssd.precondition(1.0, 7);
+    let page = ssd.config().page_bytes;
     let mut rng = Rng::new(42);
     let pages = ssd.logical_pages();
     let (mut t, mut lat) = (0u64, Vec::new());
     for _ in 0..n {
+        let (iops, writes) = load(t);
         t += (-(1.0 - rng.next_f64()).ln() / iops * 1e9) as u64;
-        let off = (rng.next_u64() % pages) * cfg.page_bytes;
-        let write = rng.next_f64() < 0.7;
-        let done = ssd.submit(t, off, cfg.page_bytes, write);
+        let off = (rng.next_u64() % pages) * page;
+        let write = rng.next_f64() < writes;
+        let done = ssd.submit(t, off, page, write);
         assert!(done > t);
         if !write {
             lat.push(done - t);
@@ -25,6 +27,12 @@ fn run(cfg: &SsdConfig, mode: GcMode, iops: f64, n: usize) -> (Vec<u64>, Ssd) {
     }
     lat.sort_unstable();
     (lat, ssd)
+}
+
+/// Read latencies (ns, sorted) of a write-heavy random workload: Poisson arrivals at `iops`,
+/// 70% writes, one page each, on a preconditioned drive.
+fn run(cfg: &SsdConfig, mode: GcMode, iops: f64, n: usize) -> (Vec<u64>, Ssd) {
+    replay(Ssd::new(cfg.clone(), mode), n, |_| (iops, 0.7))
 }
 
 fn q(lat: &[u64], p: f64) -> f64 {
@@ -136,17 +144,7 @@ fn the_ftl_conserves_pages_under_random_writes_and_gc() {
 
 /// Like `run`, with a custom combination of designs; returns the stats.
 fn run_designs(cfg: &SsdConfig, d: iolearn_flash::ssd::Designs, iops: f64, n: usize) -> iolearn_flash::ssd::SsdStats {
-    let mut ssd = Ssd::with_designs(cfg.clone(), d);
-    ssd.precondition(1.0, 7);
-    let mut rng = Rng::new(42);
-    let pages = ssd.logical_pages();
-    let mut t = 0u64;
-    for _ in 0..n {
-        t += (-(1.0 - rng.next_f64()).ln() / iops * 1e9) as u64;
-        let off = (rng.next_u64() % pages) * cfg.page_bytes;
-        ssd.submit(t, off, cfg.page_bytes, rng.next_f64() < 0.7);
-    }
-    ssd.stats()
+    replay(Ssd::with_designs(cfg.clone(), d), n, |_| (iops, 0.7)).1.stats()
 }
 
 #[test]
@@ -313,24 +311,14 @@ fn geometry_and_timing_come_from_toml_files_checked_field_by_field() {
 /// drive: `burst_iops` for `on_s` seconds (90% writes), then 1,000 IOPS for `off_s` (30%
 /// writes), repeated.
 fn run_bursty(cfg: &SsdConfig, mode: GcMode, burst_iops: f64, on_s: f64, off_s: f64, n: usize) -> (Vec<u64>, Ssd) {
-    let mut ssd = Ssd::new(cfg.clone(), mode);
-    ssd.precondition(1.0, 7);
-    let mut rng = Rng::new(42);
-    let pages = ssd.logical_pages();
     let (on, period) = ((on_s * 1e9) as u64, ((on_s + off_s) * 1e9) as u64);
-    let (mut t, mut lat) = (0u64, Vec::new());
-    for _ in 0..n {
-        let burst = t % period < on;
-        t += (-(1.0 - rng.next_f64()).ln() / if burst { burst_iops } else { 1000.0 } * 1e9) as u64;
-        let off = (rng.next_u64() % pages) * cfg.page_bytes;
-        let write = rng.next_f64() < if burst { 0.9 } else { 0.3 };
-        let done = ssd.submit(t, off, cfg.page_bytes, write);
-        if !write {
-            lat.push(done - t);
+    replay(Ssd::new(cfg.clone(), mode), n, |t| {
+        if t % period < on {
+            (burst_iops, 0.9)
+        } else {
+            (1000.0, 0.3)
         }
-    }
-    lat.sort_unstable();
-    (lat, ssd)
+    })
 }
 
 #[test]

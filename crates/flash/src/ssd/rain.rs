@@ -223,25 +223,26 @@ impl Ssd {
         let stripe = self.rain_ref().groups[gi].open;
         let end = self.rain_write(plane, PARITY, stripe, now_ns, timed);
         self.stats.parity_pages += 1;
+        self.rain_open_stripe(gi);
+        (plane, end)
+    }
+
+    /// Open group `gi`'s next stripe, in the next slot of its active superblock.
+    fn rain_open_stripe(&mut self, gi: usize) {
         let blocks = self.cfg.blocks_per_plane;
         let r = self.rain_mut();
         let grp = &r.groups[gi];
-        let next = r.stripe_id(gi, grp.active, grp.next_slot, blocks);
-        r.masks[next as usize] = 0;
+        let id = r.stripe_id(gi, grp.active, grp.next_slot, blocks);
+        r.masks[id as usize] = 0;
         let grp = &mut r.groups[gi];
-        (grp.open, grp.open_data) = (next, 0);
+        (grp.open, grp.open_data) = (id, 0);
         grp.next_slot += 1;
-        (plane, end)
     }
 
     /// Close group `gi`'s active superblock (pages its planes did not fill stay unwritten) and
     /// open the oldest erased one.
     fn rain_new_superblock(&mut self, gi: usize) {
-        let (g, ppb, blocks) = (
-            self.rain_ref().g,
-            self.cfg.pages_per_block as u32,
-            self.cfg.blocks_per_plane,
-        );
+        let (g, ppb) = (self.rain_ref().g, self.cfg.pages_per_block as u32);
         let old = self.rain_ref().groups[gi].active as usize;
         for plane in gi * g..(gi + 1) * g {
             let w = &mut self.planes[plane].written[old];
@@ -253,11 +254,10 @@ impl Ssd {
             .free
             .pop_front()
             .expect("a free superblock (GC keeps a reserve)");
-        let open = r.stripe_id(gi, b, 0, blocks);
-        r.masks[open as usize] = 0;
         let grp = &mut r.groups[gi];
-        (grp.active, grp.open, grp.open_data, grp.next_slot) = (b, open, 0, 1);
+        (grp.active, grp.next_slot) = (b, 0);
         grp.fill.fill(0);
+        self.rain_open_stripe(gi);
         for plane in gi * g..(gi + 1) * g {
             self.planes[plane].active = b;
         }
