@@ -130,6 +130,10 @@ def _slices(path: str) -> tuple[dict, dict]:
     return {c: v[: n // 2] for c, v in t.items()}, {c: v[n // 2 :] for c, v in t.items()}
 
 
+def _is_disk(preset: str) -> bool:
+    return preset in ("hdd", "disk")
+
+
 def _queue_limit(pending: np.ndarray, slow: np.ndarray) -> int:
     """HeurSim's queue limit: the pending-pages cut that best separates slow from fast."""
     best = (-1.0, int(pending.max(initial=1)))
@@ -259,10 +263,14 @@ def prepare(world, s: Setting, train: dict, models_dir: Path, quick: bool = Fals
     P["AppTO"] = f"base+timeout={p95:.1f}"
     P["HeurSim"] = f"heursim={qmax}"
     P["HeurAdv"] = f"heuradv={qmax},{qshort},{int(ip_us)}"
-    if s.preset in ("hdd", "disk"):
+    if _is_disk(s.preset):
         P["MittNOOP"] = f"mittnoop={ip_us:.1f}"
     else:
+        # MittSSD from its own books (an open-channel host's page map and the NAND commands its
+        # FTL issued, timed with the data sheet), and the same rule reading the simulator's
+        # clocks: a limit, not a policy a host could run.
         P["MittSSD"] = f"mittssd={ip_us:.1f}"
+        P["MittSSD-wb"] = f"mittssd-wb={ip_us:.1f}"
 
     # LinnOS. The false-submit penalty is not published: pick it like our own tuning, by
     # replaying the training half (lowest mean latency, LinnOS's target).
@@ -391,6 +399,14 @@ def prepare(world, s: Setting, train: dict, models_dir: Path, quick: bool = Fals
         P["iolearn-adaptive"] = _train_ours_adaptive(tw, s, train, prep)
 
     prep.attempt(("iolearn-adaptive",), ours_adaptive)
+
+    def ours_books():
+        if not tw:
+            tw.extend(_training_worlds(world, s, train, sm, lat, prep, models_dir, quick))
+        P["iolearn-books"] = _train_ours_adaptive(tw, s, train, prep, books=True)
+
+    if not _is_disk(s.preset):
+        prep.attempt(("iolearn-books",), ours_books)
     # Ablations: where iolearn's gain comes from. Its tree without the hedge, and LinnOS with
     # iolearn's hedge (same delay, same budget). Each needs what it is made of.
     if "iolearn" in P:
@@ -425,6 +441,13 @@ HEDGE_BUDGET = 0.05
 # traces.
 ADAPTIVE_BUDGET = 0.1
 
+# iolearn-books: the deadlines of the books' own rule the tuning tries (multiples of the IP),
+# the tree's further thresholds (it may step aside where the books see it all), and how close
+# to the best training p99 a choice counts as a tie.
+BOOKS_DEADLINES = (1.0, 1.5)
+BOOKS_THRESHOLDS = (0.5, 0.8)
+BOOKS_TIE = 0.02
+
 # The tree's probability thresholds the tuning tries.
 TREE_THRESHOLDS = (0.05, 0.1, 0.2, 0.35)
 
@@ -440,7 +463,8 @@ def _training_worlds(
     trace, other busy periods), for iolearn's policies: the worlds, the tree's rows
     (`iolearn-tail-v1`), their latencies (us), and the trees fitted on them, one per label cut
     (the IP; the training p95, as the IP can sit inside the normal spread of reads) that leaves
-    both classes."""
+    both classes; on SSDs also the trees fitted on the same rows with MittSSD's books'
+    prediction added (`iolearn-tail-books-v1`)."""
     worlds = [world] + [
         _native.TailWorld(
             preset=s.preset,
@@ -455,30 +479,37 @@ def _training_worlds(
     rows = [sm] + [w.run("base", **train, rate=s.rate, samples=True, seed=s.seed)["samples"] for w in worlds[1:]]
     X = np.concatenate([r["tail"] for r in rows])
     lat_all = np.concatenate([r["latency_ns"] for r in rows]) / 1e3
-    trees = []
-    for k, cut in enumerate(sorted({round(prep.ip_us, 1), round(float(np.percentile(lat, 95)), 1)})):
-        label = lat_all > cut
-        if label.all() or not label.any():
-            continue
-        path = models_dir / f"iolearn-tree-{k}.iolm"
-        DecisionTree(max_depth=8, min_samples_leaf=20).fit(X, label).save(
-            path, schema="iolearn-tail-v1", meta={"rule": "proba=0.5", "slow_us": f"{cut:.1f}"}
-        )
-        trees.append(path)
-    return worlds, X, lat_all, trees
+    sets = [("tail", "iolearn-tail-v1", "iolearn-tree")]
+    if not _is_disk(s.preset):
+        sets.append(("tail_books", "iolearn-tail-books-v1", "iolearn-books-tree"))
+    trees: dict[str, list[Path]] = {"tail": [], "tail_books": []}
+    for key, schema, stem in sets:
+        Xk = np.concatenate([r[key] for r in rows])
+        for k, cut in enumerate(sorted({round(prep.ip_us, 1), round(float(np.percentile(lat, 95)), 1)})):
+            label = lat_all > cut
+            if label.all() or not label.any():
+                continue
+            path = models_dir / f"{stem}-{k}.iolm"
+            DecisionTree(max_depth=8, min_samples_leaf=20).fit(Xk, label).save(
+                path, schema=schema, meta={"rule": "proba=0.5", "slow_us": f"{cut:.1f}"}
+            )
+            trees[key].append(path)
+    return worlds, X, lat_all, trees["tail"], trees["tail_books"]
 
 
-def _score(worlds: list, spec: str, s: Setting, train: dict) -> tuple[float, float, float]:
+def _score(worlds: list, spec: str, s: Setting, train: dict) -> tuple[float, float, float, float]:
     """A policy replayed on the training half in every training world: the mean p99 and mean
-    latency over the worlds (us), and the most any of them spent on duplicates (per read)."""
-    p99s, means, dups = [], [], []
+    latency over the worlds (us), the most any of them spent on duplicates (per read), and the
+    mean share of reads refused at least once."""
+    p99s, means, dups, refused = [], [], [], []
     for w in worlds:
         r = w.run(spec, **train, rate=s.rate, seed=s.seed)["reads"]
         lat_us = r["latency_ns"] / 1e3
         p99s.append(np.percentile(lat_us, 99))
         means.append(lat_us.mean())
         dups.append(r["duplicates"].mean())
-    return float(np.mean(p99s)), float(np.mean(means)), float(max(dups))
+        refused.append((r["revoked"] > 0).mean())
+    return float(np.mean(p99s)), float(np.mean(means)), float(max(dups)), float(np.mean(refused))
 
 
 def _train_ours(tw, s: Setting, train: dict, prep: Prepared) -> str:
@@ -494,7 +525,7 @@ def _train_ours(tw, s: Setting, train: dict, prep: Prepared) -> str:
     delay (a multiple of the IP, well above normal reads so the budget goes to stuck ones):
     the lowest mean p99 over the worlds (then mean latency) among choices that hedge at most
     half the budget (headroom for a test half with more tail)."""
-    worlds, _, _, trees = tw
+    worlds, _, _, trees, _ = tw
     if not trees:
         raise ValueError("every label cut left one class only: nothing to learn")
     best = (np.inf, np.inf, "")
@@ -503,7 +534,7 @@ def _train_ours(tw, s: Setting, train: dict, prep: Prepared) -> str:
         for thr in (0.2, 0.35, 0.5):
             for mult in (1.5, 2.0, 3.0):
                 spec = f"model={path}@proba={thr}+hedge={prep.ip_us * mult:.1f}/{HEDGE_BUDGET}"
-                p99, mean, spent = _score(worlds, spec, s, train)
+                p99, mean, spent, _ = _score(worlds, spec, s, train)
                 thrifty = (spent, p99, spec)
                 if thrifty[:2] < fallback[:2]:
                     fallback = thrifty
@@ -520,7 +551,7 @@ def _train_ours(tw, s: Setting, train: dict, prep: Prepared) -> str:
     return best[2]
 
 
-def _train_ours_adaptive(tw, s: Setting, train: dict, prep: Prepared) -> str:
+def _train_ours_adaptive(tw, s: Setting, train: dict, prep: Prepared, books: bool = False) -> str:
     """Our policy: a decision tree on `iolearn-tail-v1` (LinnOS's inputs plus the age of the
     oldest I/O in flight and the time since the last completion: a stalled replica shows there
     before any slow completion does), and a hedge for what it misses: every read unanswered
@@ -531,8 +562,14 @@ def _train_ours_adaptive(tw, s: Setting, train: dict, prep: Prepared) -> str:
     trace, other busy periods), which gives the tree more varied rows and the tuning a less
     noisy p99. Tuned there: what counts as "slow" for the labels (the IP, or the p95: the IP
     can sit inside the normal spread of reads) and the tree's probability threshold: the
-    lowest mean p99 over the worlds (then mean latency)."""
-    worlds, _, _, trees = tw
+    lowest mean p99 over the worlds (then mean latency).
+
+    With `books` (`iolearn-books`, SSDs), the tree also takes the read's latency as MittSSD's
+    books predict it (`iolearn-tail-books-v1`: an open-channel host's page map and the NAND
+    commands its FTL issued, every tenant's, timed with the data sheet), and may be joined by
+    the books' own rule (`+books=US`, refuse above a deadline tuned here)."""
+    worlds, _, _, plain, with_books = tw
+    trees = with_books if books else plain
     if not trees:
         raise ValueError("every label cut left one class only: nothing to learn")
 
@@ -547,12 +584,28 @@ def _train_ours_adaptive(tw, s: Setting, train: dict, prep: Prepared) -> str:
 
     # The tree: its labels and its probability threshold. Thresholds go low: refusing costs a
     # failover (15-30 us), a missed slow read milliseconds.
-    tree = (np.inf, np.inf, "")
+    # With books, the tree may also be joined by the books' own rule (refuse above a deadline
+    # tuned here): the tree, fitted on rows where other inputs also separate the classes,
+    # does not always split on the books first.
+    extras = [""] + ([f"+books={prep.ip_us * k:.1f}" for k in BOOKS_DEADLINES] if books else [])
+    scored = []
     for path in trees:
-        for thr in TREE_THRESHOLDS:
-            spec = f"model={path}@proba={thr}"
-            tree = min(tree, (*_score(worlds, f"{spec}+{hedge}", s, train)[:2], f"{spec}+{hedge}"))
-    prep.notes["iolearn_adaptive_train_p99_us"] = tree[0]
+        for thr in TREE_THRESHOLDS + (BOOKS_THRESHOLDS if books else ()):
+            for extra in extras:
+                spec = f"model={path}@proba={thr}{extra}+{hedge}"
+                scored.append((*_score(worlds, spec, s, train), spec))
+    if books:
+        # With the books, several choices reach about the same p99 on the training half (the
+        # books catch what the tree would); of those within BOOKS_TIE of the best, the one that
+        # refuses fewest reads: a refusal is a failover, and one the books would not have made
+        # is a guess the test half may not repeat.
+        best = min(p for p, *_ in scored)
+        near = [x for x in scored if x[0] <= best * (1 + BOOKS_TIE)]
+        pick = min(near, key=lambda x: (x[3], x[0], x[1]))
+    else:
+        pick = min(scored, key=lambda x: (x[0], x[1]))
+    tree = (pick[0], pick[1], pick[4])
+    prep.notes["iolearn_books_train_p99_us" if books else "iolearn_adaptive_train_p99_us"] = tree[0]
     return tree[2]
 
 
@@ -722,6 +775,7 @@ def plot_cdfs(name: str, lats: dict[str, np.ndarray], path: Path) -> None:
         "LinnOS+HL": "tab:blue",
         "iolearn": "tab:red",
         "iolearn-adaptive": "tab:purple",
+        "iolearn-books": "tab:brown",
         "Oracle": "tab:green",
     }
     others = iter(plt.cm.tab20.colors)
@@ -814,13 +868,14 @@ def goals(rows: list[dict], best: str = "iolearn") -> list[tuple[str, bool, str]
 
 
 # iolearn's policies: the best of them per setting is what must-show 1 of issue 13 compares.
-OURS = ("iolearn", "iolearn-adaptive")
+OURS = ("iolearn", "iolearn-adaptive", "iolearn-books")
 
 # The columns of the spread summary: per setting, the numbers the goals test.
 SPREAD_COLUMNS = (
     ("LinnOS+HL mean cut vs Hedge95 %", "linnos_hl_mean_cut_vs_hedge95_pct"),
     ("iolearn p99 cut vs LinnOS+HL %", "iolearn_p99_cut_vs_linnos_hl_pct"),
     ("iolearn-adaptive p99 cut vs LinnOS+HL %", "iolearn-adaptive_p99_cut_vs_linnos_hl_pct"),
+    ("iolearn-books p99 cut vs LinnOS+HL %", "iolearn-books_p99_cut_vs_linnos_hl_pct"),
     ("best iolearn p99 cut vs LinnOS+HL %", "p99_cut_vs_linnos_hl_pct"),
     ("best iolearn share of the oracle's p99 cut %", "oracle_share_pct"),
     ("best iolearn mean cut vs LinnOS+HL %", "mean_cut_vs_linnos_hl_pct"),
@@ -971,7 +1026,7 @@ def main(argv=None) -> int:
     grid = default_grid(args)
     output_dir(args.out)
     all_rows, all_lats = [], {}
-    bar = _progress(len(grid) * 24, "admission")
+    bar = _progress(len(grid) * 26, "admission")
     try:
         for s in grid:
             if bar is not None:

@@ -528,6 +528,39 @@ pub struct Ssd {
     stats: SsdStats,
     /// RAIN's stripes and superblocks (`Designs::rain`).
     rain: Option<Box<Rain>>,
+    /// The NAND commands the FTL issued, when asked to keep them ([`Ssd::record_commands`]).
+    log: Option<Vec<Command>>,
+}
+
+/// A NAND command the FTL issued to a plane: what an open-channel SSD's host-side FTL issues,
+/// and MittOS's MittSSD keeps its books from (when it was issued, not when it ran).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Command {
+    /// When it was issued, ns.
+    pub issued_ns: u64,
+    /// The plane.
+    pub plane: u32,
+    /// What.
+    pub op: Op,
+}
+
+/// A NAND operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Sense a page and send it over the channel.
+    Read,
+    /// Receive a page over the channel and program it (an upper page takes longer).
+    Program {
+        /// An upper page.
+        upper: bool,
+    },
+    /// Collect a block: move its valid pages within the plane, then erase it.
+    Collect {
+        /// Pages moved.
+        moves: u32,
+        /// The pages cross the channel twice each (no copyback), from the collection's start.
+        via_channel: bool,
+    },
 }
 
 fn pack(plane: usize, block: u32, page: u32) -> u64 {
@@ -568,6 +601,7 @@ impl Ssd {
         let rain = designs.rain.then(|| Box::new(Rain::new(&cfg)));
         Ssd {
             rain,
+            log: None,
             channels: vec![Calendar::default(); cfg.channels],
             map: vec![u64::MAX; logical],
             buffer: Vec::with_capacity(cfg.buffer_pages),
@@ -687,6 +721,52 @@ impl Ssd {
         st
     }
 
+    /// The planes holding the pages of `len` bytes at `offset` that a read would take from
+    /// flash (pages in the write buffer or never written need none), appended to `out`: the
+    /// page map an open-channel drive shares with its host (MittSSD's books), not its timing.
+    pub fn planes_of(&self, offset: u64, len: u64, out: &mut Vec<u32>) {
+        let ps = self.cfg.page_bytes;
+        let n = self.map.len() as u64;
+        for page in offset / ps..=(offset + len.max(1) - 1) / ps {
+            let lpn = (page % n) as usize;
+            let m = self.map[lpn];
+            if m != u64::MAX && !self.in_buffer[lpn] {
+                out.push(unpack(m).0 as u32);
+            }
+        }
+    }
+
+    /// Let time pass to `now_ns`: a flush that is due starts (it would start with the next
+    /// request anyway). An open-channel host's FTL issues it on its own timer; its commands
+    /// are then in the log before a read arriving at `now_ns` is decided.
+    pub fn tick(&mut self, now_ns: u64) {
+        self.advance(now_ns);
+    }
+
+    /// Keep the NAND commands the FTL issues from now on, for [`Ssd::take_commands`]. Every
+    /// host read, program and greedy collection is logged; RAIN's scheduled collection shares
+    /// and preemptive GC's idle-time steps are not (their timing is the drive's own).
+    pub fn record_commands(&mut self) {
+        self.log.get_or_insert_with(Vec::new);
+    }
+
+    /// Move the commands issued since the last call to `out`.
+    pub fn take_commands(&mut self, out: &mut Vec<Command>) {
+        if let Some(log) = &mut self.log {
+            out.append(log);
+        }
+    }
+
+    fn issued(&mut self, issued_ns: u64, plane: usize, op: Op) {
+        if let Some(log) = &mut self.log {
+            log.push(Command {
+                issued_ns,
+                plane: plane as u32,
+                op,
+            });
+        }
+    }
+
     /// The drive's inside at `now_ns`.
     pub fn white_box(&self, now_ns: u64) -> WhiteBox {
         let settled: Vec<(u64, u64)> = (0..self.planes.len()).map(|i| self.settled(i, now_ns)).collect();
@@ -739,12 +819,16 @@ impl Ssd {
         let clocks: Vec<Clock> = self.planes.iter().map(|p| p.clock.clone()).collect();
         let channels = self.channels.clone();
         let stats = self.stats;
+        let logged = self.log.as_ref().map(Vec::len);
         let done = self.submit(now_ns, offset, len, false);
         for (p, clock) in self.planes.iter_mut().zip(clocks) {
             p.clock = clock;
         }
         self.channels = channels;
         self.stats = stats;
+        if let (Some(log), Some(n)) = (&mut self.log, logged) {
+            log.truncate(n); // a read that was not issued
+        }
         done
     }
 
@@ -820,6 +904,7 @@ impl Ssd {
     }
 
     fn nand_read(&mut self, plane: usize, now_ns: u64) -> u64 {
+        self.issued(now_ns, plane, Op::Read);
         self.settle(plane, now_ns);
         let ch = self.channel_of(plane);
         let p = &mut self.planes[plane];
@@ -913,6 +998,13 @@ impl Ssd {
         } else {
             self.cfg.program_upper_ns
         };
+        self.issued(
+            now_ns,
+            plane,
+            Op::Program {
+                upper: !pg.is_multiple_of(2),
+            },
+        );
         let ch = self.channel_of(plane);
         let xfer = self.cfg.transfer_ns();
         // Settled at `now_ns`, not at `xfer_end`: requests still to come may arrive before it.
@@ -1008,6 +1100,15 @@ impl Ssd {
             self.force_if_short(plane, now_ns, timed);
             return;
         }
+        let via_channel = !self.designs.copyback;
+        self.issued(
+            now_ns,
+            plane,
+            Op::Collect {
+                moves: moved as u32,
+                via_channel,
+            },
+        );
         let c = &self.cfg;
         let dur = moved * move_ns + erase_ns;
         let start = now_ns.max(self.planes[plane].clock.next_free_ns);

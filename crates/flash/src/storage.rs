@@ -4,7 +4,7 @@
 //! the replicas hold one each. (In `iolearn-sim` this lived in `replicas`, which imported the
 //! SSD, which imported `replicas` back.)
 
-use crate::ssd::Ssd;
+use crate::ssd::{Command, Ssd};
 use iolearn_sim::device::Device;
 
 /// Something that serves block requests in time order.
@@ -21,6 +21,21 @@ pub trait Storage {
     fn state(&mut self, _now_ns: u64, _offset: u64, _len: u64) -> DeviceState {
         DeviceState::default()
     }
+    /// The planes a read of `len` bytes at `offset` would use, appended to `out`, where the
+    /// device shares its page map (an open-channel SSD); false when it does not.
+    fn planes_of(&self, _offset: u64, _len: u64, _out: &mut Vec<u32>) -> bool {
+        false
+    }
+    /// Keep the NAND commands issued from now on, where the device shows them (an open-channel
+    /// SSD, whose host issues them); false when it does not.
+    fn record_commands(&mut self) -> bool {
+        false
+    }
+    /// Move the commands issued since the last call to `out`.
+    fn take_commands(&mut self, _out: &mut Vec<Command>) {}
+    /// Let time pass to `now_ns` (work due by then starts), for a host about to read the
+    /// commands issued so far.
+    fn tick(&mut self, _now_ns: u64) {}
     /// Addressable bytes (where other tenants' I/Os land); 1 GiB when the storage does not say.
     fn capacity(&self) -> u64 {
         1 << 30
@@ -50,6 +65,20 @@ impl Storage for Ssd {
     }
     fn peek(&mut self, now_ns: u64, offset: u64, len: u64) -> Option<u64> {
         Some(self.peek_read(now_ns, offset, len))
+    }
+    fn planes_of(&self, offset: u64, len: u64, out: &mut Vec<u32>) -> bool {
+        Ssd::planes_of(self, offset, len, out);
+        true
+    }
+    fn record_commands(&mut self) -> bool {
+        Ssd::record_commands(self);
+        true
+    }
+    fn take_commands(&mut self, out: &mut Vec<Command>) {
+        Ssd::take_commands(self, out)
+    }
+    fn tick(&mut self, now_ns: u64) {
+        Ssd::tick(self, now_ns)
     }
     fn capacity(&self) -> u64 {
         self.capacity_bytes()

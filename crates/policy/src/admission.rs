@@ -9,6 +9,7 @@
 
 use crate::latency::LatencyHistory;
 use crate::mittsched::SeekProfile;
+use crate::ssdbooks::{MittSsdBooks, NandCommand, SsdProfile};
 use iolearn_ml::quant::{QWorkspace, QuantizedMlp, Scheme};
 use iolearn_ml::{DecisionTree, Error, ModelFile, ModelKind, Result, Rng, Sequential, Workspace, ZScore};
 
@@ -54,6 +55,13 @@ pub struct IoView<'a> {
     pub cached: bool,
     /// The replica asked.
     pub replica: u32,
+    /// The planes holding the read's pages on flash, when the policy asked for the drive's
+    /// page map ([`Needs::layout`]) and the drive shares it (an open-channel SSD).
+    pub planes: Option<&'a [u32]>,
+    /// The read's latency as MittSSD's books predict it ([`crate::ssdbooks`]), ns, for the
+    /// feature set that uses it (`iolearn-tail-books-v1`); the policy keeping the books fills
+    /// it in.
+    pub books_ns: Option<u64>,
     /// The read's own deadline (MittOS's SLO passed with the call), ns, when the caller gave
     /// one: policies that predict a latency (MittSSD, MittNOOP, the oracle, a regressor with
     /// an `above_us` rule) refuse above it instead of their own threshold; classifiers, which
@@ -76,6 +84,25 @@ pub const TAIL_FEATURES: [&str; 13] = [
     "pend3_pages",
     "lat4_us",
     "pend4_pages",
+];
+
+/// Inputs of the `iolearn-tail-books-v1` feature set: [`TAIL_FEATURES`], then the read's
+/// latency as MittSSD's books predict it.
+pub const TAIL_BOOKS_FEATURES: [&str; 14] = [
+    "pending_pages",
+    "pending_ios",
+    "size_pages",
+    "oldest_inflight_us",
+    "since_completion_us",
+    "lat1_us",
+    "pend1_pages",
+    "lat2_us",
+    "pend2_pages",
+    "lat3_us",
+    "pend3_pages",
+    "lat4_us",
+    "pend4_pages",
+    "books_us",
 ];
 
 impl IoView<'_> {
@@ -101,6 +128,40 @@ pub struct Needs {
     pub white_box: bool,
     /// [`IoView::true_latency_ns`].
     pub oracle: bool,
+    /// [`IoView::planes`], [`Started::planes`] and [`Admission::issued`].
+    pub layout: bool,
+}
+
+impl Needs {
+    /// What either needs.
+    pub fn or(self, other: Needs) -> Needs {
+        Needs {
+            white_box: self.white_box || other.white_box,
+            oracle: self.oracle || other.oracle,
+            layout: self.layout || other.layout,
+        }
+    }
+}
+
+/// An I/O entering a replica's device queue, as a block layer sees it: reads admitted
+/// anywhere, writes, hedged copies, other tenants' I/O.
+#[derive(Debug, Clone, Copy)]
+pub struct Started<'a> {
+    /// The replica.
+    pub replica: usize,
+    /// Unique while in flight; [`Admission::finished`] names it again.
+    pub id: u64,
+    /// When it entered the queue, ns.
+    pub now_ns: u64,
+    /// Offset, bytes.
+    pub offset: u64,
+    /// Length, bytes.
+    pub len: u64,
+    /// A write.
+    pub write: bool,
+    /// A read's pages' planes on flash, for policies that asked for [`Needs::layout`]; empty
+    /// otherwise.
+    pub planes: &'a [u32],
 }
 
 /// Serve (true) or EBUSY (false) a read at a replica.
@@ -119,10 +180,12 @@ pub trait Admission {
     fn slowness(&mut self, _io: &IoView) -> f32 {
         0.0
     }
-    /// I/O `id` of `len` bytes at `offset` entered `replica`'s device queue at `now_ns` (reads
-    /// admitted anywhere, writes, copies): what a block layer sees. For policies that keep
-    /// their own view of the queues (MittNOOP).
-    fn started(&mut self, _replica: usize, _id: u64, _now_ns: u64, _offset: u64, _len: u64) {}
+    /// An I/O entered a replica's device queue: what a block layer sees. For policies that
+    /// keep their own view of the queues (MittNOOP, MittSSD's books).
+    fn started(&mut self, _io: &Started) {}
+    /// NAND commands `replica`'s flash translation layer issued, in order, for policies that
+    /// asked for [`Needs::layout`] (an open-channel SSD's host issues them; MittSSD's books).
+    fn issued(&mut self, _replica: usize, _commands: &[NandCommand]) {}
     /// I/O `id` completed at `done_ns` at `replica`.
     fn finished(&mut self, _replica: usize, _id: u64, _done_ns: u64) {}
 }
@@ -299,11 +362,48 @@ impl Admission for MittCache {
             self.0.slowness(io)
         }
     }
-    fn started(&mut self, replica: usize, id: u64, now_ns: u64, offset: u64, len: u64) {
-        self.0.started(replica, id, now_ns, offset, len)
+    fn started(&mut self, io: &Started) {
+        self.0.started(io)
+    }
+    fn issued(&mut self, replica: usize, commands: &[NandCommand]) {
+        self.0.issued(replica, commands)
     }
     fn finished(&mut self, replica: usize, id: u64, done_ns: u64) {
         self.0.finished(replica, id, done_ns)
+    }
+}
+
+/// Two policies at once: a read is served only if both would serve it (MittSSD's books beside a
+/// learned model: the books catch the collections they can place, the model the slowness no
+/// book shows). Both hear of every I/O; the slowness score is the second's.
+pub struct EitherRefuses(pub Box<dyn Admission>, pub Box<dyn Admission>);
+
+impl Admission for EitherRefuses {
+    fn name(&self) -> String {
+        format!("{}|{}", self.0.name(), self.1.name())
+    }
+    fn needs(&self) -> Needs {
+        self.0.needs().or(self.1.needs())
+    }
+    fn admit(&mut self, io: &IoView) -> bool {
+        // Both decide (each may keep state per decision); refuse if either refuses.
+        let a = self.0.admit(io);
+        self.1.admit(io) && a
+    }
+    fn slowness(&mut self, io: &IoView) -> f32 {
+        self.1.slowness(io)
+    }
+    fn started(&mut self, io: &Started) {
+        self.0.started(io);
+        self.1.started(io);
+    }
+    fn issued(&mut self, replica: usize, commands: &[NandCommand]) {
+        self.0.issued(replica, commands);
+        self.1.issued(replica, commands);
+    }
+    fn finished(&mut self, replica: usize, id: u64, done_ns: u64) {
+        self.0.finished(replica, id, done_ns);
+        self.1.finished(replica, id, done_ns);
     }
 }
 
@@ -325,13 +425,7 @@ impl Admission for PerReplica {
         format!("per-replica {}", self.0.first().map_or(String::new(), |a| a.name()))
     }
     fn needs(&self) -> Needs {
-        self.0.iter().fold(Needs::default(), |n, a| {
-            let m = a.needs();
-            Needs {
-                white_box: n.white_box || m.white_box,
-                oracle: n.oracle || m.oracle,
-            }
-        })
+        self.0.iter().fold(Needs::default(), |n, a| n.or(a.needs()))
     }
     fn admit(&mut self, io: &IoView) -> bool {
         self.of(io.replica as usize).admit(io)
@@ -339,8 +433,11 @@ impl Admission for PerReplica {
     fn slowness(&mut self, io: &IoView) -> f32 {
         self.of(io.replica as usize).slowness(io)
     }
-    fn started(&mut self, replica: usize, id: u64, now_ns: u64, offset: u64, len: u64) {
-        self.of(replica).started(replica, id, now_ns, offset, len)
+    fn started(&mut self, io: &Started) {
+        self.of(io.replica).started(io)
+    }
+    fn issued(&mut self, replica: usize, commands: &[NandCommand]) {
+        self.of(replica).issued(replica, commands)
     }
     fn finished(&mut self, replica: usize, id: u64, done_ns: u64) {
         self.of(replica).finished(replica, id, done_ns)
@@ -412,7 +509,15 @@ impl Admission for MittNoop {
         let service = self.service_ns(r, io.offset, io.size as u64);
         self.wait_ns(r, io.now_ns) + service <= io.deadline_ns.unwrap_or(self.deadline_ns)
     }
-    fn started(&mut self, replica: usize, id: u64, now_ns: u64, offset: u64, len: u64) {
+    fn started(&mut self, io: &Started) {
+        let Started {
+            replica,
+            id,
+            now_ns,
+            offset,
+            len,
+            ..
+        } = *io;
         let service_ns = self.service_ns(replica, offset, len);
         self.head[replica] = offset.saturating_add(len);
         let nf = &mut self.next_free_ns[replica];
@@ -440,6 +545,9 @@ pub enum FeatureSet {
     Mittos,
     /// [`TAIL_FEATURES`] (`iolearn-tail-v1`).
     Tail,
+    /// [`TAIL_BOOKS_FEATURES`] (`iolearn-tail-books-v1`): needs an SSD that shares its page
+    /// map, whose books the policy keeps.
+    TailBooks,
 }
 
 impl FeatureSet {
@@ -449,6 +557,7 @@ impl FeatureSet {
             "linnos-31" => Some(FeatureSet::Linnos),
             "mittos-9" => Some(FeatureSet::Mittos),
             "iolearn-tail-v1" => Some(FeatureSet::Tail),
+            "iolearn-tail-books-v1" => Some(FeatureSet::TailBooks),
             _ => None,
         }
     }
@@ -459,6 +568,7 @@ impl FeatureSet {
             FeatureSet::Linnos => "linnos-31",
             FeatureSet::Mittos => "mittos-9",
             FeatureSet::Tail => "iolearn-tail-v1",
+            FeatureSet::TailBooks => "iolearn-tail-books-v1",
         }
     }
 
@@ -468,6 +578,7 @@ impl FeatureSet {
             FeatureSet::Linnos => 31,
             FeatureSet::Mittos => 9,
             FeatureSet::Tail => TAIL_FEATURES.len(),
+            FeatureSet::TailBooks => TAIL_BOOKS_FEATURES.len(),
         }
     }
 
@@ -480,6 +591,15 @@ impl FeatureSet {
                 let mut f = [0f32; 13];
                 io.tail_features(&mut f);
                 out.copy_from_slice(&f);
+            }
+            FeatureSet::TailBooks => {
+                let (tail, books) = out.split_at_mut(13);
+                let mut f = [0f32; 13];
+                io.tail_features(&mut f);
+                tail.copy_from_slice(&f);
+                // Unknown (no books kept): NaN, which a tree sends right like any large value
+                // and a caller can see; `Learned` always fills it in.
+                books[0] = io.books_ns.map_or(f32::NAN, |ns| ns as f32 / 1e3);
             }
         }
     }
@@ -539,6 +659,8 @@ pub struct Learned {
     scale: f32,
     outputs: usize,
     x: Vec<f32>,
+    /// MittSSD's books, for `iolearn-tail-books-v1` ([`Learned::keep_books`]).
+    books: Option<MittSsdBooks>,
 }
 
 impl Learned {
@@ -547,7 +669,7 @@ impl Learned {
         let features = FeatureSet::from_schema(&file.schema).ok_or_else(|| Error::Invalid {
             field: "schema",
             reason: format!(
-                "{:?} is not an admission feature set (linnos-31, mittos-9, iolearn-tail-v1)",
+                "{:?} is not an admission feature set (linnos-31, mittos-9, iolearn-tail-v1, iolearn-tail-books-v1)",
                 file.schema
             ),
         })?;
@@ -618,7 +740,14 @@ impl Learned {
             scale,
             outputs,
             x: vec![0.0; features.dim()],
+            books: None,
         })
+    }
+
+    /// Keep MittSSD's books of the drives (`profile`: their data sheet), for a model whose
+    /// inputs include the books' prediction (`iolearn-tail-books-v1`).
+    pub fn keep_books(&mut self, profile: SsdProfile) {
+        self.books = Some(MittSsdBooks::new(0, profile));
     }
 
     /// The decision rule.
@@ -652,7 +781,16 @@ impl Learned {
     /// The model's raw output for `io`: the slow class's margin (class rule), a probability or
     /// a latency in us.
     pub fn score(&mut self, io: &IoView) -> f32 {
-        self.features.extract(io, &mut self.x);
+        match &mut self.books {
+            Some(b) => {
+                let io = IoView {
+                    books_ns: Some(b.predict_ns(io)),
+                    ..*io
+                };
+                self.features.extract(&io, &mut self.x)
+            }
+            None => self.features.extract(io, &mut self.x),
+        }
         if let Some(z) = &self.normaliser {
             z.transform(&mut self.x);
         }
@@ -688,6 +826,27 @@ impl Learned {
 impl Admission for Learned {
     fn name(&self) -> String {
         self.name.clone()
+    }
+    fn needs(&self) -> Needs {
+        Needs {
+            layout: self.books.is_some(),
+            ..Needs::default()
+        }
+    }
+    fn started(&mut self, io: &Started) {
+        if let Some(b) = &mut self.books {
+            b.started(io);
+        }
+    }
+    fn issued(&mut self, replica: usize, commands: &[NandCommand]) {
+        if let Some(b) = &mut self.books {
+            b.book(replica, commands);
+        }
+    }
+    fn finished(&mut self, replica: usize, id: u64, done_ns: u64) {
+        if let Some(b) = &mut self.books {
+            b.finished(replica, id, done_ns);
+        }
     }
     fn slowness(&mut self, io: &IoView) -> f32 {
         self.score(io)
@@ -790,6 +949,8 @@ impl DeviceQueue {
             true_latency_ns: None,
             cached: false,
             replica,
+            planes: None,
+            books_ns: None,
             deadline_ns: None,
         }
     }

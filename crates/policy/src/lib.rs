@@ -15,6 +15,7 @@ pub mod mittsched;
 pub mod online;
 pub mod per_file_learner;
 pub mod readahead;
+pub mod ssdbooks;
 pub mod steady;
 
 /// One page-cache observation: what KML's hooks (and our eBPF probes) record.

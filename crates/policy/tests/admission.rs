@@ -3,7 +3,8 @@
 
 use iolearn_ml::{Activation, DecisionTree, MlpBuilder, ModelFile, ModelKind, Rng, TreeConfig};
 use iolearn_policy::admission::{
-    Admission, FeatureSet, HeurAdv, IoView, Learned, MittNoop, MittSsd, QueueLimit, Rule, WhiteBox, TAIL_FEATURES,
+    Admission, FeatureSet, HeurAdv, IoView, Learned, MittNoop, MittSsd, QueueLimit, Rule, Started, WhiteBox,
+    TAIL_FEATURES,
 };
 use iolearn_policy::latency::LatencyHistory;
 use iolearn_policy::mittsched::SeekProfile;
@@ -22,6 +23,8 @@ fn view(h: &LatencyHistory, pending_pages: u32) -> IoView<'_> {
         true_latency_ns: None,
         cached: false,
         replica: 0,
+        planes: None,
+        books_ns: None,
         deadline_ns: None,
     }
 }
@@ -90,6 +93,19 @@ fn mittssd_adds_chip_wait_read_and_transfer() {
     assert!(policy.admit(&v));
 }
 
+/// A 4 KiB I/O entering `replica`'s queue.
+fn started(replica: usize, id: u64, now_ns: u64, offset: u64, write: bool, planes: &[u32]) -> Started<'_> {
+    Started {
+        replica,
+        id,
+        now_ns,
+        offset,
+        len: 4096,
+        write,
+        planes,
+    }
+}
+
 #[test]
 fn mittnoop_keeps_the_next_free_time_and_corrects_its_drift() {
     // Its profile: 3 ms for 4 KiB anywhere, 1 ms more per further 4 KiB.
@@ -102,8 +118,8 @@ fn mittnoop_keeps_the_next_free_time_and_corrects_its_drift() {
     // Idle disk: 4 ms of service.
     assert!(m.admit(&v));
     // Two 4 KiB I/Os (3 ms each) enter the queue at 1 ms: next free at 7 ms; the read waits 6.
-    m.started(0, 1, 1_000_000, 1 << 30, 4096);
-    m.started(0, 2, 1_000_000, 2 << 30, 4096);
+    m.started(&started(0, 1, 1_000_000, 1 << 30, false, &[]));
+    m.started(&started(0, 2, 1_000_000, 2 << 30, false, &[]));
     assert_eq!(m.wait_ns(0, 1_000_000), 6_000_000);
     assert!(m.admit(&v)); // 6 + 4 = 10 ms: just in time
                           // The first took 1 ms longer than predicted: everything behind it shifts.

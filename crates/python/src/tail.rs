@@ -151,12 +151,18 @@ impl TailWorld {
         d.set_item("decisions", dec)?;
         if samples {
             let sm = PyDict::new(py);
-            for set in [FeatureSet::Linnos, FeatureSet::Mittos, FeatureSet::Tail] {
+            for set in [
+                FeatureSet::Linnos,
+                FeatureSet::Mittos,
+                FeatureSet::Tail,
+                FeatureSet::TailBooks,
+            ] {
                 let rows: Vec<Vec<f32>> = r.samples.iter().map(|s| s.features(set)).collect();
                 let key = match set {
                     FeatureSet::Linnos => "linnos",
                     FeatureSet::Mittos => "mittos",
                     FeatureSet::Tail => "tail",
+                    FeatureSet::TailBooks => "tail_books",
                 };
                 sm.set_item(key, matrix(py, rows, set.dim())?)?;
             }

@@ -47,6 +47,8 @@ fn time(c: &mut Criterion, name: &str, policy: &mut dyn Admission, views: &[(Lat
             true_latency_ns: None,
             cached: false,
             replica: 0,
+            planes: None,
+            books_ns: None,
             deadline_ns: None,
         }
     };

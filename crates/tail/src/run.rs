@@ -5,11 +5,13 @@ use crate::spec::{Client, DeviceTiming, HedgeDelay};
 use crate::Request;
 use iolearn_flash::replicas::Storage;
 use iolearn_flash::replicas::{Noise, Replica};
+use iolearn_flash::ssd::Op;
 use iolearn_flash::ssd::{GcMode, Ssd, SsdConfig};
 use iolearn_ml::Rng;
-use iolearn_policy::admission::{Admission, DeviceQueue, FeatureSet, IoView, WhiteBox};
+use iolearn_policy::admission::{Admission, DeviceQueue, FeatureSet, IoView, Started, WhiteBox};
 use iolearn_policy::latency::LatencyHistory;
 use iolearn_policy::mittsched::{probe_seek_profile, SeekProfile};
+use iolearn_policy::ssdbooks::{MittSsdBooks, NandCommand, NandOp, SsdProfile};
 use iolearn_sim::device::{Device, DevicePreset};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -185,6 +187,8 @@ pub struct Sample {
     pub since_completion_ns: u64,
     /// Recent completions.
     pub history: LatencyHistory,
+    /// The read's latency as MittSSD's books predicted it (SSDs), ns.
+    pub books_ns: Option<u64>,
     /// The white-box state.
     pub white_box: WhiteBox,
     /// Latency at this replica, ns.
@@ -207,6 +211,8 @@ impl Sample {
             true_latency_ns: Some(self.latency_ns),
             cached: false,
             replica: self.replica,
+            planes: None,
+            books_ns: self.books_ns,
             deadline_ns: None,
         }
     }
@@ -239,6 +245,9 @@ struct Queue {
     view: DeviceQueue,
     /// (completion, id).
     done: BinaryHeap<Reverse<(u64, u64)>>,
+    /// MittSSD's books of this drive, kept while training rows are recorded (their prediction
+    /// is one of `iolearn-tail-books-v1`'s inputs).
+    books: Option<MittSsdBooks>,
 }
 
 impl Queue {
@@ -251,6 +260,9 @@ impl Queue {
             self.done.pop();
             self.view.finish(id, done);
             policy.finished(replica, id, done);
+            if let Some(b) = &mut self.books {
+                b.finished(replica, id, done);
+            }
         }
     }
 
@@ -272,11 +284,94 @@ struct State {
     served_attempt: u8,
 }
 
+/// The planes of a read's pages on flash, when books are kept from the drive's page map (by
+/// the policy or for training rows); empty otherwise, or when the drive does not share it.
+fn planes_of(replica: &Replica, want: bool, offset: u64, len: u64) -> Vec<u32> {
+    let mut planes = Vec::new();
+    if want {
+        replica.storage.planes_of(offset, len, &mut planes);
+    }
+    planes
+}
+
+/// Give the policy, and the books kept for training rows, the NAND commands replica `r`'s drive
+/// issued up to `now` (only recorded when either keeps books; work due by `now`, such as a
+/// flush on the drive's timer, is issued first).
+fn deliver(replica: &mut Replica, queue: &mut Queue, admission: &mut dyn Admission, r: usize, now: u64) {
+    if !admission.needs().layout && queue.books.is_none() {
+        return;
+    }
+    replica.storage.tick(now);
+    let mut log = Vec::new();
+    replica.storage.take_commands(&mut log);
+    if log.is_empty() {
+        return;
+    }
+    let commands: Vec<NandCommand> = log
+        .iter()
+        .map(|c| NandCommand {
+            issued_ns: c.issued_ns,
+            plane: c.plane,
+            op: match c.op {
+                Op::Read => NandOp::Read,
+                Op::Program { upper } => NandOp::Program { upper },
+                Op::Collect { moves, via_channel } => NandOp::Collect { moves, via_channel },
+            },
+        })
+        .collect();
+    admission.issued(r, &commands);
+    if let Some(b) = &mut queue.books {
+        b.book(r, &commands);
+    }
+}
+
+/// An I/O entered replica `r`'s device queue at `t` and completes at `done`: the block layer's
+/// view and the policy hear of it (after the commands its drive issued for it and before).
+fn enter(
+    (replica, queue): (&mut Replica, &mut Queue),
+    admission: &mut dyn Admission,
+    (r, id, t): (usize, u64, u64),
+    (offset, len, write): (u64, u64, bool),
+    done: u64,
+) {
+    let want = !write && (admission.needs().layout || queue.books.is_some());
+    let planes = planes_of(replica, want, offset, len);
+    deliver(replica, queue, admission, r, t);
+    queue.push(id, t, done, len as u32);
+    let io = Started {
+        replica: r,
+        id,
+        now_ns: t,
+        offset,
+        len,
+        write,
+        planes: &planes,
+    };
+    admission.started(&io);
+    if let Some(b) = &mut queue.books {
+        b.started(&io);
+    }
+}
+
 /// The policy's slowness score for a read of `size` at replica `r` at `now` (what it would see
 /// arriving there).
-fn slowness(admission: &mut dyn Admission, queues: &mut [Queue], r: usize, now: u64, q: &Request) -> f32 {
+fn slowness(
+    admission: &mut dyn Admission,
+    queues: &mut [Queue],
+    replicas: &mut [Replica],
+    r: usize,
+    now: u64,
+    q: &Request,
+) -> f32 {
     queues[r].retire(now, r, admission);
-    admission.slowness(&queues[r].view.view(r as u32, now, q.offset, q.size))
+    deliver(&mut replicas[r], &mut queues[r], admission, r, now);
+    let layout = admission.needs().layout;
+    let planes = planes_of(&replicas[r], layout, q.offset, q.size as u64);
+    let view = IoView {
+        planes: layout.then_some(&planes[..]),
+        ..queues[r].view.view(r as u32, now, q.offset, q.size)
+    };
+    admission.slowness(&view)
 }
 
 /// Serve a read at replica `r` at `t`: from its page cache when every page is there, else from
@@ -294,8 +389,13 @@ fn serve_read(
         t + CACHE_HIT_NS
     } else {
         let done = replica.serve(t, q.offset, q.size as u64, false);
-        queue.push(id, t, done, q.size);
-        admission.started(r, id, t, q.offset, q.size as u64);
+        enter(
+            (replica, queue),
+            admission,
+            (r, id, t),
+            (q.offset, q.size as u64, false),
+            done,
+        );
         done
     };
     cache.touch(q.offset, q.size);
@@ -305,13 +405,12 @@ fn serve_read(
 /// Serve the next I/O of replica `r`'s other tenant: it occupies the drive and joins the
 /// replica's queue (the policy hears of it as of any I/O).
 fn serve_tenant_io((replica, queue): (&mut Replica, &mut Queue), admission: &mut dyn Admission, r: usize, id: u64) {
-    let Some((at, offset, len, _)) = replica.next_tenant_io() else {
+    let Some((at, offset, len, write)) = replica.next_tenant_io() else {
         return;
     };
     queue.retire(at, r, admission);
     if let Some((_, done)) = replica.serve_tenant_io() {
-        queue.push(id, at, done, len as u32);
-        admission.started(r, id, at, offset, len);
+        enter((replica, queue), admission, (r, id, at), (offset, len, write), done);
     }
 }
 
@@ -366,12 +465,25 @@ impl World {
     /// the same model (as MittNOOP's profiler did on the real one).
     pub fn timing(&self) -> DeviceTiming {
         match &self.cfg.drive {
-            DriveConfig::Ssd(c) => DeviceTiming {
-                read_ns: c.read_ns,
-                transfer_ns: c.page_bytes * 1_000_000_000 / c.channel_bytes_per_s.max(1),
-                controller_ns: c.controller_ns,
-                profile: None,
-            },
+            DriveConfig::Ssd(c) => {
+                let transfer_ns = c.page_bytes * 1_000_000_000 / c.channel_bytes_per_s.max(1);
+                DeviceTiming {
+                    read_ns: c.read_ns,
+                    transfer_ns,
+                    controller_ns: c.controller_ns,
+                    profile: None,
+                    ssd: Some(SsdProfile {
+                        planes: (c.channels * c.chips_per_channel * c.dies_per_chip * c.planes_per_die) as u32,
+                        channels: c.channels as u32,
+                        read_ns: c.read_ns,
+                        program_lower_ns: c.program_lower_ns,
+                        program_upper_ns: c.program_upper_ns,
+                        erase_ns: c.erase_ns,
+                        transfer_ns,
+                        controller_ns: c.controller_ns,
+                    }),
+                }
+            }
             DriveConfig::Disk(_) => DeviceTiming {
                 profile: self.profile.clone(),
                 ..DeviceTiming::default()
@@ -406,15 +518,22 @@ impl World {
                 Replica::new(d.boxed(), noise, cfg.seed.wrapping_add(101 * r as u64 + 7))
             })
             .collect();
+        let profile = samples.then(|| self.timing().ssd).flatten();
         let mut queues: Vec<Queue> = (0..n)
             .map(|_| Queue {
                 view: DeviceQueue::default(),
                 done: BinaryHeap::new(),
+                books: profile.map(|p| MittSsdBooks::new(0, p)),
             })
             .collect();
         let mut caches: Vec<PageCache> = (0..n).map(|_| PageCache::new(cfg.cache_pages)).collect();
         let mut rng = Rng::new(cfg.seed ^ 0x7a11);
         let needs = admission.needs();
+        if needs.layout || profile.is_some() {
+            for r in &mut replicas {
+                r.storage.record_commands();
+            }
+        }
         let mut states: Vec<State> = requests
             .iter()
             .map(|q| {
@@ -491,8 +610,8 @@ impl World {
                     queues[r].retire(t, r, admission);
                     if q.write {
                         let done = replicas[r].serve(t, q.offset, q.size as u64, true);
-                        queues[r].push(id, t, done, q.size);
-                        admission.started(r, id, t, q.offset, q.size as u64);
+                        let io = (q.offset, q.size as u64, true);
+                        enter((&mut replicas[r], &mut queues[r]), admission, (r, id, t), io, done);
                         caches[r].touch(q.offset, q.size);
                         states[qi].done = done;
                         continue;
@@ -519,9 +638,24 @@ impl World {
                     } else {
                         None
                     };
+                    deliver(&mut replicas[r], &mut queues[r], admission, r, t);
+                    let keep = needs.layout || (samples && queues[r].books.is_some());
+                    let planes = planes_of(&replicas[r], keep, q.offset, q.size as u64);
+                    let Queue { view: qv, books, .. } = &mut queues[r];
+                    let books_ns = match (books, samples && attempt == 0) {
+                        (Some(b), true) => {
+                            let v = IoView {
+                                planes: Some(&planes[..]),
+                                ..qv.view(r as u32, t, q.offset, q.size)
+                            };
+                            Some(b.predict_ns(&v))
+                        }
+                        _ => None,
+                    };
                     let qu = &queues[r].view;
                     let view = IoView {
                         white_box: wb,
+                        planes: needs.layout.then_some(&planes[..]),
                         true_latency_ns: truth,
                         cached,
                         deadline_ns: q.deadline_ns,
@@ -552,8 +686,10 @@ impl World {
                                 let order = &mut states[qi].order;
                                 let best = (attempt + 1..n)
                                     .min_by(|&a, &b| {
-                                        let sa = slowness(admission, &mut queues, order[a] as usize, at, &q);
-                                        let sb = slowness(admission, &mut queues, order[b] as usize, at, &q);
+                                        let sa =
+                                            slowness(admission, &mut queues, &mut replicas, order[a] as usize, at, &q);
+                                        let sb =
+                                            slowness(admission, &mut queues, &mut replicas, order[b] as usize, at, &q);
                                         sa.total_cmp(&sb)
                                     })
                                     .unwrap_or(attempt + 1);
@@ -574,6 +710,7 @@ impl World {
                         oldest_inflight_ns: view.oldest_inflight_ns,
                         since_completion_ns: view.since_completion_ns,
                         history: qu.history().clone(),
+                        books_ns,
                         white_box: wb.unwrap_or_default(),
                         latency_ns: 0,
                     });
@@ -648,8 +785,8 @@ impl World {
                         other = (0..n)
                             .filter(|&r| r as u32 != st.served_by)
                             .min_by(|&a, &b| {
-                                let sa = slowness(admission, &mut queues, a, at, &q);
-                                let sb = slowness(admission, &mut queues, b, at, &q);
+                                let sa = slowness(admission, &mut queues, &mut replicas, a, at, &q);
+                                let sb = slowness(admission, &mut queues, &mut replicas, b, at, &q);
                                 sa.total_cmp(&sb)
                             })
                             .map_or(other, |r| r as u8);

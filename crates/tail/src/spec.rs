@@ -3,7 +3,9 @@
 //!
 //! Admission (at each replica, before the read enters the device queue):
 //! `base` (serve all), `random=SHARE`, `heursim=PAGES`, `heuradv=MAX,SHORT,SLOW_US`,
-//! `oracle=SLOW_US` (perfect predictor), `mittssd=DEADLINE_US`, `mittnoop=DEADLINE_US` (disks),
+//! `oracle=SLOW_US` (perfect predictor), `mittssd=DEADLINE_US` (MittSSD from its own books:
+//! the page map, the data sheet's timing and the I/Os it saw), `mittssd-wb=DEADLINE_US` (the
+//! same with the simulator's true clocks: a limit), `mittnoop=DEADLINE_US` (disks),
 //! `model=PATH` (a trained model
 //! file; its schema and meta say how to use it; `{r}` in PATH: one model per replica, the
 //! replica's number in place of `{r}`).
@@ -13,14 +15,16 @@
 //! recent reads are slower: at their `1 - BUDGET` quantile), `clone` (two copies
 //! at once), `timeout=AFTER_US` (give up and retry elsewhere). `+rank` sends failovers and
 //! hedges to the replica the policy scores least slow; `+cache` wraps the admission in
-//! MittCache (reads resident in the page cache are always served).
+//! MittCache (reads resident in the page cache are always served); `+books=US` also refuses
+//! reads MittSSD's books predict slower than US (SSDs that share their page map).
 
 use iolearn_ml::ModelFile;
 use iolearn_policy::admission::{
-    Admission, AdmitAll, HeurAdv, Learned, MittCache, MittNoop, MittSsd, Oracle, PerReplica, QueueLimit, RandomRevoke,
-    Rule,
+    Admission, AdmitAll, EitherRefuses, FeatureSet, HeurAdv, Learned, MittCache, MittNoop, MittSsd, Oracle, PerReplica,
+    QueueLimit, RandomRevoke, Rule,
 };
 use iolearn_policy::mittsched::SeekProfile;
+use iolearn_policy::ssdbooks::{MittSsdBooks, SsdProfile};
 use std::path::PathBuf;
 
 /// In a model path, the replica's number: one model per replica.
@@ -71,6 +75,8 @@ pub struct PolicySpec {
     /// `+cache`: MittCache around the admission (reads resident in the replica's page cache are
     /// always served).
     pub cache: bool,
+    /// `+books=US`: also refuse reads MittSSD's books predict slower than this (us).
+    pub books_us: Option<f64>,
 }
 
 /// The admission part of a [`PolicySpec`].
@@ -86,8 +92,10 @@ pub enum AdmissionSpec {
     HeurAdv(u32, u32, u32),
     /// Perfect predictor, slow above (us).
     Oracle(f64),
-    /// MittSSD, deadline (us).
+    /// MittSSD from its own books, deadline (us).
     MittSsd(f64),
+    /// MittSSD reading the simulator's clocks, deadline (us).
+    MittSsdWhiteBox(f64),
     /// MittNOOP, deadline (us).
     MittNoop(f64),
     /// A model file.
@@ -106,6 +114,8 @@ pub struct DeviceTiming {
     pub transfer_ns: u64,
     /// Controller overhead, ns.
     pub controller_ns: u64,
+    /// An SSD's data sheet (MittSSD's books); `None` for a disk.
+    pub ssd: Option<SsdProfile>,
 }
 
 fn num<T: std::str::FromStr>(what: &str, v: &str) -> Result<T, String> {
@@ -134,12 +144,16 @@ impl PolicySpec {
     pub fn parse(text: &str) -> Result<PolicySpec, String> {
         let mut parts = text.split('+').map(str::trim);
         let adm = parts.next().unwrap_or("");
-        let (mut client, mut rank, mut cache) = (None, false, false);
+        let (mut client, mut rank, mut cache, mut books_us) = (None, false, false, None);
         for p in parts {
             if p == "rank" {
                 rank = true;
             } else if p == "cache" {
                 cache = true;
+            } else if let Some(v) = p.strip_prefix("books=") {
+                if books_us.replace(us("books deadline", v)?).is_some() {
+                    return Err(format!("{}: books given twice", q(text)));
+                }
             } else if client.replace(p).is_some() {
                 return Err(format!("{}: more than one client strategy", q(text)));
             }
@@ -172,6 +186,7 @@ impl PolicySpec {
             }
             "oracle" => AdmissionSpec::Oracle(us("oracle slow", val.ok_or_else(missing)?)?),
             "mittssd" => AdmissionSpec::MittSsd(us("mittssd deadline", val.ok_or_else(missing)?)?),
+            "mittssd-wb" => AdmissionSpec::MittSsdWhiteBox(us("mittssd-wb deadline", val.ok_or_else(missing)?)?),
             "mittnoop" => AdmissionSpec::MittNoop(us("mittnoop deadline", val.ok_or_else(missing)?)?),
             "model" => {
                 let v = val.ok_or_else(missing)?;
@@ -186,7 +201,7 @@ impl PolicySpec {
             }
             other => {
                 return Err(format!(
-                    "unknown admission {} (base, random=S, heursim=P, heuradv=M,S,US, oracle=US, mittssd=US, mittnoop=US, model=PATH)",
+                    "unknown admission {} (base, random=S, heursim=P, heuradv=M,S,US, oracle=US, mittssd=US, mittssd-wb=US, mittnoop=US, model=PATH)",
                     q(other)
                 ))
             }
@@ -239,6 +254,7 @@ impl PolicySpec {
             rule,
             rank,
             cache,
+            books_us,
         })
     }
 
@@ -252,17 +268,29 @@ impl PolicySpec {
                 let per: Vec<Box<dyn Admission>> = (0..replicas.max(1))
                     .map(|r| {
                         let one = path.to_string_lossy().replace(REPLICA, &r.to_string());
-                        self.load_model(&PathBuf::from(one))
+                        self.load_model(&PathBuf::from(one), &timing)
                     })
                     .collect::<Result<_, _>>()?;
                 Box::new(PerReplica(per))
             }
-            _ => self.build_admission(seed, timing)?,
+            _ => self.build_admission(seed, timing.clone())?,
+        };
+        let inner = match self.books_us {
+            None => inner,
+            Some(u) => {
+                let profile = timing
+                    .ssd
+                    .ok_or("+books needs SSDs (their page map and data sheet): the replicas are disks")?;
+                Box::new(EitherRefuses(
+                    Box::new(MittSsdBooks::new((u * 1e3) as u64, profile)),
+                    inner,
+                ))
+            }
         };
         Ok(if self.cache { Box::new(MittCache(inner)) } else { inner })
     }
 
-    fn load_model(&self, path: &std::path::Path) -> Result<Box<dyn Admission>, String> {
+    fn load_model(&self, path: &std::path::Path, timing: &DeviceTiming) -> Result<Box<dyn Admission>, String> {
         let file = ModelFile::load(path).map_err(|e| e.to_string())?;
         let name = path
             .file_stem()
@@ -270,6 +298,15 @@ impl PolicySpec {
         let mut l = Learned::from_file(&file, &name).map_err(|e| format!("{}: {e}", path.display()))?;
         if let Some(r) = self.rule {
             l.set_rule(r).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        if l.features() == FeatureSet::TailBooks {
+            let profile = timing.ssd.ok_or_else(|| {
+                format!(
+                    "{}: iolearn-tail-books-v1 needs SSDs that share their page map (MittSSD's books)",
+                    path.display()
+                )
+            })?;
+            l.keep_books(profile);
         }
         Ok(Box::new(l))
     }
@@ -287,7 +324,13 @@ impl PolicySpec {
             AdmissionSpec::Oracle(u) => Box::new(Oracle {
                 slow_ns: (u * 1e3) as u64,
             }),
-            AdmissionSpec::MittSsd(u) => Box::new(MittSsd {
+            AdmissionSpec::MittSsd(u) => {
+                let profile = timing
+                    .ssd
+                    .ok_or("mittssd needs SSDs (their page map and data sheet): the replicas are disks")?;
+                Box::new(MittSsdBooks::new((u * 1e3) as u64, profile))
+            }
+            AdmissionSpec::MittSsdWhiteBox(u) => Box::new(MittSsd {
                 deadline_ns: (u * 1e3) as u64,
                 read_ns: timing.read_ns,
                 transfer_ns: timing.transfer_ns,
@@ -300,7 +343,7 @@ impl PolicySpec {
                     .ok_or("mittnoop needs disks (their seek profile): the replicas are SSDs")?;
                 Box::new(MittNoop::new((u * 1e3) as u64, profile))
             }
-            AdmissionSpec::Model(path) => self.load_model(path)?,
+            AdmissionSpec::Model(path) => self.load_model(path, &timing)?,
         })
     }
 }
