@@ -217,8 +217,10 @@ fn bad_replicas_policies_and_traces_are_refused_by_name() {
     assert!(!ok && e.contains("/nonexistent/replica"), "{e}");
     let (ok, e) = run(&["--replicas", small.to_str().unwrap(), t]);
     assert!(!ok && e.contains("small.img"), "{e}");
-    let (ok, e) = run(&["--replicas", "/dev/null", "--policy", "oracle=100", t]);
-    assert!(!ok && e.contains("simulator"), "{e}");
+    for policy in ["oracle=100", "mittssd=100", "base+books=100", "mittssd-wb=100"] {
+        let (ok, e) = run(&["--replicas", "/dev/null", "--policy", policy, t]);
+        assert!(!ok && e.contains("simulator"), "{policy}: {e}");
+    }
     let (ok, e) = run(&["--replicas", "/dev/null", "--policy", "teleport", t]);
     assert!(!ok && e.contains("unknown admission"), "{e}");
     let bad = dir.join("bad.trace");

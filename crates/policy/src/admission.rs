@@ -88,22 +88,16 @@ pub const TAIL_FEATURES: [&str; 13] = [
 
 /// Inputs of the `iolearn-tail-books-v1` feature set: [`TAIL_FEATURES`], then the read's
 /// latency as MittSSD's books predict it.
-pub const TAIL_BOOKS_FEATURES: [&str; 14] = [
-    "pending_pages",
-    "pending_ios",
-    "size_pages",
-    "oldest_inflight_us",
-    "since_completion_us",
-    "lat1_us",
-    "pend1_pages",
-    "lat2_us",
-    "pend2_pages",
-    "lat3_us",
-    "pend3_pages",
-    "lat4_us",
-    "pend4_pages",
-    "books_us",
-];
+pub const TAIL_BOOKS_FEATURES: [&str; 14] = {
+    let mut out = [""; 14];
+    let mut i = 0;
+    while i < TAIL_FEATURES.len() {
+        out[i] = TAIL_FEATURES[i];
+        i += 1;
+    }
+    out[13] = "books_us";
+    out
+};
 
 impl IoView<'_> {
     /// `iolearn-tail-v1`: LinnOS's and ML-MittOS's inputs plus two things the block layer

@@ -34,7 +34,9 @@ pub struct SsdProfile {
     pub controller_ns: u64,
 }
 
-/// A NAND command as the host-side FTL issued it.
+/// A NAND command as the host-side FTL issued it. (The simulated drive logs its own
+/// `iolearn_flash::ssd::Command` of the same shape: the drive model does not depend on the
+/// policies, and `iolearn-tail` translates.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NandCommand {
     /// When it was issued, ns.

@@ -4,7 +4,7 @@
 use iolearn_ml::{Activation, DecisionTree, MlpBuilder, ModelFile, ModelKind, Rng, TreeConfig};
 use iolearn_policy::admission::{
     Admission, FeatureSet, HeurAdv, IoView, Learned, MittNoop, MittSsd, QueueLimit, Rule, Started, WhiteBox,
-    TAIL_FEATURES,
+    TAIL_BOOKS_FEATURES, TAIL_FEATURES,
 };
 use iolearn_policy::latency::LatencyHistory;
 use iolearn_policy::mittsched::SeekProfile;
@@ -41,6 +41,22 @@ fn tail_features_extend_mittos_with_queue_age_and_size() {
     // pending pages, ios, size pages, oldest us, since us, then (lat, pend) newest first.
     assert_eq!(&f[..9], &[3.0, 1.0, 2.0, 750.0, 20.0, 90.0, 4.0, 142.0, 1.0]);
     assert_eq!(&f[9..], &[0.0; 4]);
+    // iolearn-tail-books-v1: the same, then the books' prediction in us (NaN when no books
+    // are kept: the tree sends it right, and a caller can see it was missing).
+    let set = FeatureSet::from_schema("iolearn-tail-books-v1").unwrap();
+    assert_eq!((set.dim(), TAIL_BOOKS_FEATURES[13]), (14, "books_us"));
+    assert_eq!(&TAIL_BOOKS_FEATURES[..13], &TAIL_FEATURES);
+    let mut g = vec![0f32; 14];
+    set.extract(
+        &IoView {
+            books_ns: Some(1_250_000),
+            ..v
+        },
+        &mut g,
+    );
+    assert_eq!((&g[..13], g[13]), (&f[..], 1250.0));
+    set.extract(&v, &mut g);
+    assert!(g[13].is_nan());
 }
 
 #[test]

@@ -280,7 +280,7 @@ impl PolicySpec {
             Some(u) => {
                 let profile = timing
                     .ssd
-                    .ok_or("+books needs SSDs (their page map and data sheet): the replicas are disks")?;
+                    .ok_or("+books needs SSDs that share their page map and NAND commands (the simulator's): these replicas do not")?;
                 Box::new(EitherRefuses(
                     Box::new(MittSsdBooks::new((u * 1e3) as u64, profile)),
                     inner,
@@ -302,7 +302,7 @@ impl PolicySpec {
         if l.features() == FeatureSet::TailBooks {
             let profile = timing.ssd.ok_or_else(|| {
                 format!(
-                    "{}: iolearn-tail-books-v1 needs SSDs that share their page map (MittSSD's books)",
+                    "{}: iolearn-tail-books-v1 needs SSDs that share their page map and NAND commands (MittSSD's books): these replicas do not",
                     path.display()
                 )
             })?;
@@ -327,7 +327,7 @@ impl PolicySpec {
             AdmissionSpec::MittSsd(u) => {
                 let profile = timing
                     .ssd
-                    .ok_or("mittssd needs SSDs (their page map and data sheet): the replicas are disks")?;
+                    .ok_or("mittssd needs SSDs that share their page map and NAND commands (the simulator's): these replicas do not")?;
                 Box::new(MittSsdBooks::new((u * 1e3) as u64, profile))
             }
             AdmissionSpec::MittSsdWhiteBox(u) => Box::new(MittSsd {
