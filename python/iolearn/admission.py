@@ -484,7 +484,7 @@ def _training_worlds(
         sets.append(("tail_books", "iolearn-tail-books-v1", "iolearn-books-tree"))
     trees: dict[str, list[Path]] = {"tail": [], "tail_books": []}
     for key, schema, stem in sets:
-        Xk = np.concatenate([r[key] for r in rows])
+        Xk = X if key == "tail" else np.concatenate([r[key] for r in rows])
         for k, cut in enumerate(sorted({round(prep.ip_us, 1), round(float(np.percentile(lat, 95)), 1)})):
             label = lat_all > cut
             if label.all() or not label.any():
@@ -604,9 +604,8 @@ def _train_ours_adaptive(tw, s: Setting, train: dict, prep: Prepared, books: boo
         pick = min(near, key=lambda x: (x[3], x[0], x[1]))
     else:
         pick = min(scored, key=lambda x: (x[0], x[1]))
-    tree = (pick[0], pick[1], pick[4])
-    prep.notes["iolearn_books_train_p99_us" if books else "iolearn_adaptive_train_p99_us"] = tree[0]
-    return tree[2]
+    prep.notes["iolearn_books_train_p99_us" if books else "iolearn_adaptive_train_p99_us"] = pick[0]
+    return pick[4]
 
 
 def metrics(name: str, spec: str, r: dict, s: Setting, prep: Prepared, wall_s: float) -> dict:

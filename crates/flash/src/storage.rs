@@ -22,15 +22,11 @@ pub trait Storage {
         DeviceState::default()
     }
     /// The planes a read of `len` bytes at `offset` would use, appended to `out`, where the
-    /// device shares its page map (an open-channel SSD); false when it does not.
-    fn planes_of(&self, _offset: u64, _len: u64, _out: &mut Vec<u32>) -> bool {
-        false
-    }
+    /// device shares its page map (an open-channel SSD); nothing when it does not.
+    fn planes_of(&self, _offset: u64, _len: u64, _out: &mut Vec<u32>) {}
     /// Keep the NAND commands issued from now on, where the device shows them (an open-channel
-    /// SSD, whose host issues them); false when it does not.
-    fn record_commands(&mut self) -> bool {
-        false
-    }
+    /// SSD, whose host issues them).
+    fn record_commands(&mut self) {}
     /// Move the commands issued since the last call to `out`.
     fn take_commands(&mut self, _out: &mut Vec<Command>) {}
     /// Let time pass to `now_ns` (work due by then starts), for a host about to read the
@@ -66,13 +62,11 @@ impl Storage for Ssd {
     fn peek(&mut self, now_ns: u64, offset: u64, len: u64) -> Option<u64> {
         Some(self.peek_read(now_ns, offset, len))
     }
-    fn planes_of(&self, offset: u64, len: u64, out: &mut Vec<u32>) -> bool {
-        Ssd::planes_of(self, offset, len, out);
-        true
+    fn planes_of(&self, offset: u64, len: u64, out: &mut Vec<u32>) {
+        Ssd::planes_of(self, offset, len, out)
     }
-    fn record_commands(&mut self) -> bool {
-        Ssd::record_commands(self);
-        true
+    fn record_commands(&mut self) {
+        Ssd::record_commands(self)
     }
     fn take_commands(&mut self, out: &mut Vec<Command>) {
         Ssd::take_commands(self, out)

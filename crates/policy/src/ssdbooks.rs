@@ -114,9 +114,9 @@ struct Books {
     /// Per plane, the corrections completions made so far (ns): a read booked behind another
     /// moves with the corrections made to its planes after it was booked.
     drift: Vec<i64>,
-    /// Per plane, its reads in flight in booking order: (id, predicted completion, the plane's
-    /// drift then). One overdue at the front means the plane is stuck on work the books missed.
-    queued: Vec<VecDeque<(u64, u64, i64)>>,
+    /// Per plane, the ids of its reads in flight in booking order (their predictions are in
+    /// `inflight`). One overdue at the front means the plane is stuck on work the books missed.
+    queued: Vec<VecDeque<u64>>,
     /// Reads in flight: id -> (predicted completion, its planes with their drift then).
     inflight: HashMap<u64, (u64, Vec<(u32, i64)>)>,
 }
@@ -228,16 +228,19 @@ impl MittSsdBooks {
             // A read of this plane overdue (its prediction corrected as its queue was): the
             // plane is busy with work the books missed, for as long again as late reads ran
             // past that.
-            let stuck = match b.queued[p].front() {
-                Some(&(_, due, then)) => {
-                    let due = (due as i64 + b.drift[p] - then).max(0) as u64;
-                    if due < now {
-                        now + self.remaining_ns(now - due)
-                    } else {
-                        0
-                    }
-                }
-                None => 0,
+            let due = b.queued[p]
+                .front()
+                .and_then(|id| b.inflight.get(id))
+                .map(|(due, planes)| {
+                    let then = planes
+                        .iter()
+                        .find(|x| x.0 as usize % b.plane_free.len() == p)
+                        .map_or(0, |x| x.1);
+                    (*due as i64 + b.drift[p] - then).max(0) as u64
+                });
+            let stuck = match due {
+                Some(due) if due < now => now + self.remaining_ns(now - due),
+                _ => 0,
             };
             let pf = plane_free.iter().find(|x| x.0 == p).map_or(b.plane_free[p], |x| x.1);
             let cf = channel_free.iter().find(|x| x.0 == ch).map_or(0, |x| x.1);
@@ -284,8 +287,8 @@ impl Admission for MittSsdBooks {
         let done = io.planes.iter().map(|&p| b.last_sent[p as usize % n]).max();
         let done = done.unwrap_or(io.now_ns + ctrl + DRAM_NS);
         let planes: Vec<(u32, i64)> = io.planes.iter().map(|&p| (p, b.drift[p as usize % n])).collect();
-        for &(p, then) in &planes {
-            b.queued[p as usize % n].push_back((io.id, done, then));
+        for &(p, _) in &planes {
+            b.queued[p as usize % n].push_back(io.id);
         }
         b.inflight.insert(io.id, (done, planes));
     }
@@ -310,7 +313,7 @@ impl Admission for MittSsdBooks {
         // is left as booked: this plane's stall did not hold it up.
         for &(p, _) in &planes {
             let p = p as usize % n;
-            if let Some(k) = b.queued[p].iter().position(|q| q.0 == id) {
+            if let Some(k) = b.queued[p].iter().position(|&q| q == id) {
                 b.queued[p].remove(k);
             }
             b.drift[p] += late;

@@ -248,6 +248,9 @@ struct Queue {
     /// MittSSD's books of this drive, kept while training rows are recorded (their prediction
     /// is one of `iolearn-tail-books-v1`'s inputs).
     books: Option<MittSsdBooks>,
+    /// Books are kept of this drive (by the policy, `Needs::layout`, or for training rows): its
+    /// page map and NAND commands are followed. Decided once per run.
+    layout: bool,
 }
 
 impl Queue {
@@ -286,9 +289,9 @@ struct State {
 
 /// The planes of a read's pages on flash, when books are kept from the drive's page map (by
 /// the policy or for training rows); empty otherwise, or when the drive does not share it.
-fn planes_of(replica: &Replica, want: bool, offset: u64, len: u64) -> Vec<u32> {
+fn planes_of(replica: &Replica, queue: &Queue, offset: u64, len: u64) -> Vec<u32> {
     let mut planes = Vec::new();
-    if want {
+    if queue.layout {
         replica.storage.planes_of(offset, len, &mut planes);
     }
     planes
@@ -298,7 +301,7 @@ fn planes_of(replica: &Replica, want: bool, offset: u64, len: u64) -> Vec<u32> {
 /// issued up to `now` (only recorded when either keeps books; work due by `now`, such as a
 /// flush on the drive's timer, is issued first).
 fn deliver(replica: &mut Replica, queue: &mut Queue, admission: &mut dyn Admission, r: usize, now: u64) {
-    if !admission.needs().layout && queue.books.is_none() {
+    if !queue.layout {
         return;
     }
     replica.storage.tick(now);
@@ -334,8 +337,11 @@ fn enter(
     (offset, len, write): (u64, u64, bool),
     done: u64,
 ) {
-    let want = !write && (admission.needs().layout || queue.books.is_some());
-    let planes = planes_of(replica, want, offset, len);
+    let planes = if write {
+        Vec::new()
+    } else {
+        planes_of(replica, queue, offset, len)
+    };
     deliver(replica, queue, admission, r, t);
     queue.push(id, t, done, len as u32);
     let io = Started {
@@ -365,10 +371,9 @@ fn slowness(
 ) -> f32 {
     queues[r].retire(now, r, admission);
     deliver(&mut replicas[r], &mut queues[r], admission, r, now);
-    let layout = admission.needs().layout;
-    let planes = planes_of(&replicas[r], layout, q.offset, q.size as u64);
+    let planes = planes_of(&replicas[r], &queues[r], q.offset, q.size as u64);
     let view = IoView {
-        planes: layout.then_some(&planes[..]),
+        planes: queues[r].layout.then_some(&planes[..]),
         ..queues[r].view.view(r as u32, now, q.offset, q.size)
     };
     admission.slowness(&view)
@@ -519,16 +524,17 @@ impl World {
             })
             .collect();
         let profile = samples.then(|| self.timing().ssd).flatten();
+        let needs = admission.needs();
         let mut queues: Vec<Queue> = (0..n)
             .map(|_| Queue {
                 view: DeviceQueue::default(),
                 done: BinaryHeap::new(),
                 books: profile.map(|p| MittSsdBooks::new(0, p)),
+                layout: needs.layout || profile.is_some(),
             })
             .collect();
         let mut caches: Vec<PageCache> = (0..n).map(|_| PageCache::new(cfg.cache_pages)).collect();
         let mut rng = Rng::new(cfg.seed ^ 0x7a11);
-        let needs = admission.needs();
         if needs.layout || profile.is_some() {
             for r in &mut replicas {
                 r.storage.record_commands();
@@ -639,20 +645,8 @@ impl World {
                         None
                     };
                     deliver(&mut replicas[r], &mut queues[r], admission, r, t);
-                    let keep = needs.layout || (samples && queues[r].books.is_some());
-                    let planes = planes_of(&replicas[r], keep, q.offset, q.size as u64);
-                    let Queue { view: qv, books, .. } = &mut queues[r];
-                    let books_ns = match (books, samples && attempt == 0) {
-                        (Some(b), true) => {
-                            let v = IoView {
-                                planes: Some(&planes[..]),
-                                ..qv.view(r as u32, t, q.offset, q.size)
-                            };
-                            Some(b.predict_ns(&v))
-                        }
-                        _ => None,
-                    };
-                    let qu = &queues[r].view;
+                    let planes = planes_of(&replicas[r], &queues[r], q.offset, q.size as u64);
+                    let Queue { view: qu, books, .. } = &mut queues[r];
                     let view = IoView {
                         white_box: wb,
                         planes: needs.layout.then_some(&planes[..]),
@@ -661,6 +655,14 @@ impl World {
                         deadline_ns: q.deadline_ns,
                         ..qu.view(r as u32, t, q.offset, q.size)
                     };
+                    // The training rows' books, beside the policy's (if any): what they predict
+                    // for this read at its first replica.
+                    let books_ns = books.as_mut().filter(|_| samples && attempt == 0).map(|b| {
+                        b.predict_ns(&IoView {
+                            planes: Some(&planes[..]),
+                            ..view
+                        })
+                    });
                     let mut decided = None;
                     if !last {
                         let clock = Instant::now();

@@ -4,8 +4,9 @@
 //! Admission (at each replica, before the read enters the device queue):
 //! `base` (serve all), `random=SHARE`, `heursim=PAGES`, `heuradv=MAX,SHORT,SLOW_US`,
 //! `oracle=SLOW_US` (perfect predictor), `mittssd=DEADLINE_US` (MittSSD from its own books:
-//! the page map, the data sheet's timing and the I/Os it saw), `mittssd-wb=DEADLINE_US` (the
-//! same with the simulator's true clocks: a limit), `mittnoop=DEADLINE_US` (disks),
+//! the page map, the NAND commands the FTL issued, the data sheet's times, the completions),
+//! `mittssd-wb=DEADLINE_US` (the same rule with the simulator's true clocks: a limit),
+//! `mittnoop=DEADLINE_US` (disks),
 //! `model=PATH` (a trained model
 //! file; its schema and meta say how to use it; `{r}` in PATH: one model per replica, the
 //! replica's number in place of `{r}`).
@@ -116,6 +117,16 @@ pub struct DeviceTiming {
     pub controller_ns: u64,
     /// An SSD's data sheet (MittSSD's books); `None` for a disk.
     pub ssd: Option<SsdProfile>,
+}
+
+impl DeviceTiming {
+    /// The SSDs' data sheet, for `what` (a policy that keeps MittSSD's books); an error naming
+    /// it where the replicas do not share their page map and NAND commands.
+    fn ssd_for(&self, what: &str) -> Result<SsdProfile, String> {
+        self.ssd.ok_or_else(|| {
+            format!("{what} needs SSDs that share their page map and NAND commands (the simulator's): these replicas do not")
+        })
+    }
 }
 
 fn num<T: std::str::FromStr>(what: &str, v: &str) -> Result<T, String> {
@@ -273,18 +284,13 @@ impl PolicySpec {
                     .collect::<Result<_, _>>()?;
                 Box::new(PerReplica(per))
             }
-            _ => self.build_admission(seed, timing.clone())?,
+            _ => self.build_admission(seed, &timing)?,
         };
         let inner = match self.books_us {
             None => inner,
             Some(u) => {
-                let profile = timing
-                    .ssd
-                    .ok_or("+books needs SSDs that share their page map and NAND commands (the simulator's): these replicas do not")?;
-                Box::new(EitherRefuses(
-                    Box::new(MittSsdBooks::new((u * 1e3) as u64, profile)),
-                    inner,
-                ))
+                let books = MittSsdBooks::new((u * 1e3) as u64, timing.ssd_for("+books")?);
+                Box::new(EitherRefuses(Box::new(books), inner))
             }
         };
         Ok(if self.cache { Box::new(MittCache(inner)) } else { inner })
@@ -300,18 +306,13 @@ impl PolicySpec {
             l.set_rule(r).map_err(|e| format!("{}: {e}", path.display()))?;
         }
         if l.features() == FeatureSet::TailBooks {
-            let profile = timing.ssd.ok_or_else(|| {
-                format!(
-                    "{}: iolearn-tail-books-v1 needs SSDs that share their page map and NAND commands (MittSSD's books): these replicas do not",
-                    path.display()
-                )
-            })?;
-            l.keep_books(profile);
+            let what = format!("{} (iolearn-tail-books-v1)", path.display());
+            l.keep_books(timing.ssd_for(&what)?);
         }
         Ok(Box::new(l))
     }
 
-    fn build_admission(&self, seed: u64, timing: DeviceTiming) -> Result<Box<dyn Admission>, String> {
+    fn build_admission(&self, seed: u64, timing: &DeviceTiming) -> Result<Box<dyn Admission>, String> {
         Ok(match &self.admission {
             AdmissionSpec::Base => Box::new(AdmitAll),
             AdmissionSpec::Random(s) => Box::new(RandomRevoke::new(*s, seed)),
@@ -324,12 +325,7 @@ impl PolicySpec {
             AdmissionSpec::Oracle(u) => Box::new(Oracle {
                 slow_ns: (u * 1e3) as u64,
             }),
-            AdmissionSpec::MittSsd(u) => {
-                let profile = timing
-                    .ssd
-                    .ok_or("mittssd needs SSDs that share their page map and NAND commands (the simulator's): these replicas do not")?;
-                Box::new(MittSsdBooks::new((u * 1e3) as u64, profile))
-            }
+            AdmissionSpec::MittSsd(u) => Box::new(MittSsdBooks::new((u * 1e3) as u64, timing.ssd_for("mittssd")?)),
             AdmissionSpec::MittSsdWhiteBox(u) => Box::new(MittSsd {
                 deadline_ns: (u * 1e3) as u64,
                 read_ns: timing.read_ns,
@@ -343,7 +339,7 @@ impl PolicySpec {
                     .ok_or("mittnoop needs disks (their seek profile): the replicas are SSDs")?;
                 Box::new(MittNoop::new((u * 1e3) as u64, profile))
             }
-            AdmissionSpec::Model(path) => self.load_model(path, &timing)?,
+            AdmissionSpec::Model(path) => self.load_model(path, timing)?,
         })
     }
 }
