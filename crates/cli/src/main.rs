@@ -4,6 +4,7 @@ mod args;
 mod files;
 mod model;
 mod probe;
+mod probe_ssd;
 mod python;
 mod replay;
 mod sched;

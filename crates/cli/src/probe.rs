@@ -21,6 +21,10 @@ pub enum ProbeCommand {
     /// completing or merged, with its thread and I/O priority (CSV with --out), and per
     /// device and priority the waits in the scheduler and on the driver.
     Sched(crate::sched::SchedArgs),
+    /// A drive's internals from latencies alone: page, write buffer, parallel units,
+    /// channels, GC onset (`--sim consumer` shows the true values beside; `--device` probes
+    /// a real one and overwrites its data).
+    Ssd(crate::probe_ssd::SsdArgs),
 }
 
 /// Options of `iolearn probe readahead`.
@@ -53,6 +57,7 @@ pub fn run(cmd: ProbeCommand) -> Result<()> {
     let a = match cmd {
         ProbeCommand::Readahead(a) => a,
         ProbeCommand::Sched(s) => return crate::sched::run(s),
+        ProbeCommand::Ssd(s) => return crate::probe_ssd::run(s),
     };
     let name = a.device.strip_prefix("/dev/").unwrap_or(&a.device).to_string();
     iolearn_tune::check_device_name(&name).map_err(anyhow::Error::msg)?;
