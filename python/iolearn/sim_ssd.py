@@ -33,7 +33,11 @@ COLUMNS = (
 )
 
 
-def replay(
+#: Rows replayed per chunk: one Parquet row group (about 15 MB of columns in memory).
+CHUNK_ROWS = 1 << 18
+
+
+def stream(
     trace,
     preset="enterprise",
     mode="base",
@@ -44,11 +48,58 @@ def replay(
     seed=1,
     skip_bad=False,
     trace_format=None,
-) -> dict[str, np.ndarray]:
-    """Per-I/O columns (numpy arrays) of a replay; see ``COLUMNS``."""
-    return _native.sim_ssd(
-        str(trace), preset, mode, replicas, hop_us, noise, precondition, seed, skip_bad, trace_format
+    repeat=1,
+):
+    """The replay, streamed: the native replayer (``next_chunk(rows)`` -> dict of numpy arrays
+    or None at the end, ``summary()``). The trace is read as it is replayed, so memory stays
+    flat at any length; ``repeat`` plays it that many times back to back."""
+    return _native.SsdReplay(
+        str(trace), preset, mode, replicas, hop_us, noise, precondition, seed, skip_bad, trace_format, repeat
     )
+
+
+def replay(trace, **kwargs) -> dict[str, np.ndarray]:
+    """Per-I/O columns (numpy arrays) of a whole replay, see ``COLUMNS``; plus "skipped"."""
+    r = stream(trace, **kwargs)
+    chunks = []
+    while (c := r.next_chunk(CHUNK_ROWS)) is not None:
+        chunks.append(c)
+    empty = {c: np.zeros(0) for c in COLUMNS}
+    cols = {c: np.concatenate([ch[c] for ch in chunks]) if chunks else empty[c] for c in COLUMNS}
+    cols["skipped"] = r.summary()["skipped"]
+    return cols
+
+
+def write_stream(r, out: Path | None) -> int:
+    """Replay everything ``r`` has, writing each chunk to ``out`` as it comes (Parquet row
+    groups when the name ends in .parquet, else CSV; the file appears only when the replay
+    ends well) or nowhere; the rows replayed."""
+    rows = 0
+    if out is None:
+        r.run()
+        return r.summary()["ios"]
+    if out.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        with atomic_open(out) as f:
+            writer = None
+            while (c := r.next_chunk(CHUNK_ROWS)) is not None:
+                t = pa.table({k: c[k] for k in COLUMNS})
+                writer = writer or pq.ParquetWriter(f, t.schema)
+                writer.write_table(t)
+                rows += t.num_rows
+            if writer is None:  # no I/Os: an empty table with the columns
+                writer = pq.ParquetWriter(f, pa.table({k: np.zeros(0, np.int64) for k in COLUMNS}).schema)
+            writer.close()
+        return rows
+    with atomic_open(out, "w") as f:
+        w = csv.writer(f)
+        w.writerow(COLUMNS)
+        while (c := r.next_chunk(CHUNK_ROWS)) is not None:
+            w.writerows(zip(*(np.asarray(c[k]).astype(np.int64).tolist() for k in COLUMNS)))
+            rows += len(c["latency_ns"])
+    return rows
 
 
 def write_table(cols: dict, out: Path) -> None:
@@ -66,16 +117,17 @@ def write_table(cols: dict, out: Path) -> None:
             w.writerows(zip(*(np.asarray(cols[c]).astype(np.int64).tolist() for c in COLUMNS)))
 
 
-def summary(cols: dict) -> str:
-    reads = cols["latency_ns"][~cols["write"]] / 1e3
-    if reads.size == 0:
+def summary(s: dict) -> str:
+    """One line from ``SsdReplay.summary()``."""
+    if s["reads"] == 0:
         return "no reads"
-    p = np.percentile(reads, [50, 90, 95, 99, 99.9])
-    gc = cols["gc_active"][~cols["write"]].mean() * 100
-    return (
-        f"{reads.size} reads: mean {reads.mean():.0f} us, p50 {p[0]:.0f}, p90 {p[1]:.0f}, p95 {p[2]:.0f}, "
-        f"p99 {p[3]:.0f}, p99.9 {p[4]:.0f} us; {gc:.2f}% arrived at a plane under GC"
+    line = (
+        f"{s['reads']} reads: mean {s['mean_us']:.0f} us, p50 {s['p50_us']:.0f}, p90 {s['p90_us']:.0f}, "
+        f"p95 {s['p95_us']:.0f}, p99 {s['p99_us']:.0f}, p99.9 {s['p999_us']:.0f} us"
     )
+    if s["gc_share"] is not None:
+        line += f"; {100 * s['gc_share']:.2f}% arrived at a plane under GC"
+    return line
 
 
 def main(argv=None) -> int:
@@ -101,19 +153,39 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--seed", type=seed_arg(), default=1)
     ap.add_argument("--skip-bad", action="store_true")
-    ap.add_argument("--out", type=Path, required=True, help=".parquet or .csv")
-    a = ap.parse_args(argv)
-    check_target(a.out)  # before the simulation, which may run for minutes
-    if a.out.exists() and a.trace.exists() and os.path.samefile(a.out, a.trace):
-        raise ValueError(f"{a.out}: is the input trace; write to another file")
-    cols = replay(
-        a.trace, a.preset, a.mode, a.replicas, a.hop_us, a.noise, a.precondition, a.seed, a.skip_bad, a.trace_format
+    ap.add_argument(
+        "--repeat",
+        type=int_arg(1, 1_000_000),
+        default=1,
+        help="play the trace this many times back to back (1 to 1,000,000)",
     )
-    if cols["skipped"]:
-        print(f"skipped {cols['skipped']} bad line(s)", file=sys.stderr)
-    write_table(cols, a.out)
-    print(summary(cols))
-    print(f"wrote {len(cols['latency_ns'])} I/Os to {a.out}")
+    ap.add_argument(
+        "--out", type=Path, default=None, help="every I/O, .parquet (row groups as they come) or .csv; default: none"
+    )
+    a = ap.parse_args(argv)
+    if a.out is not None:
+        check_target(a.out)  # before the simulation, which may run for minutes
+        if a.out.exists() and a.trace.exists() and os.path.samefile(a.out, a.trace):
+            raise ValueError(f"{a.out}: is the input trace; write to another file")
+    r = stream(
+        a.trace,
+        a.preset,
+        a.mode,
+        a.replicas,
+        a.hop_us,
+        a.noise,
+        a.precondition,
+        a.seed,
+        a.skip_bad,
+        a.trace_format,
+        a.repeat,
+    )
+    rows = write_stream(r, a.out)
+    s = r.summary()
+    if s["skipped"]:
+        print(f"skipped {s['skipped']} bad line(s)", file=sys.stderr)
+    print(summary(s))
+    print(f"replayed {rows} I/Os" + (f", wrote them to {a.out}" if a.out else ""))
     return 0
 
 

@@ -298,7 +298,7 @@ def test_sim_ssd_refuses_tenant_noise_it_does_not_simulate(tmp_path):
     trace = tmp_path / "t.trace"
     trace.write_text("".join(f"{i}.0 0 {4096 * i} 4096 1\n" for i in range(200)))
     with pytest.raises(ValueError, match="eval admission"):
-        _native.sim_ssd(str(trace), noise="ec2-io")
+        _native.SsdReplay(str(trace), noise="ec2-io")
 
 
 def test_the_best_of_our_policies_is_chosen_by_training_not_by_the_test_half():

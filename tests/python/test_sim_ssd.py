@@ -1,5 +1,6 @@
 """`iolearn sim ssd`: a reference trace replayed on replicated simulated SSDs (issue 5)."""
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -70,3 +71,75 @@ def test_traces_round_trip_through_parquet(tmp_path):
     (tmp_path / "x.parquet").write_bytes(b"nope")
     with pytest.raises(ValueError, match="x.parquet"):
         traces.read(tmp_path / "x.parquet")
+
+
+def test_streamed_chunks_are_the_whole_replay_and_the_summary_its_numbers():
+    whole = sim_ssd.replay(TRACE, preset="consumer", replicas=2)
+    r = sim_ssd.stream(TRACE, preset="consumer", replicas=2)
+    chunks = []
+    while (c := r.next_chunk(777)) is not None:
+        assert len(c["latency_ns"]) <= 777
+        chunks.append(c)
+    assert r.next_chunk(777) is None
+    for col in sim_ssd.COLUMNS:
+        assert (np.concatenate([c[col] for c in chunks]) == whole[col]).all(), col
+    reads = whole["latency_ns"][~whole["write"]] / 1e3
+    s = r.summary()
+    assert s["ios"] == 10_000 and s["reads"] == reads.size
+    assert abs(s["mean_us"] - reads.mean()) < 1e-6 * reads.mean()
+    for name, q in [("p50_us", 50), ("p99_us", 99), ("p999_us", 99.9)]:
+        exact = np.percentile(reads, q, method="inverted_cdf")
+        assert abs(s[name] - exact) <= 0.001 * exact + 0.001, (name, s[name], exact)
+    assert s["gc_share"] == whole["gc_active"][~whole["write"]].mean()
+    # The summary without records (no device state at arrival) has the same latencies.
+    quick = sim_ssd.stream(TRACE, preset="consumer", replicas=2)
+    quick.run()
+    q = quick.summary()
+    assert q["gc_share"] is None
+    assert {k: q[k] for k in ("ios", "reads", "mean_us", "p99_us")} == {
+        k: s[k] for k in ("ios", "reads", "mean_us", "p99_us")
+    }
+
+
+def test_repeat_plays_the_trace_back_to_back_on_the_same_drives():
+    once = sim_ssd.replay(TRACE, preset="consumer", replicas=1)
+    three = sim_ssd.replay(TRACE, preset="consumer", replicas=1, repeat=3)
+    n = len(once["arrival_ns"])
+    assert len(three["arrival_ns"]) == 3 * n
+    arr = once["arrival_ns"] - once["arrival_ns"][0]
+    span = int(arr[-1])
+    shift = span + span // (n - 1)
+    for k in range(3):
+        assert (three["arrival_ns"][k * n : (k + 1) * n] == arr + k * shift).all()
+        assert (three["offset"][k * n : (k + 1) * n] == once["offset"]).all()
+    assert (np.diff(three["arrival_ns"].astype(np.int64)) >= 0).all()
+    # The first pass is the trace alone; later passes meet a drive the first one aged.
+    assert (three["latency_ns"][:n] == once["latency_ns"]).all()
+    with pytest.raises(ValueError, match="repeat"):
+        sim_ssd.stream(TRACE, repeat=0)
+
+
+def test_memory_stays_flat_as_the_trace_grows(tmp_path):
+    binary = ROOT / "target/release/iolearn"
+    if not binary.exists():
+        pytest.skip("iolearn binary not built")
+
+    def peak_kib(repeat, out):
+        cmd = [binary, "sim", "ssd", "--trace", TRACE, "--preset", "consumer", "--replicas", "1"]
+        cmd += ["--repeat", str(repeat), "--out", out]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout, stderr = p.stdout.read(), p.stderr.read()
+        _, status, usage = os.wait4(p.pid, 0)  # this child's own peak (iolearn execs python)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        assert p.returncode == 0, stderr
+        assert f"replayed {repeat * 10_000} I/Os" in stdout
+        return usage.ru_maxrss
+
+    small = peak_kib(30, tmp_path / "a.parquet")
+    large = peak_kib(300, tmp_path / "b.parquet")
+    # 2.7 million more records held would be over 150 MB more.
+    assert large < small + 40_000, (small, large)
+    import pyarrow.parquet as pq
+
+    f = pq.ParquetFile(tmp_path / "b.parquet")
+    assert f.metadata.num_rows == 3_000_000 and f.metadata.num_row_groups >= 10

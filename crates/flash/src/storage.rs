@@ -8,7 +8,7 @@ use crate::ssd::{Command, Ssd};
 use iolearn_sim::device::Device;
 
 /// Something that serves block requests in time order.
-pub trait Storage {
+pub trait Storage: Send {
     /// Submit at `now_ns`; returns the completion time.
     fn submit(&mut self, now_ns: u64, offset: u64, len: u64, write: bool) -> u64;
     /// When a read submitted at `now_ns` would complete, without serving it (the perfect

@@ -828,7 +828,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sim_page_events, m)?)?;
     m.add_function(wrap_pyfunction!(kml_features, m)?)?;
     m.add_function(wrap_pyfunction!(sim_closed_loop, m)?)?;
-    m.add_function(wrap_pyfunction!(flash::sim_ssd, m)?)?;
+    m.add_class::<flash::SsdReplay>()?;
     m.add_function(wrap_pyfunction!(trace::read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(trace::generate_trace, m)?)?;
     m.add_class::<tail::TailWorld>()?;

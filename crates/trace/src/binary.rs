@@ -13,8 +13,8 @@ use std::path::Path;
 pub const MAGIC: &[u8; 4] = b"IOLT";
 /// Format version.
 pub const VERSION: u16 = 1;
-const HEADER: usize = 16;
-const RECORD: usize = 40;
+pub(crate) const HEADER: usize = 16;
+pub(crate) const RECORD: usize = 40;
 
 /// Encode `ios`.
 pub fn encode(ios: &[BlockIo]) -> Vec<u8> {
@@ -48,14 +48,7 @@ pub fn decode(b: &[u8], path: &Path) -> Result<Vec<BlockIo>, TraceError> {
     if b.len() < HEADER + 4 {
         return Err(err("header", format!("truncated: {} bytes", b.len())));
     }
-    if &b[..4] != MAGIC {
-        return Err(err("magic", "not an iolearn binary trace (IOLT)".into()));
-    }
-    let version = u16::from_le_bytes([b[4], b[5]]);
-    if version != VERSION {
-        return Err(err("version", format!("{version} (this build reads {VERSION})")));
-    }
-    let n = u64::from_le_bytes(b[8..16].try_into().unwrap());
+    let n = header(&b[..HEADER], path)?;
     let want = (n as u128) * RECORD as u128 + HEADER as u128 + 4;
     if want != b.len() as u128 {
         return Err(err(
@@ -73,38 +66,70 @@ pub fn decode(b: &[u8], path: &Path) -> Result<Vec<BlockIo>, TraceError> {
     }
     let mut out = Vec::with_capacity(n as usize);
     for (i, r) in body[HEADER..].chunks_exact(RECORD).enumerate() {
-        let u64_at = |o: usize| u64::from_le_bytes(r[o..o + 8].try_into().unwrap());
-        let u32_at = |o: usize| u32::from_le_bytes(r[o..o + 4].try_into().unwrap());
-        if r[36] > 1 || r[37..40] != [0, 0, 0] {
-            return Err(err("flags", format!("record {i}: unknown flags {:?}", &r[36..40])));
-        }
-        if u32_at(24) == 0 {
-            return Err(err("size", format!("record {i}: size 0")));
-        }
-        // Times every reader accepts (`MAX_TIME_SECONDS`): a binary trace converts to text
-        // that reads back.
-        let max_ns = (crate::MAX_TIME_SECONDS * 1e9) as u64;
-        if u64_at(0) > max_ns {
-            return Err(err(
-                "arrival_ns",
-                format!(
-                    "record {i}: {} is past {max_ns} ({:e} s)",
-                    u64_at(0),
-                    crate::MAX_TIME_SECONDS
-                ),
-            ));
-        }
-        let lat = u64_at(16);
-        let qd = u32_at(32);
-        out.push(BlockIo {
-            arrival_ns: u64_at(0),
-            offset: u64_at(8),
-            latency_ns: (lat != u64::MAX).then_some(lat),
-            size: u32_at(24),
-            device: u32_at(28),
-            queue_depth: (qd != u32::MAX).then_some(qd),
-            write: r[36] == 1,
-        });
+        out.push(record(r, i as u64, path)?);
     }
     Ok(out)
+}
+
+/// Check a header (`HEADER` bytes): the record count it announces.
+pub(crate) fn header(h: &[u8], path: &Path) -> Result<u64, TraceError> {
+    let err = |field: &str, message: String| TraceError {
+        file: path.to_path_buf(),
+        line: 0,
+        field: field.into(),
+        message,
+    };
+    if h.len() < HEADER {
+        return Err(err("header", format!("truncated: {} bytes", h.len())));
+    }
+    if &h[..4] != MAGIC {
+        return Err(err("magic", "not an iolearn binary trace (IOLT)".into()));
+    }
+    let version = u16::from_le_bytes([h[4], h[5]]);
+    if version != VERSION {
+        return Err(err("version", format!("{version} (this build reads {VERSION})")));
+    }
+    Ok(u64::from_le_bytes(h[8..16].try_into().unwrap()))
+}
+
+/// Record `i` (its `RECORD` bytes `r`).
+pub(crate) fn record(r: &[u8], i: u64, path: &Path) -> Result<BlockIo, TraceError> {
+    let err = |field: &str, message: String| TraceError {
+        file: path.to_path_buf(),
+        line: 0,
+        field: field.into(),
+        message,
+    };
+    let u64_at = |o: usize| u64::from_le_bytes(r[o..o + 8].try_into().unwrap());
+    let u32_at = |o: usize| u32::from_le_bytes(r[o..o + 4].try_into().unwrap());
+    if r[36] > 1 || r[37..40] != [0, 0, 0] {
+        return Err(err("flags", format!("record {i}: unknown flags {:?}", &r[36..40])));
+    }
+    if u32_at(24) == 0 {
+        return Err(err("size", format!("record {i}: size 0")));
+    }
+    // Times every reader accepts (`MAX_TIME_SECONDS`): a binary trace converts to text that
+    // reads back.
+    let max_ns = (crate::MAX_TIME_SECONDS * 1e9) as u64;
+    if u64_at(0) > max_ns {
+        return Err(err(
+            "arrival_ns",
+            format!(
+                "record {i}: {} is past {max_ns} ({:e} s)",
+                u64_at(0),
+                crate::MAX_TIME_SECONDS
+            ),
+        ));
+    }
+    let lat = u64_at(16);
+    let qd = u32_at(32);
+    Ok(BlockIo {
+        arrival_ns: u64_at(0),
+        offset: u64_at(8),
+        latency_ns: (lat != u64::MAX).then_some(lat),
+        size: u32_at(24),
+        device: u32_at(28),
+        queue_depth: (qd != u32::MAX).then_some(qd),
+        write: r[36] == 1,
+    })
 }

@@ -6,7 +6,8 @@
 //! an error naming the file, the line and the field, or, with [`ReadOptions::skip_bad`], counted
 //! and skipped. [`stats`] prints the summary Heimdall's tools print (so the two can be
 //! compared); [`tools`] cuts, finds the busiest window, and rerates; [`generate`] makes synthetic
-//! traces and families of them to tune on one set and report on another.
+//! traces and families of them to tune on one set and report on another; [`stream::Stream`]
+//! reads a file record by record (a replay of any length holds one record at a time).
 #![deny(missing_docs)]
 
 pub mod binary;
@@ -15,6 +16,7 @@ pub mod generate;
 pub mod linnos;
 pub mod msr;
 pub mod stats;
+pub mod stream;
 pub mod tools;
 
 use std::fmt;
@@ -241,7 +243,7 @@ pub(crate) fn parse_lines_into(
 /// Parse one field, naming it on error.
 pub(crate) fn field<T: std::str::FromStr>(v: Option<&str>, name: &str) -> Result<T, (String, String)> {
     let v = v.ok_or_else(|| (name.to_string(), "missing".to_string()))?;
-    v.trim().parse().map_err(|_| {
+    v.trim_ascii().parse().map_err(|_| {
         (
             name.to_string(),
             format!("{} is not a valid {name}", iolearn_safeio::excerpt(v.trim(), 40)),

@@ -7,9 +7,20 @@ use std::path::Path;
 
 /// Parse the text of `path`.
 pub fn parse(text: &str, path: &Path, opts: ReadOptions) -> Result<Trace, TraceError> {
-    let mut first: Option<u64> = None;
-    parse_lines(text, path, opts, |line| {
-        let line = line.trim();
+    let mut lines = Lines::default();
+    parse_lines(text, path, opts, |line| lines.line(line))
+}
+
+/// The line parser (arrivals are relative to the first record, so it keeps that record's time).
+#[derive(Debug, Default)]
+pub(crate) struct Lines {
+    first: Option<u64>,
+}
+
+impl Lines {
+    /// One line: `Ok(None)` for a header, comment or blank line; `Err((field, message))`.
+    pub(crate) fn line(&mut self, line: &str) -> Result<Option<BlockIo>, (String, String)> {
+        let line = line.trim_ascii();
         if line.is_empty() || line.starts_with('#') || line.starts_with("Timestamp") {
             return Ok(None);
         }
@@ -39,7 +50,7 @@ pub fn parse(text: &str, path: &Path, opts: ReadOptions) -> Result<Trace, TraceE
             let extra = iolearn_safeio::excerpt(extra, 24);
             return Err(("line".into(), format!("an 8th column ({extra}); MSR traces have 7")));
         }
-        let t0 = *first.get_or_insert(ticks);
+        let t0 = *self.first.get_or_insert(ticks);
         if ticks < t0 {
             return Err(("Timestamp".into(), format!("{ticks} is before the first record's {t0}")));
         }
@@ -56,5 +67,5 @@ pub fn parse(text: &str, path: &Path, opts: ReadOptions) -> Result<Trace, TraceE
             None => None,
         };
         Ok(Some(io))
-    })
+    }
 }
