@@ -7,14 +7,15 @@ use clap::Args;
 use iolearn_flash::ssd::{GcMode, SsdConfig};
 use iolearn_graybox::{Finding, Options, Report, Truth};
 use std::io::IsTerminal;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::PathBuf;
 
 /// Options of `iolearn probe ssd`.
 #[derive(Args)]
 pub struct SsdArgs {
     /// A simulated drive: a preset (consumer, enterprise), `random:SEED` (a drive of random
-    /// geometry and timing) or a TOML file of its geometry and timing. Each probe runs on a fresh copy, so the GC onset is not moved by the other
-    /// probes' garbage.
+    /// geometry and timing) or a TOML file of its geometry and timing. The GC probe runs on a
+    /// fresh copy, so its onset is not moved by the other probes' garbage.
     #[arg(long, conflicts_with = "device", required_unless_present = "device")]
     sim: Option<String>,
     /// The simulated drive's GC design (base, plane-blocking, tolerant, preemptive, no-gc).
@@ -33,7 +34,8 @@ pub struct SsdArgs {
     /// Writes in flight at once.
     #[arg(long, default_value_t = 32)]
     queue_depth: usize,
-    /// The largest page (write-buffer unit) looked for, bytes (a power of two).
+    /// The first stride of the page probe, bytes (a power of two): pages up to half of it are
+    /// found, larger ones reported as "at least" it.
     #[arg(long, default_value_t = 128 << 10)]
     max_page: u64,
     /// Farthest distance, in pages, between two pages read together (the most parallel
@@ -79,10 +81,18 @@ pub fn run(a: SsdArgs) -> Result<()> {
     };
     let (report, truth) = match (&a.sim, &a.device) {
         (Some(sim), _) => {
+            if a.allow_writes {
+                bail!("--allow-writes: only for --device (a simulated drive has no data to lose)");
+            }
+            if let Some(j) = &a.json {
+                if iolearn_safeio::same_file(j, std::path::Path::new(sim)) {
+                    bail!("--json {}: is the drive's configuration file", j.display());
+                }
+            }
             let cfg = sim_config(sim)?;
             let mode = GcMode::by_name(&a.gc_mode)
                 .with_context(|| format!("--gc-mode: {:?} (one of {})", a.gc_mode, GcMode::NAMES))?;
-            let (report, truth) = iolearn_graybox::probe_sim(&cfg, mode, &o, &mut progress)?;
+            let (report, truth) = iolearn_graybox::probe_sim(&cfg, mode, &o, &mut progress).map_err(flag_names)?;
             (report, Some(truth))
         }
         (None, Some(dev)) => {
@@ -92,9 +102,30 @@ pub fn run(a: SsdArgs) -> Result<()> {
                     dev.display()
                 );
             }
-            refuse_system_disk(dev)?;
+            if a.gc_mode != "base" {
+                bail!("--gc-mode: a simulated drive's design; a real device has its own");
+            }
+            if let Some(j) = &a.json {
+                if iolearn_safeio::same_file(j, dev) {
+                    bail!("--json {}: is the device being probed", j.display());
+                }
+            }
+            // Checked by name first (the clearest refusal), then opened (exclusively, no
+            // links, nothing written yet) and checked again by the number of what was opened,
+            // so nothing can be swapped in between.
+            if let Ok(m) = std::fs::metadata(dev) {
+                if m.file_type().is_block_device() {
+                    refuse_system_disk(dev, m.rdev())?;
+                }
+            }
             let mut t = iolearn_graybox::DeviceTarget::open(dev)?;
-            (iolearn_graybox::probe(&mut t, &o, &mut progress)?, None)
+            if let Some(rdev) = t.device_number() {
+                refuse_system_disk(dev, rdev)?;
+            }
+            (
+                iolearn_graybox::probe(&mut t, &o, &mut progress).map_err(flag_names)?,
+                None,
+            )
         }
         (None, None) => bail!("--sim or --device: what to probe"),
     };
@@ -108,31 +139,47 @@ pub fn run(a: SsdArgs) -> Result<()> {
     Ok(())
 }
 
-/// The disk that holds `/` (or a partition of it) is never probed, whatever the flags: the
-/// probes overwrite data. (`O_EXCL` refuses it while mounted; this refuses it by name first.)
-fn refuse_system_disk(dev: &std::path::Path) -> Result<()> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let Ok(meta) = std::fs::symlink_metadata(dev) else {
-        return Ok(()); // the open names what is wrong
-    };
-    if !meta.file_type().is_block_device() {
-        return Ok(());
-    }
-    let sys = format!(
-        "/sys/dev/block/{}:{}",
-        libc::major(meta.rdev()),
-        libc::minor(meta.rdev())
-    );
-    let name = std::fs::read_link(&sys)
-        .ok()
-        .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()));
-    if let Some(name) = name.filter(|n| iolearn_tune::system_disks().contains(n)) {
+/// No part of the disk that holds `/` is ever probed, whatever the flags: the probes overwrite
+/// data. `rdev` is the opened device's number; the disk it is on (itself, or its parent when
+/// it is a partition) must not be a system disk.
+fn refuse_system_disk(dev: &std::path::Path, rdev: u64) -> Result<()> {
+    let sys = PathBuf::from(format!("/sys/dev/block/{}:{}", libc::major(rdev), libc::minor(rdev)));
+    let Ok(link) = std::fs::read_link(&sys) else {
         bail!(
-            "{}: {name} holds / (the system disk); it is never probed",
+            "{}: {} unreadable: cannot tell which disk this is, so not probing it",
+            dev.display(),
+            sys.display()
+        );
+    };
+    let name = |p: &std::path::Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+    let mut disks: Vec<String> = name(&link).into_iter().collect();
+    if sys.join("partition").exists() {
+        disks.extend(link.parent().and_then(name));
+    }
+    let system = iolearn_tune::system_disks();
+    if let Some(d) = disks.iter().find(|d| system.contains(d)) {
+        bail!(
+            "{}: on {d}, which holds / (the system disk); no part of it is ever probed",
             dev.display()
         );
     }
     Ok(())
+}
+
+/// Errors about options name the flags, not the fields behind them.
+fn flag_names(e: iolearn_graybox::Error) -> anyhow::Error {
+    let mut text = e.0;
+    for (field, flag) in [
+        ("queue_depth", "--queue-depth"),
+        ("max_unit_bytes", "--max-page"),
+        ("max_distance", "--max-distance"),
+        ("gc_budget", "--gc-budget"),
+    ] {
+        if let Some(rest) = text.strip_prefix(field) {
+            text = format!("{flag}{rest}");
+        }
+    }
+    anyhow::anyhow!(text)
 }
 
 /// A preset by name, `random:SEED`, or a TOML file.
@@ -143,7 +190,7 @@ fn sim_config(sim: &str) -> Result<SsdConfig> {
     if let Some(seed) = sim.strip_prefix("random:") {
         let seed = seed.parse::<u64>().map_err(|_| {
             anyhow::anyhow!(
-                "--sim: {:?} (random:SEED, SEED a whole number)",
+                "--sim: {} (random:SEED, SEED a whole number)",
                 iolearn_safeio::excerpt(sim, 40)
             )
         })?;
@@ -152,10 +199,14 @@ fn sim_config(sim: &str) -> Result<SsdConfig> {
     let path = PathBuf::from(sim);
     if !sim.contains('/') && !sim.ends_with(".toml") {
         bail!(
-            "--sim: {:?} is not a preset ({}), random:SEED or a .toml file",
+            "--sim: {} is not a preset ({}), random:SEED or a .toml file",
             iolearn_safeio::excerpt(sim, 40),
             SsdConfig::preset_names().collect::<Vec<_>>().join(", ")
         );
+    }
+    match std::fs::metadata(&path) {
+        Ok(m) if !m.is_file() => bail!("--sim {}: not a regular file", path.display()),
+        _ => {}
     }
     let text = crate::files::read_text(&path)?;
     SsdConfig::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))

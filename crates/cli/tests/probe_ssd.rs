@@ -56,14 +56,34 @@ fn bad_input_is_refused_by_name_and_writes_nothing() {
     let img = d.join("victim.img");
     std::fs::File::create(&img).unwrap().set_len(64 << 20).unwrap();
     let j = json.to_str().unwrap();
+    let fifo = d.join("fifo.toml");
+    let _ = std::fs::remove_file(&fifo);
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
     let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--sim", fifo.to_str().unwrap()], "not a regular file"),
+        (vec!["--sim", "consumer", "--allow-writes"], "--allow-writes"),
+        (vec!["--sim", "random:x"], "random:SEED"),
         (vec!["--sim", "nosuch"], "nosuch"),
         (vec!["--sim", toml.to_str().unwrap()], "bad.toml: channels: 0"),
         (vec!["--sim", "consumer", "--gc-mode", "bogus"], "--gc-mode"),
-        (vec!["--sim", "consumer", "--queue-depth", "0"], "queue_depth"),
-        (vec!["--sim", "consumer", "--max-page", "3000"], "max_unit_bytes"),
-        (vec!["--sim", "consumer", "--max-distance", "1"], "max_distance"),
-        (vec!["--sim", "consumer", "--gc-budget", "nan"], "gc_budget"),
+        (vec!["--sim", "consumer", "--queue-depth", "0"], "--queue-depth"),
+        (vec!["--sim", "consumer", "--max-page", "3000"], "--max-page"),
+        (vec!["--sim", "consumer", "--max-distance", "1"], "--max-distance"),
+        (vec!["--sim", "consumer", "--gc-budget", "nan"], "--gc-budget"),
+        (
+            vec![
+                "--device",
+                img.to_str().unwrap(),
+                "--allow-writes",
+                "--gc-mode",
+                "tolerant",
+            ],
+            "--gc-mode",
+        ),
         (vec!["--device", img.to_str().unwrap()], "--allow-writes"),
         (vec![], "--sim"),
     ];
@@ -77,6 +97,20 @@ fn bad_input_is_refused_by_name_and_writes_nothing() {
         assert!(!err.contains("panicked"), "{err}");
         assert!(!json.exists(), "{args:?} wrote its output");
     }
+    // The report never replaces its input.
+    let o = iolearn(&[
+        "probe",
+        "ssd",
+        "--sim",
+        toml.to_str().unwrap(),
+        "--json",
+        toml.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("configuration file"));
+    assert!(
+        std::fs::read_to_string(&toml).unwrap().contains("channels = 0"),
+        "the TOML is intact"
+    );
     // Refused without --allow-writes: the image is untouched (still a hole of zeros).
     assert_eq!(std::fs::read(&img).unwrap().iter().filter(|&&b| b != 0).count(), 0);
 }

@@ -40,7 +40,7 @@ fn row(name: &str, cfg: &SsdConfig, r: &Report, t: &Truth) -> (String, bool) {
             false,
         ),
     };
-    let hidden = cfg.page_bytes * 1_000_000_000 / cfg.channel_bytes_per_s >= cfg.read_ns;
+    let hidden = cfg.planes() > cfg.channels && cfg.page_bytes * 1_000_000_000 / cfg.channel_bytes_per_s >= cfg.read_ns;
     let visible = if hidden { t.channels } else { t.parallel_units };
     let (mut units, c) = cell(r.parallel_units.value, visible, |v| v.to_string());
     if hidden {

@@ -30,6 +30,12 @@ pub struct DeviceTarget {
     size: u64,
     block: u64,
     epoch: Instant,
+    /// The block device's number (None: a regular file).
+    rdev: Option<u64>,
+    /// Counter written into every sector written.
+    stamp: u64,
+    /// An io_uring failure left I/Os that may still be in flight.
+    poisoned: bool,
 }
 
 impl DeviceTarget {
@@ -40,6 +46,17 @@ impl DeviceTarget {
         let kind = meta.file_type();
         if kind.is_symlink() {
             return Err(at("a symbolic link; name the device itself".into()));
+        }
+        // No link anywhere on the way either (a directory swapped for a link would lead the
+        // writes elsewhere): the path must already be the canonical one.
+        let absolute = std::path::absolute(path).map_err(|e| at(e.to_string()))?;
+        let canonical = std::fs::canonicalize(path).map_err(|e| at(e.to_string()))?;
+        let lexical: PathBuf = absolute.components().collect();
+        if canonical != lexical {
+            return Err(at(format!(
+                "reached through a symbolic link; name {} itself",
+                canonical.display()
+            )));
         }
         if !(kind.is_block_device() || kind.is_file()) {
             return Err(at("not a block device or a regular file".into()));
@@ -91,7 +108,17 @@ impl DeviceTarget {
             size: size / block * block,
             block,
             epoch: Instant::now(),
+            rdev: kind.is_block_device().then(|| opened.rdev()),
+            stamp: 0,
+            poisoned: false,
         })
+    }
+}
+
+impl DeviceTarget {
+    /// The opened block device's number (`st_rdev`); None for a regular file.
+    pub fn device_number(&self) -> Option<u64> {
+        self.rdev
     }
 }
 
@@ -135,10 +162,17 @@ impl Target for DeviceTarget {
         if ios.len() > DEPTH {
             return Err(Error(format!("{} I/Os at once (at most {DEPTH})", ios.len())));
         }
+        if self.poisoned {
+            return Err(Error(format!(
+                "{}: an earlier io_uring failure left I/Os behind",
+                self.path.display()
+            )));
+        }
         let fd = types::Fd(self.file.as_raw_fd());
-        for (k, io) in ios.iter().enumerate() {
+        // Every I/O checked before any is queued: a refused batch leaves nothing behind.
+        for io in ios {
             let aligned = io.offset.is_multiple_of(self.block) && io.len.is_multiple_of(self.block);
-            if !aligned || io.len == 0 || io.len > MAX_IO || io.offset + io.len > self.size {
+            if !aligned || io.len == 0 || io.len > MAX_IO || io.offset.saturating_add(io.len) > self.size {
                 return Err(Error(format!(
                     "{}: I/O of {} bytes at {} (multiples of {} within {} bytes)",
                     self.path.display(),
@@ -148,7 +182,18 @@ impl Target for DeviceTarget {
                     self.size
                 )));
             }
-            let buf = self.mem[self.base + k * MAX_IO as usize..].as_mut_ptr();
+        }
+        for (k, io) in ios.iter().enumerate() {
+            let start = self.base + k * MAX_IO as usize;
+            if io.write {
+                // No two blocks written alike (a drive that deduplicates would otherwise never
+                // fill its buffer or its flash): a counter at the head of every 512 bytes.
+                for sector in self.mem[start..start + io.len as usize].chunks_exact_mut(512) {
+                    self.stamp = self.stamp.wrapping_add(1);
+                    sector[..8].copy_from_slice(&self.stamp.to_le_bytes());
+                }
+            }
+            let buf = self.mem[start..].as_mut_ptr();
             let entry = if io.write {
                 opcode::Write::new(fd, buf, io.len as u32).offset(io.offset).build()
             } else {
@@ -168,8 +213,14 @@ impl Target for DeviceTarget {
             // Keep waiting after an error: the buffers stay in use until every I/O is back.
             match self.ring.submit_and_wait(1) {
                 Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(e) => return Err(Error(format!("{}: io_uring: {e}", self.path.display()))),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)) => continue,
+                Err(e) => {
+                    // I/Os may still be in flight into the buffers: they are never freed or
+                    // reused (leaked, not dropped), and the target refuses further work.
+                    std::mem::forget(std::mem::take(&mut self.mem));
+                    self.poisoned = true;
+                    return Err(Error(format!("{}: io_uring: {e}", self.path.display())));
+                }
             }
             let now = Instant::now();
             for cqe in self.ring.completion() {

@@ -81,7 +81,8 @@ pub fn random_drive(seed: u64) -> SsdConfig {
 pub struct Options {
     /// Writes in flight at once while filling the buffer or the drive.
     pub queue_depth: usize,
-    /// The largest unit looked for: the first stride of the buffer probe.
+    /// The first stride of the buffer probe: units up to half of it are found, larger ones
+    /// reported as "at least" it.
     pub max_unit_bytes: u64,
     /// Buffer fills measured per stride (the answer is their median).
     pub fills: usize,
@@ -109,7 +110,7 @@ impl Default for Options {
             fills: 5,
             max_writes: 1 << 19,
             max_distance: 1024,
-            pair_repeats: 8,
+            pair_repeats: 16,
             gc: true,
             gc_budget: 3.0,
             settle_ns: 1_000_000_000,
@@ -350,11 +351,11 @@ impl<'a> Prober<'a> {
         progress("write buffer: strided writes until the buffer stalls");
         let block = self.t.block_bytes();
         let mut stride = self.o.max_unit_bytes;
-        let Some(top) = self.stalls(stride, None)? else {
+        let (top, sent) = self.stalls(stride, None)?;
+        let Some(top) = top else {
             let why = format!(
-                "no regular write stall within {} writes of {block} B at a {} KiB stride ({} distinct offsets: a \
+                "no regular write stall in {sent} writes of {block} B at a {} KiB stride ({} distinct offsets: a \
                  buffer of more units is not seen)",
-                self.o.max_writes,
                 stride >> 10,
                 self.t.size_bytes() / stride
             );
@@ -364,12 +365,22 @@ impl<'a> Prober<'a> {
         let mut prev = top;
         while stride / 2 >= block {
             stride /= 2;
-            let Some(n) = self.stalls(stride, Some(prev))? else {
+            let Some(n) = self.stalls(stride, Some(prev))?.0 else {
                 let why = format!("stalls lost at a {stride} B stride");
                 return Ok((Finding::none(why.clone()), Finding::none(why)));
             };
             progress(&format!("  stride {stride} B: a stall every {n:.0} writes"));
             let ratio = n / prev;
+            if ratio > 1.6 && stride * 2 == self.o.max_unit_bytes {
+                // Doubled at the first halving: the unit may be the largest stride or any
+                // larger one (a stride under the unit halves the slots alike).
+                let why = format!(
+                    "at least {} KiB: the writes between stalls doubled from the first halving; a larger --max-page \
+                     finds it",
+                    self.o.max_unit_bytes >> 10
+                );
+                return Ok((Finding::none(why.clone()), Finding::none(why)));
+            }
             if ratio > 1.6 {
                 // Two writes per slot: the unit is the stride before.
                 let unit = stride * 2;
@@ -404,11 +415,11 @@ impl<'a> Prober<'a> {
     }
 
     /// The median number of writes between buffer stalls, writing one block at `stride`
-    /// apart; None if the stalls are not regular. `expect` (the count at the stride before)
+    /// apart (None if the stalls are not regular), and the writes sent. `expect` (the count at the stride before)
     /// bounds the writes. Once two stalls have shown the count, the writes near the next stall
     /// go one at a time, so no write of the stalled batch follows the stall into the next
     /// count; only counts that start at such a stall are kept.
-    fn stalls(&mut self, stride: u64, expect: Option<f64>) -> Result<Option<f64>, Error> {
+    fn stalls(&mut self, stride: u64, expect: Option<f64>) -> Result<(Option<f64>, usize), Error> {
         let block = self.t.block_bytes();
         let span = self.t.size_bytes() / stride * stride;
         let qd = self.o.queue_depth;
@@ -448,7 +459,7 @@ impl<'a> Prober<'a> {
                 last_stall = Some(at);
             }
         }
-        Ok(w.regular_gaps())
+        Ok((w.regular_gaps(), w.lat.len()))
     }
 
     /// A lone read's latency, and the parallel units and channels from reads in pairs of
@@ -488,18 +499,18 @@ impl<'a> Prober<'a> {
         }
         let lone_ns = median(&lone).unwrap_or(0.0);
         let read_ns = Finding::found(lone_ns.round() as u64, format!("median of {} lone reads", lone.len()));
-        let mut level = vec![0.0; dmax + 1];
-        let mut pair = Vec::with_capacity(reps);
-        for (d, l) in level.iter_mut().enumerate().skip(1) {
-            pair.clear();
-            for r in 0..reps {
-                let i = (r * step) as u64;
+        // Every distance once per round, so a slow spell of the device spreads over the
+        // distances instead of raising a run of neighbouring ones.
+        let mut pairs = vec![Vec::with_capacity(reps); dmax + 1];
+        for r in 0..reps {
+            let i = (r * step) as u64;
+            for (d, samples) in pairs.iter_mut().enumerate().skip(1) {
                 self.run(&[read(i), read(i + d as u64)])?;
-                pair.push(self.lat.iter().copied().max().unwrap_or(0) as f64);
+                samples.push(self.lat.iter().copied().max().unwrap_or(0) as f64);
             }
-            *l = median(&pair).unwrap_or(0.0);
         }
-        let (units, channels) = periods(&level[1..], lone_ns);
+        let level: Vec<f64> = pairs.iter().skip(1).map(|p| median(p).unwrap_or(0.0)).collect();
+        let (units, channels) = periods(&level, &lone);
         Ok((read_ns, units, channels))
     }
 
@@ -551,16 +562,45 @@ impl<'a> Prober<'a> {
                 // The first sixteenth is left out: into an empty buffer and idle flash.
                 let fit: Vec<(f64, f64)> = curve.iter().copied().filter(|p| p.0 >= units as f64 / 16.0).collect();
                 line = Line::fit(&fit, qd as f64);
+                // A rate that already fell inside the fitted half bends the curve there: the
+                // second half of it then climbs faster than the first.
+                let mid = units as f64 * 9.0 / 32.0;
+                let (a, b): (Vec<_>, Vec<_>) = fit.iter().partition(|p| p.0 < mid);
+                if let (Some(a), Some(b)) = (Line::fit(&a, qd as f64), Line::fit(&b, qd as f64)) {
+                    if b.slope > 1.5 * a.slope {
+                        return Ok(Finding::none(format!(
+                            "the write rate fell inside the first half of the device, the stretch a line is fitted \
+                             over ({:.1}x slower per byte from 0.28x to 0.5x the capacity than before): it changed \
+                             before that (collections started early, or the host slowed)",
+                            b.slope / a.slope
+                        )));
+                    }
+                }
             }
             let Some(l) = &line else { continue };
-            // Far above the line (twenty sawtooth widths): the cliff is behind; it began at the
-            // last point still within two widths of the line.
-            if l.excess(point) > 20.0 * l.width {
+            // Far above the line (twenty sawtooth widths), and rising over each of the last
+            // two stretches of a 32nd of the device (a pause of the host is one step, in one
+            // stretch; collections slow every stretch): the cliff is behind. It began at the
+            // last point still within a width of the line.
+            let stretch = units as f64 / 32.0;
+            let back = |x: f64| curve[curve.partition_point(|p| p.0 < x).min(curve.len() - 1)];
+            let (mid, early) = (back(point.0 - stretch), back(point.0 - 2.0 * stretch));
+            let rising = l.excess(point) - l.excess(mid) > 10.0 * l.width
+                && l.excess(mid) - l.excess(early) > 10.0 * l.width
+                && early.0 < mid.0;
+            if l.excess(point) > 20.0 * l.width && rising {
                 let onset = curve
                     .iter()
                     .rev()
                     .find(|&&p| l.excess(p) <= l.width)
                     .map_or(0.0, |p| p.0);
+                if onset <= units as f64 / 2.0 {
+                    return Ok(Finding::none(format!(
+                        "the write rate fell at {:.3}x the capacity, inside the first half the line was fitted over: \
+                         it changed before that (collections started early, or the host slowed)",
+                        point.0 / units as f64
+                    )));
+                }
                 let at = onset as u64 * unit;
                 let after = (point.1 - l.at(onset)) / (point.0 - onset).max(1.0);
                 return Ok(Finding::found(
@@ -574,6 +614,12 @@ impl<'a> Prober<'a> {
                     ),
                 ));
             }
+        }
+        if line.is_none() {
+            return Ok(Finding::none(format!(
+                "too few batches to fit a line over the first half ({} points; a lower --queue-depth gives more)",
+                curve.len()
+            )));
         }
         Ok(Finding::none(format!(
             "the time to write stayed on its straight line through {:.1}x the capacity",
@@ -674,13 +720,27 @@ impl Line {
 }
 
 /// Parallel units and channels from the pair latency at each distance (`level[d - 1]` for
-/// distance d): the distances where pairs collide are the multiples of a count. Each split of
-/// the levels by natural breaks (two and three classes) whose upper part is exactly the
-/// multiples of its smallest distance, and stands at least 3% above the rest, is a period; the
-/// largest is the units, the smallest the channels (the units if there is one period).
-fn periods(level: &[f64], lone_ns: f64) -> (Finding, Finding) {
+/// distance d) and the lone reads' latencies: the distances where pairs collide are the
+/// multiples of a count. Each split of the levels by natural breaks (two and three classes)
+/// whose upper part is exactly the multiples of its smallest distance (seen twice at least),
+/// and a class apart from the rest, is a period; the largest is the units, the smallest the
+/// channels (the units if there is one period; one if pairs at every distance collide).
+fn periods(level: &[f64], lone: &[f64]) -> (Finding, Finding) {
+    let lone_ns = median(lone).unwrap_or(0.0);
     let dmax = level.len();
     let mut found: Vec<(usize, f64)> = Vec::new();
+    // Collisions are a class apart: the gap between the fastest colliding pair and the
+    // slowest other one is at least 3% of the latency and three median absolute deviations
+    // of the others (about two standard deviations; a split through the middle of mere noise
+    // has no gap).
+    let apart = |highs: &[f64], lows: &[f64]| {
+        let (Some(low), true) = (median(lows), !highs.is_empty()) else {
+            return false;
+        };
+        let mad = median(&lows.iter().map(|l| (l - low).abs()).collect::<Vec<_>>()).unwrap_or(0.0);
+        let gap = highs.iter().copied().fold(f64::INFINITY, f64::min) - lows.iter().copied().fold(0.0, f64::max);
+        gap >= (0.03 * low).max(3.0 * mad)
+    };
     // Distances where reads collided without a period (the first split that had any).
     let mut aperiodic: Option<Vec<usize>> = None;
     for k in [2, 3] {
@@ -689,13 +749,16 @@ fn periods(level: &[f64], lone_ns: f64) -> (Finding, Finding) {
             let Some(p) = hit.iter().position(|&h| h).map(|i| i + 1) else {
                 continue;
             };
-            let periodic = (1..=dmax).all(|d| hit[d - 1] == d.is_multiple_of(p));
-            let high = median(&level.iter().copied().filter(|&l| l >= t).collect::<Vec<_>>());
-            let low = median(&level.iter().copied().filter(|&l| l < t).collect::<Vec<_>>());
-            let (Some(high), Some(low)) = (high, low) else { continue };
-            if high < 1.03 * low {
+            // A period is seen at least twice (one slow distance is no period).
+            let periodic = p <= dmax / 2 && (1..=dmax).all(|d| hit[d - 1] == d.is_multiple_of(p));
+            let lows: Vec<f64> = level.iter().copied().filter(|&l| l < t).collect();
+            let highs: Vec<f64> = level.iter().copied().filter(|&l| l >= t).collect();
+            if !apart(&highs, &lows) {
                 continue;
             }
+            let (Some(high), Some(low)) = (median(&highs), median(&lows)) else {
+                continue;
+            };
             if !periodic {
                 aperiodic.get_or_insert_with(|| (1..=dmax).filter(|&d| hit[d - 1]).collect());
             } else if !found.iter().any(|f| f.0 == p) {
@@ -724,6 +787,21 @@ fn periods(level: &[f64], lone_ns: f64) -> (Finding, Finding) {
         lone_ns / 1e3
     );
     let (channels, cost) = found[0];
+    // Pairs at every distance wait (the least of them above a lone read): they all share the
+    // one channel.
+    let least = level.iter().copied().fold(f64::INFINITY, f64::min);
+    if apart(&[least], lone) {
+        return (
+            Finding::found(units as u64, units_how),
+            Finding::found(
+                1,
+                format!(
+                    "pairs at every distance wait {:.0} us more than a lone read: one channel",
+                    (least - lone_ns) / 1e3
+                ),
+            ),
+        );
+    }
     if channels == units {
         // One period: a unit per channel (a pair waits a page read), or several units behind
         // each channel whose transfer outlasts a page read (a pair waits a transfer, whether
