@@ -836,15 +836,20 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def goals(rows: list[dict], best: str = "iolearn") -> list[tuple[str, bool, str]]:
-    """Issue 6 must-show 2, per setting with 3 replicas and 15 us failover."""
+def goals(rows: list[dict], ours: tuple[str, ...] | None = None) -> list[tuple[str, bool, str]]:
+    """Issue 6 must-show 2 (and issue 13's), per setting with 3 replicas and 15 us failover,
+    for the best of our policies: the one whose tuning reached the lower p99 on the training
+    half (as `spread` picks it), never the one that did better on the half reported."""
+    ours = OURS if ours is None else ours
     out = []
     for name in dict.fromkeys(r["setting"] for r in rows):
         rs = {r["policy"]: r for r in rows if r["setting"] == name and not r.get("failed")}
-        need = ("Base", "Hedge95", "LinnOS+HL", "Oracle", best)
-        if not all(k in rs for k in need):
+        present = [p for p in ours if p in rs]
+        if not present or not all(k in rs for k in ("Base", "Hedge95", "LinnOS+HL", "Oracle")):
             continue
-        b, h, lh, o, ours = (rs[k] for k in need)
+        tuned = [p for p in present if np.isfinite(_train_p99(rs[p], p))]
+        best = min(tuned, key=lambda p: _train_p99(rs[p], p)) if tuned else present[0]
+        b, h, lh, o, mine = (rs[k] for k in ("Base", "Hedge95", "LinnOS+HL", "Oracle", best))
         out.append(
             (
                 f"{name}: LinnOS+HL mean {lh['mean_us']:.0f} us < Hedge95 {h['mean_us']:.0f} us",
@@ -852,16 +857,16 @@ def goals(rows: list[dict], best: str = "iolearn") -> list[tuple[str, bool, str]
                 "",
             )
         )
-        cut = 100 * (lh["p99_us"] - ours["p99_us"]) / lh["p99_us"]
+        cut = 100 * (lh["p99_us"] - mine["p99_us"]) / lh["p99_us"]
         out.append(
             (
-                f"{name}: {best} p99 {ours['p99_us']:.0f} us is {cut:.0f}% below LinnOS+HL's {lh['p99_us']:.0f}",
+                f"{name}: {best} p99 {mine['p99_us']:.0f} us is {cut:.0f}% below LinnOS+HL's {lh['p99_us']:.0f}",
                 cut >= 20,
                 "",
             )
         )
         denom = b["p99_us"] - o["p99_us"]
-        share = 100 * (b["p99_us"] - ours["p99_us"]) / denom if denom > 0 else float("nan")
+        share = 100 * (b["p99_us"] - mine["p99_us"]) / denom if denom > 0 else float("nan")
         out.append((f"{name}: {best} reaches {share:.0f}% of the perfect predictor's p99 reduction", share >= 80, ""))
     return out
 

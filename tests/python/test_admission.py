@@ -320,3 +320,8 @@ def test_the_best_of_our_policies_is_chosen_by_training_not_by_the_test_half():
     assert sp["best"] == "iolearn-adaptive"
     assert sp["p99_cut_vs_linnos_hl_pct"] == pytest.approx(40.0)
     assert sp["iolearn_p99_cut_vs_linnos_hl_pct"] == pytest.approx(60.0)
+    # The goals judge the same policy: adaptive, 40% under LinnOS+HL and 78% of the oracle's cut.
+    g = admission.goals(rows)
+    assert [ok for _, ok, _ in g] == [False, True, False], g  # every mean here is 100 us
+    assert "iolearn-adaptive p99 600 us is 40% below" in g[1][0], g
+    assert "reaches 78%" in g[2][0], g
