@@ -158,6 +158,17 @@ pub struct SsdConfig {
     pub flush_interval_ns: u64,
     /// Planes per RAIN parity group (one of them holds parity; `Tolerant` mode).
     pub parity_group: usize,
+    /// Share of page reads that need a retry (read-retry / soft decoding as cells age):
+    /// 0 (the default) to 1. NAND's own variability, which a data sheet does not show.
+    #[serde(default)]
+    pub read_retry_share: f64,
+    /// What one retry adds to a page read, ns (default 0).
+    #[serde(default)]
+    pub read_retry_ns: u64,
+    /// Programs take their time times a uniform factor in [1 - spread, 1 + spread]: 0 (the
+    /// default) to 0.9.
+    #[serde(default)]
+    pub program_spread: f64,
 }
 
 /// The preset files, built in.
@@ -247,6 +258,15 @@ impl SsdConfig {
                 "channel_bytes_per_s: {} (1 kB/s to 1 TB/s)",
                 self.channel_bytes_per_s
             ));
+        }
+        if !(self.read_retry_share.is_finite() && (0.0..=1.0).contains(&self.read_retry_share)) {
+            return Err(format!("read_retry_share: {} (0 to 1)", self.read_retry_share));
+        }
+        if self.read_retry_ns > 10_000_000_000 {
+            return Err(format!("read_retry_ns: {} ns (at most 10 s)", self.read_retry_ns));
+        }
+        if !(self.program_spread.is_finite() && (0.0..=0.9).contains(&self.program_spread)) {
+            return Err(format!("program_spread: {} (0 to 0.9)", self.program_spread));
         }
         if !(self.over_provisioning.is_finite() && (0.0..=4.0).contains(&self.over_provisioning)) {
             return Err(format!("over_provisioning: {} (0 to 4)", self.over_provisioning));
@@ -530,6 +550,9 @@ pub struct Ssd {
     rain: Option<Box<Rain>>,
     /// The NAND commands the FTL issued, when asked to keep them ([`Ssd::record_commands`]).
     log: Option<Vec<Command>>,
+    /// Draws NAND's variability (read retries, program times) when the configuration asks
+    /// for it; untouched otherwise.
+    rng: Rng,
 }
 
 /// A NAND command the FTL issued to a plane: what an open-channel SSD's host-side FTL issues,
@@ -602,6 +625,7 @@ impl Ssd {
         Ssd {
             rain,
             log: None,
+            rng: Rng::new(0x6e61_6e64),
             channels: vec![Calendar::default(); cfg.channels],
             map: vec![u64::MAX; logical],
             buffer: Vec::with_capacity(cfg.buffer_pages),
@@ -781,6 +805,8 @@ impl Ssd {
     /// Age the drive so GC is active from the start: write every logical page once in order,
     /// then `overwrite_fraction` x capacity at random pages (time does not advance).
     pub fn precondition(&mut self, overwrite_fraction: f64, seed: u64) {
+        // Each drive's NAND varies on its own (replicas are preconditioned with their seeds).
+        self.rng = Rng::new(seed ^ 0x6e61_6e64);
         let n = self.map.len() as u32;
         if !self.fill_in_order() {
             for lpn in 0..n {
@@ -872,7 +898,10 @@ impl Ssd {
         let channels = self.channels.clone();
         let stats = self.stats;
         let logged = self.log.as_ref().map(Vec::len);
+        let rng = self.rng.clone();
         let done = self.submit(now_ns, offset, len, false);
+        // The same draws for the read when it is served: the peek is exact with variability.
+        self.rng = rng;
         for (p, clock) in self.planes.iter_mut().zip(clocks) {
             p.clock = clock;
         }
@@ -961,7 +990,8 @@ impl Ssd {
         let ch = self.channel_of(plane);
         let p = &mut self.planes[plane];
         let start = p.clock.next_free_ns.max(now_ns);
-        let sensed = start + self.cfg.read_ns;
+        let retry = self.cfg.read_retry_share > 0.0 && self.rng.next_f64() < self.cfg.read_retry_share;
+        let sensed = start + self.cfg.read_ns + if retry { self.cfg.read_retry_ns } else { 0 };
         p.clock.next_free_ns = sensed;
         let xfer = self.cfg.transfer_ns();
         self.channels[ch].reserve(sensed, xfer) + xfer
@@ -1045,11 +1075,15 @@ impl Ssd {
     /// Time a program of page `pg` (of its block) into `plane` from `now_ns`: the page crosses
     /// the channel, then the plane programs it (lower and upper pages alternate); returns its end.
     fn program_time(&mut self, plane: usize, pg: u32, now_ns: u64) -> u64 {
-        let prog = if pg.is_multiple_of(2) {
+        let mut prog = if pg.is_multiple_of(2) {
             self.cfg.program_lower_ns
         } else {
             self.cfg.program_upper_ns
         };
+        if self.cfg.program_spread > 0.0 {
+            let s = self.cfg.program_spread;
+            prog = (prog as f64 * (1.0 - s + 2.0 * s * self.rng.next_f64())).round() as u64;
+        }
         self.issued(
             now_ns,
             plane,

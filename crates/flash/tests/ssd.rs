@@ -385,3 +385,71 @@ fn rotating_gc_collects_one_plane_of_a_group_at_a_time() {
     }
     assert!(seen_gc > 100, "GC was seen running {seen_gc} times");
 }
+
+#[test]
+fn nand_varies_only_when_asked_and_the_peek_still_sees_it_exactly() {
+    let base = SsdConfig::consumer();
+    let varied = SsdConfig {
+        read_retry_share: 0.2,
+        read_retry_ns: 100_000,
+        program_spread: 0.3,
+        ..base.clone()
+    };
+    // Lone reads of random pages on an idle drive, 10 ms apart.
+    let lone_reads = |cfg: &SsdConfig| {
+        let mut ssd = Ssd::new(cfg.clone(), GcMode::Base);
+        ssd.precondition(0.0, 3);
+        let mut rng = Rng::new(9);
+        let mut lat = Vec::new();
+        for k in 1..=2_000u64 {
+            let t = k * 10_000_000;
+            let off = (rng.next_u64() % ssd.logical_pages()) * cfg.page_bytes;
+            let peek = ssd.peek_read(t, off, 4096);
+            let done = ssd.submit(t, off, 4096, false);
+            assert_eq!(peek, done, "the peek draws what the read then draws");
+            lat.push(done - t);
+        }
+        lat
+    };
+    let plain = lone_reads(&base);
+    assert!(plain.iter().all(|&l| l == plain[0]), "no variability by default");
+    let lat = lone_reads(&varied);
+    let retried = lat.iter().filter(|&&l| l == plain[0] + 100_000).count();
+    assert_eq!(retried + lat.iter().filter(|&&l| l == plain[0]).count(), lat.len());
+    assert!(
+        (300..500).contains(&retried),
+        "{retried} of 2,000 reads retried (20% asked)"
+    );
+    // Programs: a one-page flush at a time, 10 ms apart, on lower pages of each plane in turn.
+    let flush_times = |cfg: &SsdConfig| {
+        let mut ssd = Ssd::new(cfg.clone(), GcMode::Base);
+        let mut out = Vec::new();
+        for k in 1..=400u64 {
+            let t = k * 10_000_000;
+            ssd.submit(t, k * cfg.page_bytes, 4096, true);
+            out.push(ssd.flush(t) - t);
+        }
+        out
+    };
+    let plain = flush_times(&base);
+    let spread = flush_times(&varied);
+    let (lo, hi) = (*spread.iter().min().unwrap(), *spread.iter().max().unwrap());
+    let upper = *plain.iter().max().unwrap();
+    assert!(
+        lo >= plain.iter().min().unwrap() * 6 / 10 && hi <= upper * 14 / 10,
+        "{lo}..{hi}"
+    );
+    assert!(hi - lo > upper / 2, "programs spread: {lo}..{hi}");
+    // The fields are checked, and absent from a TOML file they are zero.
+    let bad = SsdConfig {
+        read_retry_share: 1.5,
+        ..base.clone()
+    };
+    assert!(bad.check_ranges().unwrap_err().starts_with("read_retry_share"));
+    let bad = SsdConfig {
+        program_spread: f64::NAN,
+        ..base
+    };
+    assert!(bad.check_ranges().unwrap_err().starts_with("program_spread"));
+    assert_eq!(SsdConfig::consumer().read_retry_share, 0.0);
+}

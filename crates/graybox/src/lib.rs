@@ -59,6 +59,9 @@ pub fn random_drive(seed: u64) -> SsdConfig {
         buffer_pages: pick(&[64, 256, 1024, 4096]) as usize,
         flush_interval_ns: pick(&[10, 50, 200, 1_000]) * 1_000_000,
         parity_group: 2,
+        read_retry_share: 0.0,
+        read_retry_ns: 0,
+        program_spread: 0.0,
     };
     // RAIN's group (unused here) must divide the planes; the buffer is at most a 64th of the
     // drive (drives hold megabytes in DRAM, not a quarter of their flash).

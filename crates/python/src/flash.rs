@@ -27,6 +27,8 @@ struct Passes {
     in_pass: u64,
     /// Bad lines skipped in the passes before this one.
     skipped: usize,
+    /// I/Os handed out so far (over all passes): errors name an I/O by it.
+    index: u64,
 }
 
 impl Passes {
@@ -39,7 +41,16 @@ impl Passes {
                     self.last_ns = self.last_ns.max(io.arrival_ns);
                     self.in_pass += 1;
                     let at = self.shift_ns.saturating_add(io.arrival_ns.saturating_sub(first));
-                    return Ok(Some((at, io.offset, io.size, io.write)));
+                    let io = (at, io.offset, io.size, io.write);
+                    iolearn_tail::check_requests(&[io]).map_err(|e| {
+                        format!(
+                            "{}: {}",
+                            self.path.display(),
+                            e.replace("I/O 0", &format!("I/O {}", self.index))
+                        )
+                    })?;
+                    self.index += 1;
+                    return Ok(Some(io));
                 }
                 Some(Err(e)) => return Err(e.to_string()),
                 None => {
@@ -153,6 +164,7 @@ impl SsdReplay {
                 last_ns: 0,
                 in_pass: 0,
                 skipped: 0,
+                index: 0,
             },
             replayer: Replayer::new(&cfg),
             summary: ReadSummary::default(),
@@ -176,8 +188,6 @@ impl SsdReplay {
                     let Some(io) = passes.next()? else {
                         return Ok((recs, true));
                     };
-                    iolearn_tail::check_requests(&[io])
-                        .map_err(|e| format!("{}: {}", passes.path.display(), e.replace("I/O 0", "an I/O")))?;
                     let r = replayer.push(io);
                     summary.add(&r, true);
                     recs.push(r);
@@ -218,8 +228,6 @@ impl SsdReplay {
         let (passes, replayer, summary) = (&mut self.passes, &mut self.replayer, &mut self.summary);
         py.detach(|| -> Result<(), String> {
             while let Some(io) = passes.next()? {
-                iolearn_tail::check_requests(&[io])
-                    .map_err(|e| format!("{}: {}", passes.path.display(), e.replace("I/O 0", "an I/O")))?;
                 summary.add(&replayer.push_with(io, false), false);
             }
             Ok(())
