@@ -234,7 +234,7 @@ fn count(v: Option<u64>) -> String {
 
 /// The report as a table: property, found, (true,) how.
 fn table(r: &Report, truth: Option<&Truth>) -> String {
-    let rows: [(&str, &Finding, String, Option<String>); 6] = [
+    let rows: [(&str, &Finding, String, Option<String>); 7] = [
         (
             "page (buffer unit)",
             &r.unit_bytes,
@@ -254,6 +254,14 @@ fn table(r: &Report, truth: Option<&Truth>) -> String {
                 .value
                 .map_or("-".into(), |ns| format!("{:.1} us", ns as f64 / 1e3)),
             truth.map(|_| String::new()),
+        ),
+        (
+            "flush interval",
+            &r.flush_interval_ns,
+            r.flush_interval_ns
+                .value
+                .map_or("-".into(), |ns| format!("{:.1} ms", ns as f64 / 1e6)),
+            truth.map(|t| format!("{:.1} ms", t.flush_interval_ns as f64 / 1e6)),
         ),
         (
             "parallel units",

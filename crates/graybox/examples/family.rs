@@ -21,9 +21,10 @@ fn cell(found: Option<u64>, truth: u64, show: impl Fn(u64) -> String) -> (String
     }
 }
 
-/// A table row, and whether every property was found (the GC onset within 1% of the capacity
-/// and two buffer fills of the truth, as the tests ask; the planes are hidden behind the
-/// channels, and the channels expected, when a page's transfer outlasts its read).
+/// A table row, and whether every property was found (the flush interval within 4%, the GC
+/// onset within 1% of the capacity and two buffer fills of the truth, as the tests ask; the
+/// planes are hidden behind the channels, and the channels expected, when a page's transfer
+/// outlasts its read).
 fn row(name: &str, cfg: &SsdConfig, r: &Report, t: &Truth) -> (String, bool) {
     let cap = r.capacity_bytes as f64;
     let kib = |v: u64| format!("{} KiB", v >> 10);
@@ -47,6 +48,14 @@ fn row(name: &str, cfg: &SsdConfig, r: &Report, t: &Truth) -> (String, bool) {
         units += &format!(" (of {}, hidden)", t.parallel_units);
     }
     let (channels, d) = cell(r.channels.value, t.channels, |v| v.to_string());
+    let ms = |v: u64| format!("{:.1}", v as f64 / 1e6);
+    let (flush, f) = match r.flush_interval_ns.value {
+        Some(v) if v.abs_diff(t.flush_interval_ns) * 25 <= t.flush_interval_ns => (ms(v), true),
+        v => (
+            format!("{} ({}) **x**", v.map_or("-".into(), ms), ms(t.flush_interval_ns)),
+            false,
+        ),
+    };
     let (gc, e) = match (r.gc_onset_bytes.value, t.gc_onset_bytes) {
         (Some(f), Some(g)) => {
             let ok = f.abs_diff(g) as f64 <= 0.01 * cap + 2.0 * t.buffer_bytes as f64;
@@ -72,12 +81,12 @@ fn row(name: &str, cfg: &SsdConfig, r: &Report, t: &Truth) -> (String, bool) {
         ),
     };
     let line = format!(
-        "| {name} | {:.1} | {page} | {buffer} | {units} | {channels} | {} us / {} MB/s | {gc} |",
+        "| {name} | {:.1} | {page} | {buffer} | {flush} | {units} | {channels} | {} us / {} MB/s | {gc} |",
         cap / (1u64 << 30) as f64,
         cfg.read_ns / 1000,
         cfg.channel_bytes_per_s / 1_000_000,
     );
-    (line, a && b && c && d && e)
+    (line, a && b && c && d && e && f)
 }
 
 fn main() -> ExitCode {
@@ -110,8 +119,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    println!("| drive | GiB | page | buffer | parallel units | channels | page read / channel | GC onset found / true, x capacity (error) |");
-    println!("|---|---:|---|---|---|---|---|---|");
+    println!("| drive | GiB | page | buffer | flush, ms | parallel units | channels | page read / channel | GC onset found / true, x capacity (error) |");
+    println!("|---|---:|---|---|---|---|---|---|---|");
     let mut wrong = 0;
     for (name, cfg, mode) in &drives {
         match probe_sim(cfg, *mode, &Options::default(), &mut |_| {}) {

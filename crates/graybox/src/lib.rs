@@ -8,6 +8,9 @@
 //! - **Its unit** (the flash page, or the mapping unit): small writes at a stride take one
 //!   buffer slot each once the stride reaches the unit, and share a slot below it, so the
 //!   writes between stalls double when the stride halves under the unit.
+//! - **Timed flush**: a unit written and read back after a wait comes from DRAM, far faster
+//!   than a lone read, until the drive's timer flushes it to flash: the wait where that
+//!   changes.
 //! - **Parallel units and channels**: pages written in one sequential run are striped over the
 //!   drive's parallel units (planes) and channels. Two of them read together collide when they
 //!   share a unit (one waits a page read) and collide less when they share only a channel (one
@@ -206,6 +209,9 @@ pub struct Report {
     pub buffer_bytes: Finding,
     /// A lone unit-sized read of flushed data (median).
     pub read_ns: Finding,
+    /// How long a written unit stays in the buffer, read back from DRAM, before a timed flush
+    /// sends it to flash.
+    pub flush_interval_ns: Finding,
     /// Independent parallel units (planes) that pages written in sequence are striped over.
     pub parallel_units: Finding,
     /// Channels (units sharing one collide on transfers only).
@@ -227,6 +233,7 @@ pub fn probe(t: &mut dyn Target, o: &Options, progress: &mut dyn FnMut(&str)) ->
     let (unit, buffer) = p.buffer(progress)?;
     let unit_bytes = p.unit_or_default(&unit);
     let (read_ns, units, channels) = p.parallelism(unit_bytes, progress)?;
+    let flush_interval_ns = p.flush_interval(unit_bytes, read_ns.value, progress)?;
     let gc_onset_bytes = if o.gc {
         p.gc_onset(unit_bytes, progress)?
     } else {
@@ -238,6 +245,7 @@ pub fn probe(t: &mut dyn Target, o: &Options, progress: &mut dyn FnMut(&str)) ->
         unit_bytes: unit,
         buffer_bytes: buffer,
         read_ns,
+        flush_interval_ns,
         parallel_units: units,
         channels,
         gc_onset_bytes,
@@ -257,6 +265,8 @@ pub struct Truth {
     pub parallel_units: u64,
     /// Channels.
     pub channels: u64,
+    /// The timed flush.
+    pub flush_interval_ns: u64,
     /// Bytes the GC probe wrote before the drive's first collection (None: none, or
     /// collections that take no time, `no-gc`).
     pub gc_onset_bytes: Option<u64>,
@@ -288,6 +298,7 @@ pub fn probe_sim(
         buffer_bytes: cfg.buffer_pages as u64 * cfg.page_bytes,
         parallel_units: cfg.planes() as u64,
         channels: cfg.channels as u64,
+        flush_interval_ns: cfg.flush_interval_ns,
         gc_onset_bytes,
     };
     Ok((report, truth))
@@ -515,6 +526,81 @@ impl<'a> Prober<'a> {
         let level: Vec<f64> = pairs.iter().skip(1).map(|p| median(p).unwrap_or(0.0)).collect();
         let (units, channels) = periods(&level, &lone);
         Ok((read_ns, units, channels))
+    }
+
+    /// How long a lone written unit is read back from the buffer (far faster than a lone
+    /// read of flushed data, `lone_ns`) before a timed flush moves it to flash: doubling waits
+    /// from 100 us to 2 s between the write and the read, then halving the step between the
+    /// last wait still served from the buffer and the first not (each wait tried on three
+    /// fresh units, the majority deciding).
+    pub fn flush_interval(
+        &mut self,
+        unit: u64,
+        lone_ns: Option<u64>,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<Finding, Error> {
+        self.check_unit(unit)?;
+        let Some(lone) = lone_ns.filter(|&l| l > 0) else {
+            return Ok(Finding::none("no lone read to compare with".into()));
+        };
+        progress("flush interval: a unit written, read back after a wait");
+        let units = self.t.size_bytes() / unit;
+        let mut next = units / 2; // away from the pages the other probes read in order
+        let mut buffered = |p: &mut Self, wait: u64| -> Result<bool, Error> {
+            let mut fast = 0;
+            for _ in 0..3 {
+                p.settle()?;
+                let offset = next % units * unit;
+                next += 1;
+                p.run(&[Io {
+                    offset,
+                    len: unit,
+                    write: true,
+                }])?;
+                p.t.idle(wait)?;
+                p.run(&[Io {
+                    offset,
+                    len: unit,
+                    write: false,
+                }])?;
+                fast += usize::from(p.lat[0] * 2 < lone);
+            }
+            Ok(fast >= 2)
+        };
+        const FIRST: u64 = 100_000;
+        const LAST: u64 = 2_000_000_000;
+        if !buffered(self, FIRST)? {
+            return Ok(Finding::none(format!(
+                "a unit read back {} us after it was written is no faster than a lone read: no buffer serves it",
+                FIRST / 1_000
+            )));
+        }
+        let (mut lo, mut hi) = (FIRST, FIRST * 2);
+        while buffered(self, hi)? {
+            if hi >= LAST {
+                return Ok(Finding::none(format!(
+                    "still read from the buffer {} s after it was written: no timed flush (or a longer one)",
+                    LAST / 1_000_000_000
+                )));
+            }
+            (lo, hi) = (hi, (hi * 2).min(LAST));
+        }
+        while hi - lo > lo / 32 {
+            let mid = lo + (hi - lo) / 2;
+            if buffered(self, mid)? {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(Finding::found(
+            hi,
+            format!(
+                "read back from the buffer after {:.2} ms, from flash after {:.2} ms",
+                lo as f64 / 1e6,
+                hi as f64 / 1e6
+            ),
+        ))
     }
 
     /// Bytes written before the sustained write rate falls, writing units at random over the

@@ -32,6 +32,14 @@ fn check(cfg: &SsdConfig, r: &Report, gc_truth: Option<u64>) -> Vec<String> {
     };
     same("parallel_units", r.parallel_units.value, visible as u64);
     same("channels", r.channels.value, cfg.channels as u64);
+    // The timed flush to within 4% (the search stops at a 32nd of its lower bound).
+    match r.flush_interval_ns.value {
+        Some(f) if f.abs_diff(cfg.flush_interval_ns) * 25 <= cfg.flush_interval_ns => {}
+        found => wrong.push(format!(
+            "flush_interval_ns: found {found:?}, true {}",
+            cfg.flush_interval_ns
+        )),
+    }
     // The buffer to within a unit or two (a timed flush can take the stalled write's page).
     let buffer = cfg.buffer_pages as u64 * cfg.page_bytes;
     match r.buffer_bytes.value {
