@@ -58,33 +58,31 @@ def stream(
     )
 
 
+def chunks(r):
+    """The chunks of the streamed replay ``r`` (``CHUNK_ROWS`` I/Os each), as they come."""
+    return iter(lambda: r.next_chunk(CHUNK_ROWS), None)
+
+
 def replay(trace, **kwargs) -> dict[str, np.ndarray]:
     """Per-I/O columns (numpy arrays) of a whole replay, see ``COLUMNS``; plus "skipped"."""
     r = stream(trace, **kwargs)
-    chunks = []
-    while (c := r.next_chunk(CHUNK_ROWS)) is not None:
-        chunks.append(c)
-    empty = {c: np.zeros(0) for c in COLUMNS}
-    cols = {c: np.concatenate([ch[c] for ch in chunks]) if chunks else empty[c] for c in COLUMNS}
+    parts = list(chunks(r))
+    cols = {c: np.concatenate([p[c] for p in parts]) if parts else np.zeros(0) for c in COLUMNS}
     cols["skipped"] = r.summary()["skipped"]
     return cols
 
 
-def write_stream(r, out: Path | None) -> int:
-    """Replay everything ``r`` has, writing each chunk to ``out`` as it comes (Parquet row
-    groups when the name ends in .parquet, else CSV; the file appears only when the replay
-    ends well) or nowhere; the rows replayed."""
+def write_chunks(parts, out: Path) -> int:
+    """Write column chunks to ``out`` as they come (Parquet row groups when the name ends in
+    .parquet, else CSV; the file appears only when every chunk was written); the rows."""
     rows = 0
-    if out is None:
-        r.run()
-        return r.summary()["ios"]
     if out.suffix == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         with atomic_open(out) as f:
             writer = None
-            while (c := r.next_chunk(CHUNK_ROWS)) is not None:
+            for c in parts:
                 t = pa.table({k: c[k] for k in COLUMNS})
                 writer = writer or pq.ParquetWriter(f, t.schema)
                 writer.write_table(t)
@@ -96,25 +94,24 @@ def write_stream(r, out: Path | None) -> int:
     with atomic_open(out, "w") as f:
         w = csv.writer(f)
         w.writerow(COLUMNS)
-        while (c := r.next_chunk(CHUNK_ROWS)) is not None:
+        for c in parts:
             w.writerows(zip(*(np.asarray(c[k]).astype(np.int64).tolist() for k in COLUMNS)))
             rows += len(c["latency_ns"])
     return rows
 
 
+def write_stream(r, out: Path | None) -> int:
+    """Replay everything ``r`` has, each chunk written to ``out`` as it comes, or (no
+    ``out``) only summed; the rows replayed."""
+    if out is None:
+        r.run()
+        return r.summary()["ios"]
+    return write_chunks(chunks(r), out)
+
+
 def write_table(cols: dict, out: Path) -> None:
     """Parquet when the name ends in .parquet (pyarrow), else CSV; atomically."""
-    if out.suffix == ".parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        with atomic_open(out) as f:
-            pq.write_table(pa.table({c: cols[c] for c in COLUMNS}), f)
-    else:
-        with atomic_open(out, "w") as f:
-            w = csv.writer(f)
-            w.writerow(COLUMNS)
-            w.writerows(zip(*(np.asarray(cols[c]).astype(np.int64).tolist() for c in COLUMNS)))
+    write_chunks([cols], out)
 
 
 def summary(s: dict) -> str:

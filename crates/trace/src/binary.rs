@@ -39,12 +39,7 @@ pub fn encode(ios: &[BlockIo]) -> Vec<u8> {
 
 /// Decode the bytes of `path`.
 pub fn decode(b: &[u8], path: &Path) -> Result<Vec<BlockIo>, TraceError> {
-    let err = |field: &str, message: String| TraceError {
-        file: path.to_path_buf(),
-        line: 0,
-        field: field.into(),
-        message,
-    };
+    let err = |field: &str, message: String| TraceError::of_file(path, field, message);
     if b.len() < HEADER + 4 {
         return Err(err("header", format!("truncated: {} bytes", b.len())));
     }
@@ -73,12 +68,7 @@ pub fn decode(b: &[u8], path: &Path) -> Result<Vec<BlockIo>, TraceError> {
 
 /// Check a header (`HEADER` bytes): the record count it announces.
 pub(crate) fn header(h: &[u8], path: &Path) -> Result<u64, TraceError> {
-    let err = |field: &str, message: String| TraceError {
-        file: path.to_path_buf(),
-        line: 0,
-        field: field.into(),
-        message,
-    };
+    let err = |field: &str, message: String| TraceError::of_file(path, field, message);
     if h.len() < HEADER {
         return Err(err("header", format!("truncated: {} bytes", h.len())));
     }
@@ -94,12 +84,7 @@ pub(crate) fn header(h: &[u8], path: &Path) -> Result<u64, TraceError> {
 
 /// Record `i` (its `RECORD` bytes `r`).
 pub(crate) fn record(r: &[u8], i: u64, path: &Path) -> Result<BlockIo, TraceError> {
-    let err = |field: &str, message: String| TraceError {
-        file: path.to_path_buf(),
-        line: 0,
-        field: field.into(),
-        message,
-    };
+    let err = |field: &str, message: String| TraceError::of_file(path, field, message);
     let u64_at = |o: usize| u64::from_le_bytes(r[o..o + 8].try_into().unwrap());
     let u32_at = |o: usize| u32::from_le_bytes(r[o..o + 4].try_into().unwrap());
     if r[36] > 1 || r[37..40] != [0, 0, 0] {

@@ -70,6 +70,18 @@ pub struct TraceError {
     pub message: String,
 }
 
+impl TraceError {
+    /// An error about `file` as a whole (line 0): which `field`, and what is wrong.
+    pub fn of_file(file: &Path, field: &str, message: impl Into<String>) -> TraceError {
+        TraceError {
+            file: file.to_path_buf(),
+            line: 0,
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
 impl fmt::Display for TraceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.line > 0 {
@@ -159,12 +171,7 @@ pub const MAX_TRACE_BYTES: u64 = 4 << 30;
 /// Read a trace file in `format` (guessed when `None`); `-` reads standard input (its format
 /// guessed from its first bytes: binary or LinnOS text) and errors name it `<stdin>`.
 pub fn read_file(path: &Path, format: Option<Format>, opts: ReadOptions) -> Result<Trace, TraceError> {
-    let file_error = |path: &Path, message: String| TraceError {
-        file: path.to_path_buf(),
-        line: 0,
-        field: "file".into(),
-        message,
-    };
+    let file_error = |path: &Path, message: String| TraceError::of_file(path, "file", message);
     if path.as_os_str() == "-" {
         let path = Path::new(iolearn_safeio::STDIN_NAME);
         let bytes = iolearn_safeio::read_stdin(MAX_TRACE_BYTES).map_err(|e| file_error(path, e.reason))?;

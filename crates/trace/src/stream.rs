@@ -34,12 +34,7 @@ impl Stream {
     /// Open `path` (`-`: standard input) in `format` (guessed from the name and the first
     /// bytes when `None`).
     pub fn open(path: &Path, format: Option<Format>, opts: ReadOptions) -> Result<Stream, TraceError> {
-        let file_error = |path: &Path, message: String| TraceError {
-            file: path.to_path_buf(),
-            line: 0,
-            field: "file".into(),
-            message,
-        };
+        let file_error = |path: &Path, message: String| TraceError::of_file(path, "file", message);
         let (name, input): (PathBuf, Box<dyn Read + Send>) = if path.as_os_str() == "-" {
             (PathBuf::from(iolearn_safeio::STDIN_NAME), Box::new(std::io::stdin()))
         } else {
@@ -58,12 +53,9 @@ impl Stream {
             Format::Linnos => Source::Linnos,
             Format::Binary => {
                 let mut h = [0u8; binary::HEADER];
-                reader.read_exact(&mut h).map_err(|_| TraceError {
-                    file: name.clone(),
-                    line: 0,
-                    field: "header".into(),
-                    message: "truncated".into(),
-                })?;
+                reader
+                    .read_exact(&mut h)
+                    .map_err(|_| TraceError::of_file(&name, "header", "truncated"))?;
                 let left = binary::header(&h, &name)?;
                 let mut crc = crc32fast::Hasher::new();
                 crc.update(&h);
@@ -82,22 +74,17 @@ impl Stream {
                     ));
                 }
                 let t = crate::read_bytes(&bytes, &name, Some(Format::Blkparse), opts)?;
-                let s = Stream {
-                    path: name,
-                    reader: Box::new(std::io::empty()),
-                    source: Source::Whole(t.ios.into_iter()),
-                    opts,
-                    line_no: 0,
-                    line: String::new(),
-                    skipped: t.skipped,
-                    first_error: t.first_error,
-                    done: false,
-                };
+                let mut s = Stream::new(name, Box::new(std::io::empty()), Source::Whole(t.ios.into_iter()), opts);
+                (s.skipped, s.first_error) = (t.skipped, t.first_error);
                 return Ok(s);
             }
         };
-        Ok(Stream {
-            path: name,
+        Ok(Stream::new(name, reader, source, opts))
+    }
+
+    fn new(path: PathBuf, reader: Box<dyn BufRead + Send>, source: Source, opts: ReadOptions) -> Stream {
+        Stream {
+            path,
             reader,
             source,
             opts,
@@ -106,7 +93,7 @@ impl Stream {
             skipped: 0,
             first_error: None,
             done: false,
-        })
+        }
     }
 
     /// Lines skipped as bad so far (with `skip_bad`).
@@ -164,30 +151,24 @@ impl Stream {
         let Source::Binary { left, index, crc } = &mut self.source else {
             unreachable!()
         };
-        let err = |path: &Path, field: &str, message: String| TraceError {
-            file: path.to_path_buf(),
-            line: 0,
-            field: field.into(),
-            message,
-        };
         if *left == 0 {
             // The checksum, and nothing after it.
             let mut tail = [0u8; 5];
             let got = read_up_to(&mut self.reader, &mut tail);
             return match got {
-                Err(e) => Some(Err(err(&self.path, "file", e.to_string()))),
+                Err(e) => Some(Err(TraceError::of_file(&self.path, "file", e.to_string()))),
                 Ok(4) => {
                     let stored = u32::from_le_bytes(tail[..4].try_into().unwrap());
                     let computed = crc.clone().finalize();
                     (stored != computed).then(|| {
-                        Err(err(
+                        Err(TraceError::of_file(
                             &self.path,
                             "checksum",
                             format!("stored {stored:#010x}, computed {computed:#010x}"),
                         ))
                     })
                 }
-                Ok(n) => Some(Err(err(
+                Ok(n) => Some(Err(TraceError::of_file(
                     &self.path,
                     "length",
                     format!("{n} bytes after the last record (expected the 4-byte checksum)"),
@@ -196,7 +177,7 @@ impl Stream {
         }
         let mut r = [0u8; binary::RECORD];
         if let Err(e) = self.reader.read_exact(&mut r) {
-            return Some(Err(err(
+            return Some(Err(TraceError::of_file(
                 &self.path,
                 "length",
                 format!("record {index}: {e} (the file ends early)"),
