@@ -11,6 +11,7 @@
 /// inside each rows kernel's own `#[target_feature]` function, so `one` is inlined with the
 /// same instructions and the layout's loads can leave the loop (a generic function would not
 /// carry the target features, and a call per row is what the rows kernels exist to avoid).
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
 macro_rules! tree_rows {
     ($rows:ident, $stride:ident, $t:ident, $out:ident, $one:expr) => {{
         debug_assert!($out.is_empty() || $rows.len() >= ($out.len() - 1) * $stride + $t.row_mask.count_ones() as usize);
@@ -368,14 +369,52 @@ pub(crate) struct SplitBlock {
     pub left_hi: [u32; 16],
 }
 
-/// For a narrow tree (at most 32 leaves, so at most 31 splits): per byte j of the set R of
-/// splits the row goes right at (splits 8j to 8j+7; bit k of R is lane k % 16 of block k / 16),
-/// per value of that byte, the leaves that no split in it clears (bit i for leaf i, left to
-/// right). The AND of the four entries R picks is QuickScorer's mask of surviving leaves.
-/// Splits past the last (padding) clear nothing.
+/// For a narrow tree (at most [`NARROW_LEAVES`] leaves, so at most 30 splits): per group j of
+/// ten bits of the set R of splits the row goes right at (splits 10j to 10j+9; bit k of R is
+/// lane k % 16 of block k / 16), per value of that group, the leaves that no split in it
+/// clears (bit i for leaf i, left to right). The AND of the three entries R picks is
+/// QuickScorer's mask of surviving leaves. Ten bits a group, not eight: one lookup fewer a row
+/// (12 KiB where bytes took 4; see `avx512::tree_leaf_narrow`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[repr(C, align(64))]
-pub(crate) struct Survivors(pub [[u32; 256]; 4]);
+pub(crate) struct Survivors(pub [[u32; 1 << SURVIVOR_BITS]; 3]);
+
+/// Bits of R per [`Survivors`] table.
+pub(crate) const SURVIVOR_BITS: usize = 10;
+
+/// The most leaves a narrow tree has: its splits (one fewer) fit the three [`Survivors`]
+/// tables.
+pub(crate) const NARROW_LEAVES: usize = 3 * SURVIVOR_BITS + 1;
+
+/// Values each of the narrow AVX-512 kernel's two row loads reads from a row of `n` features:
+/// four when the row has four or more, else two or one (none for an empty row).
+pub(crate) const fn pair_width(n: usize) -> usize {
+    match n {
+        0 => 0,
+        1 => 1,
+        2 | 3 => 2,
+        _ => 4,
+    }
+}
+
+/// Where feature `f` of a row of `n` features lands in the narrow AVX-512 kernel's two-source
+/// row. The kernel loads the first `w = pair_width(n)` values into lanes 0.. of one register
+/// and the last w into the other, which a two-source permute sees as lanes 16..; lanes w..16 of
+/// the first are zero. So no load reaches past the row and no mask register is set up for a
+/// masked load: moving the row's mask into one took a slot of the port every permute and
+/// compare needs, about 8% of a call on KML's tree (docs/benchmarks.md).
+pub(crate) const fn pair_lane(f: usize, n: usize) -> i32 {
+    let w = pair_width(n);
+    if f < w {
+        f as i32
+    } else {
+        (16 + f + w - n) as i32
+    }
+}
+
+/// A lane of the narrow kernel's two-source row that is always zero: padding splits test it
+/// against +inf, so they never go right and R holds the tree's splits only.
+pub(crate) const PAIR_ZERO_LANE: i32 = 15;
 
 /// The most blocks of splits a layout holds: 63 splits (64 leaves), sixteen a block.
 pub(crate) const MAX_BLOCKS: usize = 4;
@@ -398,8 +437,12 @@ pub(crate) struct TreeLayout {
     /// The splits, sixteen per block, padded with splits that clear nothing; blocks past
     /// `n_blocks` are padding too.
     pub blocks: [SplitBlock; MAX_BLOCKS],
-    /// For narrow trees: the byte tables of surviving leaves the AVX-512 kernel looks up
-    /// (4 KiB; unused when wide).
+    /// For narrow trees on AVX-512: each split's feature as a lane of the kernel's two-source
+    /// row ([`pair_lane`]), sixteen splits a block, padding splits at a lane that is always
+    /// zero.
+    pub pair_lanes: [[i32; 16]; 2],
+    /// For narrow trees: the tables of surviving leaves the AVX-512 kernel looks up (12 KiB;
+    /// unused when wide).
     pub survivors: Survivors,
     /// Each leaf, left to right: its node index in the high 32 bits, its class in the low;
     /// padded with the last, so every index a trailing-zero count can give (0 to 64) has one.
@@ -407,12 +450,14 @@ pub(crate) struct TreeLayout {
 }
 
 impl TreeLayout {
-    /// More than 32 leaves: the blocks' `left_hi` words are used.
+    /// More than [`NARROW_LEAVES`] leaves: the narrow kernels' tables do not take the splits
+    /// (and past 32 leaves the blocks' `left_hi` words are used).
     pub fn wide(&self) -> bool {
-        self.n_leaves > 32
+        self.n_leaves > NARROW_LEAVES
     }
 
     /// The blocks in use.
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
     pub fn used_blocks(&self) -> &[SplitBlock] {
         &self.blocks[..self.n_blocks]
     }
@@ -450,36 +495,35 @@ pub(crate) struct TreeKernels {
 
 /// The QuickScorer kernels this CPU runs for `t`, fastest first, with their names; empty
 /// without AVX2 (the tree is then walked) and for a layout no kernel takes. Chosen once, when
-/// the tree is laid out; narrow trees (at most 32 leaves, so one or two blocks) get copies with
-/// the counts fixed, fully unrolled.
+/// the tree is laid out; narrow trees (at most [`NARROW_LEAVES`] leaves, so one or two blocks)
+/// get copies with the counts (and on AVX-512 the row's length) fixed, fully unrolled.
 pub(crate) fn tree_kernels(t: &TreeLayout) -> alloc::vec::Vec<(&'static str, TreeKernels)> {
+    // Without std or off x86-64 no kernel is added.
+    #[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(unused_mut))]
     let mut out: alloc::vec::Vec<(&'static str, TreeKernels)> = alloc::vec::Vec::new();
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     {
         let (wide, blocks, leaves) = (t.wide(), t.n_blocks, t.n_leaves);
         let fits = leaves >= 1
             && if wide {
-                (33..=64).contains(&leaves) && blocks == (leaves - 1).div_ceil(16)
+                (NARROW_LEAVES + 1..=64).contains(&leaves) && blocks == (leaves - 1).div_ceil(16)
             } else {
-                leaves <= 32 && blocks == (leaves - 1).div_ceil(16).max(1)
+                leaves <= NARROW_LEAVES && blocks == (leaves - 1).div_ceil(16).max(1)
             };
         if !fits {
             return out;
         }
-        // BW for the mask unpack the compiler uses to join two blocks' masks (`kunpckwd`).
+        // BW for the mask unpack that joins two blocks' masks (`kunpckwd`), BMI2 for the
+        // one-row narrow kernel's `rorx`.
         let avx512 = std::is_x86_feature_detected!("avx512f")
             && std::is_x86_feature_detected!("avx512bw")
-            && std::is_x86_feature_detected!("bmi1");
+            && std::is_x86_feature_detected!("bmi1")
+            && std::is_x86_feature_detected!("bmi2");
         if avx512 && has_avx2_fma() {
+            let n = t.row_mask.count_ones() as usize;
             let kernel = match (wide, blocks) {
-                (false, 1) => Some(TreeKernels {
-                    one: avx512::tree_leaf_narrow::<1>,
-                    rows: avx512::tree_classes_narrow::<1>,
-                }),
-                (false, 2) => Some(TreeKernels {
-                    one: avx512::tree_leaf_narrow::<2>,
-                    rows: avx512::tree_classes_narrow::<2>,
-                }),
+                (false, 1) => narrow_avx512::<1>(n),
+                (false, 2) => narrow_avx512::<2>(n),
                 (true, _) => Some(TreeKernels {
                     one: avx512::tree_leaf_wide,
                     rows: avx512::tree_classes_wide,
@@ -509,6 +553,24 @@ pub(crate) fn tree_kernels(t: &TreeLayout) -> alloc::vec::Vec<(&'static str, Tre
     }
     let _ = t;
     out
+}
+
+/// The narrow AVX-512 kernels for `BLOCKS` blocks over rows of `n` features (one copy per
+/// count, so the row's two loads have fixed widths and offsets).
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+fn narrow_avx512<const BLOCKS: usize>(n: usize) -> Option<TreeKernels> {
+    macro_rules! by_features {
+        ($($n:literal)*) => {
+            match n {
+                $($n => Some(TreeKernels {
+                    one: avx512::tree_leaf_narrow_call::<BLOCKS, $n>,
+                    rows: avx512::tree_classes_narrow::<BLOCKS, $n>,
+                }),)*
+                _ => None,
+            }
+        };
+    }
+    by_features!(0 1 2 3 4 5 6 7 8)
 }
 
 /// Whether this CPU has AVX2 and FMA (answer cached by std after the first call).

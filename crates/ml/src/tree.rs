@@ -1,7 +1,7 @@
 //! Decision trees: CART induction, allocation-free inference, and scikit-learn `export_text`
 //! export and import (the format of KML's `readahead_model.dt`).
 
-use crate::kernels::{SplitBlock, Survivors, TreeLayout};
+use crate::kernels::{SplitBlock, Survivors, TreeLayout, PAIR_ZERO_LANE, SURVIVOR_BITS};
 use crate::{math, Error, Result};
 use alloc::boxed::Box;
 use alloc::string::String;
@@ -88,13 +88,13 @@ pub struct DecisionTree {
 /// (features picked by a lane permute, sixteen or eight splits per compare), so a row costs a
 /// fixed, short run of instructions and no branch mispredicts, where a walk from the root
 /// mispredicts at nearly every level on varied input. Splits are padded to a multiple of 16
-/// with masks that clear nothing. A narrow tree (at most 32 leaves) on AVX-512 ANDs the masks
-/// by table instead: the set R of splits the row goes right at, one byte at a time, picks the
-/// AND of that byte's masks from a table of 256 (`kernels::Survivors`); padding splits may be
-/// in R (a NaN in feature 0 goes right) but clear nothing.
+/// with masks that clear nothing. A narrow tree (at most 31 leaves) on AVX-512 ANDs the masks
+/// by table instead: the set R of splits the row goes right at, ten bits at a time, picks the
+/// AND of those splits' masks from a table of 1,024 (`kernels::Survivors`); its padding splits
+/// test a lane that is always zero, so R holds real splits only.
 #[derive(Debug, Clone, Default)]
 struct Scorer {
-    /// The layout (`None` when the tree does not fit). Boxed: 5.7 KiB, and a tree stays small to
+    /// The layout (`None` when the tree does not fit). Boxed: 14 KiB, and a tree stays small to
     /// move.
     layout: Option<Box<TreeLayout>>,
     /// The kernels (one row, many rows) for this layout on this CPU (chosen when the layout was
@@ -155,7 +155,8 @@ impl Scorer {
             n_leaves,
             lanes: core::array::from_fn(|k| if k < n_features { -1 } else { 0 }),
             blocks: [pad; crate::kernels::MAX_BLOCKS],
-            survivors: Survivors([[u32::MAX; 256]; 4]),
+            pair_lanes: [[PAIR_ZERO_LANE; 16]; 2],
+            survivors: Survivors([[u32::MAX; 1 << SURVIVOR_BITS]; 3]),
             leaves: core::array::from_fn(|k| leaves.get(k).copied().unwrap_or(last)),
         });
         for (k, &(f, t, lo, hi)) in splits.iter().enumerate() {
@@ -166,11 +167,14 @@ impl Scorer {
             b.left_lo[k % 16] = left as u32;
             b.left_hi[k % 16] = (left >> 32) as u32;
             if !s.wide() {
-                // At most 31 splits: split k is bit k % 8 of byte k / 8 of the set R the narrow
-                // kernel builds, and an entry clears the left leaves of every split its byte
-                // holds.
-                for (byte, m) in s.survivors.0[k / 8].iter_mut().enumerate() {
-                    if byte >> (k % 8) & 1 == 1 {
+                // At most 30 splits: split k is lane k % 16 of block k / 16 (its feature at its
+                // lane in the kernel's two-source row), and bit k % 10 of group k / 10 of the set
+                // R the narrow kernel builds; an entry clears the left leaves of every split its
+                // group holds.
+                s.pair_lanes[k / 16][k % 16] = crate::kernels::pair_lane(f as usize, n_features);
+                let bit = k % SURVIVOR_BITS;
+                for (group, m) in s.survivors.0[k / SURVIVOR_BITS].iter_mut().enumerate() {
+                    if group >> bit & 1 == 1 {
                         *m &= !(left as u32);
                     }
                 }
@@ -883,7 +887,8 @@ mod scorer_tests {
             let avx512 = avx2
                 && std::arch::is_x86_feature_detected!("avx512f")
                 && std::arch::is_x86_feature_detected!("avx512bw")
-                && std::arch::is_x86_feature_detected!("bmi1");
+                && std::arch::is_x86_feature_detected!("bmi1")
+                && std::arch::is_x86_feature_detected!("bmi2");
             assert_eq!(names.contains(&"avx2"), avx2, "{names:?}");
             assert_eq!(names.contains(&"avx512"), avx512, "{names:?}");
         }
@@ -979,7 +984,8 @@ mod scorer_tests {
         let mut rng = Rng::new(11);
         let mut shapes = alloc::collections::BTreeSet::new();
         for leaves in 1..=Scorer::MAX_LEAVES + 1 {
-            for n_features in [1, 5, 8] {
+            // Every row length: the narrow AVX-512 kernel has a copy for each.
+            for n_features in 1..=8 {
                 let tree = random_tree(&mut rng, leaves, n_features);
                 let t = tree.scorer.layout.as_deref();
                 assert_eq!(t.is_none(), leaves > Scorer::MAX_LEAVES);
