@@ -13,7 +13,7 @@
 #         to the trace's first) are shifted by k * (span + gap), span = last - first arrival in ns,
 #         gap = span / (I/Os - 1) (integer ns; 1 ms for a 1-I/O trace): each copy starts one mean
 #         inter-arrival after the last, exactly as `iolearn sim ssd --repeat N` plays it
-#         (crates/python/src/flash.rs, Passes).
+#         (crates/tail/src/replay_file.rs, Passes).
 # SSD.toml an iolearn SsdConfig file (crates/flash/src/ssd.rs; every field required).
 # OUTDIR  where the generated files go (default: ./mqsim-run-<trace>-x<N>-<toml>).
 #

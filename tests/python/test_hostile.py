@@ -249,16 +249,6 @@ CLI_BAD = [
     ("admission", ["--trace", "tiny.trace", "--out", "file"], "not a directory"),
     ("admission", ["--trace", "tiny.trace", "--out", "a+b"], "`+` and `@`"),
     ("admission", ["--trace", "tiny.trace", "--out", "a@b"], "`+` and `@`"),
-    ("sim_ssd", ["--trace", "tiny.trace", "--out", "out/x.csv", "--replicas", "1000000"], "--replicas"),
-    ("sim_ssd", ["--trace", "tiny.trace", "--out", "out/x.csv", "--replicas", "-1"], "--replicas"),
-    ("sim_ssd", ["--trace", "tiny.trace", "--out", "out/x.csv", "--precondition", "1e300"], "--precondition"),
-    ("sim_ssd", ["--trace", "tiny.trace", "--out", "out/x.csv", "--hop-us", "nan"], "--hop-us"),
-    ("sim_ssd", ["--trace", "tiny.trace", "--out", "out/x.csv", "--seed", "18446744073709551616"], "--seed"),
-    ("sim_ssd", ["--trace", "tiny.trace", "--out", "out/link"], "symbolic link"),
-    ("sim_ssd", ["--trace", "tiny.trace", "--out", "out/missing/x.csv"], "does not exist"),
-    ("sim_ssd", ["--trace", "tiny.trace", "--out", "out"], "directory"),
-    ("sim_ssd", ["--trace", "missing.trace", "--out", "out/x.csv"], "missing.trace"),
-    ("sim_ssd", ["--trace", "tiny.trace", "--out", "tiny.trace"], "input trace"),
     ("traces", ["convert", "tiny.trace", "tiny.trace"], "input trace"),
     ("traces", ["convert", "tiny.trace", "out/link"], "symbolic link"),
     ("traces", ["convert", "tiny.trace", "out"], "directory"),
@@ -272,7 +262,6 @@ CLI_BAD = [
     ("bench_admission", ["--noise-threads", "100000"], "--noise-threads"),
     ("bench_admission", ["--repeats", "-1"], "--repeats"),
     ("demo", ["--epochs", "1000000000000"], "--epochs"),
-    ("sim_ssd", ["--trace", "huge-io.trace", "--out", "out/h.csv"], "size of I/O 1"),
     ("demo", ["--reference", "zero-ref", "--out", "out/demo"], "limit"),
     ("readahead", ["train", "--out", "zero-sweep"], "limit"),
     ("readahead", ["train", "--out", "bad-features"], "features.csv: line 3: mean_abs_page_delta"),
@@ -296,7 +285,6 @@ def cli_dir(tmp_path_factory):
     (d / "sub" / "tiny.trace").write_text(lines)
     (d / "bad.trace").write_text("0.0 0 4096 4096 1\n0.5 0 zz 4096 1\n")
     (d / "out" / "link").symlink_to("/etc/hostname")
-    (d / "huge-io.trace").write_text("0 0 0 4096 1\n1 0 4096 4294967295 0\n")
     (d / "zero-ref" / "nn_arch_data").mkdir(parents=True)
     (d / "zero-ref" / "nn_arch_data" / "input.csv").symlink_to("/dev/zero")
     (d / "zero-sweep").mkdir()

@@ -81,6 +81,12 @@ pub fn microseconds(s: &str) -> Result<f64, String> {
     within(number(s)?, 0.0..=3.6e9, "a number of microseconds")
 }
 
+/// Random overwrites of a drive, times its capacity: 0 to 10 (10 is far past steady state;
+/// more would only run for minutes).
+pub fn overwrites(s: &str) -> Result<f64, String> {
+    within(number(s)?, 0.0..=10.0, "a number of drive writes")
+}
+
 /// A `usize` in `range`, for counts that size threads, queues or allocations.
 pub fn count(range: RangeInclusive<usize>) -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
     move |s: &str| {

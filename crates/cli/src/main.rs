@@ -8,6 +8,7 @@ mod probe_ssd;
 mod python;
 mod replay;
 mod sched;
+mod sim_ssd;
 mod trace;
 mod tune;
 
@@ -57,14 +58,9 @@ enum Command {
     /// Block I/O traces: stats, cut, busiest, rerate, convert, generate, family.
     #[command(subcommand)]
     Trace(trace::TraceCommand),
-    /// Simulations: `iolearn sim ssd --trace T --preset enterprise --replicas 3 --out lat.parquet`
-    /// (runs `python -m iolearn.sim_ssd`; `iolearn sim ssd --help` shows its options).
-    #[command(disable_help_flag = true)]
-    Sim {
-        /// `ssd [options]`.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
-    },
+    /// Simulations: `iolearn sim ssd --trace T --preset enterprise --replicas 3 --out lat.parquet`.
+    #[command(subcommand)]
+    Sim(sim_ssd::SimCommand),
     /// Tune this machine's kernel (eBPF observes, the model decides, sysfs and fadvise act).
     #[command(subcommand)]
     Tune(tune::TuneCommand),
@@ -142,15 +138,7 @@ fn main() -> ExitCode {
         Command::Probe(cmd) => probe::run(cmd),
         Command::Trace(cmd) => trace::run(cmd),
         Command::Replay(cmd) => replay::run(cmd),
-        Command::Sim { args } => match args.split_first() {
-            Some((what, rest)) if what == "ssd" => Err(python::run_module("iolearn.sim_ssd", rest)),
-            Some((what, _)) if what != "--help" && what != "-h" => {
-                Err(anyhow::anyhow!("unknown simulation {what:?} (available: ssd)"))
-            }
-            _ => Err(anyhow::anyhow!(
-                "usage: iolearn sim ssd --trace T --out lat.parquet [options] (see --help)"
-            )),
-        },
+        Command::Sim(cmd) => sim_ssd::run(cmd),
         Command::Eval { args } => match args.split_first() {
             Some((what, rest)) if what == "admission" => Err(python::run_module("iolearn.admission", rest)),
             Some((what, rest)) if what == "ml-mittos" => Err(python::run_module("iolearn.ml_mittos", rest)),

@@ -174,7 +174,7 @@ pub fn run(a: SchedArgs) -> Result<()> {
         None => collect(&rx, a.duration, &names, None, &mut summary)?,
         // Rows stream into the unnamed temporary file, named only when the run ends well.
         Some(p) => iolearn_safeio::write_with(p, |w| {
-            let mut csv = csv::Writer::from_writer(w);
+            let mut csv = csv::Writer::from_writer(w as &mut dyn std::io::Write);
             csv.write_record([
                 "time_ns", "device", "event", "offset", "bytes", "tid", "prio", "write", "request",
             ])?;

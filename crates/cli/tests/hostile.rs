@@ -683,7 +683,7 @@ fn a_planted_interpreter_is_not_run() {
         // tests run in parallel threads of one process). That passes; try again.
         for attempt in 0.. {
             let out = Command::new(&exe)
-                .args(["sim", "ssd", "--help"])
+                .args(["eval", "admission", "--help"])
                 .env_remove("IOLEARN_PYTHON")
                 .env("PATH", "/nonexistent")
                 .output();
@@ -787,7 +787,7 @@ fn modules_planted_in_the_working_directory_are_not_imported() {
     .unwrap();
     let o = Command::new(bin())
         .current_dir(&d)
-        .args(["sim", "ssd", "--help"])
+        .args(["eval", "admission", "--help"])
         .output()
         .unwrap();
     assert!(!marker.exists(), "the planted iolearn.py ran");

@@ -1,84 +1,12 @@
 //! Bindings of the flash world (`iolearn-flash`): a trace replayed on replicated simulated
 //! SSDs, streamed (any length in constant memory).
 
-use iolearn_flash::replay::{ReadSummary, ReplayConfig, Replayer};
-use iolearn_flash::ssd::GcMode;
-use iolearn_trace::stream::Stream;
-use iolearn_trace::{Format, ReadOptions};
+use iolearn_tail::replay_file::{FileReplay, Options};
 use numpy::IntoPyArray;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
-
-/// The trace, played `repeat` times back to back (each pass starts one mean gap after the
-/// last one's final arrival).
-struct Passes {
-    path: PathBuf,
-    format: Option<Format>,
-    opts: ReadOptions,
-    stream: Stream,
-    repeat: u64,
-    pass: u64,
-    /// Added to this pass's arrivals (relative to its first).
-    shift_ns: u64,
-    first_ns: Option<u64>,
-    last_ns: u64,
-    in_pass: u64,
-    /// Bad lines skipped in the passes before this one.
-    skipped: usize,
-    /// I/Os handed out so far (over all passes): errors name an I/O by it.
-    index: u64,
-}
-
-impl Passes {
-    /// The next I/O, `Ok(None)` at the end of the last pass.
-    fn next(&mut self) -> Result<Option<(u64, u64, u32, bool)>, String> {
-        loop {
-            match self.stream.next() {
-                Some(Ok(io)) => {
-                    let first = *self.first_ns.get_or_insert(io.arrival_ns);
-                    self.last_ns = self.last_ns.max(io.arrival_ns);
-                    self.in_pass += 1;
-                    let at = self.shift_ns.saturating_add(io.arrival_ns.saturating_sub(first));
-                    let io = (at, io.offset, io.size, io.write);
-                    iolearn_tail::check_requests(&[io]).map_err(|e| {
-                        format!(
-                            "{}: {}",
-                            self.path.display(),
-                            e.replace("I/O 0", &format!("I/O {}", self.index))
-                        )
-                    })?;
-                    self.index += 1;
-                    return Ok(Some(io));
-                }
-                Some(Err(e)) => return Err(e.to_string()),
-                None => {
-                    self.pass += 1;
-                    if self.pass >= self.repeat || self.in_pass == 0 {
-                        return Ok(None);
-                    }
-                    self.skipped += self.stream.skipped();
-                    let span = self.last_ns - self.first_ns.unwrap_or(0);
-                    let gap = if self.in_pass > 1 {
-                        span / (self.in_pass - 1)
-                    } else {
-                        1_000_000
-                    };
-                    self.shift_ns = self
-                        .shift_ns
-                        .checked_add(span + gap.max(1))
-                        .filter(|&s| s < 1 << 62)
-                        .ok_or_else(|| {
-                            format!("--repeat {}: the replayed trace would span over 2^62 ns", self.repeat)
-                        })?;
-                    (self.first_ns, self.last_ns, self.in_pass) = (None, 0, 0);
-                    self.stream = Stream::open(&self.path, self.format, self.opts).map_err(|e| e.to_string())?;
-                }
-            }
-        }
-    }
-}
 
 /// A block trace replayed on replicated simulated SSDs, chunk by chunk: `next_chunk(rows)`
 /// returns a dict of equal-length numpy arrays (arrival_ns, offset, size, write, replica,
@@ -86,12 +14,7 @@ impl Passes {
 /// the end; `summary()` the reads so far. Memory stays flat at any trace length. (Used from
 /// the thread that made it: a file reader and the drives are not shared between threads.)
 #[pyclass(module = "iolearn._native", unsendable)]
-pub struct SsdReplay {
-    passes: Passes,
-    replayer: Replayer,
-    summary: ReadSummary,
-    done: bool,
-}
+pub struct SsdReplay(FileReplay);
 
 #[pymethods]
 impl SsdReplay {
@@ -111,65 +34,20 @@ impl SsdReplay {
         trace_format: Option<&str>,
         repeat: u64,
     ) -> PyResult<Self> {
-        let ssd = match crate::tail::drive(preset) {
-            Ok(iolearn_tail::DriveConfig::Ssd(c)) => c,
-            Err(e) if preset.ends_with(".toml") => return Err(e),
-            _ => {
-                return Err(PyValueError::new_err(format!(
-                    "unknown SSD preset {preset:?} (consumer, enterprise, or an SSD configuration *.toml)"
-                )))
-            }
-        };
-        let mode = GcMode::by_name(mode)
-            .ok_or_else(|| PyValueError::new_err(format!("unknown GC mode {mode:?} ({})", GcMode::NAMES)))?;
-        crate::tail::check_replicas(replicas, "hop_us", hop_us)?;
-        crate::tail::check_precondition(precondition)?;
-        if !(1..=1_000_000).contains(&repeat) {
-            return Err(PyValueError::new_err(format!("repeat: {repeat} (1 to 1,000,000)")));
-        }
-        if repeat > 1 && trace.as_os_str() == "-" {
-            return Err(PyValueError::new_err("repeat: standard input can be read only once"));
-        }
-        let noise = crate::tail::noise_preset(noise, replicas)?;
-        if noise.iter().any(|n| matches!(n, iolearn_flash::replicas::Noise::Io(_))) {
-            // The per-I/O replay serves the trace only; other tenants' I/O needs the event loop
-            // of the admission harness (`TailWorld`, `iolearn eval admission`).
-            return Err(PyValueError::new_err(
-                "noise: other tenants' I/O (ec2-io, tailatstore-io, bursty-io, io:...) is simulated by `iolearn eval \
-                 admission` (TailWorld), not by sim ssd; use quiet, ec2, tailatstore or failslow here",
-            ));
-        }
-        let format = crate::trace::format(trace_format)?;
-        let opts = ReadOptions { skip_bad };
-        let stream = Stream::open(&trace, format, opts).map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let cfg = ReplayConfig {
-            ssd,
-            mode,
+        let o = Options {
+            trace,
+            format: crate::trace::format(trace_format)?,
+            skip_bad,
+            preset: preset.into(),
+            mode: mode.into(),
             replicas,
-            hop_ns: (hop_us * 1e3) as u64,
-            noise,
+            hop_us,
+            noise: noise.into(),
             precondition,
             seed,
+            repeat,
         };
-        Ok(SsdReplay {
-            passes: Passes {
-                path: trace,
-                format,
-                opts,
-                stream,
-                repeat,
-                pass: 0,
-                shift_ns: 0,
-                first_ns: None,
-                last_ns: 0,
-                in_pass: 0,
-                skipped: 0,
-                index: 0,
-            },
-            replayer: Replayer::new(&cfg),
-            summary: ReadSummary::default(),
-            done: false,
-        })
+        FileReplay::open(&o).map(SsdReplay).map_err(PyValueError::new_err)
     }
 
     /// The next up to `rows` I/Os replayed (None when the trace is done).
@@ -177,25 +55,14 @@ impl SsdReplay {
         if !(1..=1 << 26).contains(&rows) {
             return Err(PyValueError::new_err(format!("rows: {rows} (1 to 2^26)")));
         }
-        if self.done {
-            return Ok(None);
-        }
-        let (passes, replayer, summary) = (&mut self.passes, &mut self.replayer, &mut self.summary);
-        let (recs, end) = py
+        let replay = &mut self.0;
+        let recs = py
             .detach(|| -> Result<_, String> {
                 let mut recs = Vec::with_capacity(rows.min(1 << 20));
-                while recs.len() < rows {
-                    let Some(io) = passes.next()? else {
-                        return Ok((recs, true));
-                    };
-                    let r = replayer.push(io);
-                    summary.add(&r, true);
-                    recs.push(r);
-                }
-                Ok((recs, false))
+                replay.next_chunk(rows, &mut recs)?;
+                Ok(recs)
             })
             .map_err(PyValueError::new_err)?;
-        self.done = end;
         if recs.is_empty() {
             return Ok(None);
         }
@@ -222,26 +89,15 @@ impl SsdReplay {
     /// Replay the rest with no per-I/O records (and no device state at arrival, which only
     /// the records carry); `summary()` then has the reads.
     fn run(&mut self, py: Python<'_>) -> PyResult<()> {
-        if self.done {
-            return Ok(());
-        }
-        let (passes, replayer, summary) = (&mut self.passes, &mut self.replayer, &mut self.summary);
-        py.detach(|| -> Result<(), String> {
-            while let Some(io) = passes.next()? {
-                summary.add(&replayer.push_with(io, false), false);
-            }
-            Ok(())
-        })
-        .map_err(PyValueError::new_err)?;
-        self.done = true;
-        Ok(())
+        let replay = &mut self.0;
+        py.detach(|| replay.run()).map_err(PyValueError::new_err)
     }
 
     /// The reads so far: ios, reads, mean_us, p50_us ... p999_us (percentiles within 0.1%),
     /// gc_share (None after `run`, which records no device state); and skipped (bad lines
     /// skipped).
     fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = &self.summary;
+        let s = self.0.summary();
         let d = PyDict::new(py);
         d.set_item("ios", s.ios())?;
         d.set_item("reads", s.reads())?;
@@ -256,7 +112,7 @@ impl SsdReplay {
             d.set_item(name, s.quantile_ns(q) as f64 / 1e3)?;
         }
         d.set_item("gc_share", s.gc_share())?;
-        d.set_item("skipped", self.passes.skipped + self.passes.stream.skipped())?;
+        d.set_item("skipped", self.0.skipped())?;
         Ok(d)
     }
 }

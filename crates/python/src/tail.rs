@@ -224,56 +224,22 @@ pub fn inflection_point(
 /// A drive by preset name (`consumer`, `enterprise`, `hdd`) or an SSD configuration file
 /// (`*.toml`, the presets' format: `crates/flash/presets/`); errors name the file and field.
 pub(crate) fn drive(preset: &str) -> PyResult<DriveConfig> {
-    if preset.ends_with(".toml") {
-        let text = iolearn_safeio::read_to_string(std::path::Path::new(preset), 1 << 16)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let cfg = iolearn_flash::ssd::SsdConfig::from_toml(&text)
-            .map_err(|e| PyValueError::new_err(format!("{preset}: {e}")))?;
-        return Ok(DriveConfig::Ssd(cfg));
-    }
-    DriveConfig::by_name(preset).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "preset: unknown drive {preset:?} (consumer, enterprise, hdd, or an SSD configuration *.toml)"
-        ))
-    })
+    iolearn_tail::replay_file::drive(preset).map_err(PyValueError::new_err)
 }
 
 /// Named noise for `replicas` replicas (`Noise::preset`), or an error listing what there is.
 pub(crate) fn noise_preset(name: &str, replicas: usize) -> PyResult<Vec<Noise>> {
-    Noise::preset(name, replicas).ok_or_else(|| {
-        PyValueError::new_err(format!(
-            "noise: unknown {name:?} ({}, or io:IOPS,KIB,READ_SHARE with IOPS 0.001 to 1e7, KIB 0.5 to 65536, \
-             READ_SHARE 0 to 1)",
-            Noise::NAMES.join(", ")
-        ))
-    })
+    iolearn_tail::replay_file::noise(name, replicas).map_err(PyValueError::new_err)
 }
 
-/// The replica count and failover (or hop) delay every replicated world shares: 1 to 8
-/// replicas, a delay from 0 to an hour (its nanoseconds fit any sum).
+/// The replica count and failover (or hop) delay every replicated world shares.
 pub(crate) fn check_replicas(replicas: usize, delay_name: &str, delay_us: f64) -> PyResult<()> {
-    if !(1..=8).contains(&replicas) {
-        return Err(PyValueError::new_err(format!(
-            "replicas must be 1 to 8, got {replicas}"
-        )));
-    }
-    if !(delay_us.is_finite() && (0.0..=3.6e9).contains(&delay_us)) {
-        return Err(PyValueError::new_err(format!(
-            "{delay_name} must be 0 to 3.6e9, got {delay_us:?}"
-        )));
-    }
-    Ok(())
+    iolearn_tail::replay_file::check_replicas(replicas, delay_name, delay_us).map_err(PyValueError::new_err)
 }
 
-/// Preconditioning overwrites the drive this many times over: 0 to 10 (10 is far past steady
-/// state; more would only run for minutes).
+/// Preconditioning overwrites the drive this many times over: 0 to 10.
 pub(crate) fn check_precondition(precondition: f64) -> PyResult<()> {
-    if !(precondition.is_finite() && (0.0..=10.0).contains(&precondition)) {
-        return Err(PyValueError::new_err(format!(
-            "precondition must be 0 to 10, got {precondition:?}"
-        )));
-    }
-    Ok(())
+    iolearn_tail::replay_file::check_precondition(precondition).map_err(PyValueError::new_err)
 }
 
 /// (predicted, actual) pairs from two equally long arrays.

@@ -180,7 +180,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Write what `fill` writes to `path` atomically. An error from `fill` discards everything it
 /// wrote and leaves the old file in place.
-pub fn write_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<()> {
+pub fn write_with(path: &Path, fill: impl FnOnce(&mut (dyn Write + Send)) -> io::Result<()>) -> Result<()> {
     match check_target(path)? {
         Target::InPlace => write_in_place(path, fill),
         Target::Create | Target::Replace => {
@@ -201,7 +201,7 @@ pub fn write_with(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::Result<(
 
 /// A character device or FIFO: open it without following links and without creating
 /// anything, and check after opening that it is still what [`check_target`] saw.
-fn write_in_place(path: &Path, fill: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<()> {
+fn write_in_place(path: &Path, fill: impl FnOnce(&mut (dyn Write + Send)) -> io::Result<()>) -> Result<()> {
     // A FIFO is opened without blocking, which fails at once (ENXIO) when nobody reads it,
     // instead of hanging until someone does; writes then block as usual.
     let fifo = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_fifo());

@@ -17,6 +17,7 @@
 
 pub mod metrics;
 pub mod mix;
+pub mod replay_file;
 pub mod run;
 pub mod spec;
 

@@ -166,11 +166,11 @@ impl Ssd {
         let p = &mut self.planes[plane];
         let pg = p.written[b as usize];
         p.written[b as usize] += 1;
-        p.owner[b as usize * ppb + pg as usize] = owner;
         if owner != PARITY {
             p.valid[b as usize] += 1;
-            self.map[owner as usize] = super::pack(plane, b, pg);
+            self.set_map(owner, super::pack(plane, b, pg));
         }
+        self.set_owner(plane, b as usize * ppb + pg as usize, owner);
         let idx = self.page_index(plane, b, pg);
         let r = self.rain_mut();
         r.stripe_of[idx] = stripe;
@@ -316,7 +316,7 @@ impl Ssd {
         let mut moved = 0;
         for (k, &plane) in planes.iter().enumerate() {
             let lpns: Vec<u32> = (0..ppb)
-                .map(|pg| self.planes[plane].owner[v * ppb + pg])
+                .map(|pg| self.owner(plane, v * ppb + pg))
                 .filter(|&o| o != UNMAPPED && o != PARITY)
                 .collect();
             for lpn in lpns {
@@ -340,7 +340,9 @@ impl Ssd {
             let p = &mut self.planes[plane];
             debug_assert_eq!(p.valid[v], 0);
             p.written[v] = 0;
-            p.owner[v * ppb..(v + 1) * ppb].fill(UNMAPPED);
+            for i in v * ppb..(v + 1) * ppb {
+                self.set_owner(plane, i, UNMAPPED);
+            }
             let first = self.page_index(plane, victim, 0);
             self.rain_mut().stripe_of[first..first + ppb].fill(NO_STRIPE);
         }
@@ -442,7 +444,7 @@ impl Ssd {
                 for pg in 0..p.written[b] as usize {
                     let s = r.stripe_of[self.page_index(pi, b as u32, pg as u32)];
                     if s == NO_STRIPE {
-                        if p.owner[b * ppb + pg] != UNMAPPED {
+                        if self.owner(pi, b * ppb + pg) != UNMAPPED {
                             return Err(format!("plane {pi} block {b} page {pg}: holds a page but no stripe"));
                         }
                         continue; // padding
@@ -461,7 +463,7 @@ impl Ssd {
                     if r.masks[s as usize] & bit == 0 {
                         return Err(format!("stripe {s}: plane {pi} holds a page but is not in its mask"));
                     }
-                    parities[s as usize] += u32::from(p.owner[b * ppb + pg] == PARITY);
+                    parities[s as usize] += u32::from(self.owner(pi, b * ppb + pg) == PARITY);
                 }
             }
         }
