@@ -117,6 +117,19 @@ impl Stream {
 
     fn next_line(&mut self) -> Option<Result<BlockIo, TraceError>> {
         loop {
+            if matches!(self.source, Source::Linnos) {
+                // A plain line whole in the buffer is parsed in place; anything else (a line
+                // across the buffer's end, a comment, an odd or bad line) goes the full way.
+                if let Ok(buf) = self.reader.fill_buf() {
+                    if let Some(end) = buf.iter().position(|&b| b == b'\n') {
+                        if let Some(io) = linnos::quick_line(&buf[..end]) {
+                            self.reader.consume(end + 1);
+                            self.line_no += 1;
+                            return Some(Ok(io));
+                        }
+                    }
+                }
+            }
             self.line.clear();
             match self.reader.read_line(&mut self.line) {
                 Ok(0) => return None,

@@ -44,6 +44,25 @@ fn every_format_streams_as_it_reads_whole() {
     let text = d.join("g.trace");
     std::fs::write(&text, linnos::write(&ios)).unwrap();
     both(&text, None, ReadOptions::default());
+    // Past the stream's 1 MiB buffer (lines across its end take the full parser), with
+    // comments, odd spacing and the odd line the quick parser leaves to the full one.
+    let mut big = String::new();
+    for (k, line) in linnos::write(&ios).lines().cycle().take(120_000).enumerate() {
+        big += match k % 1000 {
+            7 => "# a comment\n",
+            8 => "\n",
+            _ => "",
+        };
+        big += &if k % 977 == 3 {
+            format!("  {}\t\r\n", line.replacen(' ', "\t", 2))
+        } else {
+            format!("{line}\n")
+        };
+    }
+    assert!(big.len() > 3 << 20);
+    let text = d.join("big.trace");
+    std::fs::write(&text, big).unwrap();
+    both(&text, None, ReadOptions::default());
     let bin = d.join("g.iolt");
     std::fs::write(&bin, binary::encode(&ios)).unwrap();
     both(&bin, None, ReadOptions::default());
