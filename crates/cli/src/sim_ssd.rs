@@ -236,6 +236,9 @@ fn write_parquet(replay: &mut FileReplay, w: &mut (dyn Write + Send), rows: &mut
     let props = Arc::new(
         WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
+            // Times and offsets are nearly all distinct: a dictionary would only be hashed
+            // and dropped (without it a million records are written in 0.30 s, not 0.35).
+            .set_dictionary_enabled(false)
             .set_created_by(format!("iolearn {}", env!("CARGO_PKG_VERSION")))
             .build(),
     );
