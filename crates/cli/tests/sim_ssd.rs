@@ -103,28 +103,25 @@ fn bad_input_is_refused_by_name_and_nothing_is_written() {
 #[test]
 fn csv_and_parquet_hold_the_same_records_and_the_summary_counts_them() {
     let d = setup("out");
+    // Three passes of the tiny trace on two consumer drives.
+    let args = [
+        "sim",
+        "ssd",
+        "--trace",
+        "tiny.trace",
+        "--preset",
+        "consumer",
+        "--replicas",
+        "2",
+        "--repeat",
+        "3",
+    ];
     let run = |out: &str| {
-        let o = iolearn_in(
-            &d,
-            &[
-                "sim",
-                "ssd",
-                "--trace",
-                "tiny.trace",
-                "--preset",
-                "consumer",
-                "--replicas",
-                "2",
-                "--repeat",
-                "3",
-            ]
-            .into_iter()
-            .chain(["--out", out])
-            .collect::<Vec<_>>(),
-        );
+        let o = iolearn_in(&d, &[&args[..], &["--out", out]].concat());
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
+
     let (a, b) = (run("out/r.csv"), run("out/r.parquet"));
     assert_eq!(a.lines().next(), b.lines().next(), "the same summary");
     assert!(a.starts_with("600 reads: mean "), "{a}");
@@ -165,21 +162,7 @@ fn csv_and_parquet_hold_the_same_records_and_the_summary_counts_them() {
     assert_eq!(back, rows);
     // Without --out, the same summary and nothing written.
     let before = listing(&d.join("out"));
-    let o = iolearn_in(
-        &d,
-        &[
-            "sim",
-            "ssd",
-            "--trace",
-            "tiny.trace",
-            "--preset",
-            "consumer",
-            "--replicas",
-            "2",
-            "--repeat",
-            "3",
-        ],
-    );
+    let o = iolearn_in(&d, &args);
     let text = String::from_utf8_lossy(&o.stdout);
     // No device state without records: the summary has no GC share.
     assert_eq!(
