@@ -183,13 +183,53 @@ fn write_records(replay: &mut FileReplay, out: &Path) -> Result<u64> {
     Ok(rows)
 }
 
+/// Replay everything, handing each chunk of records to `sink` on a second thread, so that
+/// encoding and compressing one chunk overlaps replaying the next (the two took about the
+/// same time, 0.14 s a million each); the rows.
+fn pipelined(
+    replay: &mut FileReplay,
+    mut sink: impl FnMut(&[IoRecord]) -> Result<(), String> + Send,
+) -> Result<u64, String> {
+    std::thread::scope(|s| {
+        // One chunk waiting while one is written: memory stays at a few chunks. Written ones
+        // come back to be filled again (fresh 16 MB buffers cost their page faults each time).
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<IoRecord>>(1);
+        let (back, spare) = std::sync::mpsc::sync_channel::<Vec<IoRecord>>(2);
+        let writer = s.spawn(move || {
+            rx.iter().try_for_each(|chunk| {
+                sink(&chunk)?;
+                let _ = back.try_send(chunk);
+                Ok(())
+            })
+        });
+        let (mut rows, mut replayed) = (0u64, Ok(()));
+        loop {
+            let mut chunk = spare.try_recv().unwrap_or_else(|_| Vec::with_capacity(CHUNK_ROWS));
+            match replay.next_chunk(CHUNK_ROWS, &mut chunk) {
+                Err(e) => {
+                    replayed = Err(e);
+                    break;
+                }
+                Ok(more) => {
+                    rows += chunk.len() as u64;
+                    // A send fails only when the writer stopped on an error (joined below).
+                    if (!chunk.is_empty() && tx.send(chunk).is_err()) || !more {
+                        break;
+                    }
+                }
+            }
+        }
+        drop(tx);
+        let written = writer.join().map_err(|_| "the record writer failed".to_string())?;
+        replayed.and(written).map(|()| rows)
+    })
+}
+
 fn write_csv(replay: &mut FileReplay, w: &mut (dyn Write + Send), rows: &mut u64) -> Result<(), String> {
     let io = |e: std::io::Error| e.to_string();
     writeln!(w, "{}", COLUMNS.join(",")).map_err(io)?;
-    let mut chunk = Vec::with_capacity(CHUNK_ROWS);
-    loop {
-        let more = replay.next_chunk(CHUNK_ROWS, &mut chunk)?;
-        for r in &chunk {
+    *rows = pipelined(replay, |chunk| {
+        for r in chunk {
             writeln!(
                 w,
                 "{},{},{},{},{},{},{},{},{},{},{}",
@@ -207,11 +247,9 @@ fn write_csv(replay: &mut FileReplay, w: &mut (dyn Write + Send), rows: &mut u64
             )
             .map_err(io)?;
         }
-        *rows += chunk.len() as u64;
-        if !more {
-            return Ok(());
-        }
-    }
+        Ok(())
+    })?;
+    Ok(())
 }
 
 /// The Parquet schema: unsigned integers as their logical types (readers see uint64/uint32,
@@ -243,26 +281,18 @@ fn write_parquet(replay: &mut FileReplay, w: &mut (dyn Write + Send), rows: &mut
             .build(),
     );
     let mut file = SerializedFileWriter::new(w, schema, props).map_err(pq)?;
-    let mut chunk = Vec::with_capacity(CHUNK_ROWS);
-    loop {
-        let more = replay.next_chunk(CHUNK_ROWS, &mut chunk)?;
-        // A file with no I/Os still has its columns (no row group).
-        if !chunk.is_empty() {
-            let mut group = file.next_row_group().map_err(pq)?;
-            let mut k = 0;
-            while let Some(mut col) = group.next_column().map_err(pq)? {
-                write_column(&mut col, k, &chunk).map_err(pq)?;
-                col.close().map_err(pq)?;
-                k += 1;
-            }
-            group.close().map_err(pq)?;
-            *rows += chunk.len() as u64;
+    // A row group per chunk; a file with no I/Os still has its columns (no row group).
+    *rows = pipelined(replay, |chunk| {
+        let mut group = file.next_row_group().map_err(pq)?;
+        let mut k = 0;
+        while let Some(mut col) = group.next_column().map_err(pq)? {
+            write_column(&mut col, k, chunk).map_err(pq)?;
+            col.close().map_err(pq)?;
+            k += 1;
         }
-        if !more {
-            file.close().map_err(pq)?;
-            return Ok(());
-        }
-    }
+        group.close().map_err(pq).map(|_| ())
+    })?;
+    file.close().map_err(pq).map(|_| ())
 }
 
 /// Column `k` of [`COLUMNS`] for the records of `chunk` (unsigned values stored in their

@@ -90,6 +90,20 @@ fn bad_input_is_refused_by_name_and_nothing_is_written() {
         assert_eq!(listing(&d.join("out")), before, "{args:?} left a file");
         assert!(d.join("out/link").is_symlink());
     }
+    // A bad line after a whole row group was written: the error names it and no file appears.
+    let mut long: String = (0..300_000).map(|i| format!("{i} 0 {} 4096 1\n", 4096 * i)).collect();
+    long += "300000 0 zz 4096 1\n";
+    std::fs::write(d.join("long.trace"), long).unwrap();
+    for out in ["out/l.parquet", "out/l.csv"] {
+        let o = iolearn_in(
+            &d,
+            &["sim", "ssd", "--trace", "long.trace", "--replicas", "1", "--out", out],
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains("long.trace: line 300001"), "{err}");
+        assert!(!d.join(out).exists(), "{out} was left");
+    }
+    assert_eq!(listing(&d.join("out")), ["link"]);
     // Skipping the bad line replays the rest.
     let o = iolearn_in(
         &d,
