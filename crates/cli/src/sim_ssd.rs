@@ -163,15 +163,13 @@ fn write_records(replay: &mut FileReplay, out: &Path) -> Result<u64> {
     let mut rows = 0u64;
     let mut failed: Option<String> = None;
     iolearn_safeio::write_with(out, |w| {
-        let mut fill = || -> Result<(), String> {
-            if parquet {
-                write_parquet(replay, w, &mut rows)
-            } else {
-                write_csv(replay, w, &mut rows)
-            }
+        let written = if parquet {
+            write_parquet(replay, w)
+        } else {
+            write_csv(replay, w)
         };
         // A replay error is not an I/O error: keep it whole and discard the file.
-        fill().map_err(|e| {
+        written.map(|n| rows = n).map_err(|e| {
             failed = Some(e);
             std::io::Error::other("replay failed")
         })
@@ -225,10 +223,11 @@ fn pipelined(
     })
 }
 
-fn write_csv(replay: &mut FileReplay, w: &mut (dyn Write + Send), rows: &mut u64) -> Result<(), String> {
+/// The records as CSV; the rows.
+fn write_csv(replay: &mut FileReplay, w: &mut (dyn Write + Send)) -> Result<u64, String> {
     let io = |e: std::io::Error| e.to_string();
     writeln!(w, "{}", COLUMNS.join(",")).map_err(io)?;
-    *rows = pipelined(replay, |chunk| {
+    pipelined(replay, |chunk| {
         for r in chunk {
             writeln!(
                 w,
@@ -248,8 +247,7 @@ fn write_csv(replay: &mut FileReplay, w: &mut (dyn Write + Send), rows: &mut u64
             .map_err(io)?;
         }
         Ok(())
-    })?;
-    Ok(())
+    })
 }
 
 /// The Parquet schema: unsigned integers as their logical types (readers see uint64/uint32,
@@ -268,7 +266,8 @@ const SCHEMA: &str = "message io {
     REQUIRED INT32 buffered_pages (INTEGER(32, false));
 }";
 
-fn write_parquet(replay: &mut FileReplay, w: &mut (dyn Write + Send), rows: &mut u64) -> Result<(), String> {
+/// The records as Parquet, a row group per chunk; the rows.
+fn write_parquet(replay: &mut FileReplay, w: &mut (dyn Write + Send)) -> Result<u64, String> {
     let pq = |e: parquet::errors::ParquetError| e.to_string();
     let schema = Arc::new(parquet::schema::parser::parse_message_type(SCHEMA).map_err(pq)?);
     let props = Arc::new(
@@ -282,7 +281,7 @@ fn write_parquet(replay: &mut FileReplay, w: &mut (dyn Write + Send), rows: &mut
     );
     let mut file = SerializedFileWriter::new(w, schema, props).map_err(pq)?;
     // A row group per chunk; a file with no I/Os still has its columns (no row group).
-    *rows = pipelined(replay, |chunk| {
+    let rows = pipelined(replay, |chunk| {
         let mut group = file.next_row_group().map_err(pq)?;
         let mut k = 0;
         while let Some(mut col) = group.next_column().map_err(pq)? {
@@ -292,7 +291,7 @@ fn write_parquet(replay: &mut FileReplay, w: &mut (dyn Write + Send), rows: &mut
         }
         group.close().map_err(pq).map(|_| ())
     })?;
-    file.close().map_err(pq).map(|_| ())
+    file.close().map_err(pq).map(|_| rows)
 }
 
 /// Column `k` of [`COLUMNS`] for the records of `chunk` (unsigned values stored in their

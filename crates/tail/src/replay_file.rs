@@ -86,24 +86,6 @@ pub struct Options {
     pub repeat: u64,
 }
 
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            trace: PathBuf::new(),
-            format: None,
-            skip_bad: false,
-            preset: "enterprise".into(),
-            mode: "base".into(),
-            replicas: 3,
-            hop_us: 15.0,
-            noise: "quiet".into(),
-            precondition: 1.0,
-            seed: 1,
-            repeat: 1,
-        }
-    }
-}
-
 /// The replay of a trace file, I/O by I/O, with a summary of its reads.
 pub struct FileReplay {
     passes: Passes,
