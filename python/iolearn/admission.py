@@ -273,24 +273,27 @@ def prepare(world, s: Setting, train: dict, models_dir: Path, quick: bool = Fals
         P["MittSSD-wb"] = f"mittssd-wb={ip_us:.1f}"
 
     # LinnOS. The false-submit penalty is not published: pick it like our own tuning, by
-    # replaying the training half (lowest mean latency, LinnOS's target).
+    # replaying the training half with the system the table compares, LinnOS+HL (its hedge
+    # for the false submits at the percentile the model leaves), at its lowest mean latency,
+    # LinnOS's target. (Picked by the model alone, it was up to 50% behind on the mean where
+    # the hedge would have covered a smaller penalty's false submits.)
     def linnos():
         best = None
         for penalty in (2.0,) if quick else (1.0, 2.0, 4.0):
             m = _train_linnos(sm["linnos"], slow, s.seed, quick, penalty)
             path = models_dir / f"linnos-p{penalty:g}.iolm"
             m.save(path, schema="linnos-31", meta={"rule": "class", "quantize": "x1000", "penalty": f"{penalty:g}"})
-            mean = _mean_us(world, f"model={path}", s, train)
+            acc, fs, fr = _rates(m.predict(sm["linnos"]) == 1, slow)
+            hl = f"model={path}+hedge={np.percentile(lat, min(95.0, 100.0 * (1.0 - fs))):.1f}"
+            mean = _mean_us(world, hl, s, train)
             if best is None or mean < best[0]:
-                best = (mean, m, path, penalty)
-        _, model, path, penalty = best
-        acc, fs, fr = _rates(model.predict(sm["linnos"]) == 1, slow)
+                best = (mean, path, hl, penalty, acc, fs, fr)
+        _, path, hl, penalty, acc, fs, fr = best
         prep.notes.update(
             {"linnos_train_acc": acc, "linnos_train_fs": fs, "linnos_train_fr": fr, "linnos_penalty": penalty}
         )
         P["LinnOS-Raw"] = f"model={path}"
-        hl_pct = min(95.0, 100.0 * (1.0 - fs))
-        P["LinnOS+HL"] = f"model={path}+hedge={np.percentile(lat, hl_pct):.1f}"
+        P["LinnOS+HL"] = hl
 
     prep.attempt(("LinnOS-Raw", "LinnOS+HL"), linnos)
 
@@ -858,9 +861,13 @@ def goals(rows: list[dict], ours: tuple[str, ...] | None = None) -> list[tuple[s
             )
         )
         cut = 100 * (lh["p99_us"] - mine["p99_us"]) / lh["p99_us"]
+        # Still a miss, but say when no admission policy could have met it: the perfect
+        # predictor bounds what any prediction can cut.
+        bound = _cut(lh["p99_us"], o["p99_us"])
+        reach = f" (beyond any predictor: the perfect one is {bound:.0f}% below)" if bound < 20 else ""
         out.append(
             (
-                f"{name}: {best} p99 {mine['p99_us']:.0f} us is {cut:.0f}% below LinnOS+HL's {lh['p99_us']:.0f}",
+                f"{name}: {best} p99 {mine['p99_us']:.0f} us is {cut:.0f}% below LinnOS+HL's {lh['p99_us']:.0f}{reach}",
                 cut >= 20,
                 "",
             )
@@ -881,6 +888,7 @@ SPREAD_COLUMNS = (
     ("iolearn-adaptive p99 cut vs LinnOS+HL %", "iolearn-adaptive_p99_cut_vs_linnos_hl_pct"),
     ("iolearn-books p99 cut vs LinnOS+HL %", "iolearn-books_p99_cut_vs_linnos_hl_pct"),
     ("best iolearn p99 cut vs LinnOS+HL %", "p99_cut_vs_linnos_hl_pct"),
+    ("perfect predictor p99 cut vs LinnOS+HL %", "oracle_p99_cut_vs_linnos_hl_pct"),
     ("best iolearn share of the oracle's p99 cut %", "oracle_share_pct"),
     ("best iolearn mean cut vs LinnOS+HL %", "mean_cut_vs_linnos_hl_pct"),
     ("best iolearn extra I/O %", "extra_io_pct"),
@@ -921,6 +929,7 @@ def spread(rows: list[dict], ours: tuple[str, ...] = OURS) -> list[dict]:
         for p in ours:
             row[f"{p}_p99_cut_vs_linnos_hl_pct"] = _cut(lh, v(p, "p99_us"))
         row["p99_cut_vs_linnos_hl_pct"] = _cut(lh, v(best, "p99_us"))
+        row["oracle_p99_cut_vs_linnos_hl_pct"] = _cut(lh, o)
         row["oracle_share_pct"] = 100 * (b - v(best, "p99_us")) / (b - o) if b > o else np.nan
         row["mean_cut_vs_linnos_hl_pct"] = _cut(v("LinnOS+HL", "mean_us"), v(best, "mean_us"))
         row["extra_io_pct"] = v(best, "extra_io_pct")

@@ -325,3 +325,16 @@ def test_the_best_of_our_policies_is_chosen_by_training_not_by_the_test_half():
     assert [ok for _, ok, _ in g] == [False, True, False], g  # every mean here is 100 us
     assert "iolearn-adaptive p99 600 us is 40% below" in g[1][0], g
     assert "reaches 78%" in g[2][0], g
+    assert "beyond any predictor" not in g[1][0], g  # the oracle is 80% below LinnOS+HL here
+    assert sp["oracle_p99_cut_vs_linnos_hl_pct"] == pytest.approx(80.0)
+
+
+def test_a_p99_goal_no_predictor_could_meet_is_missed_and_says_so():
+    """Where even the perfect predictor's p99 is within 20% of LinnOS+HL's (replicas slow
+    together), the goal stays missed and the line names the bound."""
+    notes = {"iolearn_train_p99_us": 500.0}
+    p99s = (("Base", 2000.0), ("Hedge95", 1500.0), ("LinnOS+HL", 1000.0), ("Oracle", 950.0), ("iolearn", 950.0))
+    rows = [{"setting": "s", "policy": p, "p99_us": v, "mean_us": 100.0, "extra_io_pct": 0.0, **notes} for p, v in p99s]
+    g = admission.goals(rows)
+    assert not g[1][1] and "beyond any predictor: the perfect one is 5% below" in g[1][0], g
+    assert g[2][1], g  # ...while it reaches all of the perfect predictor's cut
