@@ -18,6 +18,9 @@ command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 if [[ $(id -u) == 0 ]]; then
     command -v db_bench >/dev/null || need_apt+=(rocksdb-tools)
     command -v fio >/dev/null || need_apt+=(fio)
+    # strace: a second source of system-call traces (`iolearn trace import-strace`), and the
+    # capture-overhead baseline.
+    command -v strace >/dev/null || need_apt+=(strace)
 fi
 if ((${#need_apt[@]})); then
     if [[ $(id -u) == 0 ]]; then

@@ -12,7 +12,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked --quiet || { echo "fuzz: SKIPPED (cargo-fuzz could not be installed)"; exit 0; }
 fi
 status=0
-for target in model_file tree_text trace_parsers kml_texts policy_spec feature_rows; do
+for target in model_file tree_text trace_parsers kml_texts policy_spec feature_rows syscall_traces; do
     mkdir -p "fuzz/corpus/$target"
     if cargo +nightly fuzz run "$target" "fuzz/corpus/$target" "fuzz/seeds/$target" -- \
         -max_total_time="$secs" -print_final_stats=1 > "fuzz/$target.log" 2>&1; then

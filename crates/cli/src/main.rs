@@ -9,6 +9,7 @@ mod python;
 mod replay;
 mod sched;
 mod sim_ssd;
+mod syscalls;
 mod trace;
 mod tune;
 

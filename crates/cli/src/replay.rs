@@ -21,6 +21,10 @@ pub enum ReplayCommand {
     /// at its own I/O priority, and a client strategy (base, hedged, MittOS with the books of
     /// the scheduler fed by the block tracepoints). Root and eBPF needed; read-only.
     Mix(Mix),
+    /// Replay a system-call trace (`iolearn trace record` or `trace import-strace`) under a
+    /// target directory, a thread per traced thread, ordered by ARTC's rules (or TO, ST, UC),
+    /// every return value checked against the trace's.
+    Syscalls(crate::syscalls::ReplayArgs),
 }
 
 #[derive(Args)]
@@ -342,6 +346,7 @@ pub fn run(cmd: ReplayCommand) -> Result<()> {
     let b = match cmd {
         ReplayCommand::Block(b) => b,
         ReplayCommand::Mix(m) => return run_mix(m),
+        ReplayCommand::Syscalls(a) => return crate::syscalls::replay(a),
     };
     if b.replicas.len() > iolearn_replay::MAX_REPLICAS {
         bail!(

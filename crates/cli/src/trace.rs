@@ -1,4 +1,4 @@
-//! `iolearn trace`: block trace tools.
+//! `iolearn trace`: block trace tools, and system-call traces in and out (`crate::syscalls`).
 
 use crate::args;
 use anyhow::{bail, Context, Result};
@@ -91,6 +91,23 @@ pub enum TraceCommand {
         /// Output format: linnos (text) or binary.
         #[arg(long, value_enum, default_value_t = OutFmt::Linnos)]
         to: OutFmt,
+    },
+    /// A system-call trace from `strace -f -ttt -T -y [-s N] -o FILE CMD` output, as Parquet
+    /// (the format of `iolearn trace record`; `docs/formats.md`).
+    ImportStrace {
+        /// strace's output file.
+        file: PathBuf,
+        /// The Parquet trace to write.
+        #[arg(long, short)]
+        out: PathBuf,
+        /// Skip (and count) lines that do not parse instead of failing on the first.
+        #[arg(long)]
+        skip_bad: bool,
+    },
+    /// A system-call trace's calls: how many, how many failed, bytes moved, latency.
+    Calls {
+        /// A Parquet system-call trace.
+        trace: PathBuf,
     },
 }
 
@@ -301,7 +318,10 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
         TraceCommand::Generate { output, .. } if output.out.as_os_str() != "-" => {
             iolearn_safeio::check_target(&output.out)?;
         }
-        TraceCommand::Generate { .. } | TraceCommand::Family { .. } => {}
+        TraceCommand::Generate { .. }
+        | TraceCommand::Family { .. }
+        | TraceCommand::ImportStrace { .. }
+        | TraceCommand::Calls { .. } => {}
     }
     match cmd {
         TraceCommand::Stats(i) => {
@@ -374,6 +394,8 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
             out,
             to,
         } => write_family(seed, count, ios, &out, to)?,
+        TraceCommand::ImportStrace { file, out, skip_bad } => crate::syscalls::import_strace(&file, &out, skip_bad)?,
+        TraceCommand::Calls { trace } => crate::syscalls::calls(&trace)?,
     }
     Ok(())
 }

@@ -10,6 +10,7 @@
 //! overwrite data.
 #![deny(missing_docs)]
 
+pub mod artc;
 mod buf;
 pub mod mix;
 mod noise;

@@ -17,6 +17,7 @@ pub mod linnos;
 pub mod msr;
 pub mod stats;
 pub mod stream;
+pub mod sys;
 pub mod tools;
 
 use std::fmt;

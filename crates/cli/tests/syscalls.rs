@@ -1,0 +1,201 @@
+//! System-call traces from the command line: `trace import-strace`, `trace calls`, `replay
+//! syscalls`, as a user runs them, and bad input refused in one line that names it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn iolearn_in(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_iolearn"))
+        .current_dir(cwd)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Two processes of a job, as `strace -f -ttt -T -y -o F` writes them: a directory and a file
+/// made, written, renamed, read back by a child, and removed.
+const JOB: &str = r#"100 1700000000.000000 mkdir("d", 0755) = 0 <0.000010>
+100 1700000000.000020 openat(AT_FDCWD</w>, "d/f", O_WRONLY|O_CREAT|O_TRUNC, 0644) = 3</w/d/f> <0.000010>
+100 1700000000.000040 write(3</w/d/f>, "hello\n", 6) = 6 <0.000005>
+100 1700000000.000050 close(3</w/d/f>) = 0 <0.000002>
+100 1700000000.000060 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD, child_tidptr=0x7f) = 101 <0.000050>
+101 1700000000.000120 rename("d/f", "d/g") = 0 <0.000010>
+101 1700000000.000140 openat(AT_FDCWD</w>, "d/g", O_RDONLY) = 3</w/d/g> <0.000010>
+101 1700000000.000160 read(3</w/d/g>, "hello\n", 4096) = 6 <0.000004>
+101 1700000000.000170 read(3</w/d/g>, "", 4096) = 0 <0.000002>
+101 1700000000.000180 close(3</w/d/g>) = 0 <0.000002>
+101 1700000000.000190 exit_group(0) = ?
+101 1700000000.000200 +++ exited with 0 +++
+100 1700000000.000300 unlink("d/g") = 0 <0.000010>
+100 1700000000.000320 rmdir("d") = 0 <0.000010>
+100 1700000000.000340 exit_group(0) = ?
+"#;
+
+fn setup(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("syscalls").join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(d.join("target")).unwrap();
+    std::fs::write(d.join("job.strace"), JOB).unwrap();
+    std::fs::write(d.join("bad.strace"), JOB.replace("O_RDONLY)", "O_RDONLY|O_WHAT)")).unwrap();
+    std::os::unix::fs::symlink(d.join("target"), d.join("link-target")).unwrap();
+    std::fs::write(d.join("file"), "x").unwrap();
+    d
+}
+
+#[test]
+fn a_job_imports_summarises_and_replays_in_every_mode() {
+    let d = setup("job");
+    let o = iolearn_in(&d, &["trace", "import-strace", "job.strace", "-o", "job.parquet"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("14 calls of 2 threads in 2 processes"),
+        "{}",
+        text(&o)
+    );
+    let o = iolearn_in(&d, &["trace", "calls", "job.parquet"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("14 calls, 2 threads, 2 processes"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("read ") && l.contains(" 2 ") && l.contains(" 6 ")),
+        "{out}"
+    );
+    for mode in ["artc", "to", "st", "uc"] {
+        let o = iolearn_in(
+            &d,
+            &[
+                "replay",
+                "syscalls",
+                "job.parquet",
+                "--target",
+                "target",
+                "--mode",
+                mode,
+                "--out",
+                &format!("{mode}.parquet"),
+            ],
+        );
+        assert!(o.status.success(), "{mode}: {}", text(&o));
+        assert!(d.join(format!("{mode}.parquet")).exists());
+        if mode != "uc" {
+            assert!(text(&o).contains(", 0 failed;"), "{mode}: {}", text(&o));
+            // The job removes what it made: the target is empty again.
+            assert_eq!(std::fs::read_dir(d.join("target")).unwrap().count(), 0, "{mode}");
+        }
+    }
+}
+
+#[test]
+fn bad_input_is_refused_by_name_and_nothing_is_written() {
+    let d = setup("bad");
+    let o = iolearn_in(&d, &["trace", "import-strace", "job.strace", "-o", "job.parquet"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["trace", "import-strace", "missing.strace", "-o", "x.parquet"],
+            "missing.strace",
+        ),
+        (
+            &["trace", "import-strace", "bad.strace", "-o", "x.parquet"],
+            "bad.strace: line 7: flags",
+        ),
+        (
+            &["trace", "import-strace", "job.strace", "-o", "job.strace"],
+            "is the input",
+        ),
+        (
+            &["trace", "import-strace", "job.strace", "-o", "nodir/x.parquet"],
+            "nodir",
+        ),
+        (&["trace", "calls", "job.strace"], "job.strace"),
+        (&["trace", "calls", "missing.parquet"], "missing.parquet"),
+        (&["replay", "syscalls", "job.parquet", "--target", "nowhere"], "nowhere"),
+        (
+            &["replay", "syscalls", "job.parquet", "--target", "file"],
+            "not a directory",
+        ),
+        (
+            &["replay", "syscalls", "job.parquet", "--target", "link-target"],
+            "symlink",
+        ),
+        (
+            &["replay", "syscalls", "job.strace", "--target", "target"],
+            "job.strace",
+        ),
+        (
+            &[
+                "replay",
+                "syscalls",
+                "job.parquet",
+                "--target",
+                "target",
+                "--mode",
+                "fast",
+            ],
+            "--mode",
+        ),
+        (
+            &[
+                "replay",
+                "syscalls",
+                "job.parquet",
+                "--target",
+                "target",
+                "--timing",
+                "slow",
+            ],
+            "--timing",
+        ),
+        (
+            &[
+                "replay",
+                "syscalls",
+                "job.parquet",
+                "--target",
+                "target",
+                "--timing",
+                "scale=-1",
+            ],
+            "--timing",
+        ),
+        (
+            &[
+                "replay",
+                "syscalls",
+                "job.parquet",
+                "--target",
+                "target",
+                "--timing",
+                "scale=nan",
+            ],
+            "--timing",
+        ),
+    ];
+    for (args, culprit) in cases {
+        let o = iolearn_in(&d, args);
+        let msg = text(&o);
+        assert!(!o.status.success(), "{args:?} succeeded: {msg}");
+        assert!(msg.contains(culprit), "{args:?}: {msg}");
+        assert!(!msg.contains("panicked"), "{args:?}: {msg}");
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr).lines().count(),
+            1,
+            "{args:?}: one line: {msg}"
+        );
+    }
+    assert!(!d.join("x.parquet").exists());
+    assert_eq!(
+        std::fs::read_dir(d.join("target")).unwrap().count(),
+        0,
+        "a refused replay touched nothing"
+    );
+}

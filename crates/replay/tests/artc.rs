@@ -1,0 +1,360 @@
+//! ARTC's model and rules, checked against the examples of the source (Weiss, ch. 2).
+
+use iolearn_replay::artc::{action_series, compile, Mode, Rules};
+use iolearn_trace::sys::{Call, SysRecord, SysTrace};
+
+/// A record: thread `tid` of process 1 calls `call` at `t` (returning 1 later).
+fn rec(tid: u32, t: u64, call: Call, ret: i64) -> SysRecord {
+    SysRecord {
+        pid: 1,
+        tid,
+        enter_ns: t,
+        exit_ns: Some(t + 1),
+        call: Some(call),
+        ret,
+        ..Default::default()
+    }
+}
+
+fn with_path(mut r: SysRecord, p: &str) -> SysRecord {
+    r.path = Some(p.as_bytes().to_vec());
+    r
+}
+
+fn trace(mut records: Vec<SysRecord>) -> SysTrace {
+    for (i, r) in records.iter_mut().enumerate() {
+        r.id = i as u64;
+    }
+    SysTrace {
+        records,
+        ..Default::default()
+    }
+}
+
+/// Figure 2.2's trace: two threads, a directory created, a file written in it, the directory
+/// renamed, and its old name opened again.
+fn figure_2_2() -> SysTrace {
+    let mut open_c = with_path(rec(1, 20, Call::Open, 3), "/a/b/c");
+    open_c.flags = Some(libc::O_CREAT as u64 | libc::O_WRONLY as u64);
+    let mut write = rec(1, 30, Call::Write, 8);
+    write.fd = Some(3);
+    let mut close = rec(1, 40, Call::Close, 0);
+    close.fd = Some(3);
+    let mut rename = with_path(rec(1, 50, Call::Rename, 0), "/a/b");
+    rename.path2 = Some(b"/a/old".to_vec());
+    trace(vec![
+        with_path(rec(1, 10, Call::Mkdir, 0), "/a/b"),
+        open_c,
+        write,
+        close,
+        rename,
+        with_path(rec(2, 60, Call::Open, 3), "/x/y/z"),
+        with_path(rec(2, 70, Call::Open, 4), "/a/b"),
+    ])
+}
+
+#[test]
+fn figure_2_2_action_series() {
+    let got = action_series(&figure_2_2());
+    // Inodes in the order the model meets them: /, /a, /a/b, /a/b/c, /x, /x/y, /x/y/z, and
+    // the file the last open finds at /a/b.
+    let (dir_a, dir_b, file1, dir_y, file2, file3) = ("file#1", "file#2", "file#3", "file#5", "file#6", "file#7");
+    let want: Vec<(&str, Vec<u32>)> = vec![
+        (dir_a, vec![0, 4, 6]),
+        (dir_b, vec![0, 1, 4]),
+        (dir_y, vec![5]),
+        // The figure's table gives file1 actions 2-4 (1-based), while its resource list for the
+        // rename names file1 too ("touches all it transitively points to"): the rename is kept.
+        (file1, vec![1, 2, 3, 4]),
+        (file2, vec![5]),
+        (file3, vec![6]),
+        ("path(/a/b)@1", vec![0, 4]),
+        ("path(/a/b)@2", vec![6]),
+        ("path(/a/b/c)@1", vec![1, 4]),
+        ("path(/a/old)@1", vec![4]),
+        ("path(/a/old/c)@1", vec![4]),
+        ("path(/x/y/z)@1", vec![5]),
+        ("fd3@1 of 1", vec![1, 2, 3]),
+        ("fd3@2 of 1", vec![5]),
+        ("fd4@1 of 1", vec![6]),
+    ];
+    let mut got_sorted: Vec<(String, Vec<u32>)> = got.into_iter().filter(|(l, _)| l != "file#0").collect();
+    got_sorted.sort();
+    let mut want_sorted: Vec<(String, Vec<u32>)> = want.into_iter().map(|(l, a)| (l.to_string(), a)).collect();
+    want_sorted.sort();
+    assert_eq!(got_sorted, want_sorted);
+}
+
+#[test]
+fn artc_orders_what_shares_a_resource_and_nothing_else() {
+    let t = figure_2_2();
+    let p = compile(&t, Mode::Artc, Rules::default(), &[]);
+    assert_eq!(p.threads, vec![vec![0, 1, 2, 3, 4], vec![5, 6]]);
+    // Thread 2's open of /x/y/z shares nothing with thread 1 but fd 3's name, and a
+    // descriptor's generations are separate resources: it waits for nothing.
+    assert!(p.deps[5].is_empty(), "{:?}", p.deps);
+    // Its open of /a/b (the name's second generation) waits for the rename that ended the
+    // first, and for dirA's last action (the same rename).
+    assert_eq!(p.deps[6], vec![4]);
+    // Unconstrained: no edges; temporally ordered and single-threaded: none needed here.
+    for mode in [Mode::Unconstrained, Mode::TemporallyOrdered, Mode::SingleThreaded] {
+        assert_eq!(compile(&t, mode, Rules::default(), &[]).edges(), 0);
+    }
+    assert_eq!(
+        compile(&t, Mode::SingleThreaded, Rules::default(), &[]).threads,
+        vec![vec![0, 1, 2, 3, 4, 5, 6]]
+    );
+    // program_seq: every action after the one before it (cross-thread ones only are edges).
+    let all = Rules {
+        program_seq: true,
+        ..Rules::default()
+    };
+    assert_eq!(compile(&t, Mode::Artc, all, &[]).deps[5], vec![4]);
+}
+
+#[test]
+fn calls_that_overlapped_are_not_ordered() {
+    // Two threads read one file at once, then one truncates it after both returned.
+    let mut open = with_path(rec(1, 0, Call::Open, 3), "/f");
+    open.exit_ns = Some(5);
+    let mut r1 = rec(1, 10, Call::Pread64, 4096);
+    r1.fd = Some(3);
+    r1.exit_ns = Some(100);
+    let mut r2 = rec(2, 20, Call::Pread64, 4096);
+    r2.fd = Some(3);
+    r2.exit_ns = Some(90);
+    let mut tr = with_path(rec(2, 200, Call::Truncate, 0), "/f");
+    tr.offset = Some(0);
+    let p = compile(&trace(vec![open, r1, r2, tr]), Mode::Artc, Rules::default(), &[]);
+    // r2 waits for the open (file and descriptor), not for r1, which it overlapped.
+    assert_eq!(p.deps[2], vec![0]);
+    // The truncate (same file) waits for r1, the other thread's last read of it, and for the
+    // open, the last other action on `/`, which holds the name (file order covers directories).
+    assert_eq!(p.deps[3], vec![0, 1]);
+}
+
+#[test]
+fn symlinks_and_hard_links_lead_to_one_file() {
+    let mut link = with_path(rec(1, 10, Call::Link, 0), "/d/f");
+    link.path2 = Some(b"/d/hard".to_vec());
+    let mut sym = with_path(rec(1, 20, Call::Symlink, 0), "/d/soft");
+    sym.path2 = Some(b"hard".to_vec());
+    let t = trace(vec![
+        with_path(rec(1, 0, Call::Stat, 0), "/d/f"),
+        link,
+        sym,
+        with_path(rec(2, 30, Call::Stat, 0), "/d/soft"),
+        with_path(rec(2, 40, Call::Lstat, 0), "/d/soft"),
+    ]);
+    let series = action_series(&t);
+    let get = |l: &str| series.iter().find(|(x, _)| x == l).map(|(_, a)| a.clone());
+    // file#1 is /d (every call touches the directory holding its name), file#2 the file, file#3
+    // the symlink: stat through the symlink (3) reaches the file, lstat (4) stops at the link.
+    assert_eq!(get("file#1"), Some(vec![0, 1, 2, 3, 4]));
+    assert_eq!(get("file#2"), Some(vec![0, 1, 3]), "{series:?}");
+    assert_eq!(get("file#3"), Some(vec![2, 4]), "{series:?}");
+}
+
+#[test]
+fn a_directory_rename_starts_new_generations_below_it() {
+    let mut mv = with_path(rec(1, 10, Call::Rename, 0), "/d");
+    mv.path2 = Some(b"/e".to_vec());
+    let t = trace(vec![
+        with_path(rec(1, 0, Call::Stat, 0), "/d/x/y"),
+        mv,
+        with_path(rec(1, 20, Call::Stat, 0), "/e/x/y"),
+        with_path(rec(1, 30, Call::Stat, -2), "/d/x/y"),
+    ]);
+    let series = action_series(&t);
+    let get = |l: &str| series.iter().find(|(x, _)| x == l).map(|(_, a)| a.clone());
+    assert_eq!(get("path(/d/x/y)@1"), Some(vec![0, 1]));
+    assert_eq!(get("path(/e/x/y)@1"), Some(vec![1, 2]));
+    assert_eq!(get("path(/d/x/y)@2"), Some(vec![3]), "{series:?}");
+}
+
+fn tmpdir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("iolearn-artc-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A real job traced by strace (processes working at once on one tree: files made, copied,
+/// renamed, listed and removed), replayed in every mode on a fresh target: ARTC, temporally
+/// ordered and single-threaded replay make every call return what it did; unconstrained
+/// replay does not. Skips (saying why) without strace.
+#[test]
+fn a_traced_job_replays_without_failures_in_order_and_with_them_unordered() {
+    if std::process::Command::new("strace").arg("-V").output().is_err() {
+        println!(
+            "SKIP a_traced_job_replays_without_failures_in_order_and_with_them_unordered: strace is not installed"
+        );
+        return;
+    }
+    let d = tmpdir("job");
+    let job = "mkdir -p src/a src/b; for i in 1 2 3 4 5 6; do echo data$i > src/a/f$i; done; \
+               (cp -r src/a src/c; mv src/c/f1 src/c/g1; ls src/c > /dev/null) & \
+               (cat src/a/f2 > src/b/copy; ln -s ../a/f3 src/b/link; cat src/b/link > /dev/null) & wait; \
+               rm -r src/c; rm src/b/link; mv src/b src/d";
+    let out = d.join("job.strace");
+    let st = std::process::Command::new("strace")
+        .args(["-f", "-ttt", "-T", "-y", "-s", "256", "-o"])
+        .arg(&out)
+        .args(["sh", "-c", job])
+        .current_dir(&d)
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "{st:?}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let trace = iolearn_trace::sys::strace::parse(&text, &out, Default::default())
+        .unwrap()
+        .trace;
+    assert!(trace.threads().len() >= 8, "sh, its subshells, cp, mv, ls, cat, ln, rm");
+    let mut failed = Vec::new();
+    for mode in [
+        Mode::Artc,
+        Mode::TemporallyOrdered,
+        Mode::SingleThreaded,
+        Mode::Unconstrained,
+    ] {
+        let target = d.join(format!("target-{mode:?}"));
+        std::fs::create_dir(&target).unwrap();
+        let plan = compile(&trace, mode, Rules::default(), &[]);
+        iolearn_replay::artc::init(&target, &plan).unwrap();
+        let report = iolearn_replay::artc::run(&trace, &plan, &target, iolearn_replay::artc::Timing::Afap).unwrap();
+        assert!(report.outcomes.iter().filter(|o| o.replayed).count() > 200, "{mode:?}");
+        failed.push(report.failed());
+        if mode != Mode::Unconstrained {
+            let bad: Vec<_> = trace
+                .records
+                .iter()
+                .zip(&report.outcomes)
+                .filter(|(_, o)| o.replayed && !o.ok)
+                .map(|(r, o)| {
+                    format!(
+                        "{} {:?} -> {} (traced {})",
+                        r.call_name(),
+                        r.path.as_deref().map(String::from_utf8_lossy),
+                        o.ret,
+                        r.ret
+                    )
+                })
+                .collect();
+            assert!(bad.is_empty(), "{mode:?}: {bad:?}");
+            // The job's end state: src/d holds the copy and nothing of src/c is left.
+            let root = target.join(d.strip_prefix("/").unwrap_or(&d));
+            let root = if root.exists() { root } else { target.clone() };
+            let _ = root;
+        }
+    }
+    assert!(
+        failed[3] > 0,
+        "unconstrained replay reorders creations and uses: {failed:?}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// Names in the trace never lead outside the target: an absolute symlink, `..` above `/`
+/// and an absolute path all stay under it.
+#[test]
+fn replay_never_touches_anything_outside_the_target() {
+    let d = tmpdir("contain");
+    let outside = d.join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let target = d.join("target");
+    std::fs::create_dir(&target).unwrap();
+    // The target already holds a planted symlink to the outside directory.
+    std::os::unix::fs::symlink(&outside, target.join("planted")).unwrap();
+    let out = outside.to_str().unwrap().to_string();
+    let mut sym = with_path(rec(1, 0, Call::Symlink, 0), "/link");
+    sym.path2 = Some(out.as_bytes().to_vec());
+    let create = |t: u64, p: &str| {
+        let mut r = with_path(rec(1, t, Call::Openat, 3), p);
+        r.flags = Some((libc::O_CREAT | libc::O_WRONLY) as u64);
+        r.mode = Some(0o644);
+        r
+    };
+    let close = |t: u64| {
+        let mut r = rec(1, t, Call::Close, 0);
+        r.fd = Some(3);
+        r
+    };
+    let records = vec![
+        sym,
+        create(10, "/link/a"),
+        close(20),
+        create(30, "/../../../b"),
+        close(40),
+        create(50, &format!("{out}/c")),
+        close(60),
+        create(70, "/planted/d"),
+        close(80),
+        with_path(rec(1, 90, Call::Mkdir, 0), "/planted/e"),
+    ];
+    let t = trace(records);
+    let plan = compile(&t, Mode::Artc, Rules::default(), &[]);
+    iolearn_replay::artc::init(&target, &plan).unwrap();
+    let report = iolearn_replay::artc::run(&t, &plan, &target, iolearn_replay::artc::Timing::Afap).unwrap();
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "nothing written outside the target"
+    );
+    assert!(
+        target.join(out.trim_start_matches('/')).join("a").exists(),
+        "the symlink resolved inside"
+    );
+    assert!(target.join("b").exists(), "`..` stops at the target");
+    assert!(target.join(out.trim_start_matches('/')).join("c").exists());
+    // Through the planted link: resolved in the root, its absolute target is the target's own
+    // copy of that path, not the real one.
+    assert!(target.join(out.trim_start_matches('/')).join("d").exists());
+    assert!(report.outcomes.iter().all(|o| o.replayed), "{report:?}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// Two threads each open, write and close a file, the second reusing the first's descriptor
+/// number after the first closed it. ARTC lets the second run before the first's close (they
+/// share no file), so the replay keeps the two generations of "fd 3" apart.
+#[test]
+fn a_descriptor_number_reused_across_threads_names_each_file_in_replay() {
+    let mut records = Vec::new();
+    for (k, tid) in [(0u64, 1u32), (1, 2), (2, 3), (3, 4)] {
+        let t0 = 100 * k;
+        let mut open = with_path(rec(tid, t0, Call::Openat, 3), &format!("/f{k}"));
+        open.flags = Some((libc::O_CREAT | libc::O_WRONLY) as u64);
+        open.mode = Some(0o644);
+        let mut write = rec(tid, t0 + 10, Call::Write, 10 * (k as i64 + 1));
+        write.fd = Some(3);
+        write.count = Some(10 * (k + 1));
+        let mut close = rec(tid, t0 + 20, Call::Close, 0);
+        close.fd = Some(3);
+        records.extend([open, write, close]);
+    }
+    let t = trace(records);
+    let plan = compile(&t, Mode::Artc, Rules::default(), &[]);
+    let writes: Vec<_> = (0..4).map(|k| plan.fd_use[3 * k + 1][0]).collect();
+    assert!(writes.iter().all(Option::is_some));
+    let distinct: std::collections::HashSet<_> = writes.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        4,
+        "each generation of fd 3 is its own resource: {writes:?}"
+    );
+    for round in 0..20 {
+        let d = tmpdir(&format!("reuse{round}"));
+        let plan = compile(&t, Mode::Unconstrained, Rules::default(), &[]);
+        iolearn_replay::artc::init(&d, &plan).unwrap();
+        let report = iolearn_replay::artc::run(&t, &plan, &d, iolearn_replay::artc::Timing::Afap).unwrap();
+        // Unordered, a write may come before its open (EBADF), but never lands in another file.
+        for k in 0..4u64 {
+            let len = std::fs::metadata(d.join(format!("f{k}"))).map(|m| m.len()).unwrap_or(0);
+            let wrote = report.outcomes[3 * k as usize + 1].ret;
+            assert!(
+                len == 0 || len == 10 * (k + 1),
+                "f{k}: {len} bytes (its write returned {wrote})"
+            );
+        }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
