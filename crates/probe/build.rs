@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The programs and the skeleton each becomes.
-const SOURCES: [(&str, &str); 2] = [
+const SOURCES: [(&str, &str); 3] = [
     ("src/bpf/readahead.bpf.c", "readahead.skel.rs"),
     ("src/bpf/sched.bpf.c", "sched.skel.rs"),
+    ("src/bpf/syscalls.bpf.c", "syscalls.skel.rs"),
 ];
 
 fn main() {
@@ -18,6 +19,7 @@ fn main() {
         println!("cargo:rerun-if-changed={src}");
     }
     println!("cargo:rerun-if-changed=src/bpf/events.h");
+    println!("cargo:rerun-if-changed=src/bpf/syscalls.h");
     println!("cargo:rerun-if-changed=src/bpf/vmlinux_min.h");
     println!("cargo:rerun-if-env-changed=IOLEARN_NO_BPF");
     if std::env::var_os("IOLEARN_NO_BPF").is_some_and(|v| v == "1") {

@@ -283,3 +283,91 @@ fn write_outcomes(
     file.close().map_err(pq)?;
     Ok(())
 }
+
+/// `iolearn trace record`: a program's system calls, captured with eBPF.
+pub fn record(out: &Path, ring_mb: u32, pid: Option<u32>, command: &[String]) -> Result<()> {
+    use iolearn_probe::syscalls::SyscallWatch;
+    use std::sync::{Arc, Mutex};
+    iolearn_safeio::check_target(out)?;
+    if !ring_mb.is_power_of_two() || !(1..=4096).contains(&ring_mb) {
+        bail!("--ring-mb: a power of two from 1 to 4096, got {ring_mb}");
+    }
+    let records: Arc<Mutex<Vec<iolearn_trace::sys::SysRecord>>> = Arc::default();
+    let sink = records.clone();
+    let on_event = move |e: &iolearn_probe::syscalls::SyscallEvent| {
+        sink.lock().expect("records").push(e.to_record());
+    };
+    let (lost, what) = match (pid, command) {
+        (Some(p), []) => {
+            // SAFETY: kill with signal 0 only checks that the process exists.
+            if p == 0
+                || unsafe { libc::kill(p as i32, 0) } != 0
+                    && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+            {
+                bail!("--pid {p}: no such process");
+            }
+            let watch = SyscallWatch::start(&[p], None, ring_mb << 20, on_event)?;
+            eprintln!("iolearn: recording process {p} (and what it starts) until it exits or SIGINT");
+            let stop = iolearn_tune::install_signal_handlers();
+            // SAFETY: as above.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && unsafe { libc::kill(p as i32, 0) } == 0 {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            (watch.stop()?, format!("process {p}"))
+        }
+        (None, [program, args @ ..]) => {
+            // Attached first, following this process's children from their creation: the
+            // command's every call is seen, from its exec on (and the few calls between fork
+            // and exec, which are the child's own). iolearn starts no other process meanwhile.
+            let watch = SyscallWatch::start(&[], Some(std::process::id()), ring_mb << 20, on_event)?;
+            let mut child = match std::process::Command::new(program).args(args).spawn() {
+                Ok(c) => c,
+                Err(e) => bail!("{program}: {e}"),
+            };
+            let status = child.wait()?;
+            let lost = watch.stop()?;
+            if !status.success() {
+                eprintln!("iolearn: {program} exited with {status}");
+            }
+            (lost, command.join(" "))
+        }
+        _ => bail!("give a command after -- or --pid P, not both"),
+    };
+    let mut records = std::mem::take(&mut *records.lock().expect("records"));
+    let t0 = records.iter().map(|r| r.enter_ns).min().unwrap_or(0);
+    for r in &mut records {
+        r.enter_ns -= t0;
+        r.exit_ns = r.exit_ns.map(|x| x.saturating_sub(t0));
+    }
+    let mut trace = SysTrace {
+        records,
+        meta: iolearn_trace::sys::Meta {
+            source: "ebpf".into(),
+            buffers: "none".into(),
+            lost: lost.records,
+            command: what,
+        },
+    };
+    trace.renumber();
+    iolearn_safeio::write_with(out, |w| {
+        parquet::write(&trace, w).map(|_| ()).map_err(std::io::Error::other)
+    })?;
+    eprintln!(
+        "iolearn: {} calls of {} threads in {} processes -> {}; lost {}{}",
+        trace.records.len(),
+        trace.threads().len(),
+        processes(&trace),
+        out.display(),
+        lost.records,
+        if lost.compat > 0 {
+            format!(", {} 32-bit calls not decoded", lost.compat)
+        } else {
+            String::new()
+        }
+    );
+    for (nr, n) in &lost.by_nr {
+        let name = iolearn_trace::sys::Call::by_x86_64_nr(*nr).map_or("?", |c| c.name());
+        eprintln!("iolearn:   lost {n} {name} calls");
+    }
+    Ok(())
+}

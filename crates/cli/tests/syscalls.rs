@@ -199,3 +199,108 @@ fn bad_input_is_refused_by_name_and_nothing_is_written() {
         "a refused replay touched nothing"
     );
 }
+
+/// `iolearn trace record` (root, eBPF) sees the job's file-system calls as strace does: the
+/// same names made, renamed, linked, read back and removed, with the same results; nothing
+/// lost. Then its trace replays with no failed call.
+#[test]
+fn record_captures_what_strace_sees_and_replays() {
+    if iolearn_tune::testbed::skip_test("iolearn (cli)", "record_captures_what_strace_sees_and_replays") {
+        return;
+    }
+    let d = setup("record");
+    let job = "mkdir d; echo hello > d/f; cat d/f > /dev/null; mv d/f d/g; ln -s g d/l; readlink d/l; \
+               stat d/g > /dev/null; rm -r d";
+    let work = d.join("work");
+    std::fs::create_dir(&work).unwrap();
+    let o = iolearn_in(
+        &work,
+        &["trace", "record", "-o", "../ebpf.parquet", "--", "sh", "-c", job],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("lost 0"), "{}", text(&o));
+    let ours = iolearn_trace::sys::parquet::read(&d.join("ebpf.parquet")).unwrap();
+    assert_eq!(ours.meta.source, "ebpf");
+    // The job's own names, as (call, path, path2, result, errno), in each source.
+    let mine = |t: &iolearn_trace::sys::SysTrace| {
+        let mut v: Vec<String> = t
+            .records
+            .iter()
+            .filter(|r| r.path.as_deref().is_some_and(|p| p.starts_with(b"d")))
+            .filter(|r| !matches!(r.call_name(), "execve" | "access"))
+            .map(|r| {
+                format!(
+                    "{} {:?} {:?} {:?} {:?}",
+                    r.call_name(),
+                    r.path.as_deref().map(String::from_utf8_lossy),
+                    r.path2.as_deref().map(String::from_utf8_lossy),
+                    r.result.as_deref().map(String::from_utf8_lossy),
+                    r.errno()
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let got = mine(&ours);
+    assert!(got.iter().any(|l| l.starts_with("mkdir Some(\"d\")")), "{got:#?}");
+    assert!(
+        got.iter()
+            .any(|l| l.starts_with("rename") && l.contains("Some(\"d/g\")")),
+        "{got:#?}"
+    );
+    assert!(
+        got.iter()
+            .any(|l| l.starts_with("readlink Some(\"d/l\")") && l.contains("Some(\"g\")")),
+        "{got:#?}"
+    );
+    assert!(
+        got.iter()
+            .any(|l| l.starts_with("statx Some(\"d/g\")") && l.contains("size=6")),
+        "{got:#?}"
+    );
+    if std::process::Command::new("strace").arg("-V").output().is_ok() {
+        let st = std::process::Command::new("strace")
+            .args([
+                "-f",
+                "-ttt",
+                "-T",
+                "-y",
+                "-s",
+                "4096",
+                "-o",
+                "../job.strace",
+                "sh",
+                "-c",
+                job,
+            ])
+            .current_dir(&work)
+            .output()
+            .unwrap();
+        assert!(st.status.success());
+        let text = std::fs::read_to_string(d.join("job.strace")).unwrap();
+        let theirs = iolearn_trace::sys::strace::parse(&text, &d.join("job.strace"), Default::default())
+            .unwrap()
+            .trace;
+        assert_eq!(got, mine(&theirs), "the eBPF capture and strace disagree");
+    }
+    for mode in ["artc", "st"] {
+        let o = iolearn_in(
+            &d,
+            &[
+                "replay",
+                "syscalls",
+                "ebpf.parquet",
+                "--target",
+                "target",
+                "--mode",
+                mode,
+            ],
+        );
+        assert!(
+            o.status.success() && text(&o).contains(", 0 failed;"),
+            "{mode}: {}",
+            text(&o)
+        );
+    }
+}

@@ -26,6 +26,7 @@
 
 pub mod sched;
 mod sys;
+pub mod syscalls;
 
 pub use sys::{active_scheduler, kernel_dev, DeviceId};
 

@@ -97,9 +97,13 @@ struct task_struct {
 	struct sched_entity se;
 };
 
-/* The registers saved at a system call's entry (x86-64): its number and first two arguments,
- * still there at its exit. */
+/* The registers saved at a system call's entry (x86-64): its number and its six arguments
+ * (di, si, dx, r10, r8, r9), still there at its exit. */
 struct pt_regs {
+	unsigned long r10;
+	unsigned long r9;
+	unsigned long r8;
+	unsigned long dx;
 	unsigned long si;
 	unsigned long di;
 	unsigned long orig_ax;

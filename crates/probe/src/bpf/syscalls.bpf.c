@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Re-Animator's capture on a stock kernel: every system call of the traced processes (and of
+ * the processes they start), with its arguments, the paths it names, its entry and return
+ * times, its return value and what it returned in a buffer (a stat, a link's target), streamed
+ * through a ring buffer. Nothing here changes the system.
+ *
+ * The raw `sys_enter` / `sys_exit` tracepoints run for every call of every task once attached:
+ * the first tests (is the process traced, is the call one we follow) are an array lookup and a
+ * bitmap bit. Paths are read at entry (the kernel has not yet replaced an exec'd image) and, if
+ * their page was not in memory then, again at return. Per call, the tables user space fills
+ * before loading say which arguments are paths and what result to read (built from the call
+ * table of `iolearn_trace::sys::calls`, so the two cannot drift apart). */
+#include "vmlinux_min.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include "syscalls.h"
+
+const volatile __u64 wanted[SYS_NR / 64] = {};
+const volatile __u8 path_arg[SYS_NR][2] = {};
+const volatile __u8 result_kind[SYS_NR] = {};
+const volatile __u8 result_arg[SYS_NR] = {};
+/* A process whose children (not itself) are traced from their creation: iolearn's own pid
+ * when it starts the command (0: none). */
+const volatile __u32 children_of = 0;
+
+/* Calls not captured: no room in the ring (counted per call number too, in `lost_by_nr`), no
+ * room in the table of calls in flight, 32-bit calls (not decoded). */
+volatile __u64 lost = 0;
+volatile __u64 lost_pending = 0;
+volatile __u64 compat_calls = 0;
+
+/* The traced processes, a bit per process id (as in readahead.bpf.c); sized at load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} tgid_bits SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SYS_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost_by_nr SEC(".maps");
+
+/* Calls in flight, by thread. A hash, not an LRU: an eviction would lose a call silently. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	/* By size, not type (key too: libbpf wants both or neither): a typed value would put the
+	 * struct (and its 256-byte arrays, which have no Default in Rust) into the skeleton. */
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(struct sys_pending));
+} pending SEC(".maps");
+
+/* A call's entry is built here (it is larger than the 512-byte stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(struct sys_pending));
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 << 20); /* set at load */
+} sys_events SEC(".maps");
+
+#define TS_COMPAT 0x0002
+#define NR_EXIT 60
+#define NR_EXIT_GROUP 231
+
+static __always_inline bool watched(__u32 tgid)
+{
+	__u32 word = tgid / 64;
+	__u64 *bits = bpf_map_lookup_elem(&tgid_bits, &word);
+	return bits && (*bits >> (tgid % 64)) & 1;
+}
+
+static __always_inline void count_lost(__u32 nr)
+{
+	__sync_fetch_and_add(&lost, 1);
+	__u32 k = nr & (SYS_NR - 1);
+	__u64 *c = bpf_map_lookup_elem(&lost_by_nr, &k);
+	if (c)
+		*c += 1;
+}
+
+static __always_inline __u64 arg_of(struct pt_regs *regs, int i)
+{
+	switch (i) {
+	case 0:
+		return BPF_CORE_READ(regs, di);
+	case 1:
+		return BPF_CORE_READ(regs, si);
+	case 2:
+		return BPF_CORE_READ(regs, dx);
+	case 3:
+		return BPF_CORE_READ(regs, r10);
+	case 4:
+		return BPF_CORE_READ(regs, r8);
+	default:
+		return BPF_CORE_READ(regs, r9);
+	}
+}
+
+static __always_inline void read_path(struct sys_pending *p, int k, __u32 nr)
+{
+	__u8 a = path_arg[nr & (SYS_NR - 1)][k];
+	if (a >= 6)
+		return;
+	long n = bpf_probe_read_user_str(p->path[k], SYS_PATH, (void *)p->args[a & 7]);
+	if (n < 0) {
+		p->path_len[k] = SYS_UNREADABLE;
+		return;
+	}
+	p->path_len[k] = n > 0 ? n - 1 : 0;
+	if (n == SYS_PATH)
+		p->cut |= 1 << k;
+}
+
+static __always_inline void submit(struct sys_event *e)
+{
+	/* No wake-up per record (a wake-up each costs more than the record at these rates): user
+	 * space drains every millisecond; a ring a quarter full wakes it at once. */
+	__u64 pending_bytes = bpf_ringbuf_query(&sys_events, BPF_RB_AVAIL_DATA);
+	bpf_ringbuf_submit(e, pending_bytes > (4 << 20) ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+}
+
+static __always_inline struct sys_event *start_event(struct sys_pending *p, __u64 pid_tgid)
+{
+	struct sys_event *e = bpf_ringbuf_reserve(&sys_events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(p->nr);
+		return 0;
+	}
+	e->enter_ns = p->enter_ns;
+	e->exit_ns = 0;
+#pragma unroll
+	for (int i = 0; i < 6; i++)
+		e->args[i] = p->args[i];
+	e->ret = 0;
+	e->pid = pid_tgid >> 32;
+	e->tid = (__u32)pid_tgid;
+	e->nr = p->nr;
+	e->path_len[0] = p->path_len[0];
+	e->path_len[1] = p->path_len[1];
+	e->result_len = 0;
+	e->cut = p->cut;
+	e->pad = 0;
+	bpf_probe_read_kernel(e->path, sizeof(e->path), p->path);
+	return e;
+}
+
+SEC("tp_btf/sys_enter")
+int on_sys_enter(__u64 *ctx)
+{
+	/* (struct pt_regs *regs, long id) */
+	long id = (long)ctx[1];
+	if (id < 0 || id >= SYS_NR)
+		return 0;
+	__u32 nr = (__u32)id;
+	if (!((wanted[nr / 64] >> (nr % 64)) & 1))
+		return 0;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!watched(pid_tgid >> 32))
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (bpf_core_field_exists(task->thread_info.status) && (BPF_CORE_READ(task, thread_info.status) & TS_COMPAT)) {
+		__sync_fetch_and_add(&compat_calls, 1);
+		return 0;
+	}
+	__u32 zero = 0;
+	struct sys_pending *p = bpf_map_lookup_elem(&scratch, &zero);
+	if (!p)
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)ctx[0];
+	p->enter_ns = bpf_ktime_get_ns();
+	p->nr = nr;
+	p->cut = 0;
+	p->path_len[0] = 0;
+	p->path_len[1] = 0;
+#pragma unroll
+	for (int i = 0; i < 6; i++)
+		p->args[i] = arg_of(regs, i);
+	read_path(p, 0, nr);
+	read_path(p, 1, nr);
+	if (nr == NR_EXIT || nr == NR_EXIT_GROUP) {
+		/* These never return: the record goes out now, without an exit time. */
+		struct sys_event *e = start_event(p, pid_tgid);
+		if (e)
+			submit(e);
+		return 0;
+	}
+	__u32 tid = (__u32)pid_tgid;
+	if (bpf_map_update_elem(&pending, &tid, p, BPF_ANY)) {
+		__sync_fetch_and_add(&lost_pending, 1);
+		count_lost(nr);
+	}
+	return 0;
+}
+
+static __always_inline void read_result(struct sys_event *e, __u8 kind, __u64 ptr, __u64 next)
+{
+	long ret = e->ret;
+	switch (kind) {
+	case SYS_RESULT_STAT: {
+		/* x86-64 struct stat: st_mode (u32) at 24, st_size (s64) at 48. */
+		__u32 mode = 0;
+		__u64 size = 0;
+		if (ret == 0 && !bpf_probe_read_user(&mode, 4, (void *)(ptr + 24)) &&
+		    !bpf_probe_read_user(&size, 8, (void *)(ptr + 48))) {
+			__builtin_memcpy(e->result, &mode, 4);
+			__builtin_memcpy(e->result + 8, &size, 8);
+			e->result_len = 16;
+		}
+		break;
+	}
+	case SYS_RESULT_STATX: {
+		/* struct statx: stx_mode (u16) at 0x1c, stx_size (u64) at 0x28. */
+		__u16 mode16 = 0;
+		__u64 size = 0;
+		if (ret == 0 && !bpf_probe_read_user(&mode16, 2, (void *)(ptr + 0x1c)) &&
+		    !bpf_probe_read_user(&size, 8, (void *)(ptr + 0x28))) {
+			__u32 mode = mode16;
+			__builtin_memcpy(e->result, &mode, 4);
+			__builtin_memcpy(e->result + 8, &size, 8);
+			e->result_len = 16;
+		}
+		break;
+	}
+	case SYS_RESULT_STRING: {
+		if (ret <= 0)
+			break;
+		__u32 n = ret > SYS_RESULT ? SYS_RESULT : (__u32)ret;
+		if (!bpf_probe_read_user(e->result, n & (2 * SYS_RESULT - 1), (void *)ptr))
+			e->result_len = n;
+		break;
+	}
+	case SYS_RESULT_FDS:
+		if (ret == 0 && !bpf_probe_read_user(e->result, 8, (void *)ptr))
+			e->result_len = 8;
+		break;
+	case SYS_RESULT_IOV: {
+		__u64 total = 0;
+		bool whole = true;
+#pragma unroll
+		for (int i = 0; i < 16; i++) {
+			if (i >= next)
+				break;
+			__u64 len = 0;
+			if (bpf_probe_read_user(&len, 8, (void *)(ptr + 16 * i + 8))) {
+				whole = false;
+				break;
+			}
+			total += len;
+		}
+		if (whole && next <= 16) {
+			__builtin_memcpy(e->result, &total, 8);
+			e->result_len = 8;
+		}
+		break;
+	}
+	case SYS_RESULT_HOW:
+		if (!bpf_probe_read_user(e->result, 16, (void *)ptr))
+			e->result_len = 16;
+		break;
+	case SYS_RESULT_CLONE:
+		if (!bpf_probe_read_user(e->result, 8, (void *)ptr))
+			e->result_len = 8;
+		break;
+	default:
+		break;
+	}
+}
+
+SEC("tp_btf/sys_exit")
+int on_sys_exit(__u64 *ctx)
+{
+	/* (struct pt_regs *regs, long ret) */
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!watched(pid_tgid >> 32))
+		return 0;
+	__u32 tid = (__u32)pid_tgid;
+	struct sys_pending *p = bpf_map_lookup_elem(&pending, &tid);
+	if (!p)
+		return 0;
+	__u32 nr = p->nr & (SYS_NR - 1);
+	/* A path whose page was not in memory at entry: the kernel has faulted it in since. */
+	if (p->path_len[0] == SYS_UNREADABLE)
+		read_path(p, 0, nr);
+	if (p->path_len[1] == SYS_UNREADABLE)
+		read_path(p, 1, nr);
+	struct sys_event *e = start_event(p, pid_tgid);
+	if (e) {
+		e->exit_ns = bpf_ktime_get_ns();
+		e->ret = (long)ctx[1];
+		__u8 a = result_arg[nr];
+		if (a < 6) {
+			__u64 ptr = p->args[a & 7];
+			__u64 next = a < 5 ? p->args[(a + 1) & 7] : 0;
+			read_result(e, result_kind[nr], ptr, next);
+		}
+		submit(e);
+	}
+	bpf_map_delete_elem(&pending, &tid);
+	return 0;
+}
+
+/* A traced process's children are traced (threads share its process id already). */
+SEC("tp_btf/sched_process_fork")
+int on_fork(__u64 *ctx)
+{
+	struct task_struct *parent = (struct task_struct *)ctx[0];
+	struct task_struct *child = (struct task_struct *)ctx[1];
+	__u32 tgid = child->tgid;
+	bool ours = children_of && parent->tgid == children_of && tgid != children_of;
+	if (!ours && !watched(parent->tgid))
+		return 0;
+	__u32 word = tgid / 64;
+	__u64 *bits = bpf_map_lookup_elem(&tgid_bits, &word);
+	if (bits)
+		__sync_fetch_and_or(bits, 1ULL << (tgid % 64));
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The record `iolearn trace record` streams for each system call of the traced processes
+ * (mirrored by `SyscallEvent::decode` in syscalls.rs: change both together). */
+#ifndef IOLEARN_SYSCALLS_H
+#define IOLEARN_SYSCALLS_H
+
+#define SYS_NR 512          /* system-call numbers followed (x86-64's are below 512) */
+#define SYS_PATH 256        /* bytes of each path argument kept (a longer one is cut, and says so) */
+#define SYS_RESULT 64       /* bytes of a result buffer kept */
+#define SYS_NO_ARG 0xff     /* "no such argument" in the per-call tables */
+#define SYS_UNREADABLE 0xffff /* a path the capture could not read (its page was not in memory) */
+
+/* What to read back from user memory at a call's return (`result_kind`). */
+enum {
+	SYS_RESULT_NONE = 0,
+	SYS_RESULT_STAT = 1,     /* struct stat at the argument: st_mode, st_size */
+	SYS_RESULT_STATX = 2,    /* struct statx: stx_mode, stx_size */
+	SYS_RESULT_STRING = 3,   /* readlink's target: `ret` bytes */
+	SYS_RESULT_FDS = 4,      /* pipe's two ints */
+	SYS_RESULT_IOV = 5,      /* an iovec array (count in the next argument): the bytes it spans */
+	SYS_RESULT_HOW = 6,      /* openat2's struct open_how: flags, mode */
+	SYS_RESULT_CLONE = 7,    /* clone3's struct clone_args: flags */
+};
+
+struct sys_event {
+	__u64 enter_ns;
+	__u64 exit_ns;      /* 0: the call never returned (exit, exit_group) */
+	__u64 args[6];
+	__s64 ret;
+	__u32 pid;          /* thread group */
+	__u32 tid;
+	__u32 nr;
+	__u16 path_len[2];  /* bytes of each path kept (0: none; SYS_UNREADABLE) */
+	__u16 result_len;   /* bytes of `result` filled */
+	__u16 cut;          /* bit 0/1: path 0/1 longer than SYS_PATH */
+	__u32 pad;          /* paths start at 96 */
+	char path[2][SYS_PATH];
+	__u8 result[SYS_RESULT];
+};
+
+/* A call between its entry and its return, by thread. */
+struct sys_pending {
+	__u64 enter_ns;
+	__u64 args[6];
+	__u32 nr;
+	__u16 path_len[2];
+	__u16 cut;
+	__u16 pad;
+	char path[2][SYS_PATH];
+};
+
+#endif

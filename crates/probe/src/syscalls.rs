@@ -1,0 +1,563 @@
+//! The system calls of a process tree, streamed to a callback (Re-Animator's capture on a
+//! stock kernel: `iolearn trace record`). Every call of the table in
+//! `iolearn_trace::sys::calls` made by the traced processes, or by any process they start, is
+//! seen with its arguments, the paths it names, its entry and return times, its return value
+//! and the results the table asks for (a stat's mode and size, a link's target, pipe's
+//! descriptors, an iovec's total). Data buffers are not captured yet.
+//!
+//! Nothing is dropped silently: a call the ring had no room for is counted, in total and per
+//! call ([`Lost`]).
+
+use crate::ProbeError;
+use iolearn_trace::sys::{stat_result, Call, Role, SysRecord};
+
+/// Call numbers followed (x86-64's are below this).
+pub const SYS_NR: usize = 512;
+const SYS_PATH: usize = 256;
+const SYS_RESULT: usize = 64;
+const NO_ARG: u8 = 0xff;
+const UNREADABLE: u16 = 0xffff;
+/// Bytes of one ring record (`struct sys_event` of `bpf/syscalls.h`: a 96-byte head, the
+/// two paths, the result).
+pub const EVENT_BYTES: usize = 96 + 2 * SYS_PATH + SYS_RESULT;
+
+/// What the capture reads back at a call's return (`bpf/syscalls.h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum ResultKind {
+    None = 0,
+    Stat = 1,
+    Statx = 2,
+    String = 3,
+    Fds = 4,
+    Iov = 5,
+    How = 6,
+    Clone = 7,
+}
+
+/// The per-call tables the programs read, from the call table: which calls to follow, which
+/// arguments are paths, what result to read and from which argument.
+#[derive(Debug, Clone)]
+pub struct Tables {
+    /// A bit per call number.
+    pub wanted: [u64; SYS_NR / 64],
+    /// The argument holding `path` and `path2` (0xff: none).
+    pub path_arg: [[u8; 2]; SYS_NR],
+    /// What to read at return.
+    pub result_kind: [u8; SYS_NR],
+    /// From which argument.
+    pub result_arg: [u8; SYS_NR],
+}
+
+impl Tables {
+    /// Built from [`Call::ALL`] and each call's roles.
+    pub fn from_calls() -> Tables {
+        let mut t = Tables {
+            wanted: [0; SYS_NR / 64],
+            path_arg: [[NO_ARG; 2]; SYS_NR],
+            result_kind: [0; SYS_NR],
+            result_arg: [NO_ARG; SYS_NR],
+        };
+        for &call in Call::ALL {
+            let Some(nr) = call.x86_64_nr().map(|n| n as usize).filter(|&n| n < SYS_NR) else {
+                continue;
+            };
+            t.wanted[nr / 64] |= 1 << (nr % 64);
+            let roles = call.roles();
+            let at = |role: Role| roles.iter().position(|&r| r == role).map(|i| i as u8);
+            t.path_arg[nr] = [at(Role::Path).unwrap_or(NO_ARG), at(Role::Path2).unwrap_or(NO_ARG)];
+            let (kind, arg) = match call {
+                Call::Stat | Call::Lstat | Call::Fstat | Call::Newfstatat => (ResultKind::Stat, at(Role::Out)),
+                Call::Statx => (ResultKind::Statx, at(Role::Out)),
+                Call::Readlink | Call::Readlinkat => (ResultKind::String, at(Role::Out)),
+                Call::Pipe | Call::Pipe2 => (ResultKind::Fds, at(Role::OutFds)),
+                _ if roles.contains(&Role::Iov) => (ResultKind::Iov, at(Role::Iov)),
+                Call::Openat2 => (ResultKind::How, Some(2)),
+                Call::Clone3 => (ResultKind::Clone, Some(0)),
+                _ => (ResultKind::None, None),
+            };
+            t.result_kind[nr] = kind as u8;
+            t.result_arg[nr] = arg.unwrap_or(NO_ARG);
+        }
+        t
+    }
+}
+
+/// One call as the ring delivers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyscallEvent {
+    /// Entry (`CLOCK_MONOTONIC`), ns.
+    pub enter_ns: u64,
+    /// Return; `None` for exit and exit_group.
+    pub exit_ns: Option<u64>,
+    /// The six argument registers.
+    pub args: [u64; 6],
+    /// Return value (>= 0 or -errno).
+    pub ret: i64,
+    /// Process (thread group) and thread.
+    pub pid: u32,
+    /// Thread.
+    pub tid: u32,
+    /// x86-64 call number.
+    pub nr: u32,
+    /// The path arguments (empty where the call has none; `None`: unreadable).
+    pub paths: [Option<Vec<u8>>; 2],
+    /// A path the capture could not read.
+    pub unreadable: bool,
+    /// A path longer than the capture keeps (the prefix is kept).
+    pub cut: bool,
+    /// The result bytes read back.
+    pub result: Vec<u8>,
+}
+
+impl SyscallEvent {
+    /// Decode one ring record.
+    pub fn decode(b: &[u8]) -> Option<SyscallEvent> {
+        if b.len() < EVENT_BYTES {
+            return None;
+        }
+        let u64_at = |i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        let u32_at = |i: usize| u32::from_ne_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        let u16_at = |i: usize| u16::from_ne_bytes(b[i..i + 2].try_into().expect("2 bytes"));
+        let mut args = [0u64; 6];
+        for (i, a) in args.iter_mut().enumerate() {
+            *a = u64_at(16 + 8 * i);
+        }
+        let mut unreadable = false;
+        let mut paths = [None, None];
+        for (k, p) in paths.iter_mut().enumerate() {
+            let len = u16_at(84 + 2 * k);
+            // A call without a path argument reads as an empty one: `to_record` only takes
+            // the paths of calls whose roles have them.
+            if len == UNREADABLE {
+                unreadable = true;
+            } else {
+                let start = 96 + k * SYS_PATH;
+                *p = Some(b[start..start + (len as usize).min(SYS_PATH - 1)].to_vec());
+            }
+        }
+        let result_len = (u16_at(88) as usize).min(SYS_RESULT);
+        let r0 = 96 + 2 * SYS_PATH;
+        let exit = u64_at(8);
+        Some(SyscallEvent {
+            enter_ns: u64_at(0),
+            exit_ns: (exit != 0).then_some(exit),
+            args,
+            ret: u64_at(64) as i64,
+            pid: u32_at(72),
+            tid: u32_at(76),
+            nr: u32_at(80),
+            paths,
+            unreadable,
+            cut: u16_at(90) != 0,
+            result: b[r0..r0 + result_len].to_vec(),
+        })
+    }
+
+    /// The call as a trace record (times as captured; `id` 0: numbered by the trace).
+    pub fn to_record(&self) -> SysRecord {
+        let mut r = SysRecord {
+            pid: self.pid,
+            tid: self.tid,
+            enter_ns: self.enter_ns,
+            exit_ns: self.exit_ns,
+            ret: self.ret,
+            ..Default::default()
+        };
+        let Some(call) = Call::by_x86_64_nr(self.nr) else {
+            r.other = Some(format!("syscall_{}", self.nr));
+            return r;
+        };
+        r.call = Some(call);
+        let res = &self.result;
+        let u64_of = |i: usize| {
+            res.get(i..i + 8)
+                .map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
+        };
+        for (i, role) in call.roles().iter().enumerate() {
+            let v = self.args[i];
+            match role {
+                Role::Fd => r.fd = Some(v as i32),
+                Role::Fd2 => r.fd2 = Some(v as i32),
+                Role::DirFd => r.dirfd = Some(v as i32),
+                Role::DirFd2 => r.dirfd2 = Some(v as i32),
+                Role::Path => r.path = self.paths[0].clone(),
+                Role::Path2 => r.path2 = self.paths[1].clone(),
+                Role::Count => r.count = Some(v),
+                Role::Offset => r.offset = Some(v as i64),
+                Role::Flags => r.flags = Some(v),
+                Role::Mode => r.mode = Some(v as u32),
+                Role::Cmd => r.cmd = Some(v),
+                Role::Addr => r.addr = Some(v),
+                Role::Uid => r.uid = Some(v as u32),
+                Role::Gid => r.gid = Some(v as u32),
+                Role::Iov => r.count = u64_of(0),
+                Role::OutFds => {
+                    if res.len() >= 8 {
+                        r.fd = Some(i32::from_ne_bytes(res[0..4].try_into().expect("4 bytes")));
+                        r.fd2 = Some(i32::from_ne_bytes(res[4..8].try_into().expect("4 bytes")));
+                    }
+                }
+                Role::Out => match call {
+                    Call::Readlink | Call::Readlinkat if self.ret > 0 && self.ret as usize <= res.len() => {
+                        r.result = Some(res[..self.ret as usize].to_vec());
+                    }
+                    Call::Stat | Call::Lstat | Call::Fstat | Call::Newfstatat | Call::Statx if res.len() >= 16 => {
+                        let mode = u32::from_ne_bytes(res[0..4].try_into().expect("4 bytes"));
+                        r.result = Some(stat_result(mode, u64_of(8)));
+                    }
+                    _ => {}
+                },
+                Role::Buf | Role::Name | Role::Skip => {}
+            }
+        }
+        // openat2's flags and mode, clone3's flags: read from their structs.
+        match call {
+            Call::Openat2 if res.len() >= 16 => {
+                r.flags = u64_of(0);
+                r.mode = u64_of(8).map(|m| m as u32);
+            }
+            Call::Clone3 if res.len() >= 8 => r.flags = u64_of(0),
+            _ => {}
+        }
+        if matches!(call, Call::Exit | Call::ExitGroup) {
+            r.exit_ns = None;
+        }
+        r
+    }
+}
+
+/// What the capture could not keep.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lost {
+    /// Calls the ring had no room for.
+    pub records: u64,
+    /// Of those, calls the table of calls in flight had no room for.
+    pub in_flight: u64,
+    /// 32-bit calls (not decoded).
+    pub compat: u64,
+    /// Lost calls per call number (summed over CPUs), nonzero ones.
+    pub by_nr: Vec<(u32, u64)>,
+}
+
+/// A running capture; stops (and joins its thread) when dropped or [`SyscallWatch::stop`]ped.
+pub struct SyscallWatch {
+    #[cfg_attr(not(iolearn_bpf), allow(dead_code))]
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    #[cfg_attr(not(iolearn_bpf), allow(dead_code))]
+    thread: Option<std::thread::JoinHandle<Result<Lost, ProbeError>>>,
+}
+
+impl SyscallWatch {
+    /// Trace the processes `pids` (and every process they start from now on) and, with
+    /// `children_of`, every process that one starts (not itself) from its creation, through a
+    /// ring of `ring_bytes` (a power of two, at least 1 MiB); `on_event` gets every call, on a
+    /// thread of the watch's own, in the order the ring received them (by return).
+    #[cfg(iolearn_bpf)]
+    pub fn start(
+        pids: &[u32],
+        children_of: Option<u32>,
+        ring_bytes: u32,
+        on_event: impl FnMut(&SyscallEvent) + Send + 'static,
+    ) -> Result<SyscallWatch, ProbeError> {
+        crate::sys::check_root_and_btf()?;
+        if !ring_bytes.is_power_of_two() || ring_bytes < 1 << 20 {
+            return Err(ProbeError::Map(format!(
+                "ring of {ring_bytes} bytes: a power of two, at least 1 MiB"
+            )));
+        }
+        let pids = pids.to_vec();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let halt = stop.clone();
+        // The skeleton and the ring buffer are not `Send`: they live and die on this thread.
+        let thread = std::thread::spawn(move || live::run(&pids, children_of, ring_bytes, on_event, &halt, ready_tx));
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(SyscallWatch {
+                stop,
+                thread: Some(thread),
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => {
+                let _ = thread.join();
+                Err(ProbeError::Denied(
+                    "the capture's thread ended before it was ready".into(),
+                ))
+            }
+        }
+    }
+
+    /// Always [`ProbeError::NotBuilt`] (this build has no eBPF programs).
+    #[cfg(not(iolearn_bpf))]
+    pub fn start(
+        _: &[u32],
+        _: Option<u32>,
+        _: u32,
+        _: impl FnMut(&SyscallEvent) + Send + 'static,
+    ) -> Result<SyscallWatch, ProbeError> {
+        Err(ProbeError::NotBuilt)
+    }
+
+    /// Stop, after delivering what is in the ring; returns what was lost.
+    pub fn stop(mut self) -> Result<Lost, ProbeError> {
+        self.halt()
+    }
+
+    fn halt(&mut self) -> Result<Lost, ProbeError> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        match self.thread.take().map(|t| t.join()) {
+            None => Ok(Lost::default()),
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(ProbeError::Map("the capture's thread panicked".into())),
+        }
+    }
+}
+
+impl Drop for SyscallWatch {
+    fn drop(&mut self) {
+        let _ = self.halt();
+    }
+}
+
+#[cfg(iolearn_bpf)]
+mod live {
+    use super::{Lost, SyscallEvent, Tables, SYS_NR};
+    use crate::ProbeError;
+    use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+    use libbpf_rs::{MapCore, MapFlags, MapHandle, OpenObject, RingBufferBuilder};
+    use std::mem::MaybeUninit;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc::Sender;
+    use std::time::Duration;
+
+    #[allow(clippy::all, missing_docs, dead_code, non_camel_case_types)]
+    mod skel {
+        include!(concat!(env!("OUT_DIR"), "/syscalls.skel.rs"));
+    }
+
+    const DRAIN_EVERY: Duration = Duration::from_millis(1);
+    /// The kernel's largest process id plus one (`PID_MAX_LIMIT`): the bitmap is 512 KiB.
+    const PID_MAX_LIMIT: u32 = 4 << 20;
+
+    fn denied(what: &str) -> impl Fn(libbpf_rs::Error) -> ProbeError + '_ {
+        move |e| ProbeError::Denied(format!("{what}: {e}"))
+    }
+
+    fn load<'o>(
+        storage: &'o mut MaybeUninit<OpenObject>,
+        pids: &[u32],
+        children_of: Option<u32>,
+        ring_bytes: u32,
+    ) -> Result<skel::SyscallsSkel<'o>, ProbeError> {
+        let mut open = skel::SyscallsSkelBuilder::default()
+            .open(storage)
+            .map_err(denied("opening the eBPF object"))?;
+        let t = Tables::from_calls();
+        let ro = &mut open.maps.rodata_data;
+        ro.wanted = t.wanted;
+        ro.path_arg = t.path_arg;
+        ro.result_kind = t.result_kind;
+        ro.result_arg = t.result_arg;
+        ro.children_of = children_of.unwrap_or(0);
+        open.maps
+            .tgid_bits
+            .set_max_entries(PID_MAX_LIMIT / 64)
+            .map_err(denied("sizing the process bitmap"))?;
+        open.maps
+            .sys_events
+            .set_max_entries(ring_bytes)
+            .map_err(denied("sizing the ring"))?;
+        let mut s = open.load().map_err(denied("loading the eBPF programs"))?;
+        for &pid in pids {
+            if pid >= PID_MAX_LIMIT {
+                return Err(ProbeError::Map(format!("process id {pid} out of range")));
+            }
+            let word = pid / 64;
+            let key = word.to_ne_bytes();
+            let old = s
+                .maps
+                .tgid_bits
+                .lookup(&key, MapFlags::ANY)
+                .map_err(|e| ProbeError::Map(e.to_string()))?
+                .map(|v| u64::from_ne_bytes(v[..8].try_into().expect("8 bytes")))
+                .unwrap_or(0);
+            let new = old | 1u64 << (pid % 64);
+            s.maps
+                .tgid_bits
+                .update(&key, &new.to_ne_bytes(), MapFlags::ANY)
+                .map_err(|e| ProbeError::Map(e.to_string()))?;
+        }
+        s.attach().map_err(denied("attaching to the system-call tracepoints"))?;
+        Ok(s)
+    }
+
+    pub(super) fn run(
+        pids: &[u32],
+        children_of: Option<u32>,
+        ring_bytes: u32,
+        mut on_event: impl FnMut(&SyscallEvent),
+        stop: &AtomicBool,
+        ready: Sender<Result<(), ProbeError>>,
+    ) -> Result<Lost, ProbeError> {
+        let mut storage = MaybeUninit::<OpenObject>::uninit();
+        let skel = match load(&mut storage, pids, children_of, ring_bytes) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return Ok(Lost::default());
+            }
+        };
+        let map = match MapHandle::try_from(&skel.maps.sys_events) {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = ready.send(Err(ProbeError::Map(e.to_string())));
+                return Ok(Lost::default());
+            }
+        };
+        let mut builder = RingBufferBuilder::new();
+        let added = builder
+            .add(&map, |data: &[u8]| {
+                if let Some(e) = SyscallEvent::decode(data) {
+                    on_event(&e);
+                }
+                0
+            })
+            .map(|_| ());
+        let ring = match added.and_then(|()| builder.build()) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = ready.send(Err(ProbeError::Map(e.to_string())));
+                return Ok(Lost::default());
+            }
+        };
+        let _ = ready.send(Ok(()));
+        let mut failed = None;
+        while !stop.load(Ordering::Relaxed) {
+            match ring.poll(DRAIN_EVERY).and_then(|()| ring.consume()) {
+                Ok(()) => {}
+                Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    failed = Some(ProbeError::Map(format!("reading the system calls: {e}")));
+                    break;
+                }
+            }
+        }
+        let _ = ring.consume();
+        drop(ring);
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let bss = &skel.maps.bss_data;
+        let mut by_nr = Vec::new();
+        for nr in 0..SYS_NR as u32 {
+            let per_cpu = skel
+                .maps
+                .lost_by_nr
+                .lookup_percpu(&nr.to_ne_bytes(), MapFlags::ANY)
+                .map_err(|e| ProbeError::Map(e.to_string()))?
+                .unwrap_or_default();
+            let n: u64 = per_cpu
+                .iter()
+                .map(|v| u64::from_ne_bytes(v[..8].try_into().expect("8 bytes")))
+                .sum();
+            if n > 0 {
+                by_nr.push((nr, n));
+            }
+        }
+        Ok(Lost {
+            records: bss.lost,
+            in_flight: bss.lost_pending,
+            compat: bss.compat_calls,
+            by_nr,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tables_follow_the_call_table() {
+        let t = Tables::from_calls();
+        let nr = |c: Call| c.x86_64_nr().unwrap() as usize;
+        assert!(t.wanted[nr(Call::Openat) / 64] >> (nr(Call::Openat) % 64) & 1 == 1);
+        assert_eq!(t.path_arg[nr(Call::Openat)], [1, NO_ARG]);
+        assert_eq!(t.path_arg[nr(Call::Renameat2)], [1, 3]);
+        assert_eq!(
+            t.path_arg[nr(Call::Symlink)],
+            [1, 0],
+            "symlink(target, linkpath): the link is `path`"
+        );
+        assert_eq!(
+            (t.result_kind[nr(Call::Newfstatat)], t.result_arg[nr(Call::Newfstatat)]),
+            (1, 2)
+        );
+        assert_eq!(
+            (t.result_kind[nr(Call::Readlinkat)], t.result_arg[nr(Call::Readlinkat)]),
+            (3, 2)
+        );
+        assert_eq!(
+            (t.result_kind[nr(Call::Writev)], t.result_arg[nr(Call::Writev)]),
+            (5, 1)
+        );
+        assert_eq!(t.wanted[0] >> 7 & 1, 0, "poll is not followed");
+    }
+
+    fn raw(nr: u32, args: [u64; 6], ret: i64, paths: [&[u8]; 2], result: &[u8]) -> Vec<u8> {
+        let mut b = vec![0u8; EVENT_BYTES];
+        b[0..8].copy_from_slice(&100u64.to_ne_bytes());
+        b[8..16].copy_from_slice(&250u64.to_ne_bytes());
+        for (i, a) in args.iter().enumerate() {
+            b[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_ne_bytes());
+        }
+        b[64..72].copy_from_slice(&ret.to_ne_bytes());
+        b[72..76].copy_from_slice(&7u32.to_ne_bytes());
+        b[76..80].copy_from_slice(&8u32.to_ne_bytes());
+        b[80..84].copy_from_slice(&nr.to_ne_bytes());
+        for (k, p) in paths.iter().enumerate() {
+            b[84 + 2 * k..86 + 2 * k].copy_from_slice(&(p.len() as u16).to_ne_bytes());
+            b[96 + k * SYS_PATH..96 + k * SYS_PATH + p.len()].copy_from_slice(p);
+        }
+        b[88..90].copy_from_slice(&(result.len() as u16).to_ne_bytes());
+        let r0 = 96 + 2 * SYS_PATH;
+        b[r0..r0 + result.len()].copy_from_slice(result);
+        b
+    }
+
+    #[test]
+    fn records_decode_into_the_fields_of_each_role() {
+        let flags = (libc::O_CREAT | libc::O_WRONLY) as u64;
+        let b = raw(
+            257,
+            [(-100i64) as u64, 0x1000, flags, 0o644, 0, 0],
+            3,
+            [b"/tmp/x", b""],
+            &[],
+        );
+        let r = SyscallEvent::decode(&b).unwrap().to_record();
+        assert_eq!(r.call, Some(Call::Openat));
+        assert_eq!(
+            (r.dirfd, r.flags, r.mode, r.ret),
+            (Some(-100), Some(flags), Some(0o644), 3)
+        );
+        assert_eq!(r.path.as_deref(), Some(&b"/tmp/x"[..]));
+        assert_eq!((r.pid, r.tid, r.enter_ns, r.exit_ns), (7, 8, 100, Some(250)));
+        // A stat's mode and size, read back from its buffer.
+        let mut st = vec![0u8; 16];
+        st[0..4].copy_from_slice(&(libc::S_IFDIR | 0o755).to_ne_bytes());
+        st[8..16].copy_from_slice(&4096u64.to_ne_bytes());
+        let b = raw(262, [(-100i64) as u64, 1, 2, 0, 0, 0], 0, [b"/d", b""], &st);
+        let r = SyscallEvent::decode(&b).unwrap().to_record();
+        assert_eq!(r.result.as_deref(), Some(&b"mode=0o40755 size=4096"[..]));
+        // pipe2's descriptors.
+        let b = raw(293, [0x2000, 0, 0, 0, 0, 0], 0, [b"", b""], &[3, 0, 0, 0, 4, 0, 0, 0]);
+        let r = SyscallEvent::decode(&b).unwrap().to_record();
+        assert_eq!((r.fd, r.fd2), (Some(3), Some(4)));
+        // A short record is refused.
+        assert!(SyscallEvent::decode(&b[..EVENT_BYTES - 1]).is_none());
+    }
+}
