@@ -331,7 +331,10 @@ pub fn record(out: &Path, ring_mb: u32, pid: Option<u32>, command: &[String]) ->
             }
             (lost, command.join(" "))
         }
-        _ => bail!("give a command after -- or --pid P, not both"),
+        (Some(_), _) => bail!("give a command after -- or --pid P, not both"),
+        (None, []) => bail!(
+            "nothing to record: give a command after -- (iolearn trace record -o T.parquet -- CMD ARGS) or --pid P"
+        ),
     };
     let mut records = std::mem::take(&mut *records.lock().expect("records"));
     let t0 = records.iter().map(|r| r.enter_ns).min().unwrap_or(0);
