@@ -57,7 +57,7 @@ pub fn calls(path: &Path) -> Result<()> {
         e.0 += 1;
         e.1 += u64::from(!r.ok());
         if r.call.is_some_and(Call::carries_data) && r.ret > 0 {
-            e.2 += r.ret as u64;
+            e.2 = e.2.saturating_add(r.ret as u64);
         }
         if let Some(l) = r.latency_ns() {
             e.3.push(l);
@@ -89,7 +89,7 @@ pub fn calls(path: &Path) -> Result<()> {
     rows.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(&b.0)));
     for (name, (n, failed, bytes, mut lat)) in rows {
         lat.sort_unstable();
-        let mean = lat.iter().sum::<u64>() as f64 / lat.len().max(1) as f64 / 1e3;
+        let mean = lat.iter().map(|&l| l as f64).sum::<f64>() / lat.len().max(1) as f64 / 1e3;
         let p99 = lat
             .get((lat.len() * 99 / 100).min(lat.len().saturating_sub(1)))
             .copied()

@@ -181,8 +181,10 @@ impl SyscallEvent {
                 Role::Fd2 => r.fd2 = Some(v as i32),
                 Role::DirFd => r.dirfd = Some(v as i32),
                 Role::DirFd2 => r.dirfd2 = Some(v as i32),
-                Role::Path => r.path = self.paths[0].clone(),
-                Role::Path2 => r.path2 = self.paths[1].clone(),
+                // A path the capture cut short is not the name the call used: kept unknown
+                // (the call is then not replayed), not as a prefix that names another file.
+                Role::Path => r.path = self.paths[0].clone().filter(|_| !self.cut),
+                Role::Path2 => r.path2 = self.paths[1].clone().filter(|_| !self.cut),
                 Role::Count => r.count = Some(v),
                 Role::Offset => r.offset = Some(v as i64),
                 Role::Flags => r.flags = Some(v),
@@ -211,13 +213,14 @@ impl SyscallEvent {
                 Role::Buf | Role::Name | Role::Skip => {}
             }
         }
-        // openat2's flags and mode, clone3's flags: read from their structs.
+        // openat2's flags and mode, clone3's flags: read from their structs (unknown when the
+        // capture could not read them: the register holds the struct's address, not flags).
         match call {
-            Call::Openat2 if res.len() >= 16 => {
-                r.flags = u64_of(0);
+            Call::Openat2 => {
+                r.flags = u64_of(0).filter(|_| res.len() >= 16);
                 r.mode = u64_of(8).map(|m| m as u32);
             }
-            Call::Clone3 if res.len() >= 8 => r.flags = u64_of(0),
+            Call::Clone3 => r.flags = u64_of(0),
             _ => {}
         }
         if matches!(call, Call::Exit | Call::ExitGroup) {

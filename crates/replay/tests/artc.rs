@@ -358,3 +358,57 @@ fn a_descriptor_number_reused_across_threads_names_each_file_in_replay() {
         std::fs::remove_dir_all(&d).unwrap();
     }
 }
+
+/// Sequential order holds through calls that overlapped: a write that returned before both a
+/// stat and a read began is waited for by the read too, though the stat (which waits for it)
+/// was still running when the read began (a review found the read unordered).
+#[test]
+fn an_order_is_not_lost_through_an_overlapping_call() {
+    let mut open = with_path(rec(1, 0, Call::Open, 3), "/f");
+    open.exit_ns = Some(1);
+    let mut w = rec(1, 2, Call::Pwrite64, 4096);
+    (w.fd, w.exit_ns) = (Some(3), Some(10));
+    let mut st = rec(2, 20, Call::Fstat, 0);
+    (st.fd, st.exit_ns) = (Some(3), Some(40));
+    let mut r = rec(3, 30, Call::Pread64, 4096);
+    (r.fd, r.exit_ns) = (Some(3), Some(50));
+    let p = compile(&trace(vec![open, w, st, r]), Mode::Artc, Rules::default(), &[]);
+    assert!(p.deps[2].contains(&1), "{:?}", p.deps);
+    assert!(p.deps[3].contains(&1), "the read waits for the write: {:?}", p.deps);
+    assert!(!p.deps[3].contains(&2), "not for the stat it overlapped: {:?}", p.deps);
+}
+
+/// A bad trace cannot make the compiler loop or allocate without bound: a hard link to a
+/// directory (impossible, so a forged trace) renamed, and a readlink claiming a huge length.
+#[test]
+fn forged_traces_compile_quickly() {
+    let mut link = with_path(rec(1, 10, Call::Link, 0), "/d");
+    link.path2 = Some(b"/d/s".to_vec());
+    let mut mv = with_path(rec(1, 20, Call::Rename, 0), "/d");
+    mv.path2 = Some(b"/e".to_vec());
+    let rl = with_path(rec(1, 30, Call::Readlink, i64::MAX), "/x");
+    let t = trace(vec![with_path(rec(1, 0, Call::Mkdir, 0), "/d"), link, mv, rl]);
+    let start = std::time::Instant::now();
+    let p = compile(&t, Mode::Artc, Rules::default(), &[]);
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(p.threads.len(), 1);
+}
+
+/// The root directory is never a target, and a name with a NUL in it is refused (EINVAL),
+/// not shortened into another name.
+#[test]
+fn the_root_is_no_target_and_a_nul_is_no_name() {
+    assert!(iolearn_replay::artc::run::check_target(std::path::Path::new("/")).is_err());
+    assert!(iolearn_replay::artc::run::check_target(std::path::Path::new("/tmp/../")).is_err());
+    let d = tmpdir("nul");
+    let mut open = with_path(rec(1, 0, Call::Openat, 3), "/a\0b");
+    open.flags = Some((libc::O_CREAT | libc::O_WRONLY) as u64);
+    let t = trace(vec![open, with_path(rec(1, 10, Call::Mkdir, 0), "/x\0/y")]);
+    let plan = compile(&t, Mode::Artc, Rules::default(), &[]);
+    let report = iolearn_replay::artc::run(&t, &plan, &d, iolearn_replay::artc::Timing::Afap).unwrap();
+    for o in &report.outcomes {
+        assert_eq!((o.replayed, o.ret), (true, -(libc::EINVAL as i64)), "{report:?}");
+    }
+    assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0);
+    std::fs::remove_dir_all(&d).unwrap();
+}

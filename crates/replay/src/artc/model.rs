@@ -96,6 +96,8 @@ pub struct Model {
     created: std::collections::HashSet<u32>,
     /// Names the trace created that the initial tree did not have.
     pub created_paths: Vec<Vec<u8>>,
+    /// Names the trace showed absent (a call failed with ENOENT on them, or removed them).
+    absent: std::collections::HashSet<Vec<u8>>,
     /// The descriptors the last fork copied: (parent's resource, child's resource), both
     /// [`Resource::Fd`] ids (the replay copies its open files along them).
     pub fork_copies: Vec<(Resource, Resource)>,
@@ -116,6 +118,8 @@ pub enum Initial {
 }
 
 const MAX_SYMLINKS: usize = 40;
+/// Names a directory rename renames at most, as the model follows them.
+const MAX_BELOW: usize = 1 << 20;
 
 /// Calls outside the table that make descriptors the model does not follow (and the replay
 /// does not make): their I/O and closes are not replayed.
@@ -170,6 +174,7 @@ impl Model {
             min_size: HashMap::new(),
             created: Default::default(),
             created_paths: Vec::new(),
+            absent: Default::default(),
             through_dirs: false,
             fork_copies: Vec::new(),
         }
@@ -279,25 +284,21 @@ impl Model {
         Resource::Fd(id)
     }
 
-    /// The absolute form of `path` for a call of `pid` relative to `dirfd`.
-    pub fn absolute(&mut self, pid: u32, dirfd: Option<i32>, path: &[u8]) -> Vec<u8> {
+    /// The absolute form of `path` for a call of `pid` relative to `dirfd`; `None` when the
+    /// directory is a descriptor the model does not follow (opened before the trace): the
+    /// name cannot be placed, and a guess would act on another one.
+    pub fn absolute(&mut self, pid: u32, dirfd: Option<i32>, path: &[u8]) -> Option<Vec<u8>> {
         if path.first() == Some(&b'/') {
-            return normalize(path);
+            return Some(normalize(path));
         }
         let base = match dirfd {
-            Some(fd) if fd != AT_FDCWD => {
-                let p = self.process(pid);
-                p.fds
-                    .get(&fd)
-                    .and_then(|e| e.path.clone())
-                    .unwrap_or_else(|| p.cwd.clone())
-            }
+            Some(fd) if fd != AT_FDCWD => self.process(pid).fds.get(&fd)?.path.clone()?,
             _ => self.process(pid).cwd.clone(),
         };
         let mut joined = base;
         joined.push(b'/');
         joined.extend_from_slice(path);
-        normalize(&joined)
+        Some(normalize(&joined))
     }
 
     /// Walk `abs`. `exists`: the call succeeded, so every directory on the way existed (made
@@ -337,12 +338,15 @@ impl Model {
                     if let Some(e) = self.entries(dir) {
                         e.insert(name.clone(), c);
                     }
-                    let mut p = Vec::new();
-                    for (n, _) in stack.iter().chain(std::iter::once(&(name.clone(), c))) {
-                        p.push(b'/');
-                        p.extend_from_slice(n);
+                    // Under a directory the trace made, nothing was there before it.
+                    if !self.created.contains(&dir) {
+                        let mut p = Vec::new();
+                        for (n, _) in stack.iter().chain(std::iter::once(&(name.clone(), c))) {
+                            p.push(b'/');
+                            p.extend_from_slice(n);
+                        }
+                        self.made_up.push((p, c));
                     }
-                    self.made_up.push((p, c));
                     Some(c)
                 }
                 None => None,
@@ -389,18 +393,27 @@ impl Model {
         out
     }
 
-    /// Every path below directory `dir`, as (relative name, inode), depth first.
+    /// Every path below directory `dir`, as (relative name, inode), depth first; at most
+    /// `MAX_BELOW` of them (a bad trace cannot make it walk forever).
     fn below(&self, dir: u32, prefix: &[u8], out: &mut Vec<(Vec<u8>, u32)>) {
-        if let Kind::Dir(e) = &self.inodes[dir as usize].kind {
-            let mut names: Vec<_> = e.iter().collect();
-            names.sort();
-            for (name, &c) in names {
-                let mut p = prefix.to_vec();
-                p.push(b'/');
-                p.extend_from_slice(name);
-                out.push((p.clone(), c));
-                if out.len() < 1 << 20 {
-                    self.below(c, &p, out);
+        let mut stack = vec![(dir, prefix.to_vec())];
+        let mut seen = std::collections::HashSet::new();
+        while let Some((d, pre)) = stack.pop() {
+            if !seen.insert(d) {
+                continue;
+            }
+            if let Kind::Dir(e) = &self.inodes[d as usize].kind {
+                let mut names: Vec<_> = e.iter().collect();
+                names.sort();
+                for (name, &c) in names.into_iter().rev() {
+                    if out.len() >= MAX_BELOW {
+                        return;
+                    }
+                    let mut p = pre.clone();
+                    p.push(b'/');
+                    p.extend_from_slice(name);
+                    out.push((p.clone(), c));
+                    stack.push((c, p));
                 }
             }
         }
@@ -420,6 +433,11 @@ impl Model {
         let pid = r.pid;
         let ok = r.ok() && r.exit_ns.is_some();
         self.fork_copies.clear();
+        if let (Some(libc::ENOENT), Some(path)) = (r.errno(), r.path.as_deref()) {
+            if let Some(abs) = self.absolute(pid, r.dirfd, path) {
+                self.absent.insert(abs);
+            }
+        }
         self.through_dirs = ok || (r.exit_ns.is_some() && r.errno().is_some_and(|e| e != libc::ENOTDIR));
         let mut t: Vec<(Resource, Touch)> = Vec::new();
         let use_fd = |m: &mut Model, t: &mut Vec<(Resource, Touch)>, fd: Option<i32>, touch: Touch| {
@@ -440,9 +458,15 @@ impl Model {
                     r.flags.unwrap_or(0)
                 };
                 let creat = flags & libc::O_CREAT as u64 != 0;
-                let abs = self.absolute(pid, r.dirfd, path);
+                let Some(abs) = self.absolute(pid, r.dirfd, path) else {
+                    return t;
+                };
                 let before = self.lookup_quiet(&abs);
+                // A name opened with O_CREAT that the model does not know is taken as new (and
+                // removed from the target before replay). Known limit: without a snapshot, a
+                // file that existed and was opened with O_CREAT alone is taken as new too.
                 let res = self.resolve(&abs, flags & libc::O_NOFOLLOW as u64 == 0, ok, ok && !creat);
+                self.absent.remove(&abs);
                 let created = ok && creat && before.is_none() && res.inode.is_none();
                 let inode = match (res.inode, created, res.parent) {
                     (Some(i), _, _) => Some(i),
@@ -505,12 +529,15 @@ impl Model {
             }
             Call::Mkdir | Call::Mkdirat => {
                 let Some(path) = r.path.as_deref() else { return t };
-                let abs = self.absolute(pid, r.dirfd, path);
+                let Some(abs) = self.absolute(pid, r.dirfd, path) else {
+                    return t;
+                };
                 let res = self.resolve(&abs, false, ok, false);
                 if let Some(parent) = res.parent {
                     t.push((Resource::File(parent), Touch::Use));
                     if ok {
                         let d = self.new_inode(Kind::Dir(HashMap::new()));
+                        self.created.insert(d);
                         self.entries(parent).map(|e| e.insert(res.name.clone(), d));
                         self.created_paths.push(abs.clone());
                         t.push((Resource::File(d), Touch::Use));
@@ -523,12 +550,15 @@ impl Model {
             }
             Call::Symlink | Call::Symlinkat => {
                 let Some(path) = r.path.as_deref() else { return t };
-                let abs = self.absolute(pid, r.dirfd, path);
+                let Some(abs) = self.absolute(pid, r.dirfd, path) else {
+                    return t;
+                };
                 let res = self.resolve(&abs, false, ok, false);
                 if let Some(parent) = res.parent {
                     t.push((Resource::File(parent), Touch::Use));
                     if ok {
                         let s = self.new_inode(Kind::Symlink(r.path2.clone().unwrap_or_default()));
+                        self.created.insert(s);
                         self.entries(parent).map(|e| e.insert(res.name.clone(), s));
                         self.created_paths.push(abs.clone());
                         t.push((Resource::File(s), Touch::Use));
@@ -543,8 +573,11 @@ impl Model {
                 let (Some(old), Some(new)) = (r.path.as_deref(), r.path2.as_deref()) else {
                     return t;
                 };
-                let old_abs = self.absolute(pid, r.dirfd, old);
-                let new_abs = self.absolute(pid, r.dirfd2, new);
+                let (Some(old_abs), Some(new_abs)) =
+                    (self.absolute(pid, r.dirfd, old), self.absolute(pid, r.dirfd2, new))
+                else {
+                    return t;
+                };
                 let follow = r.flags.unwrap_or(0) & libc::AT_SYMLINK_FOLLOW as u64 != 0;
                 let from = self.resolve(&old_abs, follow, ok, ok);
                 t.push((self.path_resource(&old_abs, false), Touch::Use));
@@ -554,7 +587,9 @@ impl Model {
                 }
                 if let Some(i) = from.inode {
                     t.push((Resource::File(i), Touch::Use));
-                    if ok {
+                    // A hard link to a directory is impossible; one in a trace is a bad trace
+                    // (and would make the tree a cycle).
+                    if ok && !matches!(self.inodes[i as usize].kind, Kind::Dir(_)) {
                         if let Some(parent) = to.parent {
                             self.entries(parent).map(|e| e.insert(to.name.clone(), i));
                             self.created_paths.push(new_abs.clone());
@@ -568,7 +603,9 @@ impl Model {
             }
             Call::Unlink | Call::Unlinkat | Call::Rmdir => {
                 let Some(path) = r.path.as_deref() else { return t };
-                let abs = self.absolute(pid, r.dirfd, path);
+                let Some(abs) = self.absolute(pid, r.dirfd, path) else {
+                    return t;
+                };
                 let res = self.resolve(&abs, false, ok, ok);
                 if let Some(parent) = res.parent {
                     t.push((Resource::File(parent), Touch::Use));
@@ -584,6 +621,12 @@ impl Model {
                     if let Some(parent) = res.parent {
                         self.entries(parent).map(|e| e.remove(&res.name));
                     }
+                    // What rmdir (or unlinkat's AT_REMOVEDIR) removed was a directory.
+                    let dir = call == Call::Rmdir || r.flags.unwrap_or(0) & libc::AT_REMOVEDIR as u64 != 0;
+                    if let (true, Some(i)) = (dir, res.inode) {
+                        self.make_dir(i);
+                    }
+                    self.absent.insert(abs.clone());
                     self.path_gen.entry(abs).and_modify(|g| *g += 1);
                 }
             }
@@ -591,8 +634,11 @@ impl Model {
                 let (Some(old), Some(new)) = (r.path.as_deref(), r.path2.as_deref()) else {
                     return t;
                 };
-                let old_abs = self.absolute(pid, r.dirfd, old);
-                let new_abs = self.absolute(pid, r.dirfd2, new);
+                let (Some(old_abs), Some(new_abs)) =
+                    (self.absolute(pid, r.dirfd, old), self.absolute(pid, r.dirfd2, new))
+                else {
+                    return t;
+                };
                 let from = self.resolve(&old_abs, false, ok, ok);
                 let to = self.resolve(&new_abs, false, ok, false);
                 for p in [from.parent, to.parent].into_iter().flatten() {
@@ -632,10 +678,12 @@ impl Model {
                         if exchange { Touch::Use } else { Touch::Delete },
                     ));
                 }
-                for (o, _) in &names {
+                for (o, n) in &names {
                     if !exchange {
                         self.path_gen.entry(o.clone()).and_modify(|g| *g += 1);
+                        self.absent.insert(o.clone());
                     }
+                    self.absent.remove(n);
                 }
                 for (i, (_, n)) in names.iter().enumerate() {
                     if exchange {
@@ -661,10 +709,15 @@ impl Model {
             }
             Call::Chdir => {
                 let Some(path) = r.path.as_deref() else { return t };
-                let abs = self.absolute(pid, None, path);
+                let Some(abs) = self.absolute(pid, None, path) else {
+                    return t;
+                };
                 let res = self.resolve(&abs, true, ok, ok);
                 self.touch_path(&res, &mut t);
                 if ok {
+                    if let Some(i) = res.inode {
+                        self.make_dir(i);
+                    }
                     self.process(pid).cwd = abs;
                 }
             }
@@ -686,6 +739,8 @@ impl Model {
                     let mut copies = Vec::new();
                     for (&fd, e) in &table.fds {
                         let from = self.fd_resource(pid, fd, e.generation);
+                        // The copy reads each descriptor: ordered with its other uses.
+                        t.push((from, Touch::Use));
                         let g = self.fd_gen.entry((child, fd)).or_insert(0);
                         *g += 1;
                         let generation = *g;
@@ -701,7 +756,14 @@ impl Model {
                     self.fork_copies = copies;
                 }
             }
-            Call::ExitGroup | Call::Exit | Call::Sync => {}
+            Call::ExitGroup => {
+                // The process's descriptors close with it.
+                let fds: Vec<i32> = self.process(pid).fds.keys().copied().collect();
+                for fd in fds {
+                    self.forget_fd(pid, fd, &mut t);
+                }
+            }
+            Call::Exit | Call::Sync => {}
             _ => {
                 let roles = call.roles();
                 let has = |x| roles.contains(&x);
@@ -723,7 +785,9 @@ impl Model {
                     use_fd(self, &mut t, r.fd2, Touch::Use);
                 }
                 if let (true, Some(path)) = (has(iolearn_trace::sys::Role::Path), r.path.as_deref()) {
-                    let abs = self.absolute(pid, r.dirfd, path);
+                    let Some(abs) = self.absolute(pid, r.dirfd, path) else {
+                        return t;
+                    };
                     let nofollow = matches!(call, Call::Lstat | Call::Lchown | Call::Readlink | Call::Readlinkat)
                         || matches!(
                             call,
@@ -736,7 +800,10 @@ impl Model {
                     // replayed readlink returns what the original did).
                     if let (true, Some(i)) = (ok && matches!(call, Call::Readlink | Call::Readlinkat), res.inode) {
                         if matches!(self.inodes[i as usize].kind, Kind::File) {
-                            let target = r.result.clone().unwrap_or_else(|| vec![b'_'; r.ret as usize]);
+                            let target = r
+                                .result
+                                .clone()
+                                .unwrap_or_else(|| vec![b'_'; (r.ret as usize).min(4096)]);
                             self.inodes[i as usize].kind = Kind::Symlink(target);
                         }
                     }
@@ -758,11 +825,12 @@ impl Model {
         let Some(fd) = r.fd else { return };
         let moved = u64::try_from(r.ret).unwrap_or(0);
         let (end, pos) = match r.call {
-            Some(Call::Read | Call::Readv) => (Some(e.pos + moved), Some(e.pos + moved)),
-            Some(Call::Write | Call::Writev) => (None, Some(e.pos + moved)),
-            Some(Call::Pread64 | Call::Preadv | Call::Preadv2) => {
-                (r.offset.map(|o| u64::try_from(o).unwrap_or(0) + moved), None)
-            }
+            Some(Call::Read | Call::Readv) => (Some(e.pos.saturating_add(moved)), Some(e.pos.saturating_add(moved))),
+            Some(Call::Write | Call::Writev) => (None, Some(e.pos.saturating_add(moved))),
+            Some(Call::Pread64 | Call::Preadv | Call::Preadv2) => (
+                r.offset.map(|o| u64::try_from(o).unwrap_or(0).saturating_add(moved)),
+                None,
+            ),
             Some(Call::Lseek) if r.ret >= 0 => (None, Some(moved)),
             _ => (None, None),
         };

@@ -97,6 +97,8 @@ pub struct Plan {
     pub fd_new: Vec<[Option<u32>; 2]>,
     /// For each fork: the parent's descriptors the child starts with (parent's id, child's id).
     pub fork_copies: HashMap<u32, Vec<(u32, u32)>>,
+    /// Descriptors an action ends other than by closing them (exit_group, a number reused).
+    pub fd_drop: HashMap<u32, Vec<u32>>,
     /// The tree before the trace, as far as its calls show it: what replay starts from.
     pub initial: Vec<super::model::Initial>,
     /// Names the trace creates that the initial tree lacks (removed from a target that has
@@ -117,8 +119,10 @@ struct Series {
     created: Option<u32>,
     /// Every action so far (stage: a delete waits for all).
     all: Vec<u32>,
-    /// Actions no later action has been ordered after yet (sequential order).
-    frontier: Vec<u32>,
+    /// Sequential order: actions a later one may still have to wait for, each with the
+    /// earliest return of an action already ordered after it (once a later action begins after
+    /// that, the order holds through it and the entry goes).
+    frontier: Vec<(u32, u64)>,
 }
 
 /// Compile `trace` for `mode` (rules apply to ARTC only). `seed`: the tree before the trace,
@@ -159,6 +163,7 @@ pub fn compile(trace: &SysTrace, mode: Mode, rules: Rules, seed: &[super::model:
     let mut fd_use = Vec::with_capacity(n);
     let mut fd_new = Vec::with_capacity(n);
     let mut fork_copies = HashMap::new();
+    let mut fd_drop = HashMap::new();
     let mut abs_path = Vec::with_capacity(n);
     let mut abs_path2 = Vec::with_capacity(n);
     for (i, r) in rs.iter().enumerate() {
@@ -167,10 +172,10 @@ pub fn compile(trace: &SysTrace, mode: Mode, rules: Rules, seed: &[super::model:
         } else {
             r.dirfd2
         };
-        abs_path.push(r.path.as_deref().map(|p| model.absolute(r.pid, r.dirfd, p)));
+        abs_path.push(r.path.as_deref().and_then(|p| model.absolute(r.pid, r.dirfd, p)));
         abs_path2.push(match r.call {
             Some(Call::Symlink | Call::Symlinkat) => r.path2.clone(),
-            _ => r.path2.as_deref().map(|p| model.absolute(r.pid, dirfd2, p)),
+            _ => r.path2.as_deref().and_then(|p| model.absolute(r.pid, dirfd2, p)),
         });
         let fd_id = |m: &mut Model, fd: Option<i32>| match fd.and_then(|f| m.current_fd(r.pid, f)) {
             Some(Resource::Fd(id)) => Some(id),
@@ -193,6 +198,16 @@ pub fn compile(trace: &SysTrace, mode: Mode, rules: Rules, seed: &[super::model:
                 })
                 .collect();
             fork_copies.insert(i as u32, pairs);
+        }
+        let ended: Vec<u32> = touches
+            .iter()
+            .filter_map(|(res, t)| match (res, t) {
+                (Resource::Fd(id), Touch::Delete) if r.call != Some(Call::Close) => Some(*id),
+                _ => None,
+            })
+            .collect();
+        if !ended.is_empty() {
+            fd_drop.insert(i as u32, ended);
         }
         // One touch per resource, the strongest (a create or delete over a use).
         touches.sort_by_key(|(res, t)| (*res, *t == Touch::Use));
@@ -225,10 +240,12 @@ pub fn compile(trace: &SysTrace, mode: Mode, rules: Rules, seed: &[super::model:
                 continue;
             }
             let s = series.entry(res).or_default();
+            // A name's creation orders what follows it even after a failed lookup of it in the
+            // same generation.
+            if touch == Touch::Create {
+                s.created = Some(i as u32);
+            }
             if s.all.is_empty() {
-                if touch == Touch::Create {
-                    s.created = Some(i as u32);
-                }
                 // Name order: a path generation's first action after the last of the one before.
                 if let (Resource::Path(id), true) = (res, stage) {
                     let (name, generation) = &model.path_names[id as usize];
@@ -240,10 +257,19 @@ pub fn compile(trace: &SysTrace, mode: Mode, rules: Rules, seed: &[super::model:
                 }
             }
             if seq {
-                let (before, after): (Vec<u32>, Vec<u32>) = s.frontier.iter().partition(|&&a| done_before(a, i));
-                d.extend(&before);
-                s.frontier = after;
-                s.frontier.push(i as u32);
+                // Wait for every earlier action that had returned before this one began, unless
+                // one already ordered after it had returned too (then the order holds through
+                // that one, which this action waits for or which is itself covered).
+                let begin = rs[i].enter_ns;
+                let end = rs[i].exit_ns.unwrap_or(u64::MAX);
+                s.frontier.retain(|&(_, covered)| covered > begin);
+                for (a, covered) in s.frontier.iter_mut() {
+                    if done_before(*a, i) {
+                        d.push(*a);
+                        *covered = (*covered).min(end);
+                    }
+                }
+                s.frontier.push((i as u32, u64::MAX));
             }
             if stage {
                 if let Some(c) = s.created.filter(|_| touch != Touch::Create) {
@@ -276,6 +302,7 @@ pub fn compile(trace: &SysTrace, mode: Mode, rules: Rules, seed: &[super::model:
         fd_use,
         fd_new,
         fork_copies,
+        fd_drop,
         initial,
         created,
         mode,

@@ -91,6 +91,8 @@ struct Shared<'a> {
     lock: Mutex<()>,
     cv: Condvar,
     issued: AtomicU32,
+    /// Set when a replay thread could not start or panicked: the others stop waiting.
+    abort: AtomicBool,
     /// The replay's open files, by the plan's descriptor resource (a traced number's
     /// generation): numbers reused in the trace while the old file is still open in the
     /// replay do not collide.
@@ -100,6 +102,37 @@ struct Shared<'a> {
     data: Vec<u8>,
 }
 
+/// The longest idle time replayed before a call (natural or scaled timing).
+const MAX_PREDELAY_NS: u64 = 60_000_000_000;
+
+/// The most file data init writes (the sizes come from the trace: a bound on what a bad or
+/// huge one can make it write).
+const MAX_INIT_BYTES: u64 = 16 << 30;
+
+/// Stops the replay if its thread unwinds.
+struct AbortOnUnwind<'a, 'b>(&'a Shared<'b>);
+
+impl Drop for AbortOnUnwind<'_, '_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.stop_all();
+        }
+    }
+}
+
+/// A replay holds a descriptor for every file its traced processes hold at once: as many as
+/// the hard limit allows (the soft limit is often 1,024).
+fn raise_open_file_limit() {
+    // SAFETY: getrlimit/setrlimit with a valid struct; failure leaves the limit as it was.
+    unsafe {
+        let mut l: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
+            l.rlim_cur = l.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        }
+    }
+}
+
 /// Replay `trace` by `plan` under `target` (an existing directory).
 pub fn run(trace: &SysTrace, plan: &Plan, target: &Path, timing: Timing) -> Result<Report, String> {
     let root = Root(open_dir(target)?);
@@ -107,7 +140,10 @@ pub fn run(trace: &SysTrace, plan: &Plan, target: &Path, timing: Timing) -> Resu
     let max_count = trace
         .records
         .iter()
-        .filter(|r| r.call.is_some_and(Call::carries_data))
+        .filter(|r| {
+            r.call
+                .is_some_and(|c| c.carries_data() || c.roles().contains(&iolearn_trace::sys::Role::Out))
+        })
         .filter_map(|r| r.count)
         .max()
         .unwrap_or(0)
@@ -120,6 +156,7 @@ pub fn run(trace: &SysTrace, plan: &Plan, target: &Path, timing: Timing) -> Resu
         lock: Mutex::new(()),
         cv: Condvar::new(),
         issued: AtomicU32::new(0),
+        abort: AtomicBool::new(false),
         slots: Mutex::new(HashMap::new()),
         start: Instant::now(),
         timing,
@@ -128,28 +165,48 @@ pub fn run(trace: &SysTrace, plan: &Plan, target: &Path, timing: Timing) -> Resu
     };
     let mut outcomes = vec![Outcome::default(); n];
     let mut thread_ns = vec![0u64; plan.threads.len()];
+    raise_open_file_limit();
+    let mut failed = None;
     std::thread::scope(|s| {
-        let handles: Vec<_> = plan
-            .threads
-            .iter()
-            .map(|acts| {
-                let shared = &shared;
-                s.spawn(move || {
+        let mut handles = Vec::new();
+        for (t, acts) in plan.threads.iter().enumerate() {
+            let shared = &shared;
+            let spawned = std::thread::Builder::new()
+                .name(format!("replay-{t}"))
+                .spawn_scoped(s, move || {
+                    // A panic here must not leave the other threads waiting for its actions.
+                    let _guard = AbortOnUnwind(shared);
                     let mut buf = vec![0u8; max_count];
                     acts.iter()
                         .map(|&a| (a, shared.step(a as usize, &mut buf)))
                         .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        for (t, h) in handles.into_iter().enumerate() {
-            let results = h.join().expect("a replay thread panicked");
-            thread_ns[t] = results.iter().map(|(_, o)| o.end_ns).max().unwrap_or(0);
-            for (a, o) in results {
-                outcomes[a as usize] = o;
+                });
+            match spawned {
+                Ok(h) => handles.push((t, h)),
+                Err(e) => {
+                    failed = Some(format!("replay thread {t} of {}: {e}", plan.threads.len()));
+                    shared.stop_all();
+                    break;
+                }
+            }
+        }
+        for (t, h) in handles {
+            match h.join() {
+                Ok(results) => {
+                    thread_ns[t] = results.iter().map(|(_, o)| o.end_ns).max().unwrap_or(0);
+                    for (a, o) in results {
+                        outcomes[a as usize] = o;
+                    }
+                }
+                Err(_) => {
+                    failed.get_or_insert_with(|| format!("replay thread {t} panicked"));
+                }
             }
         }
     });
+    if let Some(e) = failed {
+        return Err(e);
+    }
     Ok(Report {
         wall_ns: shared.start.elapsed().as_nanos() as u64,
         outcomes,
@@ -161,7 +218,12 @@ fn open_dir(p: &Path) -> Result<OwnedFd, String> {
     let c =
         CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| format!("{}: a NUL in the name", p.display()))?;
     // SAFETY: a valid C string; the result is checked.
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
         return Err(format!("{}: {}", p.display(), std::io::Error::last_os_error()));
     }
@@ -182,10 +244,11 @@ fn check(ret: i64) -> i64 {
 }
 
 /// A name under the root (leading `/` dropped: RESOLVE_IN_ROOT makes it the root's anyway).
-fn rel(abs: &[u8]) -> CString {
+fn rel(abs: &[u8]) -> Result<CString, i64> {
     let p = abs.strip_prefix(b"/").unwrap_or(abs);
     let p = if p.is_empty() { &b"."[..] } else { p };
-    CString::new(p.iter().copied().filter(|&b| b != 0).collect::<Vec<u8>>()).expect("NUL removed")
+    // A name with a NUL in it is not a name the kernel could have taken.
+    CString::new(p).map_err(|_| -i64::from(libc::EINVAL))
 }
 
 /// The target directory: every name is resolved in it, as if it were `/`.
@@ -194,14 +257,14 @@ struct Root(OwnedFd);
 impl Root {
     /// `openat2(root, abs, RESOLVE_IN_ROOT)`.
     fn open_in_root(&self, abs: &[u8], flags: u64, mode: u32) -> Result<OwnedFd, i64> {
-        let name = rel(abs);
+        let name = rel(abs)?;
         // SAFETY: open_how is plain data; zeroed is a valid value (libc marks it non-exhaustive).
         let mut how: libc::open_how = unsafe { std::mem::zeroed() };
         how.flags = flags | libc::O_CLOEXEC as u64;
         // A mode only with O_CREAT or O_TMPFILE (whose bits include O_DIRECTORY's): openat2 refuses it otherwise.
         let creates = flags & libc::O_CREAT as u64 != 0 || flags & libc::O_TMPFILE as u64 == libc::O_TMPFILE as u64;
         how.mode = if creates { u64::from(mode & 0o7777) } else { 0 };
-        how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
+        how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS | libc::RESOLVE_NO_XDEV;
         // SAFETY: valid pointers for the duration of the call; the result is checked.
         let fd = unsafe {
             libc::syscall(
@@ -235,46 +298,79 @@ impl Shared<'_> {
         self.start.elapsed().as_nanos() as u64
     }
 
-    fn wait_for(&self, a: usize) {
+    /// Wait until what `a` waits for has completed; false when the replay was stopped.
+    fn wait_for(&self, a: usize) -> bool {
         let deps = &self.plan.deps[a];
+        let stopped = || self.abort.load(Ordering::Acquire);
         let ready = || deps.iter().all(|&d| self.done[d as usize].load(Ordering::Acquire));
         if !ready() {
-            let mut g = self.lock.lock().expect("replay lock");
-            while !ready() {
-                g = self.cv.wait(g).expect("replay lock");
+            let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            while !ready() && !stopped() {
+                g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
             }
         }
         if self.plan.mode == Mode::TemporallyOrdered {
-            let mut g = self.lock.lock().expect("replay lock");
-            while self.issued.load(Ordering::Acquire) != a as u32 {
-                g = self.cv.wait(g).expect("replay lock");
+            let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            while self.issued.load(Ordering::Acquire) != a as u32 && !stopped() {
+                g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
             }
         }
+        !stopped()
+    }
+
+    /// Stop the replay: every waiting thread wakes and gives up.
+    fn stop_all(&self) {
+        self.abort.store(true, Ordering::Release);
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.cv.notify_all();
     }
 
     fn step(&self, a: usize, buf: &mut [u8]) -> Outcome {
-        self.wait_for(a);
+        let r = &self.trace.records[a];
+        if !self.wait_for(a) {
+            return Outcome {
+                ret: r.ret,
+                ..Outcome::default()
+            };
+        }
         if let Timing::Scaled(f) = self.timing {
-            let d = (self.plan.predelay_ns[a] as f64 * f) as u64;
+            // A gap longer than a minute in a trace is idle time nobody wants replayed.
+            let d = ((self.plan.predelay_ns[a] as f64 * f) as u64).min(MAX_PREDELAY_NS);
             if d > 0 {
                 std::thread::sleep(Duration::from_nanos(d));
             }
         }
         let start = self.now();
-        if self.plan.mode == Mode::TemporallyOrdered {
-            let _g = self.lock.lock().expect("replay lock");
+        // A fork copies its process's descriptors before the next call may begin (its child's
+        // first call may be that next one).
+        let forks = self.plan.fork_copies.contains_key(&(a as u32));
+        let issue = || {
+            let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
             self.issued.store(a as u32 + 1, Ordering::Release);
             self.cv.notify_all();
+        };
+        let ordered = self.plan.mode == Mode::TemporallyOrdered;
+        if ordered && !forks {
+            issue();
         }
-        let r = &self.trace.records[a];
         let (ret, replayed) = match self.execute(a, r, buf) {
             Some(ret) => (ret, true),
             None => (r.ret, false),
         };
+        if ordered && forks {
+            issue();
+        }
+        // Descriptors this call ended without a close (exit_group, a number reused): their
+        // files close here as they did there.
+        if let Some(ids) = self.plan.fd_drop.get(&(a as u32)) {
+            for &id in ids {
+                self.take(Some(id));
+            }
+        }
         let end = self.now();
         self.done[a].store(true, Ordering::Release);
         {
-            let _g = self.lock.lock().expect("replay lock");
+            let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
             self.cv.notify_all();
         }
         Outcome {
@@ -595,6 +691,13 @@ pub fn check_target(p: &Path) -> Result<PathBuf, String> {
     if !m.is_dir() {
         return Err(format!("{}: not a directory (a symlink is refused)", p.display()));
     }
+    // The replay stands the target in for `/`: the real one would be replayed over.
+    if std::fs::canonicalize(p).is_ok_and(|c| c == Path::new("/")) {
+        return Err(format!(
+            "{}: is the root directory; replay into a directory of its own",
+            p.display()
+        ));
+    }
     Ok(p.to_path_buf())
 }
 
@@ -613,6 +716,7 @@ pub fn init(target: &Path, plan: &Plan) -> Result<(usize, usize), String> {
         )
     };
     let (mut made, mut removed) = (0, 0);
+    let mut grown = 0u64;
     for p in &plan.created {
         let Ok((d, name)) = root.parent_of(p) else { continue };
         // SAFETY: plain *at calls on a directory descriptor we hold.
@@ -648,15 +752,33 @@ pub fn init(target: &Path, plan: &Plan) -> Result<(usize, usize), String> {
                 }
             }
             super::model::Initial::File(p, size) => {
-                let f = root
-                    .open_in_root(p, (libc::O_CREAT | libc::O_WRONLY | libc::O_NOFOLLOW) as u64, 0o644)
-                    .map_err(|e| err(p, e))?;
+                // What the trace read of the kernel's own trees (/dev, /proc, /sys) is made as
+                // data up to 1 MiB a file: a long read of /dev/zero is no reason to write
+                // gigabytes (beyond that, its reads are short in the replay).
+                let system = [&b"/dev/"[..], b"/proc/", b"/sys/"].iter().any(|d| p.starts_with(d));
+                let size = &if system { (*size).min(1 << 20) } else { *size };
+                let f = match root.open_in_root(p, (libc::O_CREAT | libc::O_WRONLY | libc::O_NOFOLLOW) as u64, 0o644) {
+                    Ok(f) => f,
+                    // Already there as a directory (the trace did not show which it was).
+                    Err(e) if e == -i64::from(libc::EISDIR) => continue,
+                    Err(e) => return Err(err(p, e)),
+                };
                 let mut file = std::fs::File::from(f);
                 let have = file
                     .metadata()
                     .map_err(|e| format!("{}: {e}", String::from_utf8_lossy(p)))?
                     .len();
                 if have < *size {
+                    grown += size - have;
+                    if grown > MAX_INIT_BYTES {
+                        return Err(format!(
+                            "{}: {}: the tree the trace read needs more than {} GiB of file data; \
+                             make it yourself and replay with --no-init",
+                            target.display(),
+                            String::from_utf8_lossy(p),
+                            MAX_INIT_BYTES >> 30
+                        ));
+                    }
                     use std::io::{Seek, SeekFrom, Write};
                     file.seek(SeekFrom::Start(have)).map_err(|e| e.to_string())?;
                     let chunk = vec![b'i'; 1 << 20];

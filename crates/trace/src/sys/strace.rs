@@ -112,7 +112,7 @@ fn parse_line(
             .map_err(|_| ("pid", format!("{:?}", &r[..end])))?;
         (tid, r[end + 1..].trim_start())
     } else {
-        let first = line.split_whitespace().next().unwrap_or("");
+        let first = token(line);
         if !first.is_empty() && first.bytes().all(|b| b.is_ascii_digit()) {
             let tid = first
                 .parse::<u32>()
@@ -122,7 +122,7 @@ fn parse_line(
             (0, line)
         }
     };
-    let time = rest.split_whitespace().next().unwrap_or("");
+    let time = token(rest);
     let t_ns = seconds_ns(time).ok_or((
         "time",
         format!("{time:?} is not seconds.fraction: record with `strace -f -ttt -T -y`"),
@@ -167,6 +167,12 @@ fn parse_line(
     decode_call(rest, Some(t), tid, t).map(Some)
 }
 
+/// The first word of `s` up to an ASCII space or tab (strace's separators: slicing after it
+/// stays on a character boundary whatever else the line holds).
+fn token(s: &str) -> &str {
+    s.split([' ', '\t']).next().unwrap_or("")
+}
+
 /// `SECONDS.FRACTION` (any number of fraction digits) as ns.
 fn seconds_ns(s: &str) -> Option<u64> {
     let (whole, frac) = s.split_once('.')?;
@@ -209,7 +215,9 @@ fn decode_call(text: &str, seen: Option<u64>, tid: u32, enter: u64) -> Result<Sy
             r.ret = ret;
             r.exit_ns = if returned {
                 Some(match dur {
-                    Some(d) => enter + d,
+                    Some(d) => enter
+                        .checked_add(d)
+                        .ok_or(("duration", format!("a duration of {d} ns past the end of time")))?,
                     None => seen.unwrap_or(enter).max(enter),
                 })
             } else {
@@ -256,6 +264,9 @@ fn decode_return(s: &str) -> Result<(i64, bool, Option<u64>), LineError> {
                 // "-1 (errno 523)": a number strace has no name for.
                 let n = s.split_whitespace().nth(2).unwrap_or("").trim_end_matches(')');
                 let e = n.parse::<i64>().map_err(|_| ("errno", format!("{n:?}")))?;
+                if !(1..4096).contains(&e) {
+                    return Err(("errno", format!("errno {e} out of range")));
+                }
                 return Ok((-e, true, dur));
             }
             if name.starts_with('E') {
@@ -380,7 +391,8 @@ fn decode_arg(r: &mut SysRecord, call: Call, role: Role, a: &str) -> Result<(), 
             let mut total = 0u64;
             for part in a.split("iov_len=").skip(1) {
                 let n: String = part.chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
-                total += flags::number(&n).ok_or_else(|| format!("iov_len {n:?}"))?;
+                let len = flags::number(&n).ok_or_else(|| format!("iov_len {n:?}"))?;
+                total = total.checked_add(len).ok_or("iov_len: the total overflows")?;
             }
             r.count = Some(total);
         }
@@ -762,6 +774,17 @@ mod tests {
             ("1 1.5 <... read resumed>\"\", 1) = 0 <0.1>\n", "call"),
             ("1 1.5 open(\"unterminated, O_RDONLY) = 3 <0.1>\n", "path"),
             ("1 1.5 read(3, \"\", 1) 0\n", "return"),
+            ("1 1.5 read(3, \"\", 1) = 0 <18446744073.709551615>\n", "duration"),
+            (
+                "1 1.5 read(3, \"\", 1) = -1 (errno -9223372036854775808) <0.1>\n",
+                "errno",
+            ),
+            ("1 1.5 read(3, \"\", 1) = -1 (errno 70000) <0.1>\n", "errno"),
+            (
+                "1 1.5 writev(3, [{iov_len=18446744073709551615}, {iov_len=2}], 2) = 0 <0.1>\n",
+                "data",
+            ),
+            ("\u{a0}7 1.0 close(3) = 0 <0.1>\n", "time"),
         ];
         for (text, field) in bad {
             let e = parse(
