@@ -86,8 +86,6 @@ pub struct Model {
     fd_ids: HashMap<(u32, i32, u32), u32>,
     /// (pid, fd, generation) of each descriptor resource id.
     pub fd_names: Vec<(u32, i32, u32)>,
-    /// Parent process of each process first seen through a fork, for the fd table it inherits.
-    children: HashMap<u32, u32>,
     /// Entries a call showed existed before the trace (absolute path then, inode).
     made_up: Vec<(Vec<u8>, u32)>,
     /// Bytes each file held at least before the trace (what reads of it returned).
@@ -96,8 +94,6 @@ pub struct Model {
     created: std::collections::HashSet<u32>,
     /// Names the trace created that the initial tree did not have.
     pub created_paths: Vec<Vec<u8>>,
-    /// Names the trace showed absent (a call failed with ENOENT on them, or removed them).
-    absent: std::collections::HashSet<Vec<u8>>,
     /// The descriptors the last fork copied: (parent's resource, child's resource), both
     /// [`Resource::Fd`] ids (the replay copies its open files along them).
     pub fork_copies: Vec<(Resource, Resource)>,
@@ -169,12 +165,10 @@ impl Model {
             fd_gen: HashMap::new(),
             fd_ids: HashMap::new(),
             fd_names: Vec::new(),
-            children: HashMap::new(),
             made_up: Vec::new(),
             min_size: HashMap::new(),
             created: Default::default(),
             created_paths: Vec::new(),
-            absent: Default::default(),
             through_dirs: false,
             fork_copies: Vec::new(),
         }
@@ -244,19 +238,12 @@ impl Model {
     }
 
     fn process(&mut self, pid: u32) -> &mut Process {
-        if !self.processes.contains_key(&pid) {
-            // A process first seen: a fork's child inherits its parent's descriptors and
-            // directory; any other starts at `/` with none (its own were opened before the trace).
-            let p = match self.children.get(&pid).and_then(|pp| self.processes.get(pp)) {
-                Some(parent) => parent.clone(),
-                None => Process {
-                    cwd: b"/".to_vec(),
-                    fds: HashMap::new(),
-                },
-            };
-            self.processes.insert(pid, p);
-        }
-        self.processes.get_mut(&pid).expect("inserted")
+        // A process first seen here started before the trace: at `/` with no descriptors the
+        // model follows. (A fork's child gets its parent's copy at the fork.)
+        self.processes.entry(pid).or_insert_with(|| Process {
+            cwd: b"/".to_vec(),
+            fds: HashMap::new(),
+        })
     }
 
     /// A path's current generation as a resource.
@@ -433,11 +420,6 @@ impl Model {
         let pid = r.pid;
         let ok = r.ok() && r.exit_ns.is_some();
         self.fork_copies.clear();
-        if let (Some(libc::ENOENT), Some(path)) = (r.errno(), r.path.as_deref()) {
-            if let Some(abs) = self.absolute(pid, r.dirfd, path) {
-                self.absent.insert(abs);
-            }
-        }
         self.through_dirs = ok || (r.exit_ns.is_some() && r.errno().is_some_and(|e| e != libc::ENOTDIR));
         let mut t: Vec<(Resource, Touch)> = Vec::new();
         let use_fd = |m: &mut Model, t: &mut Vec<(Resource, Touch)>, fd: Option<i32>, touch: Touch| {
@@ -461,12 +443,11 @@ impl Model {
                 let Some(abs) = self.absolute(pid, r.dirfd, path) else {
                     return t;
                 };
-                let before = self.lookup_quiet(&abs);
+                let before = self.lookup(&abs);
                 // A name opened with O_CREAT that the model does not know is taken as new (and
                 // removed from the target before replay). Known limit: without a snapshot, a
                 // file that existed and was opened with O_CREAT alone is taken as new too.
                 let res = self.resolve(&abs, flags & libc::O_NOFOLLOW as u64 == 0, ok, ok && !creat);
-                self.absent.remove(&abs);
                 let created = ok && creat && before.is_none() && res.inode.is_none();
                 let inode = match (res.inode, created, res.parent) {
                     (Some(i), _, _) => Some(i),
@@ -527,7 +508,8 @@ impl Model {
                     }
                 }
             }
-            Call::Mkdir | Call::Mkdirat => {
+            Call::Mkdir | Call::Mkdirat | Call::Symlink | Call::Symlinkat => {
+                // A new name for a new directory or symlink.
                 let Some(path) = r.path.as_deref() else { return t };
                 let Some(abs) = self.absolute(pid, r.dirfd, path) else {
                     return t;
@@ -536,32 +518,15 @@ impl Model {
                 if let Some(parent) = res.parent {
                     t.push((Resource::File(parent), Touch::Use));
                     if ok {
-                        let d = self.new_inode(Kind::Dir(HashMap::new()));
-                        self.created.insert(d);
-                        self.entries(parent).map(|e| e.insert(res.name.clone(), d));
+                        let kind = match call {
+                            Call::Mkdir | Call::Mkdirat => Kind::Dir(HashMap::new()),
+                            _ => Kind::Symlink(r.path2.clone().unwrap_or_default()),
+                        };
+                        let made = self.new_inode(kind);
+                        self.created.insert(made);
+                        self.entries(parent).map(|e| e.insert(res.name.clone(), made));
                         self.created_paths.push(abs.clone());
-                        t.push((Resource::File(d), Touch::Use));
-                    }
-                }
-                t.push((
-                    self.path_resource(&abs, false),
-                    if ok { Touch::Create } else { Touch::Use },
-                ));
-            }
-            Call::Symlink | Call::Symlinkat => {
-                let Some(path) = r.path.as_deref() else { return t };
-                let Some(abs) = self.absolute(pid, r.dirfd, path) else {
-                    return t;
-                };
-                let res = self.resolve(&abs, false, ok, false);
-                if let Some(parent) = res.parent {
-                    t.push((Resource::File(parent), Touch::Use));
-                    if ok {
-                        let s = self.new_inode(Kind::Symlink(r.path2.clone().unwrap_or_default()));
-                        self.created.insert(s);
-                        self.entries(parent).map(|e| e.insert(res.name.clone(), s));
-                        self.created_paths.push(abs.clone());
-                        t.push((Resource::File(s), Touch::Use));
+                        t.push((Resource::File(made), Touch::Use));
                     }
                 }
                 t.push((
@@ -626,7 +591,6 @@ impl Model {
                     if let (true, Some(i)) = (dir, res.inode) {
                         self.make_dir(i);
                     }
-                    self.absent.insert(abs.clone());
                     self.path_gen.entry(abs).and_modify(|g| *g += 1);
                 }
             }
@@ -678,12 +642,10 @@ impl Model {
                         if exchange { Touch::Use } else { Touch::Delete },
                     ));
                 }
-                for (o, n) in &names {
+                for (o, _) in &names {
                     if !exchange {
                         self.path_gen.entry(o.clone()).and_modify(|g| *g += 1);
-                        self.absent.insert(o.clone());
                     }
-                    self.absent.remove(n);
                 }
                 for (i, (_, n)) in names.iter().enumerate() {
                     if exchange {
@@ -752,7 +714,6 @@ impl Model {
                         e.generation = self.fd_gen[&(child, fd)];
                     }
                     self.processes.insert(child, table);
-                    self.children.insert(child, pid);
                     self.fork_copies = copies;
                 }
             }
@@ -881,11 +842,6 @@ impl Model {
             }
         }
         t.push((self.path_resource(&res.abs, false), Touch::Use));
-    }
-
-    /// Look a path up without creating anything.
-    fn lookup_quiet(&self, abs: &[u8]) -> Option<u32> {
-        self.lookup(abs)
     }
 
     /// The resource a descriptor number of `pid` names now, if the model follows it.
