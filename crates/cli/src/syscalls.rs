@@ -2,11 +2,12 @@
 //! Parquet (`iolearn_trace::sys`).
 
 use anyhow::{bail, Result};
-use iolearn_trace::sys::{parquet, strace, Call, SysTrace};
+use iolearn_probe::syscalls::Captured;
+use iolearn_trace::sys::{parquet, strace, Call, Data, SysRecord, SysTrace};
 use iolearn_trace::{ReadOptions, MAX_TRACE_BYTES};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Import `strace -f -ttt -T -y` output into a Parquet system-call trace.
 pub fn import_strace(input: &Path, out: &Path, skip_bad: bool) -> Result<()> {
@@ -127,6 +128,11 @@ pub struct ReplayArgs {
     /// start and end).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+    /// Verification level 3: compare the final state of every name the trace used with the
+    /// same names under ROOT (where the program ran: `/` right after the capture). The exit
+    /// status is 1 when they differ.
+    #[arg(long, value_name = "ROOT")]
+    compare_with: Option<std::path::PathBuf>,
 }
 
 use iolearn_replay::artc::{self, Mode, Timing};
@@ -155,12 +161,22 @@ pub fn replay(a: ReplayArgs) -> Result<()> {
     }
     let target = artc::run::check_target(&a.target).map_err(anyhow::Error::msg)?;
     let trace = parquet::read(&a.trace)?;
+    // The data the trace kept (`--buffers full`): written by the replay, and what its reads
+    // are checked against.
+    let side_path = data_file(&a.trace);
+    let side_bytes = match trace.meta.buffers.as_str() {
+        "full" => Some(iolearn_safeio::read(&side_path, MAX_DATA_BYTES)?),
+        _ => None,
+    };
+    let side = artc::Side(side_bytes.as_deref());
+    side.check(&trace)
+        .map_err(|e| anyhow::anyhow!("{}: {e} ({})", a.trace.display(), side_path.display()))?;
     let plan = artc::compile(&trace, mode, artc::Rules::default(), &[]);
     if !a.no_init {
         let (made, removed) = artc::init(&target, &plan).map_err(anyhow::Error::msg)?;
         eprintln!("iolearn: target ready: {made} entries made or grown, {removed} removed");
     }
-    let report = artc::run(&trace, &plan, &target, a.timing).map_err(anyhow::Error::msg)?;
+    let report = artc::run(&trace, &plan, &target, a.timing, side).map_err(anyhow::Error::msg)?;
     let mut mismatched: BTreeMap<String, usize> = BTreeMap::new();
     for (r, o) in trace.records.iter().zip(&report.outcomes) {
         if o.replayed && !o.ok {
@@ -189,6 +205,13 @@ pub fn replay(a: ReplayArgs) -> Result<()> {
         traced_ns as f64 / 1e9,
         plan.edges()
     )?;
+    let (checked, differ) = report.data_checked();
+    if checked > 0 {
+        writeln!(
+            out,
+            "  data: {checked} reads checked, {differ} returned other bytes than traced"
+        )?;
+    }
     for (call, n) in &mismatched {
         writeln!(
             out,
@@ -201,6 +224,32 @@ pub fn replay(a: ReplayArgs) -> Result<()> {
             write_outcomes(&trace, &plan, &report, w).map_err(std::io::Error::other)
         })?;
     }
+    if let Some(root) = &a.compare_with {
+        let v = artc::compare(&trace, &plan, root, &target, side_bytes.is_some()).map_err(anyhow::Error::msg)?;
+        writeln!(
+            out,
+            "  final state: {} names compared with {}, {} differ{}",
+            v.compared,
+            root.display(),
+            v.differ.len(),
+            if side_bytes.is_none() {
+                " (file contents not compared: the trace kept no data)"
+            } else {
+                ""
+            }
+        )?;
+        for (name, was, is) in v.differ.iter().take(20) {
+            writeln!(
+                out,
+                "    {}: {was:?} there, {is:?} here",
+                iolearn_safeio::printable(&String::from_utf8_lossy(name))
+            )?;
+        }
+        if !v.differ.is_empty() {
+            out.flush()?;
+            std::process::exit(1);
+        }
+    }
     Ok(())
 }
 
@@ -212,6 +261,7 @@ const OUTCOMES: &str = "message outcome {
     REQUIRED INT64 replay_ret;
     REQUIRED BOOLEAN replayed;
     REQUIRED BOOLEAN ok;
+    OPTIONAL BOOLEAN data_ok;
     REQUIRED INT64 start_ns (INTEGER(64, false));
     REQUIRED INT64 end_ns (INTEGER(64, false));
 }";
@@ -264,7 +314,12 @@ fn write_outcomes(
             6 => col
                 .typed::<BoolType>()
                 .write_batch(&os.iter().map(|o| o.ok).collect::<Vec<_>>(), None, None),
-            7 => col.typed::<Int64Type>().write_batch(
+            7 => col.typed::<BoolType>().write_batch(
+                &os.iter().filter_map(|o| o.data_ok).collect::<Vec<_>>(),
+                Some(&os.iter().map(|o| i16::from(o.data_ok.is_some())).collect::<Vec<_>>()),
+                None,
+            ),
+            8 => col.typed::<Int64Type>().write_batch(
                 &os.iter().map(|o| o.start_ns as i64).collect::<Vec<_>>(),
                 None,
                 None,
@@ -284,59 +339,266 @@ fn write_outcomes(
     Ok(())
 }
 
-/// `iolearn trace record`: a program's system calls, captured with eBPF.
-pub fn record(out: &Path, ring_mb: u32, pid: Option<u32>, command: &[String]) -> Result<()> {
-    use iolearn_probe::syscalls::SyscallWatch;
-    use std::sync::{Arc, Mutex};
-    iolearn_safeio::check_target(out)?;
-    if !ring_mb.is_power_of_two() || !(1..=4096).contains(&ring_mb) {
-        bail!("--ring-mb: a power of two from 1 to 4096, got {ring_mb}");
+/// The largest data side file a replay loads (it is held in memory, so that a write's data is
+/// at hand without a read of its own).
+const MAX_DATA_BYTES: u64 = 16 << 30;
+
+/// `iolearn trace record`.
+#[derive(clap::Args)]
+pub struct RecordArgs {
+    /// The Parquet trace to write (with `--buffers full`, the data goes to `OUT.data` beside it).
+    #[arg(long, short)]
+    out: PathBuf,
+    /// An existing process to trace instead of a command.
+    #[arg(long)]
+    pid: Option<u32>,
+    /// Ring buffer, MiB (a power of two; Re-Animator lost nothing at 64).
+    #[arg(long, default_value_t = 64)]
+    ring_mb: u32,
+    /// The data each read and write moved: none, hash (xxh3-64, taken in user space) or full
+    /// (the bytes, in `OUT.data`).
+    #[arg(long, default_value = "none", value_parser = clap::builder::PossibleValuesParser::new(["none", "hash", "full"]))]
+    buffers: String,
+    /// Hold the program (a freezer cgroup) while the ring is over half full, so that nothing
+    /// is lost; without it, what the ring has no room for is counted and reported.
+    #[arg(long)]
+    backpressure: bool,
+    /// The command and its arguments.
+    #[arg(last = true)]
+    command: Vec<String>,
+}
+
+/// The data side file of a trace: `T.parquet.data`.
+pub fn data_file(trace: &Path) -> PathBuf {
+    let mut name = trace.as_os_str().to_owned();
+    name.push(".data");
+    PathBuf::from(name)
+}
+
+/// What the capture's callback builds: the records, and each call's data as it arrives.
+struct Sink {
+    records: Vec<SysRecord>,
+    buffers: Buffers,
+    /// A data-moving call's bytes so far, by thread: (its entry time, the bytes, complete so far).
+    pending: HashMap<u32, (u64, Vec<u8>, bool)>,
+    side: Option<iolearn_safeio::Staged>,
+    side_len: u64,
+    failed: Option<String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Buffers {
+    None,
+    Hash,
+    Full,
+}
+
+impl Sink {
+    fn take(&mut self, e: Captured<'_>) {
+        match e {
+            Captured::Data {
+                enter_ns,
+                tid,
+                offset,
+                bytes,
+            } => {
+                let p = self.pending.entry(tid).or_insert((enter_ns, Vec::new(), true));
+                if p.0 != enter_ns {
+                    // A new call: the last one's record never came (the ring had no room).
+                    *p = (enter_ns, Vec::new(), true);
+                }
+                p.2 &= offset == p.1.len() as u64;
+                if p.2 {
+                    p.1.extend_from_slice(bytes);
+                }
+            }
+            Captured::Call(e) => {
+                let mut r = e.to_record();
+                if self.buffers != Buffers::None && r.call.is_some_and(Call::moves_data) && r.ret > 0 {
+                    let bytes = match self.pending.get_mut(&e.tid) {
+                        Some((at, bytes, true)) if *at == e.enter_ns && bytes.len() as u64 == r.ret as u64 => {
+                            Some(std::mem::take(bytes))
+                        }
+                        _ => None,
+                    };
+                    r.data = match bytes {
+                        Some(mut b) => {
+                            let d = self.keep(&b);
+                            // The buffer goes back for the thread's next call.
+                            b.clear();
+                            if let Some(p) = self.pending.get_mut(&e.tid) {
+                                p.1 = b;
+                            }
+                            d
+                        }
+                        None => Data::Unreadable,
+                    };
+                }
+                self.records.push(r);
+            }
+        }
     }
-    let records: Arc<Mutex<Vec<iolearn_trace::sys::SysRecord>>> = Arc::default();
-    let sink = records.clone();
-    let on_event = move |e: &iolearn_probe::syscalls::SyscallEvent| {
-        sink.lock().expect("records").push(e.to_record());
+
+    fn keep(&mut self, bytes: &[u8]) -> Data {
+        match (self.buffers, &mut self.side) {
+            (Buffers::Full, Some(side)) => {
+                if self.failed.is_none() {
+                    if let Err(e) = side.write_all(bytes) {
+                        self.failed = Some(e.to_string());
+                    }
+                }
+                let d = Data::Bytes {
+                    offset: self.side_len,
+                    len: bytes.len() as u64,
+                };
+                self.side_len += bytes.len() as u64;
+                d
+            }
+            _ => Data::Hash(iolearn_trace::sys::hash(bytes)),
+        }
+    }
+}
+
+/// `iolearn trace record`: a program's system calls, captured with eBPF.
+pub fn record(a: RecordArgs) -> Result<()> {
+    use iolearn_probe::freezer::Freezer;
+    use iolearn_probe::syscalls::{Hold, Options, SyscallWatch};
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::sync::{Arc, Mutex};
+    let out = &a.out;
+    iolearn_safeio::check_target(out)?;
+    if !a.ring_mb.is_power_of_two() || !(1..=4096).contains(&a.ring_mb) {
+        bail!("--ring-mb: a power of two from 1 to 4096, got {}", a.ring_mb);
+    }
+    let buffers = match a.buffers.as_str() {
+        "hash" => Buffers::Hash,
+        "full" => Buffers::Full,
+        _ => Buffers::None,
     };
-    let (lost, what) = match (pid, command) {
-        (Some(p), []) => {
-            // SAFETY: kill with signal 0 only checks that the process exists.
-            if p == 0
-                || unsafe { libc::kill(p as i32, 0) } != 0
-                    && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
-            {
-                bail!("--pid {p}: no such process");
-            }
-            let watch = SyscallWatch::start(&[p], None, ring_mb << 20, on_event)?;
-            eprintln!("iolearn: recording process {p} (and what it starts) until it exits or SIGINT");
-            let stop = iolearn_tune::install_signal_handlers();
-            // SAFETY: as above.
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) && unsafe { libc::kill(p as i32, 0) } == 0 {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-            (watch.stop()?, format!("process {p}"))
-        }
-        (None, [program, args @ ..]) => {
-            // Attached first, following this process's children from their creation: the
-            // command's every call is seen, from its exec on (and the few calls between fork
-            // and exec, which are the child's own). iolearn starts no other process meanwhile.
-            let watch = SyscallWatch::start(&[], Some(std::process::id()), ring_mb << 20, on_event)?;
-            let mut child = match std::process::Command::new(program).args(args).spawn() {
-                Ok(c) => c,
-                Err(e) => bail!("{program}: {e}"),
-            };
-            let status = child.wait()?;
-            let lost = watch.stop()?;
-            if !status.success() {
-                eprintln!("iolearn: {program} exited with {status}");
-            }
-            (lost, command.join(" "))
-        }
-        (Some(_), _) => bail!("give a command after -- or --pid P, not both"),
+    match (a.pid, a.command.as_slice()) {
+        (Some(_), [_, ..]) => bail!("give a command after -- or --pid P, not both"),
         (None, []) => bail!(
             "nothing to record: give a command after -- (iolearn trace record -o T.parquet -- CMD ARGS) or --pid P"
         ),
+        // SAFETY: kill with signal 0 only checks that the process exists.
+        (Some(p), [])
+            if p == 0
+                || p > i32::MAX as u32
+                || unsafe { libc::kill(p as i32, 0) } != 0
+                    && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) =>
+        {
+            bail!("--pid {p}: no such process");
+        }
+        _ => {}
+    }
+    let side_path = data_file(out);
+    let side = match buffers {
+        Buffers::Full => Some(iolearn_safeio::Staged::create(&side_path)?),
+        _ => None,
     };
-    let mut records = std::mem::take(&mut *records.lock().expect("records"));
+    let sink = Arc::new(Mutex::new(Sink {
+        records: Vec::new(),
+        buffers,
+        pending: HashMap::new(),
+        side,
+        side_len: 0,
+        failed: None,
+    }));
+    let into = sink.clone();
+    let on_event = move |e: Captured<'_>| into.lock().expect("sink").take(e);
+    let ring_bytes = a.ring_mb << 20;
+    let mut freezer = match a.backpressure {
+        true => Some(Freezer::create().map_err(|e| anyhow::anyhow!("--backpressure: {e}"))?),
+        false => None,
+    };
+    if let (Some(f), Some(p)) = (&mut freezer, a.pid) {
+        // The process and its threads (not children it already has; those it starts from
+        // now on join with it).
+        f.add(p).map_err(|e| anyhow::anyhow!("--backpressure: {e}"))?;
+    }
+    let freezer = freezer.map(Arc::new);
+    let hold = freezer.as_ref().map(|f| {
+        let f = f.clone();
+        Hold {
+            high: u64::from(ring_bytes) / 4,
+            low: u64::from(ring_bytes) / 16,
+            set: Box::new(move |frozen| f.set(frozen)),
+        }
+    });
+    let opts = |children_of| Options {
+        ring_bytes,
+        children_of,
+        data: buffers != Buffers::None,
+        hold,
+    };
+    let stop = iolearn_tune::install_signal_handlers();
+    // Where the traced processes start: their relative names are resolved from here.
+    let cwd = match a.pid {
+        Some(p) => std::fs::read_link(format!("/proc/{p}/cwd")).ok(),
+        None => std::env::current_dir().ok(),
+    };
+    let cwd = match cwd.as_deref().and_then(Path::to_str) {
+        Some(c) => c.to_string(),
+        None => {
+            eprintln!("iolearn: the starting directory is unknown or not UTF-8: relative names replay from /");
+            String::new()
+        }
+    };
+    let (lost, what) = if let Some(p) = a.pid {
+        let watch = SyscallWatch::start(&[p], opts(None), on_event)?;
+        eprintln!("iolearn: recording process {p} (and what it starts) until it exits or SIGINT");
+        // SAFETY: as above.
+        while !stop.load(Relaxed) && unsafe { libc::kill(p as i32, 0) } == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        (watch.stop()?, format!("process {p}"))
+    } else {
+        let (program, args) = a.command.split_first().expect("checked above");
+        // Attached first, following this process's children from their creation: the
+        // command's every call is seen, from its exec on (and the few calls between fork
+        // and exec, which are the child's own). iolearn starts no other process meanwhile.
+        let watch = SyscallWatch::start(&[], opts(Some(std::process::id())), on_event)?;
+        let mut cmd = std::process::Command::new(program);
+        cmd.args(args);
+        if let Some(f) = &freezer {
+            let f = f.clone();
+            use std::os::unix::process::CommandExt;
+            // SAFETY: join_self only opens, writes and closes (async-signal safe).
+            unsafe { cmd.pre_exec(move || f.join_self()) };
+        }
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => bail!("{program}: {e}"),
+        };
+        // Wait for the command, capturing all the while (a held program is let go by the
+        // capture as it drains). A signal to iolearn is passed on to the command once.
+        let mut passed_on = false;
+        let status = loop {
+            if let Some(s) = child.try_wait()? {
+                break s;
+            }
+            if stop.load(Relaxed) && !passed_on {
+                // SAFETY: signalling the child this function started and has not reaped.
+                unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+                passed_on = true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        let lost = watch.stop()?;
+        if !status.success() {
+            eprintln!("iolearn: {program} exited with {status}");
+        }
+        (lost, a.command.join(" "))
+    };
+    drop(freezer);
+    let mut sink = match Arc::try_unwrap(sink) {
+        Ok(m) => m.into_inner().expect("sink"),
+        Err(_) => bail!("the capture still holds its records"),
+    };
+    if let Some(e) = sink.failed.take() {
+        bail!("{e}");
+    }
+    let mut records = std::mem::take(&mut sink.records);
     let t0 = records.iter().map(|r| r.enter_ns).min().unwrap_or(0);
     for r in &mut records {
         r.enter_ns -= t0;
@@ -346,30 +608,61 @@ pub fn record(out: &Path, ring_mb: u32, pid: Option<u32>, command: &[String]) ->
         records,
         meta: iolearn_trace::sys::Meta {
             source: "ebpf".into(),
-            buffers: "none".into(),
+            buffers: a.buffers.clone(),
             lost: lost.records,
+            lost_by_call: lost
+                .by_nr
+                .iter()
+                .map(|&(nr, n)| {
+                    let name = Call::by_x86_64_nr(nr).map_or_else(|| format!("syscall_{nr}"), |c| c.name().to_string());
+                    (name, n)
+                })
+                .collect(),
             command: what,
+            cwd,
         },
     };
     trace.renumber();
+    // The data first: a trace never names bytes that are not there.
+    if let Some(side) = sink.side.take() {
+        side.commit()?;
+    }
     iolearn_safeio::write_with(out, |w| {
         parquet::write(&trace, w).map(|_| ()).map_err(std::io::Error::other)
     })?;
+    let unreadable = trace.records.iter().filter(|r| r.data == Data::Unreadable).count();
     eprintln!(
-        "iolearn: {} calls of {} threads in {} processes -> {}; lost {}{}",
+        "iolearn: {} calls of {} threads in {} processes -> {}{}; lost {}{}{}{}",
         trace.records.len(),
         trace.threads().len(),
         processes(&trace),
         out.display(),
+        match buffers {
+            Buffers::Full => format!(
+                " (data: {} in {})",
+                iolearn_safeio::human(sink.side_len),
+                side_path.display()
+            ),
+            _ => String::new(),
+        },
         lost.records,
         if lost.compat > 0 {
             format!(", {} 32-bit calls not decoded", lost.compat)
         } else {
             String::new()
+        },
+        if buffers != Buffers::None {
+            format!(", data of {unreadable} calls not kept ({} for want of room)", lost.data)
+        } else {
+            String::new()
+        },
+        if a.backpressure {
+            format!(", held {} times", lost.holds)
+        } else {
+            String::new()
         }
     );
-    for (nr, n) in &lost.by_nr {
-        let name = iolearn_trace::sys::Call::by_x86_64_nr(*nr).map_or("?", |c| c.name());
+    for (name, n) in &trace.meta.lost_by_call {
         eprintln!("iolearn:   lost {n} {name} calls");
     }
     Ok(())

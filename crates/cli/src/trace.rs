@@ -107,20 +107,7 @@ pub enum TraceCommand {
     /// A program's file-system calls, captured with eBPF (root): `iolearn trace record -o
     /// T.parquet -- CMD ARGS` (the command and every process it starts) or `--pid P` (until it
     /// exits or SIGINT). Calls the ring had no room for are counted and reported.
-    Record {
-        /// The Parquet trace to write.
-        #[arg(long, short)]
-        out: PathBuf,
-        /// An existing process to trace instead of a command.
-        #[arg(long)]
-        pid: Option<u32>,
-        /// Ring buffer, MiB (a power of two; Re-Animator lost nothing at 64).
-        #[arg(long, default_value_t = 64)]
-        ring_mb: u32,
-        /// The command and its arguments.
-        #[arg(last = true)]
-        command: Vec<String>,
-    },
+    Record(crate::syscalls::RecordArgs),
     /// A system-call trace's calls: how many, how many failed, bytes moved, latency.
     Calls {
         /// A Parquet system-call trace.
@@ -338,7 +325,7 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
         TraceCommand::Generate { .. }
         | TraceCommand::Family { .. }
         | TraceCommand::ImportStrace { .. }
-        | TraceCommand::Record { .. }
+        | TraceCommand::Record(_)
         | TraceCommand::Calls { .. } => {}
     }
     match cmd {
@@ -414,12 +401,7 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
         } => write_family(seed, count, ios, &out, to)?,
         TraceCommand::ImportStrace { file, out, skip_bad } => crate::syscalls::import_strace(&file, &out, skip_bad)?,
         TraceCommand::Calls { trace } => crate::syscalls::calls(&trace)?,
-        TraceCommand::Record {
-            out,
-            pid,
-            ring_mb,
-            command,
-        } => crate::syscalls::record(&out, ring_mb, pid, &command)?,
+        TraceCommand::Record(a) => crate::syscalls::record(a)?,
     }
     Ok(())
 }

@@ -24,6 +24,7 @@
 //! through a ring buffer. Every event that cannot be recorded is counted ([`Counters`]).
 #![deny(missing_docs)]
 
+pub mod freezer;
 pub mod sched;
 mod sys;
 pub mod syscalls;

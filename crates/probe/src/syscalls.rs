@@ -3,10 +3,12 @@
 //! `iolearn_trace::sys::calls` made by the traced processes, or by any process they start, is
 //! seen with its arguments, the paths it names, its entry and return times, its return value
 //! and the results the table asks for (a stat's mode and size, a link's target, pipe's
-//! descriptors, an iovec's total). Data buffers are not captured yet.
+//! descriptors, an iovec's total), and, when asked, the bytes each read and write moved
+//! ([`Captured::Data`], sent before its call's record).
 //!
 //! Nothing is dropped silently: a call the ring had no room for is counted, in total and per
-//! call ([`Lost`]).
+//! call ([`Lost`]). With [`Hold`], the traced program is held (by the caller's means: a
+//! freezer cgroup) while the ring is fuller than a high-water mark, so nothing is lost.
 
 use crate::ProbeError;
 use iolearn_trace::sys::{stat_result, Call, Role, SysRecord};
@@ -20,6 +22,10 @@ const UNREADABLE: u16 = 0xffff;
 /// Bytes of one ring record (`struct sys_event` of `bpf/syscalls.h`: a 96-byte head, the
 /// two paths, the result).
 pub const EVENT_BYTES: usize = 96 + 2 * SYS_PATH + SYS_RESULT;
+/// The head of a data record (`struct sys_data`).
+const DATA_HEAD: usize = 32;
+/// A data record's first word.
+const DATA_MARK: u64 = u64::MAX;
 
 /// What the capture reads back at a call's return (`bpf/syscalls.h`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +53,10 @@ pub struct Tables {
     pub result_kind: [u8; SYS_NR],
     /// From which argument.
     pub result_arg: [u8; SYS_NR],
+    /// The argument holding the data a read or write moves (0xff: none).
+    pub data_arg: [u8; SYS_NR],
+    /// That argument is an iovec array (its count in the next).
+    pub data_iov: [u8; SYS_NR],
 }
 
 impl Tables {
@@ -57,6 +67,8 @@ impl Tables {
             path_arg: [[NO_ARG; 2]; SYS_NR],
             result_kind: [0; SYS_NR],
             result_arg: [NO_ARG; SYS_NR],
+            data_arg: [NO_ARG; SYS_NR],
+            data_iov: [0; SYS_NR],
         };
         for &call in Call::ALL {
             let Some(nr) = call.x86_64_nr().map(|n| n as usize).filter(|&n| n < SYS_NR) else {
@@ -78,8 +90,55 @@ impl Tables {
             };
             t.result_kind[nr] = kind as u8;
             t.result_arg[nr] = arg.unwrap_or(NO_ARG);
+            // The read and write families: their return value counts the bytes moved (an
+            // xattr's value is not file data, and setxattr returns 0).
+            if call.moves_data() {
+                let iov = at(Role::Iov);
+                t.data_arg[nr] = iov.or(at(Role::Buf)).unwrap_or(NO_ARG);
+                t.data_iov[nr] = u8::from(iov.is_some());
+            }
         }
         t
+    }
+}
+
+/// What the ring delivers: a call, or part of the data a call moved (sent just before the
+/// call's own record, from the same thread).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Captured<'a> {
+    /// A call.
+    Call(SyscallEvent),
+    /// `bytes` of the data of the call `tid` entered at `enter_ns`, from `offset` on.
+    Data {
+        /// The call's entry time.
+        enter_ns: u64,
+        /// Its thread.
+        tid: u32,
+        /// Where these bytes start in the call's data.
+        offset: u64,
+        /// The bytes.
+        bytes: &'a [u8],
+    },
+}
+
+impl Captured<'_> {
+    /// Decode one ring record (`None`: not a record of this capture's layout).
+    pub fn decode(b: &[u8]) -> Option<Captured<'_>> {
+        let u64_at = |i: usize| {
+            b.get(i..i + 8)
+                .map(|s| u64::from_ne_bytes(s.try_into().expect("8 bytes")))
+        };
+        if u64_at(0)? != DATA_MARK {
+            return SyscallEvent::decode(b).map(Captured::Call);
+        }
+        let head = b.get(..DATA_HEAD)?;
+        let len = u32::from_ne_bytes(head[20..24].try_into().expect("4 bytes")) as usize;
+        Some(Captured::Data {
+            enter_ns: u64_at(8)?,
+            tid: u32::from_ne_bytes(head[16..20].try_into().expect("4 bytes")),
+            offset: u64_at(24)?,
+            bytes: b.get(DATA_HEAD..DATA_HEAD + len)?,
+        })
     }
 }
 
@@ -241,6 +300,33 @@ pub struct Lost {
     pub compat: u64,
     /// Lost calls per call number (summed over CPUs), nonzero ones.
     pub by_nr: Vec<(u32, u64)>,
+    /// Calls whose data the ring had no room for (their records were kept).
+    pub data: u64,
+    /// Times the traced program was held ([`Hold`]).
+    pub holds: u64,
+}
+
+/// Hold the traced program while the ring is fuller than `high` bytes, until it is down to
+/// `low`: `set(true)` holds it, `set(false)` lets it go (called on the capture's thread).
+pub struct Hold {
+    /// Bytes waiting in the ring above which the program is held.
+    pub high: u64,
+    /// Bytes waiting below which it goes on.
+    pub low: u64,
+    /// Hold (true) or release (false); an error ends the capture.
+    pub set: Box<dyn FnMut(bool) -> Result<(), String> + Send>,
+}
+
+/// How to capture.
+pub struct Options {
+    /// Ring size, bytes: a power of two, at least 1 MiB.
+    pub ring_bytes: u32,
+    /// A process whose children (not itself) are traced from their creation.
+    pub children_of: Option<u32>,
+    /// Send the data of the read and write families ([`Captured::Data`]).
+    pub data: bool,
+    /// Backpressure instead of loss.
+    pub hold: Option<Hold>,
 }
 
 /// A running capture; stops (and joins its thread) when dropped or [`SyscallWatch::stop`]ped.
@@ -253,28 +339,36 @@ pub struct SyscallWatch {
 
 impl SyscallWatch {
     /// Trace the processes `pids` (and every process they start from now on) and, with
-    /// `children_of`, every process that one starts (not itself) from its creation, through a
-    /// ring of `ring_bytes` (a power of two, at least 1 MiB); `on_event` gets every call, on a
-    /// thread of the watch's own, in the order the ring received them (by return).
+    /// `children_of`, every process that one starts (not itself) from its creation;
+    /// `on_event` gets every record, on a thread of the watch's own, in the order the ring
+    /// received them (a call at its return, its data just before it).
     #[cfg(iolearn_bpf)]
     pub fn start(
         pids: &[u32],
-        children_of: Option<u32>,
-        ring_bytes: u32,
-        on_event: impl FnMut(&SyscallEvent) + Send + 'static,
+        opts: Options,
+        on_event: impl FnMut(Captured<'_>) + Send + 'static,
     ) -> Result<SyscallWatch, ProbeError> {
         crate::sys::check_root_and_btf()?;
+        let ring_bytes = opts.ring_bytes;
         if !ring_bytes.is_power_of_two() || ring_bytes < 1 << 20 {
             return Err(ProbeError::Map(format!(
                 "ring of {ring_bytes} bytes: a power of two, at least 1 MiB"
             )));
+        }
+        if let Some(h) = &opts.hold {
+            if !(h.low < h.high && h.high < u64::from(ring_bytes)) {
+                return Err(ProbeError::Map(format!(
+                    "hold marks {} and {} bytes: low below high, high below the ring's {ring_bytes}",
+                    h.low, h.high
+                )));
+            }
         }
         let pids = pids.to_vec();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let halt = stop.clone();
         // The skeleton and the ring buffer are not `Send`: they live and die on this thread.
-        let thread = std::thread::spawn(move || live::run(&pids, children_of, ring_bytes, on_event, &halt, ready_tx));
+        let thread = std::thread::spawn(move || live::run(&pids, opts, on_event, &halt, ready_tx));
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(SyscallWatch {
                 stop,
@@ -297,9 +391,8 @@ impl SyscallWatch {
     #[cfg(not(iolearn_bpf))]
     pub fn start(
         _: &[u32],
-        _: Option<u32>,
-        _: u32,
-        _: impl FnMut(&SyscallEvent) + Send + 'static,
+        _: Options,
+        _: impl FnMut(Captured<'_>) + Send + 'static,
     ) -> Result<SyscallWatch, ProbeError> {
         Err(ProbeError::NotBuilt)
     }
@@ -327,11 +420,13 @@ impl Drop for SyscallWatch {
 
 #[cfg(iolearn_bpf)]
 mod live {
-    use super::{Lost, SyscallEvent, Tables, SYS_NR};
+    use super::{Captured, Lost, Options, Tables, SYS_NR};
     use crate::ProbeError;
     use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+    use libbpf_rs::AsRawLibbpf;
     use libbpf_rs::{MapCore, MapFlags, MapHandle, OpenObject, RingBufferBuilder};
     use std::mem::MaybeUninit;
+    use std::os::fd::{AsFd, AsRawFd, FromRawFd};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::mpsc::Sender;
     use std::time::Duration;
@@ -352,8 +447,7 @@ mod live {
     fn load<'o>(
         storage: &'o mut MaybeUninit<OpenObject>,
         pids: &[u32],
-        children_of: Option<u32>,
-        ring_bytes: u32,
+        opts: &Options,
     ) -> Result<skel::SyscallsSkel<'o>, ProbeError> {
         let mut open = skel::SyscallsSkelBuilder::default()
             .open(storage)
@@ -364,14 +458,18 @@ mod live {
         ro.path_arg = t.path_arg;
         ro.result_kind = t.result_kind;
         ro.result_arg = t.result_arg;
-        ro.children_of = children_of.unwrap_or(0);
+        ro.data_arg = t.data_arg;
+        ro.data_iov = t.data_iov;
+        ro.capture_data = u8::from(opts.data);
+        ro.wake_at = (u64::from(opts.ring_bytes) / 8).min(4 << 20);
+        ro.children_of = opts.children_of.unwrap_or(0);
         open.maps
             .tgid_bits
             .set_max_entries(PID_MAX_LIMIT / 64)
             .map_err(denied("sizing the process bitmap"))?;
         open.maps
             .sys_events
-            .set_max_entries(ring_bytes)
+            .set_max_entries(opts.ring_bytes)
             .map_err(denied("sizing the ring"))?;
         let mut s = open.load().map_err(denied("loading the eBPF programs"))?;
         for &pid in pids {
@@ -397,16 +495,88 @@ mod live {
         Ok(s)
     }
 
+    /// Bytes waiting in `ring` (a libbpf `struct ring`; libbpf-rs does not expose it).
+    fn waiting(ring: usize) -> u64 {
+        // SAFETY: a ring of a live ring buffer (the monitor is joined before it is dropped);
+        // this only reads its producer and consumer positions, which libbpf updates atomically.
+        unsafe { libbpf_sys::ring__avail_data_size(ring as *const libbpf_sys::ring) as u64 }
+    }
+
+    /// Run this thread before any normal one: a hold is only as quick as the monitor's
+    /// wake-up, and on a machine the traced program keeps busy a normal thread waits
+    /// milliseconds for a CPU while the ring fills in microseconds. It sleeps between
+    /// wake-ups, and the kernel's RT throttling keeps a runaway from owning a CPU.
+    fn realtime() {
+        // SAFETY: a valid sched_param for this thread (0: the caller).
+        let ok = unsafe {
+            let p = libc::sched_param { sched_priority: 1 };
+            libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0
+        };
+        if !ok {
+            eprintln!(
+                "iolearn: the capture's hold could not run at real-time priority ({}); a busy machine may fill the ring before it holds",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+
+    /// Hold the program while the ring is too full, on a thread of its own: the drain may be
+    /// slow (writing data) and must not delay the hold. Woken by the ring's wake-ups (edge
+    /// triggered: the capture forces one per record once an eighth of the ring waits) or
+    /// every millisecond; returns how many times it held.
+    fn monitor(mut hold: super::Hold, ring: usize, map_fd: i32, done: &AtomicBool) -> Result<u64, ProbeError> {
+        realtime();
+        // SAFETY: epoll on the ring map's descriptor, which outlives this thread; the event
+        // buffer is valid.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if ep < 0 {
+            return Err(ProbeError::Map(format!("epoll: {}", std::io::Error::last_os_error())));
+        }
+        // SAFETY: `ep` was just made and is closed once, here.
+        let ep = unsafe { std::os::fd::OwnedFd::from_raw_fd(ep) };
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLET) as u32,
+            u64: 0,
+        };
+        // SAFETY: as above.
+        if unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, map_fd, &mut ev) } != 0 {
+            return Err(ProbeError::Map(format!("epoll: {}", std::io::Error::last_os_error())));
+        }
+        let (mut held, mut holds) = (false, 0);
+        let mut result = Ok(());
+        while !done.load(Ordering::Relaxed) {
+            // SAFETY: as above.
+            unsafe { libc::epoll_wait(ep.as_raw_fd(), &mut ev, 1, 1) };
+            let w = waiting(ring);
+            let want = if held { w > hold.low } else { w > hold.high };
+            if want != held {
+                if let Err(e) = (hold.set)(want) {
+                    result = Err(e);
+                    break;
+                }
+                held = want;
+                holds += u64::from(want);
+            }
+        }
+        if held {
+            if let Err(e) = (hold.set)(false) {
+                result = result.and(Err(e));
+            }
+        }
+        result
+            .map(|()| holds)
+            .map_err(|e| ProbeError::Denied(format!("holding the traced program: {e}")))
+    }
+
     pub(super) fn run(
         pids: &[u32],
-        children_of: Option<u32>,
-        ring_bytes: u32,
-        mut on_event: impl FnMut(&SyscallEvent),
+        mut opts: Options,
+        mut on_event: impl FnMut(Captured<'_>),
         stop: &AtomicBool,
         ready: Sender<Result<(), ProbeError>>,
     ) -> Result<Lost, ProbeError> {
         let mut storage = MaybeUninit::<OpenObject>::uninit();
-        let skel = match load(&mut storage, pids, children_of, ring_bytes) {
+        let skel = match load(&mut storage, pids, &opts) {
             Ok(s) => s,
             Err(e) => {
                 let _ = ready.send(Err(e));
@@ -422,9 +592,9 @@ mod live {
         };
         let mut builder = RingBufferBuilder::new();
         let added = builder
-            .add(&map, |data: &[u8]| {
-                if let Some(e) = SyscallEvent::decode(data) {
-                    on_event(&e);
+            .add(&map, move |data: &[u8]| {
+                if let Some(e) = Captured::decode(data) {
+                    on_event(e);
                 }
                 0
             })
@@ -436,19 +606,45 @@ mod live {
                 return Ok(Lost::default());
             }
         };
-        let _ = ready.send(Ok(()));
+        // SAFETY: ring 0 of a live ring buffer (null if libbpf has none: then no hold).
+        let ring0 = unsafe { libbpf_sys::ring_buffer__ring(ring.as_libbpf_object().as_ptr(), 0) } as usize;
+        if opts.hold.is_some() && ring0 == 0 {
+            let _ = ready.send(Err(ProbeError::Map("the ring buffer has no ring to watch".into())));
+            return Ok(Lost::default());
+        }
+        let done = AtomicBool::new(false);
         let mut failed = None;
-        while !stop.load(Ordering::Relaxed) {
-            match ring.poll(DRAIN_EVERY).and_then(|()| ring.consume()) {
-                Ok(()) => {}
-                Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    failed = Some(ProbeError::Map(format!("reading the system calls: {e}")));
+        let holds = std::thread::scope(|s| {
+            let monitor = opts.hold.take().map(|hold| {
+                let (done, fd) = (&done, map.as_fd().as_raw_fd());
+                s.spawn(move || monitor(hold, ring0, fd, done))
+            });
+            let _ = ready.send(Ok(()));
+            while failed.is_none() && !stop.load(Ordering::Relaxed) {
+                match ring.poll(DRAIN_EVERY).and_then(|()| ring.consume()) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
+                    Err(e) => failed = Some(ProbeError::Map(format!("reading the system calls: {e}"))),
+                }
+                if monitor.as_ref().is_some_and(|m| m.is_finished()) {
                     break;
                 }
             }
-        }
-        let _ = ring.consume();
+            let _ = ring.consume();
+            done.store(true, Ordering::Relaxed);
+            match monitor.map(|m| m.join()) {
+                None => 0,
+                Some(Ok(Ok(n))) => n,
+                Some(Ok(Err(e))) => {
+                    failed.get_or_insert(e);
+                    0
+                }
+                Some(Err(_)) => {
+                    failed.get_or_insert(ProbeError::Map("the capture's hold panicked".into()));
+                    0
+                }
+            }
+        });
         drop(ring);
         if let Some(e) = failed {
             return Err(e);
@@ -475,6 +671,8 @@ mod live {
             in_flight: bss.lost_pending,
             compat: bss.compat_calls,
             by_nr,
+            data: bss.lost_data,
+            holds,
         })
     }
 }
@@ -562,5 +760,40 @@ mod tests {
         assert_eq!((r.fd, r.fd2), (Some(3), Some(4)));
         // A short record is refused.
         assert!(SyscallEvent::decode(&b[..EVENT_BYTES - 1]).is_none());
+    }
+
+    #[test]
+    fn data_records_are_told_from_call_records_by_their_mark() {
+        let mut b = vec![0u8; DATA_HEAD + 5];
+        b[0..8].copy_from_slice(&DATA_MARK.to_ne_bytes());
+        b[8..16].copy_from_slice(&100u64.to_ne_bytes());
+        b[16..20].copy_from_slice(&8u32.to_ne_bytes());
+        b[20..24].copy_from_slice(&5u32.to_ne_bytes());
+        b[24..32].copy_from_slice(&16384u64.to_ne_bytes());
+        b[DATA_HEAD..].copy_from_slice(b"hello");
+        assert_eq!(
+            Captured::decode(&b),
+            Some(Captured::Data {
+                enter_ns: 100,
+                tid: 8,
+                offset: 16384,
+                bytes: b"hello"
+            })
+        );
+        // A length past the record's end is refused, not read beyond it.
+        b[20..24].copy_from_slice(&6u32.to_ne_bytes());
+        assert_eq!(Captured::decode(&b), None);
+        // A call record (its first word is an entry time) is a call.
+        let call = raw(0, [3, 0, 5, 0, 0, 0], 5, [b"", b""], &[]);
+        assert!(matches!(Captured::decode(&call), Some(Captured::Call(e)) if e.nr == 0 && e.ret == 5));
+        let t = Tables::from_calls();
+        let nr = |c: Call| c.x86_64_nr().unwrap() as usize;
+        assert_eq!((t.data_arg[nr(Call::Pwrite64)], t.data_iov[nr(Call::Pwrite64)]), (1, 0));
+        assert_eq!((t.data_arg[nr(Call::Preadv2)], t.data_iov[nr(Call::Preadv2)]), (1, 1));
+        assert_eq!(
+            t.data_arg[nr(Call::Setxattr)],
+            NO_ARG,
+            "an xattr's value is not file data"
+        );
     }
 }

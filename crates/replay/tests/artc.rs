@@ -221,7 +221,14 @@ fn a_traced_job_replays_without_failures_in_order_and_with_them_unordered() {
         std::fs::create_dir(&target).unwrap();
         let plan = compile(&trace, mode, Rules::default(), &[]);
         iolearn_replay::artc::init(&target, &plan).unwrap();
-        let report = iolearn_replay::artc::run(&trace, &plan, &target, iolearn_replay::artc::Timing::Afap).unwrap();
+        let report = iolearn_replay::artc::run(
+            &trace,
+            &plan,
+            &target,
+            iolearn_replay::artc::Timing::Afap,
+            Default::default(),
+        )
+        .unwrap();
         assert!(report.outcomes.iter().filter(|o| o.replayed).count() > 200, "{mode:?}");
         failed.push(report.failed());
         if mode != Mode::Unconstrained {
@@ -294,7 +301,14 @@ fn replay_never_touches_anything_outside_the_target() {
     let t = trace(records);
     let plan = compile(&t, Mode::Artc, Rules::default(), &[]);
     iolearn_replay::artc::init(&target, &plan).unwrap();
-    let report = iolearn_replay::artc::run(&t, &plan, &target, iolearn_replay::artc::Timing::Afap).unwrap();
+    let report = iolearn_replay::artc::run(
+        &t,
+        &plan,
+        &target,
+        iolearn_replay::artc::Timing::Afap,
+        Default::default(),
+    )
+    .unwrap();
     assert_eq!(
         std::fs::read_dir(&outside).unwrap().count(),
         0,
@@ -345,7 +359,8 @@ fn a_descriptor_number_reused_across_threads_names_each_file_in_replay() {
         let d = tmpdir(&format!("reuse{round}"));
         let plan = compile(&t, Mode::Unconstrained, Rules::default(), &[]);
         iolearn_replay::artc::init(&d, &plan).unwrap();
-        let report = iolearn_replay::artc::run(&t, &plan, &d, iolearn_replay::artc::Timing::Afap).unwrap();
+        let report =
+            iolearn_replay::artc::run(&t, &plan, &d, iolearn_replay::artc::Timing::Afap, Default::default()).unwrap();
         // Unordered, a write may come before its open (EBADF), but never lands in another file.
         for k in 0..4u64 {
             let len = std::fs::metadata(d.join(format!("f{k}"))).map(|m| m.len()).unwrap_or(0);
@@ -405,10 +420,132 @@ fn the_root_is_no_target_and_a_nul_is_no_name() {
     open.flags = Some((libc::O_CREAT | libc::O_WRONLY) as u64);
     let t = trace(vec![open, with_path(rec(1, 10, Call::Mkdir, 0), "/x\0/y")]);
     let plan = compile(&t, Mode::Artc, Rules::default(), &[]);
-    let report = iolearn_replay::artc::run(&t, &plan, &d, iolearn_replay::artc::Timing::Afap).unwrap();
+    let report =
+        iolearn_replay::artc::run(&t, &plan, &d, iolearn_replay::artc::Timing::Afap, Default::default()).unwrap();
     for o in &report.outcomes {
         assert_eq!((o.replayed, o.ret), (true, -(libc::EINVAL as i64)), "{report:?}");
     }
     assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0);
     std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A trace of: `/d` made, `/d/f` created and written "hello" (its bytes kept in the side file),
+/// linked as `/d/l`, chmod'ed 0600, read back, and `/d/x` made and removed; and a read of a
+/// file from before the trace, `/old`, whose bytes the trace kept too.
+fn job_with_data() -> (SysTrace, Vec<u8>) {
+    use iolearn_trace::sys::Data;
+    let mut side = b"hello".to_vec();
+    let mut open = with_path(rec(1, 10, Call::Openat, 3), "/d/f");
+    open.flags = Some((libc::O_CREAT | libc::O_RDWR) as u64);
+    open.mode = Some(0o644);
+    let mut write = rec(1, 20, Call::Pwrite64, 5);
+    (write.fd, write.count, write.offset) = (Some(3), Some(5), Some(0));
+    write.data = Data::Bytes { offset: 0, len: 5 };
+    let mut read = rec(1, 30, Call::Pread64, 5);
+    (read.fd, read.count, read.offset) = (Some(3), Some(5), Some(0));
+    read.data = Data::Bytes { offset: 0, len: 5 };
+    let mut close = rec(1, 40, Call::Close, 0);
+    close.fd = Some(3);
+    let mut link = with_path(rec(1, 50, Call::Symlink, 0), "/d/l");
+    link.path2 = Some(b"f".to_vec());
+    let mut chmod = with_path(rec(1, 60, Call::Chmod, 0), "/d/f");
+    chmod.mode = Some(0o600);
+    let mut mkx = with_path(rec(1, 70, Call::Openat, 4), "/d/x");
+    mkx.flags = Some((libc::O_CREAT | libc::O_WRONLY) as u64);
+    let mut closex = rec(1, 80, Call::Close, 0);
+    closex.fd = Some(4);
+    let rmx = with_path(rec(1, 90, Call::Unlink, 0), "/d/x");
+    let old = with_path(rec(1, 100, Call::Openat, 5), "/old");
+    let mut rold = rec(1, 110, Call::Read, 3);
+    (rold.fd, rold.count) = (Some(5), Some(3));
+    rold.data = Data::Bytes { offset: 5, len: 3 };
+    side.extend_from_slice(b"abc");
+    let records = vec![
+        with_path(rec(1, 0, Call::Mkdir, 0), "/d"),
+        open,
+        write,
+        read,
+        close,
+        link,
+        chmod,
+        mkx,
+        closex,
+        rmx,
+        old,
+        rold,
+    ];
+    (trace(records), side)
+}
+
+/// Level 2: a write writes the bytes the trace kept; a read returning them agrees, one of a
+/// file init made (other bytes) does not. A side file too short for a record is an error
+/// naming it.
+#[test]
+fn kept_data_is_written_and_reads_are_checked_against_it() {
+    use iolearn_replay::artc::{init, run, Side, Timing};
+    let (t, side) = job_with_data();
+    let d = tmpdir("data");
+    let plan = compile(&t, Mode::Artc, Rules::default(), &[]);
+    init(&d, &plan).unwrap();
+    let report = run(&t, &plan, &d, Timing::Afap, Side(Some(&side))).unwrap();
+    assert_eq!(report.failed(), 0, "{report:?}");
+    assert_eq!(std::fs::read(d.join("d/f")).unwrap(), b"hello");
+    assert_eq!(report.outcomes[3].data_ok, Some(true), "the read of /d/f");
+    assert_eq!(
+        report.outcomes[11].data_ok,
+        Some(false),
+        "init made /old of other bytes"
+    );
+    assert_eq!(report.data_checked(), (2, 1));
+    // Without the side file: the pattern is written, and nothing is checked.
+    let d2 = tmpdir("data-none");
+    init(&d2, &plan).unwrap();
+    let report = run(&t, &plan, &d2, Timing::Afap, Side::default()).unwrap();
+    assert_ne!(std::fs::read(d2.join("d/f")).unwrap(), b"hello");
+    assert_eq!(report.data_checked(), (0, 0));
+    let err = run(&t, &plan, &d2, Timing::Afap, Side(Some(&side[..6]))).unwrap_err();
+    assert!(err.contains("record 11") && err.contains("data_offset 5"), "{err}");
+    std::fs::remove_dir_all(&d).unwrap();
+    std::fs::remove_dir_all(&d2).unwrap();
+}
+
+/// Level 3: the replayed tree against where the program ran. The same tree agrees; a file
+/// with other bytes, other permission bits, a name removed there but not here, or a link to
+/// elsewhere, each differ.
+#[test]
+fn the_final_state_is_compared_name_by_name() {
+    use iolearn_replay::artc::{compare, init, run, Side, State, Timing};
+    use std::os::unix::fs::PermissionsExt;
+    let (t, side) = job_with_data();
+    let plan = compile(&t, Mode::Artc, Rules::default(), &[]);
+    let replayed = tmpdir("final-replayed");
+    init(&replayed, &plan).unwrap();
+    run(&t, &plan, &replayed, Timing::Afap, Side(Some(&side))).unwrap();
+    // Where the program ran, as it left it.
+    let original = tmpdir("final-original");
+    std::fs::create_dir(original.join("d")).unwrap();
+    std::fs::write(original.join("d/f"), "hello").unwrap();
+    std::fs::set_permissions(original.join("d/f"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(original.join("d"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("f", original.join("d/l")).unwrap();
+    let v = compare(&t, &plan, &original, &replayed, true).unwrap();
+    assert_eq!(v.compared, 4, "/d, /d/f, /d/l, /d/x: {v:?}");
+    assert!(v.differ.is_empty(), "{v:?}");
+    std::fs::write(original.join("d/f"), "hellp").unwrap();
+    std::fs::set_permissions(original.join("d/f"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(original.join("d/x"), "").unwrap();
+    std::fs::remove_file(original.join("d/l")).unwrap();
+    std::os::unix::fs::symlink("g", original.join("d/l")).unwrap();
+    let v = compare(&t, &plan, &original, &replayed, true).unwrap();
+    let names: Vec<&[u8]> = v.differ.iter().map(|x| &x.0[..]).collect();
+    assert_eq!(names, [&b"/d/f"[..], b"/d/l", b"/d/x"], "{v:?}");
+    assert!(matches!(v.differ[2], (_, State::File(..), State::Missing)));
+    // Contents not compared: only the size of /d/f is.
+    let v = compare(&t, &plan, &original, &replayed, false).unwrap();
+    assert_eq!(v.differ.len(), 2, "{v:?}");
+    std::fs::set_permissions(original.join("d/f"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let v = compare(&t, &plan, &original, &replayed, false).unwrap();
+    assert_eq!(v.differ.len(), 3, "{v:?}");
+    std::fs::remove_dir_all(&original).unwrap();
+    std::fs::remove_dir_all(&replayed).unwrap();
 }

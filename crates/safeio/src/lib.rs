@@ -199,6 +199,47 @@ pub fn write_with(path: &Path, fill: impl FnOnce(&mut (dyn Write + Send)) -> io:
     }
 }
 
+/// A file written over time and published whole ([`Staged::commit`]), like [`write_with`]
+/// for a writer that outlives one call: a capture's data streamed as it arrives. Dropped
+/// without a commit, nothing is left. Regular files only (the target is created or replaced).
+pub struct Staged {
+    path: PathBuf,
+    w: io::BufWriter<atomic_write_file::AtomicWriteFile>,
+}
+
+impl Staged {
+    /// Start writing `path` (checked as [`check_target`] does; a device or FIFO is refused).
+    pub fn create(path: &Path) -> Result<Staged> {
+        if check_target(path)? == Target::InPlace {
+            return Err(Error::refused(path, "is a device or a FIFO; name a regular file"));
+        }
+        let f = atomic_write_file::AtomicWriteFile::options()
+            .open(path)
+            .map_err(|e| Error::io(path, "cannot create", e))?;
+        Ok(Staged {
+            path: path.to_path_buf(),
+            w: io::BufWriter::with_capacity(1 << 20, f),
+        })
+    }
+
+    /// Append `bytes`.
+    pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
+        self.w
+            .write_all(bytes)
+            .map_err(|e| Error::io(&self.path, "cannot write", e))
+    }
+
+    /// Sync and publish under the path (replacing what was there).
+    pub fn commit(self) -> Result<()> {
+        let path = self.path;
+        let f = self
+            .w
+            .into_inner()
+            .map_err(|e| Error::io(&path, "cannot write", e.into_error()))?;
+        f.commit().map_err(|e| Error::io(&path, "cannot write", e))
+    }
+}
+
 /// A character device or FIFO: open it without following links and without creating
 /// anything, and check after opening that it is still what [`check_target`] saw.
 fn write_in_place(path: &Path, fill: impl FnOnce(&mut (dyn Write + Send)) -> io::Result<()>) -> Result<()> {

@@ -56,7 +56,9 @@ fn sample() -> SysTrace {
             source: "strace".into(),
             buffers: "hash".into(),
             lost: 3,
+            lost_by_call: vec![("read".into(), 2), ("openat".into(), 1)],
             command: "sh -c 'x'".into(),
+            cwd: "/home/u".into(),
         },
     }
 }

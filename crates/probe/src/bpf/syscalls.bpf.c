@@ -19,6 +19,15 @@ const volatile __u64 wanted[SYS_NR / 64] = {};
 const volatile __u8 path_arg[SYS_NR][2] = {};
 const volatile __u8 result_kind[SYS_NR] = {};
 const volatile __u8 result_arg[SYS_NR] = {};
+/* The argument holding a call's data buffer (an iovec array where `data_iov`), for the read
+ * and write families; SYS_NO_ARG: none. */
+const volatile __u8 data_arg[SYS_NR] = {};
+const volatile __u8 data_iov[SYS_NR] = {};
+/* Send the data read and written (`--buffers full|hash`; the hash is taken in user space). */
+const volatile __u8 capture_data = 0;
+/* Bytes waiting in the ring above which each record wakes user space (set at load: an eighth
+ * of the ring, at most 4 MiB). */
+const volatile __u64 wake_at = 4 << 20;
 /* A process whose children (not itself) are traced from their creation: iolearn's own pid
  * when it starts the command (0: none). */
 const volatile __u32 children_of = 0;
@@ -28,6 +37,8 @@ const volatile __u32 children_of = 0;
 volatile __u64 lost = 0;
 volatile __u64 lost_pending = 0;
 volatile __u64 compat_calls = 0;
+/* Calls whose data the ring had no room for (their record still goes out, marked). */
+volatile __u64 lost_data = 0;
 
 /* The traced processes, a bit per process id (as in readahead.bpf.c); sized at load. */
 struct {
@@ -43,6 +54,14 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } lost_by_nr SEC(".maps");
+
+/* A data record is built here. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(struct sys_data));
+} data_scratch SEC(".maps");
 
 /* Calls in flight, by thread. A hash, not an LRU: an eviction would lose a call silently. */
 struct {
@@ -120,12 +139,97 @@ static __always_inline void read_path(struct sys_pending *p, int k, __u32 nr)
 		p->cut |= 1 << k;
 }
 
+/* No wake-up per record (a wake-up each costs more than the record at these rates): user
+ * space drains every millisecond; `wake_at` bytes waiting wake it at once. */
+static __always_inline __u64 wakeup_flags(void)
+{
+	__u64 waiting = bpf_ringbuf_query(&sys_events, BPF_RB_AVAIL_DATA);
+	return waiting > wake_at ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline void submit(struct sys_event *e)
 {
-	/* No wake-up per record (a wake-up each costs more than the record at these rates): user
-	 * space drains every millisecond; a ring a quarter full wakes it at once. */
-	__u64 pending_bytes = bpf_ringbuf_query(&sys_events, BPF_RB_AVAIL_DATA);
-	bpf_ringbuf_submit(e, pending_bytes > (4 << 20) ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, wakeup_flags());
+}
+
+/* Walking a call's data buffer, a chunk (or an iovec) per step of bpf_loop. */
+struct data_walk {
+	__u64 src;      /* next byte to send */
+	__u64 seg_left; /* bytes left at `src` before the next iovec */
+	__u64 left;     /* bytes of the call's data left to send */
+	__u64 iov;      /* the iovec array (0: one buffer) */
+	__u64 iov_n;
+	__u64 iov_i;
+	__u64 offset;
+	__u64 enter_ns;
+	__u32 tid;
+	__u32 failed;
+};
+
+static long data_step(__u64 i, struct data_walk *w)
+{
+	if (w->left == 0)
+		return 1;
+	if (w->seg_left == 0) {
+		__u64 v[2];
+		if (!w->iov || w->iov_i >= w->iov_n ||
+		    bpf_probe_read_user(v, sizeof(v), (void *)(w->iov + 16 * w->iov_i))) {
+			w->failed = 1;
+			return 1;
+		}
+		w->iov_i += 1;
+		w->src = v[0];
+		w->seg_left = v[1];
+		return 0;
+	}
+	__u32 zero = 0;
+	struct sys_data *d = bpf_map_lookup_elem(&data_scratch, &zero);
+	if (!d)
+		return 1;
+	__u64 n = w->seg_left < w->left ? w->seg_left : w->left;
+	if (n > SYS_DATA_CHUNK)
+		n = SYS_DATA_CHUNK;
+	d->mark = SYS_DATA_MARK;
+	d->enter_ns = w->enter_ns;
+	d->tid = w->tid;
+	d->len = n;
+	d->offset = w->offset;
+	if (bpf_probe_read_user(d->bytes, n, (void *)w->src)) {
+		w->failed = 1;
+		return 1;
+	}
+	if (bpf_ringbuf_output(&sys_events, d, __builtin_offsetof(struct sys_data, bytes) + n, wakeup_flags())) {
+		__sync_fetch_and_add(&lost_data, 1);
+		w->failed = 1;
+		return 1;
+	}
+	w->src += n;
+	w->seg_left -= n;
+	w->left -= n;
+	w->offset += n;
+	return 0;
+}
+
+/* Send the `ret` bytes a read or write moved, from its buffer (or iovecs), before its record. */
+static __always_inline void send_data(struct sys_pending *p, __u32 nr, long ret, __u32 tid)
+{
+	__u8 a = data_arg[nr];
+	if (!capture_data || a >= 6 || ret <= 0)
+		return;
+	struct data_walk w = {
+		.left = ret,
+		.enter_ns = p->enter_ns,
+		.tid = tid,
+	};
+	if (data_iov[nr]) {
+		w.iov = p->args[a & 7];
+		w.iov_n = a < 5 ? p->args[(a + 1) & 7] : 0;
+	} else {
+		w.src = p->args[a & 7];
+		w.seg_left = ret;
+	}
+	__u64 steps = (__u64)ret / SYS_DATA_CHUNK + w.iov_n + 2;
+	bpf_loop(steps > (1 << 23) ? (1 << 23) : steps, data_step, &w, 0);
 }
 
 static __always_inline struct sys_event *start_event(struct sys_pending *p, __u64 pid_tgid)
@@ -292,10 +396,14 @@ int on_sys_exit(__u64 *ctx)
 		read_path(p, 0, nr);
 	if (p->path_len[1] == SYS_UNREADABLE)
 		read_path(p, 1, nr);
+	/* The return time before the data is sent: its copying is not the call's latency. */
+	__u64 exit_ns = bpf_ktime_get_ns();
+	long ret = (long)ctx[1];
+	send_data(p, nr, ret, tid);
 	struct sys_event *e = start_event(p, pid_tgid);
 	if (e) {
-		e->exit_ns = bpf_ktime_get_ns();
-		e->ret = (long)ctx[1];
+		e->exit_ns = exit_ns;
+		e->ret = ret;
 		__u8 a = result_arg[nr];
 		if (a < 6) {
 			__u64 ptr = p->args[a & 7];

@@ -9,6 +9,8 @@
 #define SYS_RESULT 64       /* bytes of a result buffer kept */
 #define SYS_NO_ARG 0xff     /* "no such argument" in the per-call tables */
 #define SYS_UNREADABLE 0xffff /* a path the capture could not read (its page was not in memory) */
+#define SYS_DATA_CHUNK 16384  /* bytes of data per data record (a call's data spans as many as it needs) */
+#define SYS_DATA_MARK (~0ULL) /* a data record's first word (a call record's is its entry time) */
 
 /* What to read back from user memory at a call's return (`result_kind`). */
 enum {
@@ -36,6 +38,17 @@ struct sys_event {
 	__u32 pad;          /* paths start at 96 */
 	char path[2][SYS_PATH];
 	__u8 result[SYS_RESULT];
+};
+
+/* Part of a call's data buffer (`--buffers full|hash`), sent before the call's own record
+ * from the same thread: `bytes` are the call's data from `offset` on. */
+struct sys_data {
+	__u64 mark;         /* SYS_DATA_MARK */
+	__u64 enter_ns;     /* the call's */
+	__u32 tid;
+	__u32 len;          /* bytes that follow */
+	__u64 offset;
+	__u8 bytes[SYS_DATA_CHUNK];
 };
 
 /* A call between its entry and its return, by thread. */

@@ -9,6 +9,8 @@
 pub mod model;
 pub mod plan;
 pub mod run;
+pub mod verify;
 
 pub use plan::{action_series, compile, Mode, Plan, Rules};
-pub use run::{agrees, init, run, Outcome, Report, Timing};
+pub use run::{agrees, init, run, Outcome, Report, Side, Timing};
+pub use verify::{compare, State, Verdict};

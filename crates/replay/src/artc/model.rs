@@ -86,6 +86,8 @@ pub struct Model {
     fd_ids: HashMap<(u32, i32, u32), u32>,
     /// (pid, fd, generation) of each descriptor resource id.
     pub fd_names: Vec<(u32, i32, u32)>,
+    /// Where a process first seen in the trace is (the trace's starting directory).
+    start_cwd: Vec<u8>,
     /// Entries a call showed existed before the trace (absolute path then, inode).
     made_up: Vec<(Vec<u8>, u32)>,
     /// Bytes each file held at least before the trace (what reads of it returned).
@@ -151,6 +153,13 @@ impl Default for Model {
 }
 
 impl Model {
+    /// Processes first seen in the trace start in `dir` (absolute; else `/`).
+    pub fn start_in(&mut self, dir: &[u8]) {
+        if dir.first() == Some(&b'/') {
+            self.start_cwd = normalize(dir);
+        }
+    }
+
     /// An empty tree: only `/`.
     pub fn new() -> Model {
         Model {
@@ -165,6 +174,7 @@ impl Model {
             fd_gen: HashMap::new(),
             fd_ids: HashMap::new(),
             fd_names: Vec::new(),
+            start_cwd: b"/".to_vec(),
             made_up: Vec::new(),
             min_size: HashMap::new(),
             created: Default::default(),
@@ -240,8 +250,9 @@ impl Model {
     fn process(&mut self, pid: u32) -> &mut Process {
         // A process first seen here started before the trace: at `/` with no descriptors the
         // model follows. (A fork's child gets its parent's copy at the fork.)
+        let cwd = &self.start_cwd;
         self.processes.entry(pid).or_insert_with(|| Process {
-            cwd: b"/".to_vec(),
+            cwd: cwd.clone(),
             fds: HashMap::new(),
         })
     }

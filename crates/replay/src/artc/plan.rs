@@ -131,6 +131,7 @@ pub fn compile(trace: &SysTrace, mode: Mode, rules: Rules, seed: &[super::model:
     let rs = &trace.records;
     let n = rs.len();
     let mut model = Model::new();
+    model.start_in(trace.meta.cwd.as_bytes());
     for entry in seed {
         model.seed(entry);
     }

@@ -11,7 +11,7 @@
 //! touched: their calls are counted as not replayed.
 
 use super::plan::{Mode, Plan};
-use iolearn_trace::sys::{Call, SysRecord, SysTrace};
+use iolearn_trace::sys::{Call, Data, SysRecord, SysTrace};
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -38,6 +38,9 @@ pub struct Outcome {
     pub replayed: bool,
     /// Verification level 1: the return value agrees with the trace's (see [`agrees`]).
     pub ok: bool,
+    /// Verification level 2, for a read whose data the trace kept (bytes or hash) and that
+    /// returned as many bytes: the same bytes. `None`: not checked.
+    pub data_ok: Option<bool>,
     /// Issue and completion, ns from the replay's start.
     pub start_ns: u64,
     /// Completion.
@@ -64,6 +67,57 @@ impl Report {
     /// Calls not made.
     pub fn skipped(&self) -> usize {
         self.outcomes.iter().filter(|o| !o.replayed).count()
+    }
+
+    /// Reads whose data was checked, and of those, how many returned other bytes.
+    pub fn data_checked(&self) -> (usize, usize) {
+        let checked = self.outcomes.iter().filter_map(|o| o.data_ok);
+        checked.fold((0, 0), |(n, bad), ok| (n + 1, bad + usize::from(!ok)))
+    }
+}
+
+/// The data a replay writes and checks reads against: the trace's data side file (`--buffers
+/// full`), or none (`None`: a pattern is written, reads are checked against hashes only).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Side<'a>(pub Option<&'a [u8]>);
+
+impl<'a> Side<'a> {
+    /// A record's kept bytes, if the side file has them.
+    fn bytes(&self, d: Data) -> Option<&'a [u8]> {
+        match d {
+            Data::Bytes { offset, len } => {
+                let end = offset.checked_add(len)?;
+                self.0?.get(usize::try_from(offset).ok()?..usize::try_from(end).ok()?)
+            }
+            _ => None,
+        }
+    }
+
+    /// Every record's bytes are in the side file, if there is one (an error names the first
+    /// that is not).
+    pub fn check(&self, trace: &SysTrace) -> Result<(), String> {
+        let Some(all) = self.0 else { return Ok(()) };
+        for r in &trace.records {
+            if let Data::Bytes { offset, len } = r.data {
+                if self.bytes(r.data).is_none() {
+                    return Err(format!(
+                        "record {}: data_offset {offset} + data_len {len} is past the data file's {} bytes",
+                        r.id,
+                        all.len()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Level 2: whether `got` (what a replayed read returned) is the data the trace kept.
+    fn agrees(&self, r: &SysRecord, got: &[u8]) -> Option<bool> {
+        match r.data {
+            Data::Hash(h) => Some(iolearn_trace::sys::hash(got) == h),
+            d @ Data::Bytes { .. } => self.bytes(d).map(|b| b == got),
+            Data::None | Data::Unreadable => None,
+        }
     }
 }
 
@@ -99,7 +153,9 @@ struct Shared<'a> {
     slots: Mutex<HashMap<u32, Arc<OwnedFd>>>,
     start: Instant,
     timing: Timing,
+    /// Written data where the trace kept none: a repeated pattern.
     data: Vec<u8>,
+    side: Side<'a>,
 }
 
 /// The longest idle time replayed before a call (natural or scaled timing).
@@ -133,8 +189,10 @@ fn raise_open_file_limit() {
     }
 }
 
-/// Replay `trace` by `plan` under `target` (an existing directory).
-pub fn run(trace: &SysTrace, plan: &Plan, target: &Path, timing: Timing) -> Result<Report, String> {
+/// Replay `trace` by `plan` under `target` (an existing directory), writing the data `side`
+/// keeps (a pattern where it keeps none) and checking reads against it.
+pub fn run(trace: &SysTrace, plan: &Plan, target: &Path, timing: Timing, side: Side<'_>) -> Result<Report, String> {
+    side.check(trace)?;
     let root = Root(open_dir(target)?);
     let n = trace.records.len();
     let max_count = trace
@@ -160,8 +218,8 @@ pub fn run(trace: &SysTrace, plan: &Plan, target: &Path, timing: Timing) -> Resu
         slots: Mutex::new(HashMap::new()),
         start: Instant::now(),
         timing,
-        // Written data when the trace did not keep it: a repeated pattern.
         data: (0..max_count).map(|i| b"iolearn replay\n"[i % 15]).collect(),
+        side,
     };
     let mut outcomes = vec![Outcome::default(); n];
     let mut thread_ns = vec![0u64; plan.threads.len()];
@@ -357,6 +415,11 @@ impl Shared<'_> {
             Some(ret) => (ret, true),
             None => (r.ret, false),
         };
+        let read = r.call.is_some_and(|c| c.moves_data() && !c.writes());
+        let data_ok = match usize::try_from(ret) {
+            Ok(n) if read && replayed && ret == r.ret && n <= buf.len() => self.side.agrees(r, &buf[..n]),
+            _ => None,
+        };
         if ordered && forks {
             issue();
         }
@@ -377,6 +440,7 @@ impl Shared<'_> {
             ret,
             replayed,
             ok: !replayed || agrees(r, ret),
+            data_ok,
             start_ns: start,
             end_ns: end,
         }
@@ -399,6 +463,20 @@ impl Shared<'_> {
 
     fn take(&self, id: Option<u32>) -> Option<Arc<OwnedFd>> {
         self.slots.lock().expect("descriptor table").remove(&id?)
+    }
+
+    /// The `count` bytes a write writes: the trace's own where it kept them (the pattern after
+    /// them when the call asked to write more than it did), else the pattern.
+    fn written(&self, r: &SysRecord, count: usize, buf: &mut [u8]) -> *const u8 {
+        match self.side.bytes(r.data) {
+            Some(b) if b.len() >= count => b.as_ptr(),
+            Some(b) => {
+                buf[..b.len()].copy_from_slice(b);
+                buf[b.len()..count].copy_from_slice(&self.data[b.len()..count]);
+                buf.as_ptr()
+            }
+            None => self.data.as_ptr(),
+        }
     }
 
     /// Run one call for real; `None` when it is not replayed.
@@ -494,16 +572,15 @@ impl Shared<'_> {
             }
             Call::Write | Call::Writev => {
                 let f = fd_or_return!(fd_use);
+                let data = self.written(r, count, buf);
                 // SAFETY: data is valid for count bytes.
-                check(unsafe { libc::write(f.as_raw_fd(), self.data.as_ptr().cast(), count) } as i64)
+                check(unsafe { libc::write(f.as_raw_fd(), data.cast(), count) } as i64)
             }
             Call::Pwrite64 | Call::Pwritev | Call::Pwritev2 => {
                 let f = fd_or_return!(fd_use);
+                let data = self.written(r, count, buf);
                 // SAFETY: as above.
-                check(
-                    unsafe { libc::pwrite(f.as_raw_fd(), self.data.as_ptr().cast(), count, r.offset.unwrap_or(0)) }
-                        as i64,
-                )
+                check(unsafe { libc::pwrite(f.as_raw_fd(), data.cast(), count, r.offset.unwrap_or(0)) } as i64)
             }
             Call::Lseek => {
                 let f = fd_or_return!(fd_use);

@@ -210,6 +210,12 @@ impl Call {
         self.roles().iter().any(|r| matches!(r, Role::Buf | Role::Iov))
     }
 
+    /// Moves file data and returns how many bytes it moved (the read and write families; an
+    /// xattr's value is not file data): the calls whose bytes `--buffers` keeps.
+    pub fn moves_data(self) -> bool {
+        self.carries_data() && !self.roles().contains(&Role::Name)
+    }
+
     /// Writes data (the buffer goes in, not out).
     pub fn writes(self) -> bool {
         matches!(

@@ -163,8 +163,12 @@ pub struct Meta {
     pub buffers: String,
     /// Records the capture lost (ring full without backpressure); 0 for a complete trace.
     pub lost: u64,
+    /// Of those, how many of each call (`read`, `openat`...; nonzero ones).
+    pub lost_by_call: Vec<(String, u64)>,
     /// The command traced, when known.
     pub command: String,
+    /// The directory the traced processes started in (absolute; empty: unknown, taken as `/`).
+    pub cwd: String,
 }
 
 /// A system-call trace: its records in entry order, and where it came from.

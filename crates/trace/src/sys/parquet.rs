@@ -68,7 +68,16 @@ pub fn write(trace: &SysTrace, w: &mut (dyn Write + Send)) -> Result<u64, String
                 kv("source", m.source.clone()),
                 kv("buffers", m.buffers.clone()),
                 kv("lost", m.lost.to_string()),
+                kv(
+                    "lost_by_call",
+                    m.lost_by_call
+                        .iter()
+                        .map(|(c, n)| format!("{c}={n}"))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                ),
                 kv("command", m.command.clone()),
+                kv("cwd", m.cwd.clone()),
             ]))
             .build(),
     );
@@ -217,7 +226,20 @@ fn decode(bytes: Vec<u8>, path: &Path) -> Result<SysTrace, TraceError> {
             .unwrap_or_default()
             .parse()
             .map_err(|_| file_err("iolearn.lost", "not a count".into()))?,
+        lost_by_call: kv("lost_by_call")
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(|p| {
+                p.split_once('=')
+                    .and_then(|(c, n)| Some((c.to_string(), n.parse().ok()?)))
+                    .ok_or_else(|| file_err("iolearn.lost_by_call", format!("{:?}: not call=count", p)))
+            })
+            .collect::<Result<_, _>>()?,
         command: kv("command").unwrap_or_default(),
+        cwd: match kv("cwd").unwrap_or_default() {
+            c if c.is_empty() || c.starts_with('/') && !c.contains('\0') => c,
+            c => return Err(file_err("iolearn.cwd", format!("{:?}: not an absolute path", c))),
+        },
     };
     let rows = reader.get_row_iter(None).map_err(|e| file_err("file", e.to_string()))?;
     let mut records = Vec::new();

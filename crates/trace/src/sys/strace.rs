@@ -35,8 +35,20 @@ pub fn parse(text: &str, path: &Path, opts: ReadOptions) -> Result<Import, Trace
     let mut pending: HashMap<u32, (usize, u64, String)> = HashMap::new(); // tid -> (line, enter, "name(args")
     let mut epoch: Option<u64> = None;
     let mut records = Vec::new();
+    // The starting directory: what -y shows of AT_FDCWD before any process changes directory.
+    let mut cwd: Option<String> = None;
+    let mut moved = false;
     for (i, raw) in text.lines().enumerate() {
         let line_no = i + 1;
+        if !moved && cwd.is_none() {
+            moved = raw.contains(" chdir(") || raw.contains(" fchdir(");
+            if let Some(at) = raw.split_once("AT_FDCWD<").and_then(|(_, rest)| rest.split_once('>')) {
+                let dir = at.0;
+                if !moved && dir.starts_with('/') && !dir.contains(['\\', '"']) {
+                    cwd = Some(dir.to_string());
+                }
+            }
+        }
         let err = |field: &str, message: String| TraceError {
             file: path.to_path_buf(),
             line: line_no,
@@ -83,8 +95,8 @@ pub fn parse(text: &str, path: &Path, opts: ReadOptions) -> Result<Import, Trace
         meta: Meta {
             source: "strace".into(),
             buffers: "hash".into(),
-            lost: 0,
-            command: String::new(),
+            cwd: cwd.unwrap_or_default(),
+            ..Default::default()
         },
     };
     out.trace.renumber();
@@ -716,6 +728,14 @@ mod tests {
         ));
         let r = &t.records;
         assert_eq!(r.len(), 11);
+        assert_eq!(t.meta.cwd, "/home", "-y's name for AT_FDCWD: where the trace starts");
+        assert_eq!(
+            read("1 1.0 chdir(\"/x\") = 0 <0.1>\n1 1.2 openat(AT_FDCWD</x>, \"a\", O_RDONLY) = 3</x/a> <0.1>\n")
+                .meta
+                .cwd,
+            "",
+            "after a chdir, AT_FDCWD is not the start"
+        );
         assert_eq!(r[0].call, Some(Call::Openat));
         assert_eq!(r[0].dirfd, Some(AT_FDCWD));
         assert_eq!(r[0].path.as_deref(), Some(&b"/tmp/a b"[..]));
