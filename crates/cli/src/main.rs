@@ -65,6 +65,15 @@ enum Command {
     /// Tune this machine's kernel (eBPF observes, the model decides, sysfs and fadvise act).
     #[command(subcommand)]
     Tune(tune::TuneCommand),
+    /// (Internal) a `trace record --backpressure` watchdog: releases the capture's freezer
+    /// group when the capture ends, however it ends.
+    #[command(name = "__release-freezer", hide = true)]
+    ReleaseFreezer {
+        /// The group.
+        dir: std::path::PathBuf,
+        /// Where its processes go back to.
+        home: std::path::PathBuf,
+    },
     /// KML readahead tuning in the simulator: sweep, train, evaluate, all (runs the Python
     /// pipeline `python -m iolearn.readahead`; `iolearn readahead --help` shows its options).
     #[command(disable_help_flag = true)]
@@ -157,6 +166,9 @@ fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Readahead { args } => Err(python::run_module("iolearn.readahead", &args)),
+        Command::ReleaseFreezer { dir, home } => {
+            iolearn_probe::freezer::watchdog(&dir, &home).map_err(anyhow::Error::msg)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

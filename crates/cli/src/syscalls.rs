@@ -168,6 +168,15 @@ pub fn replay(a: ReplayArgs) -> Result<()> {
         "full" => Some(iolearn_safeio::read(&side_path, MAX_DATA_BYTES)?),
         _ => None,
     };
+    if let (Some(b), Some((len, hash))) = (&side_bytes, trace.meta.data_file) {
+        if b.len() as u64 != len || iolearn_trace::sys::hash(b) != hash {
+            bail!(
+                "{}: not the data of {} (the trace's is {len} bytes with xxh3 {hash:016x})",
+                side_path.display(),
+                a.trace.display()
+            );
+        }
+    }
     let side = artc::Side(side_bytes.as_deref());
     side.check(&trace)
         .map_err(|e| anyhow::anyhow!("{}: {e} ({})", a.trace.display(), side_path.display()))?;
@@ -225,7 +234,13 @@ pub fn replay(a: ReplayArgs) -> Result<()> {
         })?;
     }
     if let Some(root) = &a.compare_with {
-        let v = artc::compare(&trace, &plan, root, &target, side_bytes.is_some()).map_err(anyhow::Error::msg)?;
+        // Contents only where the trace kept every byte written.
+        let all_kept = side_bytes.is_some()
+            && !trace
+                .records
+                .iter()
+                .any(|r| r.call.is_some_and(Call::writes) && r.data == Data::Unreadable);
+        let v = artc::compare(&trace, &plan, root, &target, all_kept).map_err(anyhow::Error::msg)?;
         writeln!(
             out,
             "  final state: {} names compared with {}, {} differ{}",
@@ -359,8 +374,8 @@ pub struct RecordArgs {
     /// (the bytes, in `OUT.data`).
     #[arg(long, default_value = "none", value_parser = clap::builder::PossibleValuesParser::new(["none", "hash", "full"]))]
     buffers: String,
-    /// Hold the program (a freezer cgroup) while the ring is over half full, so that nothing
-    /// is lost; without it, what the ring has no room for is counted and reported.
+    /// Hold the program (a freezer cgroup) while the ring is over a quarter full, so that no
+    /// call is lost; without it, what the ring has no room for is counted and reported.
     #[arg(long)]
     backpressure: bool,
     /// The command and its arguments.
@@ -383,6 +398,8 @@ struct Sink {
     pending: HashMap<u32, (u64, Vec<u8>, bool)>,
     side: Option<iolearn_safeio::Staged>,
     side_len: u64,
+    /// Of everything written to the side file.
+    side_hash: xxhash_rust::xxh3::Xxh3,
     failed: Option<String>,
 }
 
@@ -404,8 +421,11 @@ impl Sink {
             } => {
                 let p = self.pending.entry(tid).or_insert((enter_ns, Vec::new(), true));
                 if p.0 != enter_ns {
-                    // A new call: the last one's record never came (the ring had no room).
-                    *p = (enter_ns, Vec::new(), true);
+                    // A new call (the thread's last one took its bytes, or its record never
+                    // came): the buffer is reused.
+                    p.0 = enter_ns;
+                    p.1.clear();
+                    p.2 = true;
                 }
                 p.2 &= offset == p.1.len() as u64;
                 if p.2 {
@@ -446,6 +466,7 @@ impl Sink {
                     if let Err(e) = side.write_all(bytes) {
                         self.failed = Some(e.to_string());
                     }
+                    self.side_hash.update(bytes);
                 }
                 let d = Data::Bytes {
                     offset: self.side_len,
@@ -459,6 +480,27 @@ impl Sink {
     }
 }
 
+/// This process and the ones it runs under, up to init.
+fn ancestors() -> Vec<u32> {
+    let mut out = vec![std::process::id()];
+    let mut p = std::process::id();
+    while p > 1 && out.len() < 4096 {
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+        // The command name may hold spaces and parentheses: fields count from the last ')'.
+        match stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
+        {
+            Some(pp) => {
+                out.push(pp);
+                p = pp;
+            }
+            None => break,
+        }
+    }
+    out
+}
+
 /// `iolearn trace record`: a program's system calls, captured with eBPF.
 pub fn record(a: RecordArgs) -> Result<()> {
     use iolearn_probe::freezer::Freezer;
@@ -467,8 +509,8 @@ pub fn record(a: RecordArgs) -> Result<()> {
     use std::sync::{Arc, Mutex};
     let out = &a.out;
     iolearn_safeio::check_target(out)?;
-    if !a.ring_mb.is_power_of_two() || !(1..=4096).contains(&a.ring_mb) {
-        bail!("--ring-mb: a power of two from 1 to 4096, got {}", a.ring_mb);
+    if !a.ring_mb.is_power_of_two() || !(1..=2048).contains(&a.ring_mb) {
+        bail!("--ring-mb: a power of two from 1 to 2048, got {}", a.ring_mb);
     }
     let buffers = match a.buffers.as_str() {
         "hash" => Buffers::Hash,
@@ -502,21 +544,32 @@ pub fn record(a: RecordArgs) -> Result<()> {
         pending: HashMap::new(),
         side,
         side_len: 0,
+        side_hash: xxhash_rust::xxh3::Xxh3::new(),
         failed: None,
     }));
     let into = sink.clone();
     let on_event = move |e: Captured<'_>| into.lock().expect("sink").take(e);
     let ring_bytes = a.ring_mb << 20;
-    let mut freezer = match a.backpressure {
-        true => Some(Freezer::create().map_err(|e| anyhow::anyhow!("--backpressure: {e}"))?),
+    // A program a capture that died left frozen is let go first (its watchdog should have).
+    let released = iolearn_probe::freezer::recover();
+    if released > 0 {
+        eprintln!("iolearn: thawed and removed {released} freezer groups left by an earlier capture");
+    }
+    if let (true, Some(p)) = (a.backpressure, a.pid) {
+        // Holding iolearn (its drain could then never let go), one of the processes it runs
+        // under, or init would hang the machine's session or the machine.
+        if p == 1 || ancestors().contains(&p) {
+            bail!("--pid {p} --backpressure: {p} is init, iolearn or a process iolearn runs under; it cannot be held");
+        }
+    }
+    // The process and its threads (not children it already has; those it starts from now on
+    // join it); or, for a command, the command as it starts.
+    let freezer = match a.backpressure {
+        true => Some(Arc::new(
+            Freezer::create(a.pid, Path::new("/proc/self/exe")).map_err(|e| anyhow::anyhow!("--backpressure: {e}"))?,
+        )),
         false => None,
     };
-    if let (Some(f), Some(p)) = (&mut freezer, a.pid) {
-        // The process and its threads (not children it already has; those it starts from
-        // now on join with it).
-        f.add(p).map_err(|e| anyhow::anyhow!("--backpressure: {e}"))?;
-    }
-    let freezer = freezer.map(Arc::new);
     let hold = freezer.as_ref().map(|f| {
         let f = f.clone();
         Hold {
@@ -548,7 +601,7 @@ pub fn record(a: RecordArgs) -> Result<()> {
         let watch = SyscallWatch::start(&[p], opts(None), on_event)?;
         eprintln!("iolearn: recording process {p} (and what it starts) until it exits or SIGINT");
         // SAFETY: as above.
-        while !stop.load(Relaxed) && unsafe { libc::kill(p as i32, 0) } == 0 {
+        while !stop.load(Relaxed) && watch.running() && unsafe { libc::kill(p as i32, 0) } == 0 {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         (watch.stop()?, format!("process {p}"))
@@ -576,6 +629,10 @@ pub fn record(a: RecordArgs) -> Result<()> {
         let status = loop {
             if let Some(s) = child.try_wait()? {
                 break s;
+            }
+            // A capture that ended on an error is reported now, not when the command ends.
+            if !watch.running() {
+                break child.try_wait()?.unwrap_or_default();
             }
             if stop.load(Relaxed) && !passed_on {
                 // SAFETY: signalling the child this function started and has not reaped.
@@ -620,6 +677,7 @@ pub fn record(a: RecordArgs) -> Result<()> {
                 .collect(),
             command: what,
             cwd,
+            data_file: (buffers == Buffers::Full).then(|| (sink.side_len, sink.side_hash.digest())),
         },
     };
     trace.renumber();

@@ -381,7 +381,7 @@ fn buffers_are_kept_whole_or_as_their_hash() {
     let d = setup("buffers");
     // A read and write of 3 iovecs and 100 KiB (several data records a call) beside small ones.
     let job = "printf 'hello\\n' > small; head -c 100000 /dev/urandom > big; dd if=big of=copy bs=7000 status=none; \
-               python3 -c \"import os; f=os.open('v', os.O_CREAT|os.O_WRONLY); os.writev(f, [b'ab', b'', b'cde']); os.close(f)\"";
+               python3 -c \"import os; f=os.open('v', os.O_CREAT|os.O_WRONLY); os.writev(f, [b'ab', b'', b'cde', b'f', b'gh']); os.close(f)\"";
     let o = iolearn_in(
         &d,
         &[
@@ -413,7 +413,7 @@ fn buffers_are_kept_whole_or_as_their_hash() {
         .collect();
     assert!(writes.contains(&b"hello\n".to_vec()), "{writes:?}");
     assert!(
-        writes.contains(&b"abcde".to_vec()),
+        writes.contains(&b"abcdefgh".to_vec()),
         "the iovecs, in order, the empty one skipped"
     );
     let big = std::fs::read(d.join("big")).unwrap();
@@ -461,9 +461,190 @@ fn buffers_are_kept_whole_or_as_their_hash() {
         .filter(|r| r.call_name() == "writev")
         .map(|r| r.data)
         .collect();
-    assert_eq!(hashes, vec![Data::Hash(hash(b"abcde"))]);
+    assert_eq!(hashes, vec![Data::Hash(hash(b"abcdefgh"))]);
     assert!(t
         .records
         .iter()
         .any(|r| r.call_name() == "write" && r.data == Data::Hash(hash(b"hello\n"))));
+}
+
+/// A freezer group left by an iolearn that died (SIGKILL while holding its program) is thawed
+/// and removed by the next `--backpressure` capture, its processes back where they were.
+#[test]
+fn a_group_left_frozen_by_a_dead_capture_is_released() {
+    if iolearn_tune::testbed::skip_test("iolearn (cli)", "a_group_left_frozen_by_a_dead_capture_is_released") {
+        return;
+    }
+    let d = setup("stale-freezer");
+    // A group named for a process that is gone (pid 4194303 is above any live one's start
+    // time check: its /proc entry does not exist).
+    let stale = std::path::Path::new("/sys/fs/cgroup/freezer/iolearn-trace-4194303-1");
+    let _ = std::fs::create_dir(stale);
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    std::fs::write(stale.join("cgroup.procs"), sleeper.id().to_string()).unwrap();
+    std::fs::write(stale.join("freezer.state"), "FROZEN").unwrap();
+    let o = iolearn_in(
+        &d,
+        &["trace", "record", "-o", "t.parquet", "--backpressure", "--", "true"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("thawed and removed 1 freezer groups"), "{}", text(&o));
+    assert!(!stale.exists());
+    let group = std::fs::read_to_string(format!("/proc/{}/cgroup", sleeper.id())).unwrap();
+    assert!(group.lines().any(|l| l.ends_with(":freezer:/")), "{group}");
+    // Thawed: it takes a signal and exits at once.
+    sleeper.kill().unwrap();
+    let waited = std::time::Instant::now();
+    sleeper.wait().unwrap();
+    assert!(waited.elapsed() < std::time::Duration::from_secs(5));
+}
+
+/// `--backpressure` whose iolearn is killed (SIGKILL, nothing of its own runs) while its
+/// program is frozen: the watchdog thaws the program and removes the group at once. And
+/// holding init or iolearn's own ancestry is refused.
+#[test]
+fn a_killed_capture_does_not_leave_its_program_frozen() {
+    if iolearn_tune::testbed::skip_test("iolearn (cli)", "a_killed_capture_does_not_leave_its_program_frozen") {
+        return;
+    }
+    let d = setup("killed-capture");
+    let mut capture = Command::new(env!("CARGO_BIN_EXE_iolearn"))
+        .current_dir(&d)
+        .args([
+            "trace",
+            "record",
+            "-o",
+            "t.parquet",
+            "--backpressure",
+            "--",
+            "sleep",
+            "60",
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let group = std::path::PathBuf::from("/sys/fs/cgroup/freezer");
+    let mine = |e: &std::fs::DirEntry| {
+        e.file_name()
+            .to_string_lossy()
+            .starts_with(&format!("iolearn-trace-{}-", capture.id()))
+    };
+    // Wait for the command to be in the capture's group, then freeze it as a hold would.
+    let started = std::time::Instant::now();
+    let (dir, sleeper) = loop {
+        let found = std::fs::read_dir(&group)
+            .unwrap()
+            .flatten()
+            .find(|e| mine(e))
+            .and_then(|e| {
+                let procs = std::fs::read_to_string(e.path().join("cgroup.procs")).ok()?;
+                Some((e.path(), procs.lines().next()?.parse::<i32>().ok()?))
+            });
+        if let Some(x) = found {
+            break x;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the capture never made its group"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    std::fs::write(dir.join("freezer.state"), "FROZEN").unwrap();
+    capture.kill().unwrap();
+    capture.wait().unwrap();
+    let released = std::time::Instant::now();
+    while dir.exists() {
+        assert!(
+            released.elapsed() < std::time::Duration::from_secs(10),
+            "the group is still there"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Thawed and back where it was: a signal ends it.
+    // SAFETY: signalling the sleep the capture started (now reparented).
+    assert_eq!(unsafe { libc::kill(sleeper, libc::SIGKILL) }, 0);
+    let gone = std::time::Instant::now();
+    while std::path::Path::new(&format!("/proc/{sleeper}/status")).exists()
+        && !std::fs::read_to_string(format!("/proc/{sleeper}/status"))
+            .unwrap_or_default()
+            .contains("State:\tZ")
+    {
+        assert!(
+            gone.elapsed() < std::time::Duration::from_secs(10),
+            "the program is still frozen"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for pid in ["1", &std::process::id().to_string()] {
+        let o = iolearn_in(
+            &d,
+            &["trace", "record", "-o", "t.parquet", "--backpressure", "--pid", pid],
+        );
+        assert!(
+            !o.status.success() && text(&o).contains("cannot be held"),
+            "{}",
+            text(&o)
+        );
+    }
+}
+
+/// A trace's data side file must be its own: another (a later capture's, cut short) is refused
+/// by name before anything is replayed, as is a record whose bytes lie past the side file.
+#[test]
+fn a_side_file_that_is_not_the_traces_is_refused() {
+    use iolearn_trace::sys::{hash, parquet, Call, Data, Meta, SysRecord, SysTrace};
+    let d = setup("side-file");
+    let write = SysRecord {
+        pid: 1,
+        tid: 1,
+        enter_ns: 0,
+        exit_ns: Some(1),
+        call: Some(Call::Write),
+        fd: Some(1),
+        count: Some(5),
+        ret: 5,
+        data: Data::Bytes { offset: 0, len: 5 },
+        ..Default::default()
+    };
+    let mut t = SysTrace {
+        records: vec![write],
+        meta: Meta {
+            source: "ebpf".into(),
+            buffers: "full".into(),
+            data_file: Some((5, hash(b"hello"))),
+            ..Default::default()
+        },
+    };
+    let save = |t: &SysTrace| {
+        let mut bytes = Vec::new();
+        parquet::write(t, &mut bytes).unwrap();
+        std::fs::write(d.join("t.parquet"), bytes).unwrap();
+    };
+    save(&t);
+    let replay = || iolearn_in(&d, &["replay", "syscalls", "t.parquet", "--target", "target"]);
+    std::fs::write(d.join("t.parquet.data"), "hellp").unwrap();
+    let o = replay();
+    assert!(
+        !o.status.success() && text(&o).contains("t.parquet.data: not the data of t.parquet"),
+        "{}",
+        text(&o)
+    );
+    std::fs::write(d.join("t.parquet.data"), "hello").unwrap();
+    let o = replay();
+    assert!(o.status.success(), "{}", text(&o));
+    t.records[0].data = Data::Bytes { offset: 3, len: 5 };
+    save(&t);
+    let o = replay();
+    assert!(
+        !o.status.success() && text(&o).contains("record 0: data_offset 3 + data_len 5"),
+        "{}",
+        text(&o)
+    );
+    std::fs::remove_file(d.join("t.parquet.data")).unwrap();
+    let o = replay();
+    assert!(
+        !o.status.success() && text(&o).contains("t.parquet.data"),
+        "{}",
+        text(&o)
+    );
 }

@@ -5,10 +5,13 @@
 //!
 //! The group is `<freezer mount>/iolearn-trace-<pid>-<start time>` of the iolearn process that
 //! made it. Dropping a [`Freezer`] thaws the group, moves its processes back to the group they
-//! came from and removes it; a group left by an iolearn that died (SIGKILL, a crash) is
-//! recovered the same way by the next [`Freezer::create`], so a program is never left frozen
-//! for longer than until the next capture starts. cgroup v1's freezer (this machine's); the
-//! v2 `cgroup.freeze` file would serve as well where only v2 is mounted.
+//! came from and removes it. If iolearn dies instead (SIGKILL, the OOM killer, a crash), a
+//! watchdog does the same: a process of its own session (no terminal signal reaches it)
+//! waiting for the end of a pipe only iolearn holds, which the kernel closes however iolearn
+//! ends. A frozen v1 task ignores even SIGKILL, so this matters. Groups a watchdog could not
+//! release (it was killed too) are released by the next [`recover`] (every `trace record`).
+//! cgroup v1's freezer (this machine's); the v2 `cgroup.freeze` file would serve as well where
+//! only v2 is mounted.
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -21,7 +24,12 @@ pub struct Freezer {
     home: PathBuf,
     /// `cgroup.procs`, for [`Freezer::join_self`] in a child before exec.
     procs: CString,
+    /// Releases the group if this process dies holding it.
+    watchdog: Option<(std::process::Child, std::process::ChildStdin)>,
 }
+
+/// The hidden subcommand a watchdog runs as: `iolearn __release-freezer DIR HOME`.
+pub const WATCHDOG_COMMAND: &str = "__release-freezer";
 
 const PREFIX: &str = "iolearn-trace-";
 
@@ -92,15 +100,15 @@ fn dissolve(dir: &Path, home: &Path) -> Result<(), String> {
 }
 
 impl Freezer {
-    /// Make this process's group (recovering any left by an iolearn that died first).
-    pub fn create() -> Result<Freezer, String> {
+    /// Make this process's group, for process `pid` (`None`: the children this process will
+    /// start, which [`Freezer::join_self`]); its processes go back to `pid`'s group (or this
+    /// process's) at the end. Starts the group's watchdog as `watchdog_exe
+    /// __release-freezer DIR HOME` (this program, which must dispatch that command to
+    /// [`watchdog`]).
+    pub fn create(pid: Option<u32>, watchdog_exe: &Path) -> Result<Freezer, String> {
         let mount = mount_point()?;
-        let recovered = recover(&mount);
-        if recovered > 0 {
-            eprintln!("iolearn: thawed and removed {recovered} freezer groups left by an earlier capture");
-        }
         let me = std::process::id().to_string();
-        let home = group_of(&mount, "self")?;
+        let home = group_of(&mount, &pid.map_or_else(|| "self".to_string(), |p| p.to_string()))?;
         let start = start_time("self").ok_or("/proc/self/stat: no start time")?;
         let dir = mount.join(format!("{PREFIX}{me}-{start}"));
         match std::fs::create_dir(&dir) {
@@ -110,14 +118,34 @@ impl Freezer {
         }
         let procs = CString::new(dir.join("cgroup.procs").into_os_string().into_encoded_bytes())
             .map_err(|_| format!("{}: a NUL in the path", dir.display()))?;
-        Ok(Freezer { dir, home, procs })
-    }
-
-    /// Put process `pid` (all its threads) in the group; it goes back to `home` at the end.
-    pub fn add(&mut self, pid: u32) -> Result<(), String> {
-        let mount = mount_point()?;
-        self.home = group_of(&mount, &pid.to_string())?;
-        write(&self.dir.join("cgroup.procs"), &pid.to_string())
+        let mut f = Freezer {
+            dir,
+            home,
+            procs,
+            watchdog: None,
+        };
+        use std::os::unix::process::CommandExt;
+        let mut cmd = std::process::Command::new(watchdog_exe);
+        cmd.arg(WATCHDOG_COMMAND)
+            .arg(&f.dir)
+            .arg(&f.home)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null());
+        // SAFETY: setsid is async-signal safe: a session of its own, so that the terminal's
+        // SIGINT, which ends this capture, does not end its watchdog too.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            })
+        };
+        let mut child = cmd.spawn().map_err(|e| format!("{}: {e}", watchdog_exe.display()))?;
+        let stdin = child.stdin.take().expect("piped");
+        f.watchdog = Some((child, stdin));
+        if let Some(p) = pid {
+            write(&f.dir.join("cgroup.procs"), &p.to_string())?;
+        }
+        Ok(f)
     }
 
     /// In a child between fork and exec: put the calling process in the group (async-signal
@@ -161,12 +189,52 @@ impl Drop for Freezer {
         if let Err(e) = dissolve(&self.dir, &self.home) {
             eprintln!("iolearn: releasing the traced program: {e}");
         }
+        // The watchdog sees its pipe end, finds the group gone, and exits.
+        if let Some((mut child, stdin)) = self.watchdog.take() {
+            drop(stdin);
+            let _ = child.wait();
+        }
     }
 }
 
-/// Dissolve the groups of iolearn processes that are gone; how many.
-fn recover(mount: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(mount) else {
+/// A watchdog's life: wait for the end of standard input (its iolearn ended, one way or
+/// another), then release `dir` (if still there) to `home`. Both must be under the freezer's
+/// mount and `dir` one of iolearn's groups: the command is hidden, not a way to move processes.
+pub fn watchdog(dir: &Path, home: &Path) -> Result<(), String> {
+    let mount = mount_point()?;
+    let ours = dir.parent() == Some(&mount)
+        && dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(PREFIX));
+    let components_ok = |p: &Path| {
+        p.components()
+            .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::RootDir))
+    };
+    if !ours || !home.starts_with(&mount) || !components_ok(dir) || !components_ok(home) {
+        return Err(format!(
+            "{}, {}: not a capture's freezer group and a group under {}",
+            dir.display(),
+            home.display(),
+            mount.display()
+        ));
+    }
+    let mut sink = [0u8; 64];
+    use std::io::Read;
+    let mut stdin = std::io::stdin();
+    while !matches!(stdin.read(&mut sink), Ok(0) | Err(_)) {}
+    if dir.exists() {
+        dissolve(dir, home)?;
+        eprintln!("iolearn: the capture ended without releasing its program; released it");
+    }
+    Ok(())
+}
+
+/// Release the groups of iolearn processes that are gone (their watchdog killed too); how
+/// many. Nothing to do (0) where no v1 freezer is mounted.
+pub fn recover() -> usize {
+    let Ok(mount) = mount_point() else { return 0 };
+    let Ok(entries) = std::fs::read_dir(&mount) else {
         return 0;
     };
     let mut n = 0;
@@ -179,7 +247,7 @@ fn recover(mount: &Path) -> usize {
             continue;
         };
         let alive = start_time(pid).is_some_and(|s| start.parse() == Ok(s));
-        if !alive && e.file_type().is_ok_and(|t| t.is_dir()) && dissolve(&e.path(), mount).is_ok() {
+        if !alive && e.file_type().is_ok_and(|t| t.is_dir()) && dissolve(&e.path(), &mount).is_ok() {
             n += 1;
         }
     }

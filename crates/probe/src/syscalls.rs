@@ -19,9 +19,12 @@ const SYS_PATH: usize = 256;
 const SYS_RESULT: usize = 64;
 const NO_ARG: u8 = 0xff;
 const UNREADABLE: u16 = 0xffff;
-/// Bytes of one ring record (`struct sys_event` of `bpf/syscalls.h`: a 96-byte head, the
-/// two paths, the result).
-pub const EVENT_BYTES: usize = 96 + 2 * SYS_PATH + SYS_RESULT;
+/// Bytes of a call record (`struct sys_event` of `bpf/syscalls.h`: a 96-byte head, the two
+/// paths, the result).
+pub const EVENT_BYTES: usize = HEAD + 2 * SYS_PATH + SYS_RESULT;
+/// Bytes of a call record without paths (`struct sys_event_short`: the head, the result).
+pub const SHORT_BYTES: usize = HEAD + SYS_RESULT;
+const HEAD: usize = 96;
 /// The head of a data record (`struct sys_data`).
 const DATA_HEAD: usize = 32;
 /// A data record's first word.
@@ -170,11 +173,13 @@ pub struct SyscallEvent {
 }
 
 impl SyscallEvent {
-    /// Decode one ring record.
+    /// Decode one call record (either size).
     pub fn decode(b: &[u8]) -> Option<SyscallEvent> {
-        if b.len() < EVENT_BYTES {
-            return None;
-        }
+        let with_paths = match b.len() {
+            SHORT_BYTES => false,
+            n if n >= EVENT_BYTES => true,
+            _ => return None,
+        };
         let u64_at = |i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().expect("8 bytes"));
         let u32_at = |i: usize| u32::from_ne_bytes(b[i..i + 4].try_into().expect("4 bytes"));
         let u16_at = |i: usize| u16::from_ne_bytes(b[i..i + 2].try_into().expect("2 bytes"));
@@ -190,13 +195,15 @@ impl SyscallEvent {
             // the paths of calls whose roles have them.
             if len == UNREADABLE {
                 unreadable = true;
-            } else {
-                let start = 96 + k * SYS_PATH;
+            } else if with_paths {
+                let start = HEAD + k * SYS_PATH;
                 *p = Some(b[start..start + (len as usize).min(SYS_PATH - 1)].to_vec());
+            } else {
+                *p = Some(Vec::new());
             }
         }
         let result_len = (u16_at(88) as usize).min(SYS_RESULT);
-        let r0 = 96 + 2 * SYS_PATH;
+        let r0 = if with_paths { HEAD + 2 * SYS_PATH } else { HEAD };
         let exit = u64_at(8);
         Some(SyscallEvent {
             enter_ns: u64_at(0),
@@ -397,6 +404,12 @@ impl SyscallWatch {
         Err(ProbeError::NotBuilt)
     }
 
+    /// Still capturing (false: its thread ended early, on an error [`SyscallWatch::stop`]
+    /// returns).
+    pub fn running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
     /// Stop, after delivering what is in the ring; returns what was lost.
     pub fn stop(mut self) -> Result<Lost, ProbeError> {
         self.halt()
@@ -462,6 +475,7 @@ mod live {
         ro.data_iov = t.data_iov;
         ro.capture_data = u8::from(opts.data);
         ro.wake_at = (u64::from(opts.ring_bytes) / 8).min(4 << 20);
+        ro.data_room = u64::from(opts.ring_bytes) / 2;
         ro.children_of = opts.children_of.unwrap_or(0);
         open.maps
             .tgid_bits
@@ -614,7 +628,16 @@ mod live {
         }
         let done = AtomicBool::new(false);
         let mut failed = None;
+        /// Ends the monitor however the drain ends (an unwinding drain would otherwise wait
+        /// forever in the scope for a monitor that may be holding the program).
+        struct Done<'a>(&'a AtomicBool);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
         let holds = std::thread::scope(|s| {
+            let done_on_exit = Done(&done);
             let monitor = opts.hold.take().map(|hold| {
                 let (done, fd) = (&done, map.as_fd().as_raw_fd());
                 s.spawn(move || monitor(hold, ring0, fd, done))
@@ -631,7 +654,7 @@ mod live {
                 }
             }
             let _ = ring.consume();
-            done.store(true, Ordering::Relaxed);
+            drop(done_on_exit);
             match monitor.map(|m| m.join()) {
                 None => 0,
                 Some(Ok(Ok(n))) => n,
@@ -758,8 +781,26 @@ mod tests {
         let b = raw(293, [0x2000, 0, 0, 0, 0, 0], 0, [b"", b""], &[3, 0, 0, 0, 4, 0, 0, 0]);
         let r = SyscallEvent::decode(&b).unwrap().to_record();
         assert_eq!((r.fd, r.fd2), (Some(3), Some(4)));
-        // A short record is refused.
+        // A record of neither size is refused.
         assert!(SyscallEvent::decode(&b[..EVENT_BYTES - 1]).is_none());
+        // A call without paths comes as the head and the result (160 bytes).
+        let mut short = raw(0, [3, 0x1000, 64, 0, 0, 0], 64, [b"", b""], &[]);
+        short.drain(HEAD..HEAD + 2 * SYS_PATH);
+        assert_eq!(short.len(), SHORT_BYTES);
+        let r = SyscallEvent::decode(&short).unwrap().to_record();
+        assert_eq!(
+            (r.call, r.fd, r.count, r.ret),
+            (Some(Call::Read), Some(3), Some(64), 64)
+        );
+        let mut st = raw(5, [3, 0x1000, 0, 0, 0, 0], 0, [b"", b""], &[0; 16]);
+        st[HEAD + 2 * SYS_PATH..HEAD + 2 * SYS_PATH + 4].copy_from_slice(&(libc::S_IFREG | 0o600).to_ne_bytes());
+        st.drain(HEAD..HEAD + 2 * SYS_PATH);
+        let r = SyscallEvent::decode(&st).unwrap().to_record();
+        assert_eq!(
+            r.result.as_deref(),
+            Some(&b"mode=0o100600 size=0"[..]),
+            "fstat's result in a short record"
+        );
     }
 
     #[test]

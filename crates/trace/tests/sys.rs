@@ -59,6 +59,7 @@ fn sample() -> SysTrace {
             lost_by_call: vec![("read".into(), 2), ("openat".into(), 1)],
             command: "sh -c 'x'".into(),
             cwd: "/home/u".into(),
+            data_file: Some((12, 0xfeed)),
         },
     }
 }

@@ -6,8 +6,8 @@
  *
  * The raw `sys_enter` / `sys_exit` tracepoints run for every call of every task once attached:
  * the first tests (is the process traced, is the call one we follow) are an array lookup and a
- * bitmap bit. Paths are read at entry (the kernel has not yet replaced an exec'd image) and, if
- * their page was not in memory then, again at return. Per call, the tables user space fills
+ * bitmap bit. Paths are read at return straight into the record (an exec's at entry, before
+ * its image is replaced); a call without paths sends a short record. Per call, the tables user space fills
  * before loading say which arguments are paths and what result to read (built from the call
  * table of `iolearn_trace::sys::calls`, so the two cannot drift apart). */
 #include "vmlinux_min.h"
@@ -25,6 +25,8 @@ const volatile __u8 data_arg[SYS_NR] = {};
 const volatile __u8 data_iov[SYS_NR] = {};
 /* Send the data read and written (`--buffers full|hash`; the hash is taken in user space). */
 const volatile __u8 capture_data = 0;
+/* Bytes waiting in the ring above which no more data is sent (set at load: half the ring). */
+const volatile __u64 data_room = 32 << 20;
 /* Bytes waiting in the ring above which each record wakes user space (set at load: an eighth
  * of the ring, at most 4 MiB). */
 const volatile __u64 wake_at = 4 << 20;
@@ -55,7 +57,8 @@ struct {
 	__type(value, __u64);
 } lost_by_nr SEC(".maps");
 
-/* A data record is built here. */
+/* A data record is built here (by size, not type: a typed value would put the struct and its
+ * arrays, which have no Default in Rust, into the skeleton). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -67,19 +70,26 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
-	/* By size, not type (key too: libbpf wants both or neither): a typed value would put the
-	 * struct (and its 256-byte arrays, which have no Default in Rust) into the skeleton. */
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, sizeof(struct sys_pending));
+	__type(key, __u32);
+	__type(value, struct sys_pending);
 } pending SEC(".maps");
 
-/* A call's entry is built here (it is larger than the 512-byte stack). */
+/* execve's path, by thread, between its entry and its return. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	/* By size (see `data_scratch`'s note). */
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(struct sys_exec_path));
+} exec_paths SEC(".maps");
+
+/* execve's path is read here (it is larger than the stack allows beside the rest). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__uint(key_size, sizeof(__u32));
-	__uint(value_size, sizeof(struct sys_pending));
-} scratch SEC(".maps");
+	__uint(value_size, sizeof(struct sys_exec_path));
+} exec_scratch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -87,8 +97,10 @@ struct {
 } sys_events SEC(".maps");
 
 #define TS_COMPAT 0x0002
+#define NR_EXECVE 59
 #define NR_EXIT 60
 #define NR_EXIT_GROUP 231
+#define NR_EXECVEAT 322
 
 static __always_inline bool watched(__u32 tgid)
 {
@@ -124,19 +136,18 @@ static __always_inline __u64 arg_of(struct pt_regs *regs, int i)
 	}
 }
 
-static __always_inline void read_path(struct sys_pending *p, int k, __u32 nr)
+/* Read the path at user address `ptr` into `dst` (SYS_PATH bytes); its length (or
+ * SYS_UNREADABLE) into `len`, and whether it was cut short into bit `bit` of `cut`. */
+static __always_inline void read_path(char *dst, __u16 *len, __u16 *cut, int bit, __u64 ptr)
 {
-	__u8 a = path_arg[nr & (SYS_NR - 1)][k];
-	if (a >= 6)
-		return;
-	long n = bpf_probe_read_user_str(p->path[k], SYS_PATH, (void *)p->args[a & 7]);
+	long n = bpf_probe_read_user_str(dst, SYS_PATH, (void *)ptr);
 	if (n < 0) {
-		p->path_len[k] = SYS_UNREADABLE;
+		*len = SYS_UNREADABLE;
 		return;
 	}
-	p->path_len[k] = n > 0 ? n - 1 : 0;
+	*len = n > 0 ? n - 1 : 0;
 	if (n == SYS_PATH)
-		p->cut |= 1 << k;
+		*cut |= 1 << bit;
 }
 
 /* No wake-up per record (a wake-up each costs more than the record at these rates): user
@@ -147,9 +158,22 @@ static __always_inline __u64 wakeup_flags(void)
 	return waiting > wake_at ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
-static __always_inline void submit(struct sys_event *e)
+static __always_inline void fill_head(struct sys_head *h, struct sys_pending *p, __u64 pid_tgid)
 {
-	bpf_ringbuf_submit(e, wakeup_flags());
+	h->enter_ns = p->enter_ns;
+	h->exit_ns = 0;
+#pragma unroll
+	for (int i = 0; i < 6; i++)
+		h->args[i] = p->args[i];
+	h->ret = 0;
+	h->pid = pid_tgid >> 32;
+	h->tid = (__u32)pid_tgid;
+	h->nr = p->nr;
+	h->path_len[0] = 0;
+	h->path_len[1] = 0;
+	h->result_len = 0;
+	h->cut = 0;
+	h->pad = 0;
 }
 
 /* Walking a call's data buffer, a chunk (or an iovec) per step of bpf_loop. */
@@ -194,6 +218,13 @@ static long data_step(__u64 i, struct data_walk *w)
 	d->tid = w->tid;
 	d->len = n;
 	d->offset = w->offset;
+	/* Calls' records come first: data stops where it would leave them less than half the
+	 * ring (one large read or write must not crowd out every call of the other CPUs). */
+	if (bpf_ringbuf_query(&sys_events, BPF_RB_AVAIL_DATA) + n + sizeof(*d) > data_room) {
+		__sync_fetch_and_add(&lost_data, 1);
+		w->failed = 1;
+		return 1;
+	}
 	if (bpf_probe_read_user(d->bytes, n, (void *)w->src)) {
 		w->failed = 1;
 		return 1;
@@ -228,33 +259,12 @@ static __always_inline void send_data(struct sys_pending *p, __u32 nr, long ret,
 		w.src = p->args[a & 7];
 		w.seg_left = ret;
 	}
-	__u64 steps = (__u64)ret / SYS_DATA_CHUNK + w.iov_n + 2;
+	/* A step per chunk, and per iovec a step to load it and one for its last part. */
+	__u64 steps = (__u64)ret / SYS_DATA_CHUNK + 2 * w.iov_n + 2;
 	bpf_loop(steps > (1 << 23) ? (1 << 23) : steps, data_step, &w, 0);
-}
-
-static __always_inline struct sys_event *start_event(struct sys_pending *p, __u64 pid_tgid)
-{
-	struct sys_event *e = bpf_ringbuf_reserve(&sys_events, sizeof(*e), 0);
-	if (!e) {
-		count_lost(p->nr);
-		return 0;
-	}
-	e->enter_ns = p->enter_ns;
-	e->exit_ns = 0;
-#pragma unroll
-	for (int i = 0; i < 6; i++)
-		e->args[i] = p->args[i];
-	e->ret = 0;
-	e->pid = pid_tgid >> 32;
-	e->tid = (__u32)pid_tgid;
-	e->nr = p->nr;
-	e->path_len[0] = p->path_len[0];
-	e->path_len[1] = p->path_len[1];
-	e->result_len = 0;
-	e->cut = p->cut;
-	e->pad = 0;
-	bpf_probe_read_kernel(e->path, sizeof(e->path), p->path);
-	return e;
+	/* Not all sent, for want of steps or of iovecs: counted (the call's data is unreadable). */
+	if (w.left && !w.failed)
+		__sync_fetch_and_add(&lost_data, 1);
 }
 
 SEC("tp_btf/sys_enter")
@@ -275,39 +285,46 @@ int on_sys_enter(__u64 *ctx)
 		__sync_fetch_and_add(&compat_calls, 1);
 		return 0;
 	}
-	__u32 zero = 0;
-	struct sys_pending *p = bpf_map_lookup_elem(&scratch, &zero);
-	if (!p)
-		return 0;
 	struct pt_regs *regs = (struct pt_regs *)ctx[0];
-	p->enter_ns = bpf_ktime_get_ns();
-	p->nr = nr;
-	p->cut = 0;
-	p->path_len[0] = 0;
-	p->path_len[1] = 0;
+	struct sys_pending p = {
+		.enter_ns = bpf_ktime_get_ns(),
+		.nr = nr,
+	};
 #pragma unroll
 	for (int i = 0; i < 6; i++)
-		p->args[i] = arg_of(regs, i);
-	read_path(p, 0, nr);
-	read_path(p, 1, nr);
+		p.args[i] = arg_of(regs, i);
 	if (nr == NR_EXIT || nr == NR_EXIT_GROUP) {
-		/* These never return: the record goes out now, without an exit time. */
-		struct sys_event *e = start_event(p, pid_tgid);
-		if (e)
-			submit(e);
+		/* These never return (and name no path): the record goes out now, without an exit time. */
+		struct sys_event_short *e = bpf_ringbuf_reserve(&sys_events, sizeof(*e), 0);
+		if (!e) {
+			count_lost(nr);
+			return 0;
+		}
+		fill_head(&e->h, &p, pid_tgid);
+		bpf_ringbuf_submit(e, wakeup_flags());
 		return 0;
 	}
 	__u32 tid = (__u32)pid_tgid;
-	if (bpf_map_update_elem(&pending, &tid, p, BPF_ANY)) {
+	if (nr == NR_EXECVE || nr == NR_EXECVEAT) {
+		/* An exec replaces the memory its path is in: read it now. */
+		__u32 zero = 0;
+		struct sys_exec_path *x = bpf_map_lookup_elem(&exec_scratch, &zero);
+		if (x) {
+			__u8 a = path_arg[nr][0];
+			x->cut = 0;
+			read_path(x->path, &x->len, &x->cut, 0, a < 6 ? p.args[a & 7] : 0);
+			bpf_map_update_elem(&exec_paths, &tid, x, BPF_ANY);
+		}
+	}
+	if (bpf_map_update_elem(&pending, &tid, &p, BPF_ANY)) {
 		__sync_fetch_and_add(&lost_pending, 1);
 		count_lost(nr);
 	}
 	return 0;
 }
 
-static __always_inline void read_result(struct sys_event *e, __u8 kind, __u64 ptr, __u64 next)
+static __always_inline void read_result(__u8 *result, __u16 *result_len, long ret, __u8 kind, __u64 ptr, __u64 next)
 {
-	long ret = e->ret;
 	switch (kind) {
 	case SYS_RESULT_STAT: {
 		/* x86-64 struct stat: st_mode (u32) at 24, st_size (s64) at 48. */
@@ -315,9 +332,9 @@ static __always_inline void read_result(struct sys_event *e, __u8 kind, __u64 pt
 		__u64 size = 0;
 		if (ret == 0 && !bpf_probe_read_user(&mode, 4, (void *)(ptr + 24)) &&
 		    !bpf_probe_read_user(&size, 8, (void *)(ptr + 48))) {
-			__builtin_memcpy(e->result, &mode, 4);
-			__builtin_memcpy(e->result + 8, &size, 8);
-			e->result_len = 16;
+			__builtin_memcpy(result, &mode, 4);
+			__builtin_memcpy(result + 8, &size, 8);
+			*result_len = 16;
 		}
 		break;
 	}
@@ -328,9 +345,9 @@ static __always_inline void read_result(struct sys_event *e, __u8 kind, __u64 pt
 		if (ret == 0 && !bpf_probe_read_user(&mode16, 2, (void *)(ptr + 0x1c)) &&
 		    !bpf_probe_read_user(&size, 8, (void *)(ptr + 0x28))) {
 			__u32 mode = mode16;
-			__builtin_memcpy(e->result, &mode, 4);
-			__builtin_memcpy(e->result + 8, &size, 8);
-			e->result_len = 16;
+			__builtin_memcpy(result, &mode, 4);
+			__builtin_memcpy(result + 8, &size, 8);
+			*result_len = 16;
 		}
 		break;
 	}
@@ -338,13 +355,13 @@ static __always_inline void read_result(struct sys_event *e, __u8 kind, __u64 pt
 		if (ret <= 0)
 			break;
 		__u32 n = ret > SYS_RESULT ? SYS_RESULT : (__u32)ret;
-		if (!bpf_probe_read_user(e->result, n & (2 * SYS_RESULT - 1), (void *)ptr))
-			e->result_len = n;
+		if (!bpf_probe_read_user(result, n & (2 * SYS_RESULT - 1), (void *)ptr))
+			*result_len = n;
 		break;
 	}
 	case SYS_RESULT_FDS:
-		if (ret == 0 && !bpf_probe_read_user(e->result, 8, (void *)ptr))
-			e->result_len = 8;
+		if (ret == 0 && !bpf_probe_read_user(result, 8, (void *)ptr))
+			*result_len = 8;
 		break;
 	case SYS_RESULT_IOV: {
 		__u64 total = 0;
@@ -361,21 +378,32 @@ static __always_inline void read_result(struct sys_event *e, __u8 kind, __u64 pt
 			total += len;
 		}
 		if (whole && next <= 16) {
-			__builtin_memcpy(e->result, &total, 8);
-			e->result_len = 8;
+			__builtin_memcpy(result, &total, 8);
+			*result_len = 8;
 		}
 		break;
 	}
 	case SYS_RESULT_HOW:
-		if (!bpf_probe_read_user(e->result, 16, (void *)ptr))
-			e->result_len = 16;
+		if (!bpf_probe_read_user(result, 16, (void *)ptr))
+			*result_len = 16;
 		break;
 	case SYS_RESULT_CLONE:
-		if (!bpf_probe_read_user(e->result, 8, (void *)ptr))
-			e->result_len = 8;
+		if (!bpf_probe_read_user(result, 8, (void *)ptr))
+			*result_len = 8;
 		break;
 	default:
 		break;
+	}
+}
+
+/* The result the call's table entry asks for, read from its argument. */
+static __always_inline void result_of(__u8 *result, __u16 *result_len, struct sys_pending *p, __u32 nr, long ret)
+{
+	__u8 a = result_arg[nr];
+	if (a < 6) {
+		__u64 ptr = p->args[a & 7];
+		__u64 next = a < 5 ? p->args[(a + 1) & 7] : 0;
+		read_result(result, result_len, ret, result_kind[nr], ptr, next);
 	}
 }
 
@@ -391,27 +419,52 @@ int on_sys_exit(__u64 *ctx)
 	if (!p)
 		return 0;
 	__u32 nr = p->nr & (SYS_NR - 1);
-	/* A path whose page was not in memory at entry: the kernel has faulted it in since. */
-	if (p->path_len[0] == SYS_UNREADABLE)
-		read_path(p, 0, nr);
-	if (p->path_len[1] == SYS_UNREADABLE)
-		read_path(p, 1, nr);
 	/* The return time before the data is sent: its copying is not the call's latency. */
 	__u64 exit_ns = bpf_ktime_get_ns();
 	long ret = (long)ctx[1];
 	send_data(p, nr, ret, tid);
-	struct sys_event *e = start_event(p, pid_tgid);
-	if (e) {
-		e->exit_ns = exit_ns;
-		e->ret = ret;
-		__u8 a = result_arg[nr];
-		if (a < 6) {
-			__u64 ptr = p->args[a & 7];
-			__u64 next = a < 5 ? p->args[(a + 1) & 7] : 0;
-			read_result(e, result_kind[nr], ptr, next);
+	__u8 a0 = path_arg[nr][0], a1 = path_arg[nr][1];
+	if (a0 >= 6 && a1 >= 6) {
+		struct sys_event_short *e = bpf_ringbuf_reserve(&sys_events, sizeof(*e), 0);
+		if (e) {
+			fill_head(&e->h, p, pid_tgid);
+			e->h.exit_ns = exit_ns;
+			e->h.ret = ret;
+			result_of(e->result, &e->h.result_len, p, nr, ret);
+			bpf_ringbuf_submit(e, wakeup_flags());
+		} else {
+			count_lost(nr);
 		}
-		submit(e);
+	} else {
+		struct sys_event *e = bpf_ringbuf_reserve(&sys_events, sizeof(*e), 0);
+		if (e) {
+			fill_head(&e->h, p, pid_tgid);
+			e->h.exit_ns = exit_ns;
+			e->h.ret = ret;
+			if (nr == NR_EXECVE || nr == NR_EXECVEAT) {
+				struct sys_exec_path *x = bpf_map_lookup_elem(&exec_paths, &tid);
+				if (x) {
+					__u16 n = x->len;
+					e->h.path_len[0] = n;
+					e->h.cut = x->cut;
+					bpf_probe_read_kernel(e->path[0], SYS_PATH, x->path);
+				} else {
+					e->h.path_len[0] = SYS_UNREADABLE;
+				}
+			} else {
+				if (a0 < 6)
+					read_path(e->path[0], &e->h.path_len[0], &e->h.cut, 0, p->args[a0 & 7]);
+				if (a1 < 6)
+					read_path(e->path[1], &e->h.path_len[1], &e->h.cut, 1, p->args[a1 & 7]);
+			}
+			result_of(e->result, &e->h.result_len, p, nr, ret);
+			bpf_ringbuf_submit(e, wakeup_flags());
+		} else {
+			count_lost(nr);
+		}
 	}
+	if (nr == NR_EXECVE || nr == NR_EXECVEAT)
+		bpf_map_delete_elem(&exec_paths, &tid);
 	bpf_map_delete_elem(&pending, &tid);
 	return 0;
 }

@@ -24,7 +24,8 @@ enum {
 	SYS_RESULT_CLONE = 7,    /* clone3's struct clone_args: flags */
 };
 
-struct sys_event {
+/* Every call record's head (96 bytes). */
+struct sys_head {
 	__u64 enter_ns;
 	__u64 exit_ns;      /* 0: the call never returned (exit, exit_group) */
 	__u64 args[6];
@@ -35,8 +36,19 @@ struct sys_event {
 	__u16 path_len[2];  /* bytes of each path kept (0: none; SYS_UNREADABLE) */
 	__u16 result_len;   /* bytes of `result` filled */
 	__u16 cut;          /* bit 0/1: path 0/1 longer than SYS_PATH */
-	__u32 pad;          /* paths start at 96 */
+	__u32 pad;
+};
+
+/* A call that names paths: head, the two paths, the result (672 bytes). */
+struct sys_event {
+	struct sys_head h;
 	char path[2][SYS_PATH];
+	__u8 result[SYS_RESULT];
+};
+
+/* A call without paths (most of them: reads, writes, closes): head and result (160 bytes). */
+struct sys_event_short {
+	struct sys_head h;
 	__u8 result[SYS_RESULT];
 };
 
@@ -51,15 +63,21 @@ struct sys_data {
 	__u8 bytes[SYS_DATA_CHUNK];
 };
 
-/* A call between its entry and its return, by thread. */
+/* A call between its entry and its return, by thread. Its paths are read at return (the
+ * memory holding them is the caller's until then), except execve's: an exec replaces it. */
 struct sys_pending {
 	__u64 enter_ns;
 	__u64 args[6];
 	__u32 nr;
-	__u16 path_len[2];
+	__u32 pad;
+};
+
+/* execve's path, read at entry. */
+struct sys_exec_path {
+	__u16 len;
 	__u16 cut;
-	__u16 pad;
-	char path[2][SYS_PATH];
+	__u32 pad;
+	char path[SYS_PATH];
 };
 
 #endif

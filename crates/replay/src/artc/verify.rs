@@ -3,20 +3,26 @@
 //! `openat2(RESOLVE_IN_ROOT)` under their roots, so neither reaches outside its root through a
 //! link, and nothing is written.
 //!
-//! A name the trace removed (unlinked, rmdir'ed, renamed away): the same kind (missing, or
-//! made again). A name it made or changed (created, opened for writing, truncated, renamed or
-//! linked to, chmod'ed, chown'ed): the same kind, a symlink the same target, the same
-//! permission bits and owner and, for a file, the same size and (when the trace kept the data
-//! it wrote) the same contents. Names the trace only read are init's, not the replay's: init
-//! makes them from what the trace showed of them (sizes, not bytes; no links it did not see).
-//! Timestamps are not compared: a replay makes its own.
+//! Which names, and what of them:
+//! - a name the trace removed (unlinked, rmdir'ed, renamed away), or changed in place (opened
+//!   for writing, chmod'ed...): the same kind (missing, directory, file, symlink, other);
+//! - a name the trace made (created, or truncated, or renamed or linked from such a name):
+//!   also a symlink's target, the permission bits and, for a file, the size and (when the
+//!   trace kept every byte written, `--buffers full`) the contents;
+//! - a name chmod'ed: the permission bits; chown'ed: the owner and group.
+//!
+//! A file that was there before the trace and was only written in part is the init's stand-in
+//! in the replay (made as large as the trace showed, of other bytes), so only its kind is
+//! compared; so are names the trace only read. Timestamps are not compared: a replay makes
+//! its own. A name that cannot be read on one side is a difference that says why.
 
 use super::plan::Plan;
 use iolearn_trace::sys::{Call, SysTrace};
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// What a name is, as level 3 compares it.
@@ -33,6 +39,8 @@ pub enum State {
     Link(Vec<u8>),
     /// Anything else (device, FIFO, socket): its type bits.
     Other(u32),
+    /// It could not be read: why.
+    Unreadable(String),
 }
 
 /// A comparison's result.
@@ -52,57 +60,96 @@ fn system(p: &[u8]) -> bool {
     })
 }
 
-/// The names the trace changed or removed, and of those, the ones it made or changed.
-fn names(trace: &SysTrace, plan: &Plan) -> (BTreeSet<Vec<u8>>, BTreeSet<Vec<u8>>) {
-    let mut all = BTreeSet::new();
-    let mut changed: BTreeSet<Vec<u8>> = plan.created.iter().cloned().collect();
+/// What level 3 compares of a name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Depth {
+    /// The trace made it: target, permission bits, size, contents.
+    made: bool,
+    /// Permission bits.
+    mode: bool,
+    /// Owner and group.
+    owner: bool,
+}
+
+/// The names the trace changed or removed, and what to compare of each.
+fn names(trace: &SysTrace, plan: &Plan) -> BTreeMap<Vec<u8>, Depth> {
+    let mut out: BTreeMap<Vec<u8>, Depth> = BTreeMap::new();
+    let made = Depth {
+        made: true,
+        mode: true,
+        owner: false,
+    };
+    for p in &plan.created {
+        out.insert(p.clone(), made);
+    }
     for (i, r) in trace.records.iter().enumerate() {
         let Some(call) = r.call else { continue };
-        let p = plan.abs_path[i].clone();
-        // A symlink's `path2` is its target's text, not a name.
-        let p2 = plan.abs_path2[i]
-            .clone()
-            .filter(|_| !matches!(call, Call::Symlink | Call::Symlinkat));
-        let writes = |f: u64| f & (libc::O_WRONLY | libc::O_RDWR | libc::O_TRUNC | libc::O_CREAT) as u64 != 0;
-        let removes = matches!(
-            call,
-            Call::Unlink | Call::Unlinkat | Call::Rmdir | Call::Rename | Call::Renameat | Call::Renameat2
-        );
-        let changes = match call {
-            Call::Open | Call::Openat | Call::Openat2 => r.flags.is_some_and(writes),
-            Call::Creat
-            | Call::Truncate
-            | Call::Chmod
-            | Call::Fchmodat
-            | Call::Chown
-            | Call::Lchown
-            | Call::Fchownat
-            | Call::Mkdir
-            | Call::Mkdirat
-            | Call::Symlink
-            | Call::Symlinkat
-            | Call::Setxattr
-            | Call::Lsetxattr => true,
-            _ => false,
+        if !r.ok() {
+            continue;
+        }
+        let (Some(p), p2) = (plan.abs_path[i].clone(), plan.abs_path2[i].clone()) else {
+            continue;
         };
-        if r.ok() {
-            if let Some(p) = p {
-                if changes {
-                    changed.insert(p);
-                } else if removes {
-                    all.insert(p);
+        let flags = r.flags.unwrap_or(0);
+        let has = |f: i32| flags & f as u64 != 0;
+        let entry = out.entry(p.clone()).or_default();
+        match call {
+            Call::Open | Call::Openat | Call::Openat2 if has(libc::O_TRUNC) => *entry = made,
+            Call::Creat | Call::Truncate | Call::Mkdir | Call::Mkdirat | Call::Symlink | Call::Symlinkat => {
+                *entry = made
+            }
+            Call::Chmod | Call::Fchmodat => entry.mode = true,
+            Call::Chown | Call::Lchown | Call::Fchownat => entry.owner = true,
+            Call::Rename | Call::Renameat | Call::Renameat2 | Call::Link | Call::Linkat => {
+                // The new name holds what the old one did; a rename leaves the old one empty
+                // (an exchange swaps: both hold what the other did).
+                let was = *entry;
+                let exchange = call == Call::Renameat2 && has(libc::RENAME_EXCHANGE as i32);
+                if let Some(p2) = p2 {
+                    let other = out.get(&p2).copied().unwrap_or_default();
+                    out.insert(p2, was);
+                    if exchange {
+                        out.insert(p, other);
+                    } else if call != Call::Link && call != Call::Linkat {
+                        out.insert(p, Depth::default());
+                    }
                 }
             }
-            // A rename's or link's new name now holds what the old one did.
-            if let Some(p2) = p2 {
-                changed.insert(p2);
+            // Opened for writing, removed, its attributes changed: its kind.
+            _ => {}
+        }
+    }
+    out.retain(|p, _| !system(p));
+    out
+}
+
+/// Names the trace only looked at are not level 3's: keep those it changed or removed.
+fn changed_or_removed(trace: &SysTrace, plan: &Plan, depth: &mut BTreeMap<Vec<u8>, Depth>) {
+    let mut touched = std::collections::BTreeSet::new();
+    for (i, r) in trace.records.iter().enumerate() {
+        let Some(call) = r.call else { continue };
+        let writes = r
+            .flags
+            .is_some_and(|f| f & (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u64 != 0);
+        let changes = match call {
+            Call::Open | Call::Openat | Call::Openat2 => writes,
+            Call::Access | Call::Faccessat | Call::Faccessat2 | Call::Stat | Call::Lstat | Call::Newfstatat => false,
+            Call::Statx | Call::Readlink | Call::Readlinkat | Call::Execve | Call::Chdir => false,
+            _ => true,
+        };
+        if r.ok() && changes {
+            touched.extend(plan.abs_path[i].iter().cloned());
+            if !matches!(call, Call::Symlink | Call::Symlinkat) {
+                touched.extend(plan.abs_path2[i].iter().cloned());
             }
         }
     }
-    changed.retain(|p| !system(p));
-    all.retain(|p| !system(p));
-    all.extend(changed.iter().cloned());
-    (all, changed)
+    depth.retain(|p, d| *d != Depth::default() || touched.contains(p));
+    for p in touched {
+        if !system(&p) {
+            depth.entry(p).or_default();
+        }
+    }
 }
 
 fn rel(abs: &[u8]) -> Option<CString> {
@@ -138,7 +185,7 @@ fn state(root: &OwnedFd, abs: &[u8], contents: bool) -> Result<State, String> {
     let shown = || String::from_utf8_lossy(abs).into_owned();
     let f = match open_in(root, abs, libc::O_PATH) {
         Ok(f) => f,
-        Err(libc::ENOENT | libc::ENOTDIR | libc::ELOOP) => return Ok(State::Missing),
+        Err(libc::ENOENT | libc::ENOTDIR) => return Ok(State::Missing),
         Err(e) => return Err(format!("{}: {}", shown(), std::io::Error::from_raw_os_error(e))),
     };
     // SAFETY: st is a valid out-parameter; fstat works on O_PATH descriptors.
@@ -162,9 +209,13 @@ fn state(root: &OwnedFd, abs: &[u8], contents: bool) -> Result<State, String> {
         }
         libc::S_IFREG => {
             let hash = if contents {
-                let g = open_in(root, abs, libc::O_RDONLY)
-                    .map_err(|e| format!("{}: {}", shown(), std::io::Error::from_raw_os_error(e)))?;
-                let mut file = std::fs::File::from(g);
+                // The file just stat'ed, not whatever the name holds by now (a FIFO swapped in
+                // would block an open): reopened through its descriptor, without blocking.
+                let mut file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+                    .open(format!("/proc/self/fd/{}", f.as_raw_fd()))
+                    .map_err(|e| format!("{}: {e}", shown()))?;
                 let mut h = xxhash_rust::xxh3::Xxh3::new();
                 let mut buf = vec![0u8; 1 << 20];
                 loop {
@@ -196,9 +247,9 @@ fn open_root(p: &Path) -> Result<OwnedFd, String> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Compare the names `trace` used under `original` (where it ran: `/` right after the capture)
-/// and under `target` (where it was replayed). `contents`: compare the bytes of the files it
-/// changed (meaningful when the trace kept the data it wrote, `--buffers full`).
+/// Compare the names `trace` changed under `original` (where it ran: `/` right after the
+/// capture) and under `target` (where it was replayed). `contents`: compare the bytes of the
+/// files it made (meaningful when the trace kept every byte it wrote, `--buffers full`).
 pub fn compare(
     trace: &SysTrace,
     plan: &Plan,
@@ -207,15 +258,21 @@ pub fn compare(
     contents: bool,
 ) -> Result<Verdict, String> {
     let (a, b) = (open_root(original)?, open_root(target)?);
-    let (all, changed) = names(trace, plan);
+    let mut depth = names(trace, plan);
+    changed_or_removed(trace, plan, &mut depth);
     let mut v = Verdict::default();
-    for name in &all {
-        let deep = changed.contains(name);
-        let (x, y) = (state(&a, name, deep && contents)?, state(&b, name, deep && contents)?);
+    let read = |root: &OwnedFd, name: &[u8], deep: bool| state(root, name, deep).unwrap_or_else(State::Unreadable);
+    for (name, d) in &depth {
+        let (x, y) = (read(&a, name, d.made && contents), read(&b, name, d.made && contents));
         let same = match (&x, &y) {
-            (State::Dir(pa, ua, ga), State::Dir(pb, ub, gb)) => !deep || (pa, ua, ga) == (pb, ub, gb),
-            // A file only read: init made it as large as the reads showed, from other bytes.
-            (State::File(..), State::File(..)) if !deep => true,
+            (State::Dir(pa, ua, ga), State::Dir(pb, ub, gb)) => {
+                (!d.mode || pa == pb) && (!d.owner || (ua, ga) == (ub, gb))
+            }
+            (State::File(pa, ua, ga, sa, ha), State::File(pb, ub, gb, sb, hb)) => {
+                (!d.mode || pa == pb) && (!d.owner || (ua, ga) == (ub, gb)) && (!d.made || (sa, ha) == (sb, hb))
+            }
+            (State::Link(ta), State::Link(tb)) => !d.made || ta == tb,
+            (State::Unreadable(_), _) | (_, State::Unreadable(_)) => false,
             _ => x == y,
         };
         v.compared += 1;

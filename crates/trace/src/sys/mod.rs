@@ -169,6 +169,9 @@ pub struct Meta {
     pub command: String,
     /// The directory the traced processes started in (absolute; empty: unknown, taken as `/`).
     pub cwd: String,
+    /// The data side file's length and xxh3-64 (`--buffers full`): a replay checks that the
+    /// side file beside the trace is this trace's.
+    pub data_file: Option<(u64, u64)>,
 }
 
 /// A system-call trace: its records in entry order, and where it came from.

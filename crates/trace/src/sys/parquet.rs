@@ -78,6 +78,10 @@ pub fn write(trace: &SysTrace, w: &mut (dyn Write + Send)) -> Result<u64, String
                 ),
                 kv("command", m.command.clone()),
                 kv("cwd", m.cwd.clone()),
+                kv(
+                    "data_file",
+                    m.data_file.map(|(n, h)| format!("{n} {h:016x}")).unwrap_or_default(),
+                ),
             ]))
             .build(),
     );
@@ -236,6 +240,15 @@ fn decode(bytes: Vec<u8>, path: &Path) -> Result<SysTrace, TraceError> {
             })
             .collect::<Result<_, _>>()?,
         command: kv("command").unwrap_or_default(),
+        data_file: match kv("data_file").unwrap_or_default().split_once(' ') {
+            None => None,
+            Some((n, h)) => Some(
+                n.parse()
+                    .ok()
+                    .zip(u64::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| file_err("iolearn.data_file", "not \"LENGTH XXH3\"".into()))?,
+            ),
+        },
         cwd: match kv("cwd").unwrap_or_default() {
             c if c.is_empty() || c.starts_with('/') && !c.contains('\0') => c,
             c => return Err(file_err("iolearn.cwd", format!("{:?}: not an absolute path", c))),
