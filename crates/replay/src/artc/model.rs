@@ -92,6 +92,8 @@ pub struct Model {
     made_up: Vec<(Vec<u8>, u32)>,
     /// Bytes each file held at least before the trace (what reads of it returned).
     min_size: HashMap<u32, u64>,
+    /// The size a stat showed of a file from before the trace.
+    stat_size: HashMap<u32, u64>,
     /// Files created in the trace (their earlier contents are not the initial tree's).
     created: std::collections::HashSet<u32>,
     /// Names the trace created that the initial tree did not have.
@@ -177,6 +179,7 @@ impl Model {
             start_cwd: b"/".to_vec(),
             made_up: Vec::new(),
             min_size: HashMap::new(),
+            stat_size: HashMap::new(),
             created: Default::default(),
             created_paths: Vec::new(),
             through_dirs: false,
@@ -192,7 +195,14 @@ impl Model {
             .map(|(p, i)| match &self.inodes[*i as usize].kind {
                 Kind::Dir(_) => Initial::Dir(p.clone()),
                 Kind::Symlink(t) => Initial::Symlink(p.clone(), t.clone()),
-                Kind::File => Initial::File(p.clone(), self.min_size.get(i).copied().unwrap_or(0)),
+                Kind::File => {
+                    // The kernel's own files (/proc, /sys, /dev) stat as 0 or 4096 bytes
+                    // whatever they hold: only their reads say how large they are.
+                    let system = [&b"/dev/"[..], b"/proc/", b"/sys/"].iter().any(|d| p.starts_with(d));
+                    let read = self.min_size.get(i).copied().unwrap_or(0);
+                    let stat = self.stat_size.get(i).copied().unwrap_or(0);
+                    Initial::File(p.clone(), if system { read } else { read.max(stat) })
+                }
             })
             .collect();
         out.sort_by(|a, b| name_of(a).cmp(name_of(b)));
@@ -757,6 +767,16 @@ impl Model {
                     use_fd(self, &mut t, r.fd2, Touch::Use);
                 }
                 if let (true, Some(path)) = (has(iolearn_trace::sys::Role::Path), r.path.as_deref()) {
+                    // `AT_EMPTY_PATH` with no name: the call acts on the descriptor's own
+                    // object (a symlink an O_PATH|O_NOFOLLOW open holds), not on a name.
+                    if path.is_empty() && r.flags.unwrap_or(0) & libc::AT_EMPTY_PATH as u64 != 0 {
+                        if let (true, Some(e)) = (ok, use_fd(self, &mut t, r.dirfd, Touch::Use)) {
+                            if let (Some(i), Some(st)) = (e.inode, r.result.as_deref()) {
+                                self.learn_stat(i, st);
+                            }
+                        }
+                        return t;
+                    }
                     let Some(abs) = self.absolute(pid, r.dirfd, path) else {
                         return t;
                     };
@@ -828,7 +848,7 @@ impl Model {
             libc::S_IFDIR => self.make_dir(i),
             libc::S_IFREG => {
                 if let (Some(sz), false) = (size, self.created.contains(&i)) {
-                    let m = self.min_size.entry(i).or_insert(0);
+                    let m = self.stat_size.entry(i).or_insert(0);
                     *m = (*m).max(sz);
                 }
             }

@@ -182,7 +182,11 @@ pub fn compile(trace: &SysTrace, mode: Mode, rules: Rules, seed: &[super::model:
             Some(Resource::Fd(id)) => Some(id),
             _ => None,
         };
-        fd_use.push([fd_id(&mut model, r.fd), fd_id(&mut model, r.fd2)]);
+        // A call on `AT_EMPTY_PATH` and no name acts on its directory descriptor's own object.
+        let on_dirfd =
+            r.fd.is_none() && r.path.as_deref() == Some(b"") && r.flags.unwrap_or(0) & libc::AT_EMPTY_PATH as u64 != 0;
+        let fd = if on_dirfd { r.dirfd } else { r.fd };
+        fd_use.push([fd_id(&mut model, fd), fd_id(&mut model, r.fd2)]);
         let mut touches = model.apply(r);
         let made = match r.call {
             Some(Call::Pipe | Call::Pipe2) => [fd_id(&mut model, r.fd), fd_id(&mut model, r.fd2)],

@@ -639,6 +639,15 @@ impl Shared<'_> {
             | Call::Access
             | Call::Faccessat
             | Call::Faccessat2 => {
+                if r.path.as_deref() == Some(b"") && r.flags.unwrap_or(0) & libc::AT_EMPTY_PATH as u64 != 0 {
+                    // The descriptor's own object (the plan put its resource in `fd_use`).
+                    let f = fd_or_return!(fd_use);
+                    // SAFETY: st is a valid out-parameter; an empty C string.
+                    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+                    return Some(check(i64::from(unsafe {
+                        libc::fstatat(f.as_raw_fd(), c"".as_ptr(), &mut st, libc::AT_EMPTY_PATH)
+                    })));
+                }
                 let nofollow = call == Call::Lstat || r.flags.unwrap_or(0) & libc::AT_SYMLINK_NOFOLLOW as u64 != 0;
                 let mut flags = libc::O_PATH as u64;
                 if nofollow {
