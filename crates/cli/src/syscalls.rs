@@ -117,7 +117,8 @@ pub struct ReplayArgs {
     /// (unconstrained).
     #[arg(long, default_value = "artc", value_parser = clap::builder::PossibleValuesParser::new(Mode::NAMES))]
     mode: String,
-    /// Pace: afap (as fast as possible), natural (the original's idle time between calls), or
+    /// Pace: afap (as fast as possible), natural (the original's idle time between calls, and
+    /// the time the calls the replay cannot make took), or
     /// scale=X (that idle time times X, 0 to 1000).
     #[arg(long, default_value = "afap", value_parser = timing)]
     timing: Timing,

@@ -602,3 +602,43 @@ fn empty_path_calls_act_on_their_descriptor_and_kernel_files_are_as_large_as_rea
     assert_eq!(report.failed(), 0, "{report:?}");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// Paced replay spends the original's time: its idle gaps between calls (not up to a sleep's
+/// slack more each), and the time of calls it cannot make (an exec); as fast as possible, it
+/// spends neither. Two threads, each with 100 calls 1 ms apart, and a 30 ms exec.
+#[test]
+fn paced_replay_takes_the_original_time() {
+    use iolearn_replay::artc::{init, run, Side, Timing};
+    let mut records = Vec::new();
+    let mut exec = with_path(rec(1, 0, Call::Execve, 0), "/bin/x");
+    exec.exit_ns = Some(30_000_000);
+    records.push(exec);
+    for tid in [1, 2] {
+        for k in 0..100u64 {
+            let t = 30_000_000 + k * 1_000_000 + u64::from(tid) * 1_000;
+            let mut r = with_path(rec(tid, t, Call::Access, 0), "/");
+            r.exit_ns = Some(t + 1_000);
+            records.push(r);
+        }
+    }
+    records.sort_by_key(|r| r.enter_ns);
+    let t = trace(records);
+    let traced_ms = 30.0 + 100.0;
+    let d = tmpdir("paced");
+    let plan = compile(&t, Mode::Artc, Rules::default(), &[]);
+    init(&d, &plan).unwrap();
+    let wall_ms = |timing| run(&t, &plan, &d, timing, Side::default()).unwrap().wall_ns as f64 / 1e6;
+    let natural = wall_ms(Timing::Scaled(1.0));
+    assert!(
+        // At least the traced time; the upper bound is loose (a loaded CI machine wakes late).
+        (traced_ms * 0.95..traced_ms * 1.8).contains(&natural),
+        "natural {natural:.1} ms for {traced_ms} ms traced"
+    );
+    let half = wall_ms(Timing::Scaled(0.5));
+    assert!(
+        (traced_ms * 0.45..traced_ms * 0.9).contains(&half),
+        "scale=0.5: {half:.1} ms"
+    );
+    assert!(wall_ms(Timing::Afap) < 20.0);
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -17,7 +17,7 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How fast to replay.
@@ -142,8 +142,11 @@ struct Shared<'a> {
     plan: &'a Plan,
     root: Root,
     done: Vec<AtomicBool>,
-    lock: Mutex<()>,
-    cv: Condvar,
+    /// Each replay thread, to wake it (set as it starts).
+    threads: Vec<std::sync::OnceLock<std::thread::Thread>>,
+    /// Per action: the replay threads with an action waiting for it (woken when it ends;
+    /// waking every thread at every end costs more than the calls once there are dozens).
+    wake: Vec<Vec<u32>>,
     issued: AtomicU32,
     /// Set when a replay thread could not start or panicked: the others stop waiting.
     abort: AtomicBool,
@@ -174,6 +177,38 @@ impl Drop for AbortOnUnwind<'_, '_> {
             self.0.stop_all();
         }
     }
+}
+
+/// Wait `d`: a sleep for all but the last stretch, which is spun (a sleep wakes tens of
+/// microseconds late, and the gaps between a program's calls are often shorter than that:
+/// thousands of late wake-ups would add up to seconds of time the original did not take).
+fn pause(d: Duration) {
+    const SPIN: Duration = Duration::from_micros(60);
+    if d.is_zero() {
+        return;
+    }
+    let until = Instant::now() + d;
+    if d > SPIN {
+        std::thread::sleep(d - SPIN);
+    }
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
+/// For each action, the replay threads that have an action waiting for it.
+fn waiters(plan: &Plan) -> Vec<Vec<u32>> {
+    let mut wake: Vec<Vec<u32>> = vec![Vec::new(); plan.deps.len()];
+    for (a, deps) in plan.deps.iter().enumerate() {
+        let t = plan.thread_of[a];
+        for &d in deps {
+            let w = &mut wake[d as usize];
+            if !w.contains(&t) {
+                w.push(t);
+            }
+        }
+    }
+    wake
 }
 
 /// A replay holds a descriptor for every file its traced processes hold at once: as many as
@@ -211,8 +246,8 @@ pub fn run(trace: &SysTrace, plan: &Plan, target: &Path, timing: Timing, side: S
         plan,
         root,
         done: (0..n).map(|_| AtomicBool::new(false)).collect(),
-        lock: Mutex::new(()),
-        cv: Condvar::new(),
+        threads: (0..plan.threads.len()).map(|_| std::sync::OnceLock::new()).collect(),
+        wake: waiters(plan),
         issued: AtomicU32::new(0),
         abort: AtomicBool::new(false),
         slots: Mutex::new(HashMap::new()),
@@ -234,6 +269,10 @@ pub fn run(trace: &SysTrace, plan: &Plan, target: &Path, timing: Timing, side: S
                 .spawn_scoped(s, move || {
                     // A panic here must not leave the other threads waiting for its actions.
                     let _guard = AbortOnUnwind(shared);
+                    let _ = shared.threads[t].set(std::thread::current());
+                    // Sleeps end when asked, not up to 50 us later (the default slack).
+                    // SAFETY: prctl on this thread's own timer slack.
+                    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
                     let mut buf = vec![0u8; max_count];
                     acts.iter()
                         .map(|&a| (a, shared.step(a as usize, &mut buf)))
@@ -357,30 +396,36 @@ impl Shared<'_> {
     }
 
     /// Wait until what `a` waits for has completed; false when the replay was stopped.
+    /// Wait until action `a` may start (false: the replay stopped). The thread parks; the
+    /// actions it waits for wake it as they end (`wake`), the previous action's issue does
+    /// in temporal order; a wake-up that comes before the park makes the park return at once.
     fn wait_for(&self, a: usize) -> bool {
         let deps = &self.plan.deps[a];
         let stopped = || self.abort.load(Ordering::Acquire);
         let ready = || deps.iter().all(|&d| self.done[d as usize].load(Ordering::Acquire));
-        if !ready() {
-            let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-            while !ready() && !stopped() {
-                g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        let turn = || self.plan.mode != Mode::TemporallyOrdered || self.issued.load(Ordering::Acquire) == a as u32;
+        while !(ready() && turn()) {
+            if stopped() {
+                return false;
             }
-        }
-        if self.plan.mode == Mode::TemporallyOrdered {
-            let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-            while self.issued.load(Ordering::Acquire) != a as u32 && !stopped() {
-                g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
-            }
+            // The timeout only bounds a wake-up lost to a bug; the wake-ups are exact.
+            std::thread::park_timeout(Duration::from_millis(50));
         }
         !stopped()
+    }
+
+    fn unpark(&self, t: u32) {
+        if let Some(h) = self.threads.get(t as usize).and_then(|x| x.get()) {
+            h.unpark();
+        }
     }
 
     /// Stop the replay: every waiting thread wakes and gives up.
     fn stop_all(&self) {
         self.abort.store(true, Ordering::Release);
-        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        self.cv.notify_all();
+        for t in 0..self.threads.len() {
+            self.unpark(t as u32);
+        }
     }
 
     fn step(&self, a: usize, buf: &mut [u8]) -> Outcome {
@@ -394,18 +439,17 @@ impl Shared<'_> {
         if let Timing::Scaled(f) = self.timing {
             // A gap longer than a minute in a trace is idle time nobody wants replayed.
             let d = ((self.plan.predelay_ns[a] as f64 * f) as u64).min(MAX_PREDELAY_NS);
-            if d > 0 {
-                std::thread::sleep(Duration::from_nanos(d));
-            }
+            pause(Duration::from_nanos(d));
         }
         let start = self.now();
         // A fork copies its process's descriptors before the next call may begin (its child's
         // first call may be that next one).
         let forks = self.plan.fork_copies.contains_key(&(a as u32));
         let issue = || {
-            let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
             self.issued.store(a as u32 + 1, Ordering::Release);
-            self.cv.notify_all();
+            if let Some(&next) = self.plan.thread_of.get(a + 1) {
+                self.unpark(next);
+            }
         };
         let ordered = self.plan.mode == Mode::TemporallyOrdered;
         if ordered && !forks {
@@ -413,7 +457,14 @@ impl Shared<'_> {
         }
         let (ret, replayed) = match self.execute(a, r, buf) {
             Some(ret) => (ret, true),
-            None => (r.ret, false),
+            None => {
+                // A call the replay cannot make (an exec, a fork, I/O on a pipe or socket the
+                // trace did not open) took time there all the same: paced timing spends it.
+                if let (Timing::Scaled(f), Some(l)) = (self.timing, r.latency_ns()) {
+                    pause(Duration::from_nanos(((l as f64 * f) as u64).min(MAX_PREDELAY_NS)));
+                }
+                (r.ret, false)
+            }
         };
         let read = r.call.is_some_and(|c| c.moves_data() && !c.writes());
         let data_ok = match usize::try_from(ret) {
@@ -432,9 +483,8 @@ impl Shared<'_> {
         }
         let end = self.now();
         self.done[a].store(true, Ordering::Release);
-        {
-            let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-            self.cv.notify_all();
+        for &t in &self.wake[a] {
+            self.unpark(t);
         }
         Outcome {
             ret,
