@@ -184,7 +184,15 @@ pub fn replay(a: ReplayArgs) -> Result<()> {
     let plan = artc::compile(&trace, mode, artc::Rules::default(), &[]);
     if !a.no_init {
         let (made, removed) = artc::init(&target, &plan).map_err(anyhow::Error::msg)?;
-        eprintln!("iolearn: target ready: {made} entries made or grown, {removed} removed");
+        let bytes = artc::init_data(&target, &plan, side).map_err(anyhow::Error::msg)?;
+        eprintln!(
+            "iolearn: target ready: {made} entries made or grown, {removed} removed{}",
+            if bytes > 0 {
+                format!(", {} of what the trace read written back", iolearn_safeio::human(bytes))
+            } else {
+                String::new()
+            }
+        );
     }
     let report = artc::run(&trace, &plan, &target, a.timing, side).map_err(anyhow::Error::msg)?;
     let mut mismatched: BTreeMap<String, usize> = BTreeMap::new();

@@ -503,6 +503,17 @@ fn kept_data_is_written_and_reads_are_checked_against_it() {
     let report = run(&t, &plan, &d2, Timing::Afap, Side::default()).unwrap();
     assert_ne!(std::fs::read(d2.join("d/f")).unwrap(), b"hello");
     assert_eq!(report.data_checked(), (0, 0));
+    // Init writing back what the reads of /old returned: now they agree too.
+    let d3 = tmpdir("data-back");
+    init(&d3, &plan).unwrap();
+    assert_eq!(
+        iolearn_replay::artc::init_data(&d3, &plan, Side(Some(&side))).unwrap(),
+        3
+    );
+    assert_eq!(std::fs::read(d3.join("old")).unwrap(), b"abc");
+    let report = run(&t, &plan, &d3, Timing::Afap, Side(Some(&side))).unwrap();
+    assert_eq!(report.data_checked(), (2, 0), "{report:?}");
+    std::fs::remove_dir_all(&d3).unwrap();
     let err = run(&t, &plan, &d2, Timing::Afap, Side(Some(&side[..6]))).unwrap_err();
     assert!(err.contains("record 11") && err.contains("data_offset 5"), "{err}");
     std::fs::remove_dir_all(&d).unwrap();

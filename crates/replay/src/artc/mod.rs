@@ -12,5 +12,5 @@ pub mod run;
 pub mod verify;
 
 pub use plan::{action_series, compile, Mode, Plan, Rules};
-pub use run::{agrees, init, run, Outcome, Report, Side, Timing};
+pub use run::{agrees, init, init_data, run, Outcome, Report, Side, Timing};
 pub use verify::{compare, State, Verdict};

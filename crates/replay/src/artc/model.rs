@@ -94,6 +94,11 @@ pub struct Model {
     min_size: HashMap<u32, u64>,
     /// The size a stat showed of a file from before the trace.
     stat_size: HashMap<u32, u64>,
+    /// Files the trace wrote to (what it reads of them afterwards may be its own bytes).
+    written: std::collections::HashSet<u32>,
+    /// What reads returned of files from before the trace, before the trace wrote to them:
+    /// (inode, file offset, the bytes' offset in the data side file, length).
+    read_data: Vec<(u32, u64, u64, u64)>,
     /// Files created in the trace (their earlier contents are not the initial tree's).
     created: std::collections::HashSet<u32>,
     /// Names the trace created that the initial tree did not have.
@@ -180,11 +185,23 @@ impl Model {
             made_up: Vec::new(),
             min_size: HashMap::new(),
             stat_size: HashMap::new(),
+            written: std::collections::HashSet::new(),
+            read_data: Vec::new(),
             created: Default::default(),
             created_paths: Vec::new(),
             through_dirs: false,
             fork_copies: Vec::new(),
         }
+    }
+
+    /// What the trace's reads returned of files from before the trace (before it wrote to
+    /// them), for init to write back: (path, file offset, offset in the data side file, length).
+    pub fn initial_data(&self) -> Vec<(Vec<u8>, u64, u64, u64)> {
+        let names: HashMap<u32, &Vec<u8>> = self.made_up.iter().map(|(p, i)| (*i, p)).collect();
+        self.read_data
+            .iter()
+            .filter_map(|&(ino, at, off, len)| Some(((*names.get(&ino)?).clone(), at, off, len)))
+            .collect()
     }
 
     /// The tree before the trace, as the calls showed it (parents before children).
@@ -830,6 +847,18 @@ impl Model {
             if !self.created.contains(&ino) {
                 let m = self.min_size.entry(ino).or_insert(0);
                 *m = (*m).max(end);
+                // The bytes the read returned, where the trace kept them: init writes them back.
+                if let (iolearn_trace::sys::Data::Bytes { offset, len }, false) = (r.data, self.written.contains(&ino))
+                {
+                    if len == moved {
+                        self.read_data.push((ino, end - moved, offset, len));
+                    }
+                }
+            }
+        }
+        if let (Some(c), Some(ino)) = (r.call, e.inode) {
+            if c.writes() || matches!(c, Call::Ftruncate | Call::Fallocate) {
+                self.written.insert(ino);
             }
         }
         if let Some(p) = pos {

@@ -104,6 +104,9 @@ pub struct Plan {
     /// Names the trace creates that the initial tree lacks (removed from a target that has
     /// them, so that the replay's creations succeed as the original's did).
     pub created: Vec<Vec<u8>>,
+    /// Bytes of files from before the trace, as its reads returned them (kept data only):
+    /// (path, file offset, offset in the data side file, length).
+    pub initial_data: Vec<(Vec<u8>, u64, u64, u64)>,
 }
 
 impl Plan {
@@ -310,6 +313,7 @@ pub fn compile(trace: &SysTrace, mode: Mode, rules: Rules, seed: &[super::model:
         fd_drop,
         initial,
         created,
+        initial_data: model.initial_data(),
         mode,
         threads,
         thread_of,

@@ -837,6 +837,35 @@ pub fn check_target(p: &Path) -> Result<PathBuf, String> {
     Ok(p.to_path_buf())
 }
 
+/// After [`init`], write back what the trace's reads returned of the files from before it,
+/// from its data side file (`--buffers full`), so that the replay's reads return the same
+/// bytes (verification level 2). Returns the bytes written.
+pub fn init_data(target: &Path, plan: &Plan, side: Side<'_>) -> Result<u64, String> {
+    let root = Root(open_dir(target)?);
+    let mut written = 0;
+    for (path, at, off, len) in &plan.initial_data {
+        let Some(bytes) = side.bytes(Data::Bytes {
+            offset: *off,
+            len: *len,
+        }) else {
+            continue;
+        };
+        let shown = || format!("{}: {}", target.display(), String::from_utf8_lossy(path));
+        let f = match root.open_in_root(path, (libc::O_WRONLY | libc::O_NOFOLLOW) as u64, 0) {
+            Ok(f) => f,
+            // A directory or a link by now (the trace did not show which it was): left alone.
+            Err(e) if e == -i64::from(libc::EISDIR) || e == -i64::from(libc::ELOOP) => continue,
+            Err(e) => return Err(format!("{}: {}", shown(), std::io::Error::from_raw_os_error(-e as i32))),
+        };
+        use std::os::unix::fs::FileExt;
+        std::fs::File::from(f)
+            .write_all_at(bytes, *at)
+            .map_err(|e| format!("{}: {e}", shown()))?;
+        written += bytes.len() as u64;
+    }
+    Ok(written)
+}
+
 /// Prepare `target` for `plan` (delta init, as ARTC's): make the tree the trace started from
 /// where it is missing (directories, files at least as large as the trace read them, with
 /// data written, not holes; symlinks), and remove the names the trace creates, so that its
