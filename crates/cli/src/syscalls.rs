@@ -494,12 +494,7 @@ fn ancestors() -> Vec<u32> {
     let mut out = vec![std::process::id()];
     let mut p = std::process::id();
     while p > 1 && out.len() < 4096 {
-        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
-        // The command name may hold spaces and parentheses: fields count from the last ')'.
-        match stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
-        {
+        match iolearn_probe::freezer::stat_field(&p.to_string(), 1).and_then(|pp| u32::try_from(pp).ok()) {
             Some(pp) => {
                 out.push(pp);
                 p = pp;

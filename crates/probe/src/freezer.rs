@@ -67,11 +67,17 @@ fn group_of(mount: &Path, pid: &str) -> Result<PathBuf, String> {
     Err(format!("{path}: no freezer group"))
 }
 
-/// A process's start time (clock ticks since boot): with its pid, a name no later process has.
-fn start_time(pid: &str) -> Option<u64> {
+/// Field `n` of `/proc/PID/stat` after the command name (0: state, 1: parent pid, 19: start
+/// time), as a number.
+pub fn stat_field(pid: &str, n: usize) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may hold spaces and parentheses: fields count from the last ')'.
-    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+    stat.rsplit_once(')')?.1.split_whitespace().nth(n)?.parse().ok()
+}
+
+/// A process's start time (clock ticks since boot): with its pid, a name no later process has.
+fn start_time(pid: &str) -> Option<u64> {
+    stat_field(pid, 19)
 }
 
 fn write(path: &Path, text: &str) -> Result<(), String> {

@@ -122,6 +122,15 @@ pub enum Initial {
     Symlink(Vec<u8>, Vec<u8>),
 }
 
+/// A name in the kernel's own trees (/dev, /proc, /sys): not the program's state, and sized by
+/// what was read of it, not by its stat.
+pub fn kernel_tree(p: &[u8]) -> bool {
+    [&b"/dev"[..], b"/proc", b"/sys"].iter().any(|d| {
+        p.strip_prefix(*d)
+            .is_some_and(|rest| rest.is_empty() || rest[0] == b'/')
+    })
+}
+
 const MAX_SYMLINKS: usize = 40;
 /// Names a directory rename renames at most, as the model follows them.
 const MAX_BELOW: usize = 1 << 20;
@@ -215,7 +224,7 @@ impl Model {
                 Kind::File => {
                     // The kernel's own files (/proc, /sys, /dev) stat as 0 or 4096 bytes
                     // whatever they hold: only their reads say how large they are.
-                    let system = [&b"/dev/"[..], b"/proc/", b"/sys/"].iter().any(|d| p.starts_with(d));
+                    let system = kernel_tree(p);
                     let read = self.min_size.get(i).copied().unwrap_or(0);
                     let stat = self.stat_size.get(i).copied().unwrap_or(0);
                     Initial::File(p.clone(), if system { read } else { read.max(stat) })

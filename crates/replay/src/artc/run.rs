@@ -920,7 +920,7 @@ pub fn init(target: &Path, plan: &Plan) -> Result<(usize, usize), String> {
                 // What the trace read of the kernel's own trees (/dev, /proc, /sys) is made as
                 // data up to 1 MiB a file: a long read of /dev/zero is no reason to write
                 // gigabytes (beyond that, its reads are short in the replay).
-                let system = [&b"/dev/"[..], b"/proc/", b"/sys/"].iter().any(|d| p.starts_with(d));
+                let system = super::model::kernel_tree(p);
                 let size = &if system { (*size).min(1 << 20) } else { *size };
                 let f = match root.open_in_root(p, (libc::O_CREAT | libc::O_WRONLY | libc::O_NOFOLLOW) as u64, 0o644) {
                     Ok(f) => f,

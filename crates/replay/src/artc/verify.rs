@@ -16,6 +16,7 @@
 //! compared; so are names the trace only read. Timestamps are not compared: a replay makes
 //! its own. A name that cannot be read on one side is a difference that says why.
 
+use super::model::kernel_tree;
 use super::plan::Plan;
 use iolearn_trace::sys::{Call, SysTrace};
 use std::collections::BTreeMap;
@@ -50,14 +51,6 @@ pub struct Verdict {
     pub compared: usize,
     /// Those that differ: (name, original's state, replay's state).
     pub differ: Vec<(Vec<u8>, State, State)>,
-}
-
-/// The kernel's own trees: not the program's state.
-fn system(p: &[u8]) -> bool {
-    [&b"/dev"[..], b"/proc", b"/sys"].iter().any(|d| {
-        p.strip_prefix(*d)
-            .is_some_and(|rest| rest.is_empty() || rest[0] == b'/')
-    })
 }
 
 /// What level 3 compares of a name.
@@ -119,7 +112,7 @@ fn names(trace: &SysTrace, plan: &Plan) -> BTreeMap<Vec<u8>, Depth> {
             _ => {}
         }
     }
-    out.retain(|p, _| !system(p));
+    out.retain(|p, _| !kernel_tree(p));
     out
 }
 
@@ -146,7 +139,7 @@ fn changed_or_removed(trace: &SysTrace, plan: &Plan, depth: &mut BTreeMap<Vec<u8
     }
     depth.retain(|p, d| *d != Depth::default() || touched.contains(p));
     for p in touched {
-        if !system(&p) {
+        if !kernel_tree(&p) {
             depth.entry(p).or_default();
         }
     }
